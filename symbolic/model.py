@@ -1,0 +1,378 @@
+"""Robot model: rigid bodies in a tree on a free-floating (6-DOF) or fixed base.
+
+This is the *model* (constant description) of a robot, kept apart from any
+per-state workspace, as in Pinocchio's Model/Data split.  The numbering follows
+the tree in depth-first pre-order from the base: body 0 is the base, every
+body's parent has a smaller index.  Jain & Rodriguez (seed 000, section 2)
+number links tip-to-base (link n is the base); their "k+1" (inboard
+neighbour) is our ``parent[k]`` and their "k-1" (outboard neighbour) is our set
+of ``children[k]``.  Tip-to-base recursions therefore run ``for k in
+reversed(range(n))``, base-to-tip ones ``for k in range(n)``.
+
+Frames: every body ``k`` has a body frame O_k.  For a body attached by a joint,
+O_k is the joint frame (URDF convention): the joint's placement ``xyz, rpy``
+gives the joint frame relative to the parent body frame at zero joint
+position, the joint axis is expressed in that frame, and the child body frame
+coincides with the moved joint frame.
+
+Inertia convention: ``inertia`` is the 3x3 inertia *matrix* about the body
+centre of mass in body-frame coordinates, with products of inertia entered as
+matrix entries, ``I_xy = -integral(x y dm)`` (the URDF/Pinocchio convention).
+
+Fixed joints are merged at model-build time: a body attached by a ``fixed``
+joint is folded into its parent (composite inertia) and survives as a named
+frame, so every algorithm sees only bodies that move relative to their parent
+(or the base).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+JOINT_TYPES = ("revolute", "prismatic", "fixed")
+BASE_TYPES = ("free", "fixed")
+
+
+def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
+    """Rotation matrix of URDF roll-pitch-yaw angles: R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    r, p, y = (float(a) for a in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    return rz @ ry @ rx
+
+
+def snap(x: np.ndarray, tol: float = 1e-14) -> np.ndarray:
+    """Round entries within ``tol`` of 0 or +-1 to exactly 0 or +-1.
+
+    rpy angles of multiples of pi/2 give cosines like 6.1e-17; snapping them
+    keeps structural zeros structural in the derived code.  The change is below
+    1e-14 absolute, far under every verification tolerance.
+    """
+    x = np.array(x, dtype=float, copy=True)
+    for target in (0.0, 1.0, -1.0):
+        x[np.abs(x - target) < tol] = target
+    return x
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Rigid placement of a frame in a parent frame: ``R`` = parent_R_child, ``p`` = origin in parent."""
+
+    R: np.ndarray
+    p: np.ndarray
+
+    @staticmethod
+    def identity() -> Placement:
+        return Placement(np.eye(3), np.zeros(3))
+
+    @staticmethod
+    def from_xyz_rpy(xyz: Sequence[float], rpy: Sequence[float]) -> Placement:
+        return Placement(snap(rpy_to_matrix(rpy)), snap(np.asarray(xyz, dtype=float)))
+
+    def __mul__(self, other: Placement) -> Placement:
+        return Placement(snap(self.R @ other.R), snap(self.R @ other.p + self.p))
+
+    def inverse(self) -> Placement:
+        return Placement(self.R.T.copy(), -self.R.T @ self.p)
+
+    def homogeneous(self) -> np.ndarray:
+        T = np.eye(4)
+        T[:3, :3] = self.R
+        T[:3, 3] = self.p
+        return T
+
+
+@dataclass(frozen=True)
+class Inertia:
+    """Rigid-body inertia: mass, centre of mass (body frame), 3x3 inertia about the CoM (body axes)."""
+
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+
+    def spatial(self) -> np.ndarray:
+        """Spatial inertia about the body-frame origin, angular first (seed 000, section 2):
+        ``M = [[J, m p~], [-m p~, m I]]`` with ``J = I_c - m p~ p~``."""
+        m, c = self.mass, self.com
+        cx = skew3(c)
+        out = np.zeros((6, 6))
+        out[:3, :3] = self.inertia - m * cx @ cx
+        out[:3, 3:] = m * cx
+        out[3:, :3] = -m * cx
+        out[3:, 3:] = m * np.eye(3)
+        return out
+
+    def transformed(self, X: Placement) -> Inertia:
+        """The same body's inertia expressed in a frame in which this body frame sits at ``X``."""
+        return Inertia(self.mass, X.R @ self.com + X.p, X.R @ self.inertia @ X.R.T)
+
+    def __add__(self, other: Inertia) -> Inertia:
+        m = self.mass + other.mass
+        c = (self.mass * self.com + other.mass * other.com) / m
+        Ic = np.zeros((3, 3))
+        for part in (self, other):
+            d = part.com - c
+            Ic += part.inertia + part.mass * (d @ d * np.eye(3) - np.outer(d, d))
+        return Inertia(m, c, Ic)
+
+
+def skew3(v: Sequence[float]) -> np.ndarray:
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+
+
+@dataclass(frozen=True)
+class Joint:
+    """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent."""
+
+    name: str
+    type: str
+    axis: np.ndarray
+    placement: Placement
+
+    @property
+    def nv(self) -> int:
+        return 0 if self.type == "fixed" else 1
+
+
+@dataclass(frozen=True)
+class BodySpec:
+    """A body as written in a robot file, before fixed joints are merged."""
+
+    name: str
+    parent: str | None
+    joint: Joint | None
+    inertia: Inertia
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A named frame rigidly attached to body ``body`` (index into the merged body list)."""
+
+    name: str
+    body: int
+    placement: Placement
+
+
+@dataclass
+class Robot:
+    """A robot ready for the algorithms: bodies with moving joints in depth-first order.
+
+    Attributes (index ``k`` runs over bodies, body 0 is the base):
+      name, base ("free" | "fixed"), gravity (3, inertial frame),
+      body_names[k], parent[k] (-1 for the base), joints[k] (None for the base),
+      inertias[k] (merged, in body frame k), frames (named frames, fixed-joint
+      bodies among them), children[k], source_hash (of the robot file bytes).
+    """
+
+    name: str
+    base: str
+    gravity: np.ndarray
+    body_names: list[str]
+    parent: list[int]
+    joints: list[Joint | None]
+    inertias: list[Inertia]
+    frames: list[Frame] = field(default_factory=list)
+    source: str = ""
+    source_hash: str = ""
+    children: list[list[int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.children = [[] for _ in self.body_names]
+        for k, p in enumerate(self.parent):
+            if p >= 0:
+                self.children[p].append(k)
+
+    # ---- sizes and names --------------------------------------------------------------------
+    @property
+    def n_bodies(self) -> int:
+        return len(self.body_names)
+
+    @property
+    def n_joints(self) -> int:
+        return self.n_bodies - 1
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Names of the joint coordinates in the order of q (after the base) and v."""
+        return [j.name for j in self.joints[1:]]
+
+    @property
+    def frame_names(self) -> list[str]:
+        return [f.name for f in self.frames]
+
+    @property
+    def is_free(self) -> bool:
+        return self.base == "free"
+
+    @property
+    def base_nq(self) -> int:
+        return 7 if self.is_free else 0
+
+    @property
+    def base_nv(self) -> int:
+        return 6 if self.is_free else 0
+
+    @property
+    def nq(self) -> int:
+        return self.base_nq + self.n_joints
+
+    @property
+    def nv(self) -> int:
+        return self.base_nv + self.n_joints
+
+    def body_index(self, name: str) -> int:
+        try:
+            return self.body_names.index(name)
+        except ValueError:
+            raise KeyError(f"robot {self.name!r} has no body {name!r}; bodies: {self.body_names}") from None
+
+    def v_index(self, k: int) -> slice:
+        """Slice of the generalised velocity belonging to body k's hinge (seed 000: beta(k))."""
+        if k == 0:
+            return slice(0, self.base_nv)
+        i = self.base_nv + k - 1
+        return slice(i, i + 1)
+
+    def q_index(self, k: int) -> int:
+        """Index of body k's joint coordinate in q (k >= 1)."""
+        return self.base_nq + k - 1
+
+    def frame_of(self, name: str) -> tuple[int, Placement]:
+        """(body index, placement in that body) of a body or a named frame."""
+        if name in self.body_names:
+            return self.body_names.index(name), Placement.identity()
+        for f in self.frames:
+            if f.name == name:
+                return f.body, f.placement
+        raise KeyError(
+            f"robot {self.name!r} has no body or frame {name!r}; "
+            f"bodies: {self.body_names}, frames: {self.frame_names}"
+        )
+
+    @property
+    def total_mass(self) -> float:
+        return float(sum(i.mass for i in self.inertias))
+
+    # ---- configurations -----------------------------------------------------------------------
+    def neutral(self) -> np.ndarray:
+        q = np.zeros(self.nq)
+        if self.is_free:
+            q[6] = 1.0  # quaternion [x, y, z, w] = identity
+        return q
+
+    def random_configuration(self, rng: np.random.Generator | None = None) -> np.ndarray:
+        """A random configuration: unit quaternion, base position in [-1, 1]^3, joints in [-pi, pi]
+        (prismatic in [-0.5, 0.5])."""
+        rng = np.random.default_rng() if rng is None else rng
+        q = np.empty(self.nq)
+        if self.is_free:
+            q[:3] = rng.uniform(-1, 1, 3)
+            quat = rng.normal(size=4)
+            q[3:7] = quat / np.linalg.norm(quat)
+        for k in range(1, self.n_bodies):
+            lim = np.pi if self.joints[k].type == "revolute" else 0.5
+            q[self.q_index(k)] = rng.uniform(-lim, lim)
+        return q
+
+    def with_base(self, base: str) -> Robot:
+        if base not in BASE_TYPES:
+            raise ValueError(f"base must be one of {BASE_TYPES}, got {base!r}")
+        return Robot(self.name, base, self.gravity.copy(), list(self.body_names), list(self.parent),
+                     list(self.joints), list(self.inertias), list(self.frames), self.source,
+                     self.source_hash)
+
+    def fingerprint(self) -> str:
+        """Hash of everything that determines the dynamics (used as a cache key with the generator version)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.name, self.base, self.gravity.tolist(), self.body_names, self.parent,
+                             self.frame_names], sort_keys=True).encode())
+        for j in self.joints[1:]:
+            h.update(j.name.encode() + j.type.encode())
+            for a in (j.axis, j.placement.R, j.placement.p):
+                h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+        for i in self.inertias:
+            h.update(np.array([i.mass, *i.com, *i.inertia.ravel()], dtype=float).tobytes())
+        for f in self.frames:
+            h.update(f.name.encode() + str(f.body).encode())
+            h.update(np.ascontiguousarray(np.concatenate([f.placement.R.ravel(), f.placement.p])).tobytes())
+        return h.hexdigest()
+
+    # ---- construction -----------------------------------------------------------------------
+    @staticmethod
+    def from_specs(name: str, base: str, gravity: Sequence[float], bodies: Sequence[BodySpec],
+                   frames: Sequence[tuple[str, str, Placement]] = (), source: str = "",
+                   source_hash: str = "") -> Robot:
+        """Build a robot from file-level body specs (any order, one root, parents by name).
+
+        Fixed joints are merged into their parents; bodies are ordered depth-first from the root,
+        children in the order given.  ``frames`` are (name, body name, placement in that body).
+        Structural validation with file/field context is the job of the file readers; this raises
+        ``ValueError`` for anything inconsistent that reaches it.
+        """
+        by_name = {b.name: b for b in bodies}
+        if len(by_name) != len(bodies):
+            raise ValueError("duplicate body names")
+        roots = [b for b in bodies if b.parent is None]
+        if len(roots) != 1:
+            raise ValueError(f"exactly one body must have no parent (the base), found {len(roots)}")
+        kids: dict[str, list[BodySpec]] = {b.name: [] for b in bodies}
+        for b in bodies:
+            if b.parent is not None:
+                if b.parent not in kids:
+                    raise ValueError(f"body {b.name!r}: unknown parent {b.parent!r}")
+                kids[b.parent].append(b)
+
+        body_names: list[str] = []
+        parent: list[int] = []
+        joints: list[Joint | None] = []
+        inertias: list[Inertia] = []
+        out_frames: list[Frame] = []
+        seen: set[str] = set()
+
+        # depth-first; a fixed-joint child is merged into the nearest moving ancestor
+        stack: list[tuple[BodySpec, int, Placement]] = [(roots[0], -1, Placement.identity())]
+        while stack:
+            spec, host, X = stack.pop()  # host: merged body index; X: spec frame in host frame
+            seen.add(spec.name)
+            if host >= 0 and spec.joint is not None and spec.joint.type == "fixed":
+                k = host
+                inertias[k] = inertias[k] + spec.inertia.transformed(X) if spec.inertia.mass > 0 else inertias[k]
+                out_frames.append(Frame(spec.name, k, X))
+                Xc = X
+            else:
+                k = len(body_names)
+                body_names.append(spec.name)
+                parent.append(host)
+                if host >= 0:
+                    j = spec.joint
+                    joints.append(Joint(j.name, j.type, j.axis, X * j.placement))
+                else:
+                    joints.append(None)
+                inertias.append(spec.inertia)
+                Xc = Placement.identity()
+            for child in reversed(kids[spec.name]):
+                if child.joint is not None and child.joint.type == "fixed":
+                    stack.append((child, k, Xc * child.joint.placement))
+                else:
+                    stack.append((child, k, Xc))
+        if len(seen) != len(bodies):
+            missing = sorted(set(by_name) - seen)
+            raise ValueError(f"bodies not connected to the base (cycle?): {missing}")
+        # depth-first pre-order with a stack visits children in reverse push order -> given order
+        for fname, bname, Xf in frames:
+            if bname in body_names:
+                out_frames.append(Frame(fname, body_names.index(bname), Xf))
+            else:
+                host = next((f for f in out_frames if f.name == bname), None)
+                if host is None:
+                    raise ValueError(f"frame {fname!r}: unknown body {bname!r}")
+                out_frames.append(Frame(fname, host.body, host.placement * Xf))
+        return Robot(name, base, np.asarray(gravity, dtype=float), body_names, parent, joints, inertias,
+                     out_frames, source, source_hash)

@@ -1,0 +1,188 @@
+"""Scalar contexts: run the same algorithm code on floats or on symbolic expressions.
+
+Every algorithm in :mod:`soadyn.symbolic` takes a context ``ctx`` and works on
+numpy arrays whose entries are floats (:class:`Numeric`) or SymEngine
+expressions (:class:`Symbolic`, ``dtype=object``).  The context supplies the few
+operations that differ between the two (``sin``, ``cos``, ``sqrt``, constants)
+and the staging hook ``ctx.stage(name, array)``:
+
+* numerically it returns the array unchanged;
+* symbolically it records ``symbol = expression`` for every non-trivial entry
+  and returns fresh symbols in its place, so that each spatial quantity of
+  each recursion step becomes a named intermediate.  The recorded program is a
+  shared graph of small expressions (no expression swell) that
+  :mod:`soadyn.codegen` optimises and prints as C.
+
+Structural zeros: robot constants enter through ``ctx.const`` which keeps
+exact 0 and +-1 exact (SymEngine ``Integer``), so ``0*x`` and ``1*x`` vanish
+as the expressions are built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+
+class Numeric:
+    """Float context: the algorithms run as plain numpy code."""
+
+    symbolic = False
+    dtype: Any = float
+
+    def const(self, x: Any) -> np.ndarray:
+        return np.asarray(x, dtype=float)
+
+    def zeros(self, shape: int | tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape)
+
+    def eye(self, n: int) -> np.ndarray:
+        return np.eye(n)
+
+    def sin(self, x: Any) -> Any:
+        return math.sin(x)
+
+    def cos(self, x: Any) -> Any:
+        return math.cos(x)
+
+    def sqrt(self, x: Any) -> Any:
+        return math.sqrt(x)
+
+    def stage(self, name: str, arr: Any) -> Any:
+        return arr
+
+    def is_zero(self, x: Any) -> bool:
+        return False
+
+    def stage_symmetric(self, name: str, arr: Any) -> Any:
+        return arr
+
+
+def _exact(x: float) -> se.Basic:
+    if x == 0.0:
+        return se.Integer(0)
+    if x == 1.0:
+        return se.Integer(1)
+    if x == -1.0:
+        return se.Integer(-1)
+    if float(x).is_integer() and abs(x) < 2**31:
+        return se.Integer(int(x))
+    return se.RealDouble(float(x))
+
+
+@dataclass
+class Assignment:
+    """One line of a staged program: ``target = expr``."""
+
+    target: se.Symbol
+    expr: se.Basic
+
+
+@dataclass
+class Symbolic:
+    """Symbolic context: SymEngine expressions, staged into a straight-line program.
+
+    ``program`` lists the assignments in creation order, which is a valid
+    topological order (every expression only uses inputs and earlier targets).
+    """
+
+    symbolic = True
+    dtype: Any = object
+    program: list[Assignment] = field(default_factory=list)
+    inputs: dict[str, list[se.Symbol]] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def input(self, name: str, shape: int | Sequence[int]) -> np.ndarray:
+        """A named input array of fresh symbols, e.g. ``q = ctx.input('q', robot.nq)``.
+
+        Entries are named ``name_i`` (flat, row-major index), matching the C argument
+        ``const double *name``.
+        """
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        n = int(np.prod(shape)) if shape else 1
+        syms = [se.Symbol(f"{name}_{i}") for i in range(n)]
+        self.inputs[name] = syms
+        return np.array(syms, dtype=object).reshape(shape)
+
+    # -- scalar operations ---------------------------------------------------------------------
+    def const(self, x: Any) -> np.ndarray:
+        a = np.asarray(x, dtype=float)
+        out = np.empty(a.shape, dtype=object)
+        for idx in np.ndindex(a.shape):
+            out[idx] = _exact(float(a[idx]))
+        return out
+
+    def zeros(self, shape: int | tuple[int, ...]) -> np.ndarray:
+        out = np.empty(shape, dtype=object)
+        out.fill(se.Integer(0))
+        return out
+
+    def eye(self, n: int) -> np.ndarray:
+        out = self.zeros((n, n))
+        for i in range(n):
+            out[i, i] = se.Integer(1)
+        return out
+
+    def sin(self, x: Any) -> Any:
+        return se.sin(x)
+
+    def cos(self, x: Any) -> Any:
+        return se.cos(x)
+
+    def sqrt(self, x: Any) -> Any:
+        return se.sqrt(x)
+
+    def is_zero(self, x: Any) -> bool:
+        return isinstance(x, se.Basic) and x == 0
+
+    # -- staging ---------------------------------------------------------------------------------
+    def fresh(self, name: str) -> str:
+        c = self._counts.get(name, 0)
+        self._counts[name] = c + 1
+        return name if c == 0 else f"{name}_{c}"
+
+    def stage(self, name: str, arr: Any) -> Any:
+        """Replace every non-atomic entry of ``arr`` by a fresh symbol ``name_i``; record the definitions.
+
+        ``name`` should be a C identifier fragment such as ``V3`` (spatial velocity of body 3).
+        Numbers and symbols are passed through unchanged.
+        """
+        if isinstance(arr, np.ndarray):
+            base = self.fresh(name)
+            out = np.empty(arr.shape, dtype=object)
+            flat = arr.ravel()
+            for i, (idx, e) in enumerate(zip(np.ndindex(arr.shape), flat)):
+                out[idx] = self._stage_one(f"{base}_{i}", e)
+            return out
+        return self._stage_one(self.fresh(name), arr)
+
+    def stage_symmetric(self, name: str, arr: np.ndarray) -> np.ndarray:
+        """Stage a symmetric matrix: the upper triangle gets symbols, the lower mirrors it.
+
+        Symmetry is imposed by construction, so ``P(k)`` stays exactly symmetric in the program.
+        """
+        base = self.fresh(name)
+        n = arr.shape[0]
+        out = np.empty(arr.shape, dtype=object)
+        for i in range(n):
+            for j in range(i, n):
+                out[i, j] = out[j, i] = self._stage_one(f"{base}_{i}{j}" if n <= 10 else f"{base}_{i}_{j}",
+                                                        arr[i, j])
+        return out
+
+    def _stage_one(self, sym_name: str, e: Any) -> Any:
+        e = se.sympify(e)
+        if e.is_Number or e.is_Symbol:
+            return e
+        s = se.Symbol(sym_name)
+        self.program.append(Assignment(s, e))
+        return s
+
+
+NUMERIC = Numeric()

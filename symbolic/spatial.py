@@ -1,0 +1,187 @@
+"""Spatial algebra over a generic scalar (floats or SymEngine expressions).
+
+Conventions (seed 000, section 2): spatial velocities ``V = [w; v]`` (angular
+first, ``v`` the velocity of the frame origin), spatial forces ``f = [n; F]``
+(moment about the frame origin first), both in the coordinates of the frame
+they refer to.
+
+The rigid-body transformation operator ``phi(p, k)`` of seed 000 maps a spatial
+force at O_k to the equivalent force at O_p.  In coordinates, with ``R`` =
+pR_k (frame k's axes in frame p) and ``l`` the vector from O_p to O_k in
+p-coordinates::
+
+    phi(p, k) = [[R, l~ R], [0, R]]          phi*(p, k) = [[R^T, 0], [-R^T l~, R^T]]
+
+``phi*(p, k)`` maps the spatial velocity of frame p to that of a frame rigidly
+attached to p at O_k.  The functions below apply these products in factored
+form (rotation, then translation) so that symbolic runs produce few operations;
+:func:`phi_matrix` builds the dense 6x6 for the reference path and tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """3-vector cross product, generic in the scalar."""
+    return np.array(
+        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]],
+        dtype=np.result_type(a, b) if (a.dtype != object and b.dtype != object) else object,
+    )
+
+
+def skew(a: np.ndarray) -> np.ndarray:
+    """Cross-product matrix ``a~`` with ``a~ b = a x b``."""
+    z = a[0] * 0
+    return np.array([[z, -a[2], a[1]], [a[2], z, -a[0]], [-a[1], a[0], z]],
+                    dtype=object if a.dtype == object else float)
+
+
+def rotation_about_axis(ctx: Any, axis: np.ndarray, c: Any, s: Any) -> np.ndarray:
+    """Rodrigues' rotation ``c I + s a~ + (1 - c) a a^T`` for a unit axis ``a`` (constant).
+
+    For a coordinate axis the formula is written out so that exact zeros stay exact.
+    """
+    a = np.asarray(axis, dtype=float)
+    for i in range(3):
+        for sign in (1.0, -1.0):
+            if np.array_equal(a, sign * np.eye(3)[i]):
+                R = ctx.zeros((3, 3)) if ctx.symbolic else np.zeros((3, 3))
+                j, k = (i + 1) % 3, (i + 2) % 3
+                R[i, i] = ctx.const(1.0)[()] if ctx.symbolic else 1.0
+                R[j, j] = c
+                R[k, k] = c
+                R[k, j] = sign * s
+                R[j, k] = -sign * s
+                return R
+    A = ctx.const(a)
+    K = skew(A)
+    I3 = ctx.eye(3)
+    return c * I3 + s * K + (1 - c) * np.outer(A, A)
+
+
+def quaternion_to_matrix(quat: np.ndarray) -> np.ndarray:
+    """Rotation matrix (body to inertial) of a quaternion ``[x, y, z, w]``.
+
+    Written in the homogeneous form ``((w^2 - e.e) I + 2 e e^T + 2 w e~) / (w^2 + e.e)`` so that it is
+    an exact rotation for any non-zero quaternion: the norm is divided out, the input need not be unit.
+    """
+    x, y, z, w = quat
+    xx, yy, zz, ww = x * x, y * y, z * z, w * w
+    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
+    inv = 1 / (xx + yy + zz + ww)
+    return np.array(
+        [
+            [(ww + xx - yy - zz) * inv, 2 * (xy - wz) * inv, 2 * (xz + wy) * inv],
+            [2 * (xy + wz) * inv, (ww - xx + yy - zz) * inv, 2 * (yz - wx) * inv],
+            [2 * (xz - wy) * inv, 2 * (yz + wx) * inv, (ww - xx - yy + zz) * inv],
+        ],
+        dtype=object if isinstance(quat, np.ndarray) and quat.dtype == object else float,
+    )
+
+
+class Xform:
+    """The operator ``phi(p, k)`` as (R, l); ``R is None`` means identity, ``l is None`` means zero."""
+
+    __slots__ = ("R", "l")
+
+    def __init__(self, R: np.ndarray | None = None, l: np.ndarray | None = None) -> None:
+        self.R = R
+        self.l = l
+
+    # --- velocities / accelerations: phi*(p, k) ----------------------------------------------
+    def motion_to_child(self, V: np.ndarray) -> np.ndarray:
+        """``phi*(p, k) V``: a spatial velocity of frame p expressed as that of O_k in k coordinates."""
+        w, v = V[:3], V[3:]
+        if self.l is not None:
+            v = v + cross(w, self.l)
+        if self.R is not None:
+            w, v = self.R.T @ w, self.R.T @ v
+        return np.concatenate([w, v])
+
+    def motion_to_parent(self, V: np.ndarray) -> np.ndarray:
+        """``phi*(p, k)^-1 V = phi*(k, p) V``: frame-k velocity expressed at O_p in p coordinates."""
+        w, v = V[:3], V[3:]
+        if self.R is not None:
+            w, v = self.R @ w, self.R @ v
+        if self.l is not None:
+            v = v - cross(w, self.l)
+        return np.concatenate([w, v])
+
+    # --- forces: phi(p, k) -------------------------------------------------------------------
+    def force_to_parent(self, f: np.ndarray) -> np.ndarray:
+        """``phi(p, k) f``: a spatial force at O_k (k coordinates) moved to O_p (p coordinates)."""
+        n, F = f[:3], f[3:]
+        if self.R is not None:
+            n, F = self.R @ n, self.R @ F
+        if self.l is not None:
+            n = n + cross(self.l, F)
+        return np.concatenate([n, F])
+
+    def force_to_child(self, f: np.ndarray) -> np.ndarray:
+        """``phi(p, k)^-1 f = phi(k, p) f``: a force at O_p (p coordinates) moved to O_k (k coordinates)."""
+        n, F = f[:3], f[3:]
+        if self.l is not None:
+            n = n - cross(self.l, F)
+        if self.R is not None:
+            n, F = self.R.T @ n, self.R.T @ F
+        return np.concatenate([n, F])
+
+    # --- inertias: phi(p, k) P phi*(p, k) -----------------------------------------------------
+    def inertia_to_parent(self, P: np.ndarray) -> np.ndarray:
+        """``phi(p, k) P phi*(p, k)`` for a symmetric 6x6 ``P`` (result symmetric by construction)."""
+        A, B, C = P[:3, :3], P[:3, 3:], P[3:, 3:]
+        if self.R is not None:
+            R = self.R
+            A, B, C = R @ A @ R.T, R @ B @ R.T, R @ C @ R.T
+        if self.l is not None:
+            L = skew(self.l)
+            W = B + L @ C                       # top-right block
+            A = A + L @ B.T - W @ L             # l~ B^T + B l~^T + l~ C l~^T, with l~^T = -l~
+            B = W
+        out = np.empty((6, 6), dtype=P.dtype)
+        out[:3, :3], out[:3, 3:], out[3:, :3], out[3:, 3:] = A, B, B.T, C
+        return _symmetrize(out)
+
+    def inertia_to_child(self, P: np.ndarray) -> np.ndarray:
+        """``phi(k, p) P phi*(k, p)`` (inverse transform), used by the dual recursions."""
+        return Xform(None if self.R is None else self.R.T,
+                     None if self.l is None else -(self.R.T @ self.l if self.R is not None else self.l)
+                     ).inertia_to_parent(P)
+
+    # --- composition / dense -----------------------------------------------------------------
+    def then(self, inner: Xform) -> Xform:
+        """``phi(p, j) phi(j, k)`` where ``self = phi(p, j)`` and ``inner = phi(j, k)``."""
+        R1, l1, R2, l2 = self.R, self.l, inner.R, inner.l
+        R = R2 if R1 is None else (R1 if R2 is None else R1 @ R2)
+        if l2 is None:
+            l = l1
+        else:
+            l2p = l2 if R1 is None else R1 @ l2
+            l = l2p if l1 is None else l1 + l2p
+        return Xform(R, l)
+
+    def matrix(self) -> np.ndarray:
+        """Dense float 6x6 ``phi(p, k)``."""
+        R = np.eye(3) if self.R is None else np.asarray(self.R, dtype=float)
+        l = np.zeros(3) if self.l is None else np.asarray(self.l, dtype=float)
+        return phi_matrix(R, l)
+
+
+def _symmetrize(P: np.ndarray) -> np.ndarray:
+    for i in range(6):
+        for j in range(i + 1, 6):
+            P[j, i] = P[i, j]
+    return P
+
+
+def phi_matrix(R: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """Dense ``phi(p, k) = [[R, l~ R], [0, R]]`` (floats)."""
+    out = np.zeros((6, 6))
+    out[:3, :3] = R
+    out[3:, 3:] = R
+    out[:3, 3:] = skew(np.asarray(l, dtype=float)).astype(float) @ R
+    return out
