@@ -1,0 +1,87 @@
+"""Algorithm 2 of seed 000: the articulated-body (Riccati) recursion, tip to base (eq. 2.6).
+
+    P(k)   = sum_c phi(k, c) P+(c) phi*(k, c) + M(k)
+    D(k)   = H(k) P(k) H*(k)
+    G(k)   = P(k) H*(k) D^-1(k)
+    K(k+1, k) = phi(k+1, k) G(k)
+    taubar(k) = I - G(k) H(k)
+    P+(k)  = taubar(k) P(k)                      (= P - G D G*, symmetric)
+    psi(k+1, k) = phi(k+1, k) taubar(k)
+
+For the free base (eq. 3.1) D = P, G = I, taubar = 0, P+ = 0.  For a 1-DOF hinge whose H*(k) is a
+coordinate unit vector e_i, ``H(k) P+(k) = 0`` means row and column i of P+ are exactly zero; that
+identity is lost once P is symbolic, so it is imposed by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .kinematics import Kinematics, joint_transforms, unit_hinge_index
+from .linalg import LDL, ldl
+
+
+@dataclass
+class ArticulatedBody:
+    """Per-body quantities of Algorithm 2 (lists indexed by body; base entries per eq. 3.1)."""
+
+    kin: Kinematics
+    P: list[np.ndarray]
+    Pplus: list[np.ndarray]
+    U: list[np.ndarray | None]      # P(k) H*(k)  (6,) for 1-DOF hinges
+    D: list[Any]                    # scalar for 1-DOF hinges, 6x6 for the free base, None for a fixed root
+    Dinv: list[Any]                 # 1/D for 1-DOF hinges; LDL factor object for the free base
+    G: list[np.ndarray | None]      # (6,) for 1-DOF hinges; None (= I6) for the free base
+
+    def taubar(self, k: int) -> np.ndarray:
+        """taubar(k) = I - G(k) H(k) as a dense 6x6 (for the reference comparisons)."""
+        ctx = self.kin.ctx
+        if k == 0:
+            return ctx.zeros((6, 6))
+        return ctx.eye(6) - np.outer(self.G[k], self.kin.hinge(k))
+
+
+def articulated_body(robot: Any, ctx: Any, q: np.ndarray, kin: Kinematics | None = None) -> ArticulatedBody:
+    """Run Algorithm 2 (eq. 2.6) over the tree, gathering P+ from the children of each body."""
+    kin = joint_transforms(robot, ctx, q) if kin is None else kin
+    n = robot.n_bodies
+    P: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    Pplus: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    U: list[Any] = [None] * n
+    D: list[Any] = [None] * n
+    Dinv: list[Any] = [None] * n
+    G: list[Any] = [None] * n
+    for k in reversed(range(n)):
+        Pk = kin.spatial_inertia(k)
+        for c in robot.children[k]:
+            if Pplus[c] is not None:
+                Pk = Pk + kin.X[c].inertia_to_parent(Pplus[c])
+        P[k] = ctx.stage_symmetric(f"P{k}", Pk)
+        if k == 0:
+            if robot.is_free:
+                D[0] = P[0]
+                Dinv[0] = ldl(ctx, P[0], "D0")
+            continue
+        h = kin.hinge(k)
+        U[k] = ctx.stage(f"U{k}", P[k] @ h)
+        D[k] = ctx.stage(f"D{k}", h @ U[k])
+        Dinv[k] = ctx.stage(f"Dinv{k}", 1 / D[k])
+        G[k] = ctx.stage(f"G{k}", U[k] * Dinv[k])
+        Pp = P[k] - np.outer(G[k], U[k])
+        i = unit_hinge_index(robot, k)
+        if i is not None:
+            Pp[i, :] = 0
+            Pp[:, i] = 0
+        Pplus[k] = ctx.stage_symmetric(f"Pp{k}", Pp)
+    return ArticulatedBody(kin, P, Pplus, U, D, Dinv, G)
+
+
+def solve_D(ab: ArticulatedBody, k: int, eps: Any, name: str) -> Any:
+    """nu(k) = D^-1(k) eps(k)."""
+    if k == 0:
+        fac: LDL = ab.Dinv[0]
+        return fac.solve(eps, name)
+    return eps * ab.Dinv[k]

@@ -1,0 +1,72 @@
+"""Frame Jacobians and the generalised Jacobian of a free-floating system.
+
+``jacobian`` evaluates the block row ``J(k) = B*(k) phi* H*`` of seed 000 eq. 4.3 (moved to a frame
+rigidly attached to body k) column by column from the absolute link poses: the column of hinge i is
+``phi*(i, f) H*(i)``, i.e. ``[s_i; s_i x (p_f - p_i)]`` for a revolute and ``[0; s_i]`` for a prismatic
+hinge (inertial-aligned axes), and ``[[R_0, 0], [-(p_f - p_0)~ R_0, R_0]]`` for the free base, whose
+velocity is given in base coordinates.  Frame coordinates rotate both halves by R_f^T.
+
+``generalized_jacobian`` is Umetani & Yoshida's Jacobian (seed 003 eq. E.5): with zero total momentum,
+``H_b V_0 + H_bm qd = 0`` (the base rows of M v are the system momentum at O_0, seed 003 eq. 2.x), so
+``J* = J_m - J_b H_b^-1 H_bm``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..spatial import cross, skew
+from .kinematics import joint_transforms, link_poses
+from .linalg import ldl
+from .newton_euler import mass_matrix_from
+
+
+def _frame_pose(robot: Any, ctx: Any, Rw: list, pw: list, frame: str) -> tuple[int, np.ndarray, np.ndarray]:
+    k, X = robot.frame_of(frame)
+    R = Rw[k] @ ctx.const(X.R) if not np.array_equal(X.R, np.eye(3)) else Rw[k]
+    p = pw[k] + Rw[k] @ ctx.const(X.p) if np.any(X.p) else pw[k]
+    return k, R, p
+
+
+def _jacobian(robot: Any, ctx: Any, kin: Any, frame: str, world_aligned: bool) -> np.ndarray:
+    Rw, pw = link_poses(kin)
+    k, Rf, pf = _frame_pose(robot, ctx, Rw, pw, frame)
+    tag = "".join(ch if ch.isalnum() else "_" for ch in frame)
+    pf = ctx.stage(f"pf_{tag}", pf)
+    J = ctx.zeros((6, robot.nv))
+    i = k
+    while i > 0:
+        j = robot.joints[i]
+        s = ctx.stage(f"sw{i}", Rw[i] @ ctx.const(j.axis))
+        col = (np.concatenate([s, cross(s, pf - pw[i])]) if j.type == "revolute"
+               else np.concatenate([ctx.zeros(3), s]))
+        J[:, robot.v_index(i)] = col.reshape(6, 1)
+        i = robot.parent[i]
+    if robot.is_free:
+        R0 = Rw[0]
+        J[:3, 0:3] = R0
+        J[3:, 3:6] = R0
+        J[3:, 0:3] = -skew(pf - pw[0]) @ R0
+    if not world_aligned:
+        RT = Rf.T
+        J = np.concatenate([RT @ J[:3], RT @ J[3:]])
+    return J
+
+
+def jacobian(robot: Any, ctx: Any, q: np.ndarray, frame: str, world_aligned: bool = False) -> np.ndarray:
+    """6 x nv Jacobian of the frame's [w; v] (origin velocity), frame or inertial-aligned coordinates."""
+    return _jacobian(robot, ctx, joint_transforms(robot, ctx, q), frame, world_aligned)
+
+
+def generalized_jacobian(robot: Any, ctx: Any, q: np.ndarray, frame: str) -> np.ndarray:
+    """Generalised Jacobian (seed 003 eq. E.5), 6 x n_joints, inertial-aligned [w; v] of the frame."""
+    if not robot.is_free:
+        raise ValueError(f"robot {robot.name!r}: the generalised Jacobian needs a free base")
+    kin = joint_transforms(robot, ctx, q)
+    J = _jacobian(robot, ctx, kin, frame, world_aligned=True)
+    M = mass_matrix_from(kin)
+    fac = ldl(ctx, M[:6, :6], "Hb")
+    X = fac.solve(M[:6, 6:], "HbiHbm")               # H_b^-1 H_bm
+    return J[:, 6:] - J[:, :6] @ X

@@ -1,0 +1,62 @@
+"""Small dense linear algebra over a generic scalar: LDL^T of a symmetric positive definite matrix.
+
+Used for the 6x6 articulated inertia of a free base, ``D(n) = P(n)`` (seed 000 eq. 3.1-3.2), and for the
+base block of the mass matrix in the generalised Jacobian.  Each pivot reciprocal is staged once, so a
+symbolic run never divides twice by the same quantity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class LDL:
+    L: np.ndarray       # unit lower triangular
+    dinv: np.ndarray    # reciprocals of the pivots
+    ctx: Any
+
+    def solve(self, b: np.ndarray, name: str = "ldl") -> np.ndarray:
+        """x = A^-1 b for a vector or a matrix of columns."""
+        if b.ndim == 2:
+            return np.stack([self.solve(b[:, j], f"{name}c{j}") for j in range(b.shape[1])], axis=1)
+        ctx, L, n = self.ctx, self.L, len(b)
+        y = np.empty(n, dtype=b.dtype if b.dtype != float else float)
+        y = list(b)
+        for i in range(n):
+            for k in range(i):
+                y[i] = y[i] - L[i, k] * y[k]
+        y = ctx.stage(f"{name}y", np.array(y, dtype=object if ctx.symbolic else float))
+        x = [y[i] * self.dinv[i] for i in range(n)]
+        for i in reversed(range(n)):
+            for k in range(i + 1, n):
+                x[i] = x[i] - L[k, i] * x[k]
+            x[i] = ctx.stage(f"{name}x", x[i])
+        return np.array(x, dtype=object if ctx.symbolic else float)
+
+    def inverse(self, name: str = "inv") -> np.ndarray:
+        n = self.L.shape[0]
+        return self.solve(self.ctx.eye(n), name)
+
+
+def ldl(ctx: Any, A: np.ndarray, name: str = "ldl") -> LDL:
+    """A = L diag(d) L^T (A symmetric positive definite), staged column by column."""
+    n = A.shape[0]
+    L = ctx.eye(n) if ctx.symbolic else np.eye(n)
+    d: list[Any] = [None] * n
+    dinv: list[Any] = [None] * n
+    for j in range(n):
+        dj = A[j, j]
+        for k in range(j):
+            dj = dj - L[j, k] * L[j, k] * d[k]
+        d[j] = ctx.stage(f"{name}d{j}", dj)
+        dinv[j] = ctx.stage(f"{name}di{j}", 1 / d[j])
+        for i in range(j + 1, n):
+            lij = A[i, j]
+            for k in range(j):
+                lij = lij - L[i, k] * L[j, k] * d[k]
+            L[i, j] = ctx.stage(f"{name}L{i}{j}", lij * dinv[j])
+    return LDL(L, np.array(dinv, dtype=object if ctx.symbolic else float), ctx)
