@@ -1,0 +1,279 @@
+"""URDF import into :class:`~soadyn.symbolic.model.Robot`.
+
+Library choice: the URDF is parsed with ``yourdfpy`` (maintained, pure Python on lxml, BSD/MIT), with
+``load_meshes=False, build_scene_graph=False, load_collision_meshes=False`` and a null filename handler,
+so mesh files are never looked up and a URDF whose meshes are missing (the usual case outside ROS) still
+loads.  ``urdfdom``/Pinocchio are C++ and would make the generator depend on a compiled stack; ``urdfpy``
+is unmaintained.  yourdfpy is lenient in two places, which this module closes before handing it the
+file: on malformed XML it silently falls back to a "recover" parse, and it fills missing inertia
+attributes with defaults.  So the XML is first parsed strictly with lxml here (syntax errors are reported
+with their line), and the numeric attributes we use are checked (count, number syntax, finiteness), with
+the line of the offending element in the message.
+
+Mapping to the model (see ``docs/robot-format.md``):
+
+* ``continuous`` joints are ``revolute``; ``fixed`` joints are merged into their parent body by
+  :meth:`Robot.from_specs` (the merged link survives as a named frame); ``planar`` and ``floating`` child
+  joints are errors.  ``<mimic>`` joints are an error by default (``mimic='error'``); ``'independent'``
+  treats them as ordinary joints (what ``pinocchio.buildModelFromUrdf`` does by default) and ``'fixed'``
+  locks them at position zero.
+* The joint frame is the ``<origin>`` of the joint in the parent link frame; the axis (default
+  ``1 0 0`` as in the URDF spec) is normalised.  The joint frame becomes the child body frame.
+* ``<inertial>``: ``<origin xyz>`` is the centre of mass; ``<origin rpy>`` rotates the inertia tensor
+  into the link frame, ``I_link = R I R^T``.  A link without ``<inertial>`` has zero mass.  Masses must be
+  >= 0 and tensors positive semi-definite (point masses are accepted); a tensor that violates the
+  triangle inequality only gives a warning, since several published URDFs do so and the dynamics stay
+  well-posed.  A moving joint that carries no inertia (e.g. a massless moving leaf link) makes the mass
+  matrix singular and is an error naming the joint (:func:`~.robotfile.check_mass_matrix`).
+* Body order: depth-first from the root link, siblings in the order their joints appear in the file.
+  Pinocchio (urdfdom) also orders depth-first but visits siblings sorted by joint name, so for trees the
+  two joint orders can differ (never for serial chains); permute by joint name.
+* Default base: ``free`` (a space robot); gravity zero.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+from .model import BodySpec, Inertia, Joint, Placement, Robot, snap
+from .robotfile import RobotFileError, check_base, check_mass_matrix, inertia_problem, read_bytes
+
+MIMIC_MODES = ("error", "independent", "fixed")
+
+# numeric attributes checked before yourdfpy sees them: element tag -> {attribute: count}
+_NUMERIC = {
+    "origin": {"xyz": 3, "rpy": 3},
+    "axis": {"xyz": 3},
+    "mass": {"value": 1},
+}
+_INERTIA_ATTRS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+
+
+def _where(el: etree._Element) -> str:
+    """``<joint name="j1"> (line 40)`` for the link/joint enclosing ``el``."""
+    owner = el
+    while owner is not None and owner.tag not in ("link", "joint"):
+        owner = owner.getparent()
+    if owner is None:
+        return f"<{el.tag}> (line {el.sourceline})"
+    inner = "" if owner is el else f"/{el.tag}"
+    return f"<{owner.tag} name=\"{owner.get('name', '?')}\">{inner} (line {el.sourceline})"
+
+
+def _numbers(text: str, n: int, path: Path, el: etree._Element, attr: str) -> list[float]:
+    parts = text.split()
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise RobotFileError(path, _where(el), f"{attr}={text!r} is not {n} number(s); write e.g. "
+                             f"{attr}=\"{' '.join(['0'] * n)}\"") from None
+    if len(vals) != n:
+        raise RobotFileError(path, _where(el), f"{attr}={text!r} has {len(vals)} number(s), expected {n}")
+    if not all(math.isfinite(v) for v in vals):
+        raise RobotFileError(path, _where(el), f"{attr}={text!r} is not finite; use finite numbers")
+    return vals
+
+
+def _prevalidate(root: etree._Element, path: Path) -> None:
+    """Strict checks yourdfpy does not make (names, numbers, required inertia attributes)."""
+    if root.tag != "robot":
+        raise RobotFileError(path, f"<{root.tag}> (line {root.sourceline})",
+                             "the root element must be <robot name=\"...\">; is this a URDF file?")
+    if not root.get("name"):
+        raise RobotFileError(path, f"<robot> (line {root.sourceline})", "missing the 'name' "
+                                                                        "attribute; add it")
+    if root.find("link") is None:
+        raise RobotFileError(path, f"<robot> (line {root.sourceline})", "no <link> elements; nothing to load")
+    for tag in ("link", "joint"):
+        for el in root.findall(tag):
+            if not el.get("name"):
+                raise RobotFileError(path, f"<{tag}> (line {el.sourceline})", "missing the 'name' "
+                                                                              "attribute; add it")
+    for j in root.findall("joint"):
+        for sub in ("parent", "child"):
+            e = j.find(sub)
+            if e is None or not e.get("link"):
+                raise RobotFileError(path, _where(j), f"missing <{sub} link=\"...\"/>; add it")
+        if not j.get("type"):
+            raise RobotFileError(path, _where(j), "missing the 'type' attribute (revolute, continuous, "
+                                 "prismatic or fixed)")
+    for el in root.iter():
+        spec = _NUMERIC.get(el.tag) if isinstance(el.tag, str) else None
+        if spec and (el.getparent() is not None and el.getparent().tag in ("joint", "inertial")):
+            for attr, n in spec.items():
+                if el.get(attr) is not None:
+                    _numbers(el.get(attr), n, path, el, attr)
+    for link in root.findall("link"):
+        inertial = link.find("inertial")
+        if inertial is None:
+            continue
+        mass = inertial.find("mass")
+        if mass is None or mass.get("value") is None:
+            raise RobotFileError(path, _where(inertial), "missing <mass value=\"...\"/>; add it or remove "
+                                 "<inertial> (a link without <inertial> is massless)")
+        ine = inertial.find("inertia")
+        if ine is None:
+            raise RobotFileError(path, _where(inertial), "missing <inertia ixx=... iyy=... izz=... ixy=... "
+                                 "ixz=... iyz=.../>; add it")
+        for a in _INERTIA_ATTRS:
+            if ine.get(a) is None:
+                raise RobotFileError(path, _where(ine), f"missing attribute {a!r}; URDF needs all six of "
+                                     f"{', '.join(_INERTIA_ATTRS)}")
+            _numbers(ine.get(a), 1, path, ine, a)
+
+
+def _placement(T: np.ndarray | None) -> Placement:
+    if T is None:
+        return Placement.identity()
+    T = np.asarray(T, dtype=float)
+    return Placement(snap(T[:3, :3]), snap(T[:3, 3]))
+
+
+def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
+    """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``)."""
+    import yourdfpy
+
+    path = Path(path)
+    check_base(base, path)
+    if mimic not in MIMIC_MODES:
+        raise ValueError(f"mimic must be one of {MIMIC_MODES}, got {mimic!r}")
+    parser = etree.XMLParser(remove_blank_text=True, resolve_entities=False, no_network=True)
+    try:
+        root = etree.fromstring(raw, parser=parser)
+    except etree.XMLSyntaxError as e:
+        line = e.lineno if e.lineno else "?"
+        raise RobotFileError(path, f"line {line}", f"XML syntax error: {e.msg}; fix the XML") from None
+    _prevalidate(root, path)
+    lines = {(el.tag, el.get("name")): el.sourceline for el in root if el.tag in ("link", "joint")}
+
+    def where(tag: str, name: str) -> str:
+        return f"<{tag} name=\"{name}\"> (line {lines.get((tag, name), '?')})"
+
+    try:
+        model = yourdfpy.URDF.load(io.BytesIO(raw), build_scene_graph=False,
+                                   build_collision_scene_graph=False,
+                                   load_meshes=False, load_collision_meshes=False,
+                                   filename_handler=yourdfpy.filename_handler_null).robot
+    except Exception as e:  # yourdfpy raises assorted errors on odd input; report them with the file
+        raise RobotFileError(path, "", f"yourdfpy could not read the URDF ({type(e).__name__}: {e})"
+                             ) from None
+
+    # names and tree shape
+    link_names: list[str] = []
+    for link in model.links:
+        if link.name in link_names:
+            raise RobotFileError(path, where("link", link.name), "duplicate link name; link names "
+                                                                 "must be unique")
+        link_names.append(link.name)
+    joint_of_child: dict[str, object] = {}
+    seen_joints: set[str] = set()
+    for j in model.joints:
+        if j.name in seen_joints:
+            raise RobotFileError(path, where("joint", j.name), "duplicate joint name; joint names "
+                                                               "must be unique")
+        seen_joints.add(j.name)
+        for role, ln in (("parent", j.parent), ("child", j.child)):
+            if ln not in link_names:
+                raise RobotFileError(path, where("joint", j.name), f"{role} link {ln!r} is not defined; "
+                                     "add the <link> or fix the name")
+        if j.child in joint_of_child:
+            raise RobotFileError(path, where("joint", j.name),
+                                 f"link {j.child!r} is already the child of joint "
+                                 f"{joint_of_child[j.child].name!r}; "
+                                 "a URDF must be a tree (closed loops are not supported)")
+        joint_of_child[j.child] = j
+    roots = [ln for ln in link_names if ln not in joint_of_child]
+    if len(roots) != 1:
+        what = "no root link (the joints form a cycle)" if not roots else f"several root links {roots}"
+        field = where("link", roots[1]) if roots else "<robot>"
+        raise RobotFileError(path, field, f"{what}; a URDF must be a single tree: connect every link to "
+                             "one root link by joints")
+
+    # joints
+    specs: list[BodySpec] = []
+    links = {link.name: link for link in model.links}
+
+    def inertia_of(name: str) -> Inertia:
+        link = links[name]
+        ine = link.inertial
+        if ine is None or ine.mass is None:
+            return Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
+        m = float(ine.mass)
+        if m < 0:
+            raise RobotFileError(path, where("link", name) + "/inertial", f"negative mass {m}; a "
+                                                                          f"mass must be >= 0")
+        X = _placement(ine.origin)
+        I = X.R @ np.asarray(ine.inertia, dtype=float) @ X.R.T
+        I = 0.5 * (I + I.T)
+        if m == 0:
+            return Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
+        if np.any(I):
+            ev = np.linalg.eigvalsh(I)
+            if ev[0] < -1e-9 * max(ev[-1], 0.0):
+                raise RobotFileError(path, where("link", name) + "/inertial",
+                                     f"inertia not positive semi-definite (eigenvalues "
+                                     f"{', '.join(f'{e:.6g}' for e in ev)}); check the values and signs")
+            if ev[0] > 0:
+                problem = inertia_problem(I)
+                if problem:
+                    warnings.warn(f"{path}: {where('link', name)}/inertial: inertia {problem}",
+                                  stacklevel=3)
+        return Inertia(m, X.p, I)
+
+    root_link = roots[0]
+    specs.append(BodySpec(root_link, None, None, inertia_of(root_link)))
+    for j in model.joints:
+        jtype = j.type
+        if j.mimic is not None:
+            if mimic == "error":
+                raise RobotFileError(path, where("joint", j.name),
+                                     f"mimic joint (follows {j.mimic.joint!r}) is not supported; load with "
+                                     "mimic='independent' (an ordinary joint, as Pinocchio does) or 'fixed' "
+                                     "(locked at 0), e.g. `soadyn info FILE --mimic independent`")
+            if mimic == "fixed":
+                jtype = "fixed"
+        if jtype == "continuous":
+            jtype = "revolute"
+        if jtype in ("planar", "floating"):
+            raise RobotFileError(path, where("joint", j.name),
+                                 f"joint type {jtype!r} is not supported (only the base may float: use "
+                                 "base 'free'); use revolute, continuous, prismatic or fixed")
+        if jtype not in ("revolute", "prismatic", "fixed"):
+            raise RobotFileError(path, where("joint", j.name),
+                                 f"unknown joint type {jtype!r}; use revolute, continuous, prismatic "
+                                 f"or fixed")
+        if jtype == "fixed":
+            axis = np.zeros(3)
+        else:
+            axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
+            nrm = float(np.linalg.norm(axis))
+            if nrm == 0.0:
+                raise RobotFileError(path, where("joint", j.name), "axis is zero; give a non-zero <axis xyz>")
+            axis = snap(axis / nrm)
+        specs.append(BodySpec(j.child, j.parent, Joint(j.name, jtype, axis, _placement(j.origin)),
+                              inertia_of(j.child)))
+    try:
+        robot = Robot.from_specs(model.name, base or "free", np.zeros(3), specs, (), source=str(path),
+                                 source_hash=hashlib.sha256(raw).hexdigest())
+    except ValueError as e:
+        raise RobotFileError(path, "", f"{e}; a URDF must be a single tree rooted at one link") from None
+    found = check_mass_matrix(robot)
+    if found is not None:
+        k, problem = found
+        field = (where("link", robot.body_names[0]) if k == 0
+                 else where("joint", robot.joints[k].name))
+        raise RobotFileError(path, field, problem)
+    return robot
+
+
+def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
+    """Read a URDF file into a Robot (default base 'free'); see the module docstring for the mapping."""
+    path = Path(path)
+    return parse_urdf(read_bytes(path), path, base, mimic)

@@ -1,0 +1,205 @@
+"""URDF import, checked against Pinocchio's independent URDF parser (urdfdom) on Panda and UR5."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from soadyn.symbolic import RobotFileError, load_robot
+from soadyn.symbolic.model import Placement, Robot
+
+pin = pytest.importorskip("pinocchio")
+
+BAD = Path(__file__).resolve().parent / "data" / "bad"
+
+
+def _erd_robots() -> Path:
+    import pinocchio
+
+    site = Path(pinocchio.__file__).resolve()
+    for parent in site.parents:
+        cand = parent / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
+        if cand.is_dir():
+            return cand
+    pytest.skip("example-robot-data not installed")
+
+
+PANDA = "panda_description/urdf/panda.urdf"
+UR5 = "ur_description/urdf/ur5_robot.urdf"
+
+
+def _fk(robot: Robot, q: np.ndarray) -> list[Placement]:
+    """World placement of every body frame (fixed base), from the model data only."""
+    out: list[Placement] = [Placement.identity()]
+    for k in range(1, robot.n_bodies):
+        j = robot.joints[k]
+        qk = q[robot.q_index(k)]
+        if j.type == "revolute":
+            a = j.axis
+            ax = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+            M = Placement(np.eye(3) + math.sin(qk) * ax + (1 - math.cos(qk)) * ax @ ax, np.zeros(3))
+        else:
+            M = Placement(np.eye(3), qk * j.axis)
+        out.append(out[robot.parent[k]] * j.placement * M)
+    return out
+
+
+@pytest.mark.parametrize("rel", [PANDA, UR5])
+def test_matches_pinocchio(rel: str) -> None:
+    path = _erd_robots() / rel
+    robot = load_robot(path, base="fixed", mimic="independent")
+    model = pin.buildModelFromUrdf(str(path))
+    data = model.createData()
+    # joints: same names in the same (depth-first) order, same count
+    assert robot.joint_names == list(model.names)[1:]
+    assert robot.nq == model.nq and robot.nv == model.nv
+    # total mass (pinocchio: joint 0 'universe' holds the root link's inertia)
+    assert robot.total_mass == pytest.approx(sum(i.mass for i in model.inertias), rel=1e-14)
+    for k in range(1, robot.n_bodies):
+        jid = model.getJointId(robot.joints[k].name)
+        Xp = model.jointPlacements[jid]
+        np.testing.assert_allclose(robot.joints[k].placement.R, Xp.rotation, atol=1e-12)
+        np.testing.assert_allclose(robot.joints[k].placement.p, Xp.translation, atol=1e-12)
+        I = model.inertias[jid]
+        assert robot.inertias[k].mass == pytest.approx(I.mass, rel=1e-12)
+        np.testing.assert_allclose(robot.inertias[k].com, I.lever, atol=1e-12)
+        np.testing.assert_allclose(robot.inertias[k].inertia, I.inertia, atol=1e-12)
+    # forward kinematics of every body and every frame at random configurations (tests axes too)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q = rng.uniform(-1.5, 1.5, robot.nq)
+        qp = np.empty(model.nq)
+        for k in range(1, robot.n_bodies):
+            jid = model.getJointId(robot.joints[k].name)
+            qp[model.joints[jid].idx_q] = q[robot.q_index(k)]
+        pin.framesForwardKinematics(model, data, qp)
+        world = _fk(robot, q)
+        for k in range(1, robot.n_bodies):
+            oMi = data.oMi[model.getJointId(robot.joints[k].name)]
+            np.testing.assert_allclose(world[k].R, oMi.rotation, atol=1e-12)
+            np.testing.assert_allclose(world[k].p, oMi.translation, atol=1e-12)
+        assert robot.frames, "fixed-joint links should become frames"
+        for f in robot.frames:
+            X = world[f.body] * f.placement
+            oMf = data.oMf[model.getFrameId(f.name)]
+            np.testing.assert_allclose(X.R, oMf.rotation, atol=1e-12)
+            np.testing.assert_allclose(X.p, oMf.translation, atol=1e-12)
+
+
+def test_panda_defaults_and_mimic_modes() -> None:
+    path = _erd_robots() / PANDA
+    with pytest.raises(RobotFileError, match=r'<joint name="panda_finger_joint2"> \(line \d+\): mimic joint'):
+        load_robot(path)
+    free = load_robot(path, mimic="independent")
+    assert free.base == "free" and free.nq == 7 + 9 and free.nv == 6 + 9
+    locked = load_robot(path, mimic="fixed")
+    assert locked.joint_names == [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+    assert "panda_rightfinger" in locked.frame_names
+    assert locked.total_mass == pytest.approx(free.total_mass, rel=1e-14)
+
+
+def _inertial(m: float, xyz: str = "0 0 0", rpy: str = "0 0 0", i: str = 'ixx="1" iyy="2" izz="3"') -> str:
+    return (f'<inertial><origin xyz="{xyz}" rpy="{rpy}"/><mass value="{m}"/>'
+            f'<inertia {i} ixy="0" ixz="0" iyz="0"/></inertial>')
+
+
+def _joint(name: str, parent: str, child: str, type: str = "revolute", axis: str | None = "0 0 1",
+           xyz: str = "0.2 0 0") -> str:
+    ax = f'<axis xyz="{axis}"/>' if axis is not None else ""
+    return (f'<joint name="{name}" type="{type}"><parent link="{parent}"/><child link="{child}"/>'
+            f'<origin xyz="{xyz}" rpy="0 0 0"/>{ax}<limit lower="-1" upper="1" effort="1" '
+            f'velocity="1"/></joint>')
+
+
+def _urdf(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "t.urdf"
+    p.write_text(f'<?xml version="1.0"?>\n<robot name="t">\n{body}\n</robot>\n')
+    return p
+
+
+def test_tree_order_vs_pinocchio(tmp_path: Path) -> None:
+    """Both orders are depth-first; we keep file order for siblings, Pinocchio sorts them by joint name."""
+    unit = 'ixx="1" iyy="1" izz="1"'
+    links = "".join(f'<link name="{n}">{_inertial(1.0, i=unit)}</link>'
+                    for n in ("b", "c1", "c2", "c3", "d1"))
+    joints = (_joint("zz", "b", "c1") + _joint("aa", "b", "c2") + _joint("mm", "b", "c3")
+              + _joint("bb", "c1", "d1"))
+    p = _urdf(tmp_path, links + joints)
+    robot = load_robot(p)
+    assert robot.joint_names == ["zz", "bb", "aa", "mm"]
+    assert robot.parent == [-1, 0, 1, 0, 0]
+    model = pin.buildModelFromUrdf(str(p))
+    assert list(model.names)[1:] == ["aa", "mm", "zz", "bb"]
+
+
+def test_inertial_rotation_default_axis_continuous(tmp_path: Path) -> None:
+    # inertial rotated by yaw pi/2: principal moments (1, 2, 3) about x', y', z' -> diag(2, 1, 3) in the link
+    body = (f'<link name="b">{_inertial(5.0)}</link>'
+            f'<link name="l1">{_inertial(2.0, xyz="0.1 0.2 0.3", rpy=f"0 0 {math.pi / 2}")}</link>'
+            f'<link name="l2">{_inertial(1.0)}</link>'
+            + _joint("j1", "b", "l1", type="continuous") + _joint("j2", "l1", "l2", axis=None))
+    p = _urdf(tmp_path, body)
+    robot = load_robot(p)
+    assert [j.type for j in robot.joints[1:]] == ["revolute", "revolute"]
+    np.testing.assert_array_equal(robot.joints[2].axis, [1, 0, 0])  # URDF default axis
+    np.testing.assert_allclose(robot.inertias[1].inertia, np.diag([2.0, 1.0, 3.0]), atol=1e-15)
+    np.testing.assert_array_equal(robot.inertias[1].com, [0.1, 0.2, 0.3])
+    model = pin.buildModelFromUrdf(str(p))
+    np.testing.assert_allclose(model.inertias[model.getJointId("j1")].inertia, np.diag([2.0, 1.0, 3.0]),
+                               atol=1e-12)
+
+
+def test_massless_links_fixed_or_inner_are_fine(tmp_path: Path) -> None:
+    """A massless moving link is fine if it carries inertia outboard; a massless fixed leaf is a frame."""
+    body = (f'<link name="b">{_inertial(5.0)}</link><link name="gimbal"/>'
+            f'<link name="l2">{_inertial(1.0)}</link><link name="tip"/>'
+            + _joint("j1", "b", "gimbal") + _joint("j2", "gimbal", "l2", axis="0 1 0")
+            + _joint("tip_fix", "l2", "tip", type="fixed", axis=None))
+    robot = load_robot(_urdf(tmp_path, body))
+    assert robot.joint_names == ["j1", "j2"] and robot.frame_names == ["tip"]
+    assert robot.total_mass == 6.0
+
+
+def test_triangle_violation_is_a_warning(tmp_path: Path) -> None:
+    flat = 'ixx="1" iyy="1" izz="5"'
+    body = (f'<link name="b">{_inertial(5.0)}</link>'
+            f'<link name="l1">{_inertial(1.0, i=flat)}</link>'
+            + _joint("j1", "b", "l1"))
+    with pytest.warns(UserWarning, match="triangle inequality"):
+        load_robot(_urdf(tmp_path, body))
+
+
+URDF_CASES = [
+    ("planar", '<joint name="j2"> (line 8)', "joint type 'planar' is not supported"),
+    ("floating", '<joint name="j2"> (line 8)', "joint type 'floating' is not supported"),
+    ("mimic", '<joint name="j2"> (line 8)', "mimic joint (follows 'j1') is not supported"),
+    ("massless_leaf", '<joint name="j2"> (line 8)', "carries zero moment of inertia about its axis"),
+    ("syntax", "line 6", "XML syntax error"),
+    ("bad_number", '<joint name="j2">/origin (line 8)', "xyz='0.3 0 abc' is not 3 number(s)"),
+    ("unknown_link", '<joint name="j2"> (line 8)', "child link 'l3' is not defined"),
+    ("two_parents", '<joint name="j3"> (line 9)', "link 'l2' is already the child of joint 'j2'"),
+    ("negative_mass", '<link name="l2"> (line 6)/inertial', "negative mass -1.0"),
+    ("not_psd", '<link name="l2"> (line 6)/inertial', "inertia not positive semi-definite"),
+    ("zero_axis", '<joint name="j2"> (line 8)', "axis is zero"),
+    ("two_roots", '<link name="l2"> (line 6)', "several root links ['base', 'l2']"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "field", "phrase"), URDF_CASES, ids=[c[0] for c in URDF_CASES])
+def test_bad_urdf(fixture: str, field: str, phrase: str) -> None:
+    path = BAD / f"urdf_{fixture}.urdf"
+    with pytest.raises(RobotFileError) as info:
+        load_robot(path)
+    assert info.value.file == str(path) and info.value.field == field
+    assert phrase in info.value.problem, info.value.problem
+
+
+def test_every_bad_urdf_is_covered() -> None:
+    assert {p.stem for p in BAD.glob("*.urdf")} == {f"urdf_{c[0]}" for c in URDF_CASES}
+
+
+def test_missing_urdf() -> None:
+    with pytest.raises(RobotFileError, match=r"nothing\.urdf: file not found"):
+        load_robot(BAD / "nothing.urdf")
