@@ -1,0 +1,363 @@
+r"""Converters between soadyn's state conventions and those of Pinocchio, MuJoCo and SpaceDyn/SPART.
+
+soadyn (see ``docs/conventions.md``)::
+
+    q = [p_base (3, inertial), quat_base [x, y, z, w] (base -> inertial), joints...]
+    v = [w_base (3, base axes), v_base-origin (3, base axes), joint rates...]
+    a = dv/dt componentwise;  tau = [moment; force] on the base at its origin, base axes; joints...
+
+Pinocchio (free flyer): q identical, ``v = [v_origin; w]`` in base axes (blocks swapped), joints
+depth-first from the URDF root in *its* order; ``a`` and ``tau`` follow v.  The map between the
+two is a fixed permutation ``v_pin = Pi v`` (orthogonal), so ``tau_pin = Pi tau`` (the power
+``tau . v`` is invariant) and ``M_pin = Pi M Pi^T``.
+
+MuJoCo (free joint): ``qpos = [p (3), quat [w, x, y, z]]``, ``qvel = [v_origin in world axes,
+w in body axes]``.  Here the velocity map depends on the state: ``v_mj = T(q) v`` with base block
+``[[0, R], [I, 0]]``; accelerations pick up ``dT/dt v``: ``a_mj = T a + [R (w x v_o); 0]``.
+
+SpaceDyn (Yoshida) / SPART: base state ``R0`` (base CoM, inertial), ``A0`` (base -> inertial
+rotation matrix), ``v0`` (base CoM velocity, inertial), ``w0`` (base angular velocity,
+inertial), joint ``q``, ``qd`` in the same depth-first order as ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .model import Robot
+from .spatial import quaternion_to_matrix
+
+__all__ = ["PinocchioMap", "to_pinocchio", "from_pinocchio", "MujocoMap", "SpaceDynState",
+           "to_spacedyn", "from_spacedyn", "spacedyn_acceleration", "matrix_to_quaternion"]
+
+
+def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion ``[x, y, z, w]`` (w >= 0) of a rotation matrix (Shepperd's method)."""
+    R = np.asarray(R, dtype=float)
+    if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-9) or np.linalg.det(R) < 0:
+        raise ValueError("matrix_to_quaternion: expected a 3x3 rotation matrix (orthonormal, det +1)")
+    t = np.trace(R)
+    cands = [t, R[0, 0], R[1, 1], R[2, 2]]
+    i = int(np.argmax(cands))
+    if i == 0:
+        w = 0.5 * np.sqrt(1.0 + t)
+        x, y, z = (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)
+    elif i == 1:
+        x = 0.5 * np.sqrt(1.0 + 2 * R[0, 0] - t)
+        w, y, z = (R[2, 1] - R[1, 2]) / (4 * x), (R[0, 1] + R[1, 0]) / (4 * x), (R[0, 2] + R[2, 0]) / (4 * x)
+    elif i == 2:
+        y = 0.5 * np.sqrt(1.0 + 2 * R[1, 1] - t)
+        w, x, z = (R[0, 2] - R[2, 0]) / (4 * y), (R[0, 1] + R[1, 0]) / (4 * y), (R[1, 2] + R[2, 1]) / (4 * y)
+    else:
+        z = 0.5 * np.sqrt(1.0 + 2 * R[2, 2] - t)
+        w, x, y = (R[1, 0] - R[0, 1]) / (4 * z), (R[0, 2] + R[2, 0]) / (4 * z), (R[1, 2] + R[2, 1]) / (4 * z)
+    out = np.array([x, y, z, w])
+    return -out if w < 0 else out
+
+
+def _vec(name: str, x: Any, n: int, who: str) -> np.ndarray:
+    arr = np.asarray(x, dtype=float)
+    if arr.shape != (n,):
+        raise ValueError(f"{who}: {name} must have shape ({n},), got {arr.shape}")
+    return arr
+
+
+# ---- Pinocchio -----------------------------------------------------------------------------------------
+class PinocchioMap:
+    """Converts vectors and matrices between a soadyn ``Robot`` and a Pinocchio ``Model``.
+
+    Built once from ``(robot, pin_model)``; joints are matched by name.  A free-base robot needs
+    a model built with ``pin.JointModelFreeFlyer()`` as root joint, a fixed-base robot one without.
+    Only 1-DOF Pinocchio joints are accepted besides the free flyer (mimic joints must be
+    disabled, which is the default of ``buildModelFromUrdf``).
+
+    Attributes: ``perm`` (nv x nv, ``v_pin = perm @ v``), ``joint_ids[k]`` (Pinocchio joint id of
+    body k; for a fixed base body 0 maps to the universe, id 0), ``q_ids`` (q index in Pinocchio
+    of each of our q entries).
+    """
+
+    def __init__(self, robot: Robot, pin_model: Any) -> None:
+        self.robot = robot
+        self.model = pin_model
+        who = f"PinocchioMap({robot.name!r})"
+        names = list(pin_model.names)
+        shortnames = [j.shortname() for j in pin_model.joints]
+        root_free = len(names) > 1 and shortnames[1] == "JointModelFreeFlyer"
+        if robot.is_free != root_free:
+            fix = ("build it with pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer())" if robot.is_free
+                   else "build it without a root joint")
+            raise ValueError(f"{who}: robot base is {robot.base!r} but the Pinocchio model "
+                             f"{'has' if root_free else 'has no'} free-flyer root joint; {fix}")
+        if pin_model.nv != robot.nv or pin_model.nq != robot.nq:
+            raise ValueError(f"{who}: size mismatch: robot nq={robot.nq}, nv={robot.nv}; Pinocchio "
+                             f"nq={pin_model.nq}, nv={pin_model.nv} (mimic joints? unsupported joint types?)")
+        self.joint_ids = [1 if root_free else 0]
+        q_ids = list(range(7)) if root_free else []
+        perm = np.zeros((robot.nv, robot.nv))
+        if root_free:
+            perm[0:3, 3:6] = np.eye(3)
+            perm[3:6, 0:3] = np.eye(3)
+        for k in range(1, robot.n_bodies):
+            name = robot.joints[k].name
+            if name not in names:
+                raise ValueError(f"{who}: joint {name!r} is not in the Pinocchio model (joints: {names[1:]})")
+            jid = names.index(name)
+            jm = pin_model.joints[jid]
+            if jm.nv != 1 or jm.nq != 1:
+                raise ValueError(f"{who}: Pinocchio joint {name!r} ({shortnames[jid]}) is not a 1-DOF "
+                                 "revolute/prismatic joint")
+            self.joint_ids.append(jid)
+            q_ids.append(jm.idx_q)
+            perm[jm.idx_v, robot.v_index(k).start] = 1.0
+        self.q_ids = np.array(q_ids, dtype=int)
+        self.perm = perm
+
+    # q
+    def q_to_pin(self, q: Any) -> np.ndarray:
+        q = _vec("q", q, self.robot.nq, "PinocchioMap.q_to_pin")
+        out = np.zeros(self.robot.nq)
+        out[self.q_ids] = q
+        return out
+
+    def q_from_pin(self, q_pin: Any) -> np.ndarray:
+        q_pin = _vec("q_pin", q_pin, self.robot.nq, "PinocchioMap.q_from_pin")
+        return q_pin[self.q_ids].copy()
+
+    # v, a, tau (all transform with the same orthogonal permutation)
+    def v_to_pin(self, v: Any) -> np.ndarray:
+        """Velocity, acceleration or generalised force to Pinocchio's ordering."""
+        return self.perm @ _vec("vector", v, self.robot.nv, "PinocchioMap.v_to_pin")
+
+    def v_from_pin(self, v_pin: Any) -> np.ndarray:
+        return self.perm.T @ _vec("vector", v_pin, self.robot.nv, "PinocchioMap.v_from_pin")
+
+    a_to_pin = tau_to_pin = v_to_pin
+    a_from_pin = tau_from_pin = v_from_pin
+
+    # nv x nv matrices (mass matrix, its inverse)
+    def matrix_to_pin(self, A: np.ndarray) -> np.ndarray:
+        return self.perm @ np.asarray(A, dtype=float) @ self.perm.T
+
+    def matrix_from_pin(self, A_pin: np.ndarray) -> np.ndarray:
+        return self.perm.T @ np.asarray(A_pin, dtype=float) @ self.perm
+
+    # 6 x nv Jacobians: Pinocchio rows [v; w], ours [w; v]
+    def jacobian_from_pin(self, J_pin: np.ndarray) -> np.ndarray:
+        J = np.asarray(J_pin, dtype=float) @ self.perm
+        return np.vstack([J[3:], J[:3]])
+
+    def jacobian_to_pin(self, J: np.ndarray) -> np.ndarray:
+        J = np.asarray(J, dtype=float)
+        return np.vstack([J[3:], J[:3]]) @ self.perm.T
+
+    @staticmethod
+    def momentum_from_pin(hg: Any) -> np.ndarray:
+        """Pinocchio centroidal momentum ``[linear; angular]`` (about the CoM, world axes) -> ours."""
+        h = np.asarray(hg, dtype=float).ravel()
+        return np.concatenate([h[3:], h[:3]])
+
+    def fext_to_pin(self, f_ext: np.ndarray) -> Any:
+        """(n_bodies, 6) wrenches [n; f] at body origins, body axes -> Pinocchio ``StdVec_Force``
+        (one per joint, in the joint frame = our body frame, [linear; angular])."""
+        import pinocchio as pin
+
+        f_ext = np.asarray(f_ext, dtype=float)
+        if f_ext.shape != (self.robot.n_bodies, 6):
+            raise ValueError(f"PinocchioMap.fext_to_pin: f_ext must have shape ({self.robot.n_bodies}, 6)")
+        out = pin.StdVec_Force()
+        for _ in range(self.model.njoints):
+            out.append(pin.Force.Zero())
+        for k, jid in enumerate(self.joint_ids):
+            if jid == 0:
+                continue  # a fixed base: forces on it never reach a joint
+            out[jid] = pin.Force(f_ext[k, 3:], f_ext[k, :3])
+        return out
+
+
+def to_pinocchio(robot: Robot, pin_model: Any, q: Any = None, v: Any = None, a: Any = None,
+                 tau: Any = None) -> tuple:
+    """Convert whichever of ``q, v, a, tau`` are given to Pinocchio's conventions (same order,
+    ``None`` passed through).  Build a :class:`PinocchioMap` once when converting many states."""
+    m = PinocchioMap(robot, pin_model)
+    return (None if q is None else m.q_to_pin(q), None if v is None else m.v_to_pin(v),
+            None if a is None else m.v_to_pin(a), None if tau is None else m.v_to_pin(tau))
+
+
+def from_pinocchio(robot: Robot, pin_model: Any, q: Any = None, v: Any = None, a: Any = None,
+                   tau: Any = None) -> tuple:
+    """Inverse of :func:`to_pinocchio`."""
+    m = PinocchioMap(robot, pin_model)
+    return (None if q is None else m.q_from_pin(q), None if v is None else m.v_from_pin(v),
+            None if a is None else m.v_from_pin(a), None if tau is None else m.v_from_pin(tau))
+
+
+# ---- MuJoCo ------------------------------------------------------------------------------------------
+class MujocoMap:
+    """Converts states and dynamics quantities between a soadyn ``Robot`` and a MuJoCo ``MjModel``.
+
+    Joints are matched by name; a free base needs a free joint on the root body (any name), a
+    fixed base none.  Free joint: ``qpos = [p, quat wxyz]``, ``qvel = [v_origin world; w body]``.
+    """
+
+    def __init__(self, robot: Robot, mj_model: Any) -> None:
+        import mujoco
+
+        self.robot = robot
+        who = f"MujocoMap({robot.name!r})"
+        names = [mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(mj_model.njnt)]
+        types = list(mj_model.jnt_type)
+        free = [i for i, t in enumerate(types) if t == mujoco.mjtJoint.mjJNT_FREE]
+        if robot.is_free != bool(free):
+            raise ValueError(f"{who}: robot base is {robot.base!r} but the MuJoCo model has "
+                             f"{len(free)} free joints; add/remove a <freejoint/> on the root body")
+        if mj_model.nv != robot.nv or mj_model.nq != robot.nq:
+            raise ValueError(f"{who}: size mismatch: robot nq={robot.nq}, nv={robot.nv}; MuJoCo "
+                             f"nq={mj_model.nq}, nv={mj_model.nv}")
+        self.qadr = np.zeros(robot.n_joints, dtype=int)
+        self.dadr = np.zeros(robot.n_joints, dtype=int)
+        for k in range(1, robot.n_bodies):
+            name = robot.joints[k].name
+            if name not in names:
+                raise ValueError(f"{who}: joint {name!r} is not in the MuJoCo model (joints: {names})")
+            i = names.index(name)
+            self.qadr[k - 1] = mj_model.jnt_qposadr[i]
+            self.dadr[k - 1] = mj_model.jnt_dofadr[i]
+        self.free_q = int(mj_model.jnt_qposadr[free[0]]) if free else -1
+        self.free_v = int(mj_model.jnt_dofadr[free[0]]) if free else -1
+
+    def _R(self, q: np.ndarray) -> np.ndarray:
+        return quaternion_to_matrix(q[3:7])
+
+    def q_to_mj(self, q: Any) -> np.ndarray:
+        r = self.robot
+        q = _vec("q", q, r.nq, "MujocoMap.q_to_mj")
+        out = np.zeros(r.nq)
+        if r.is_free:
+            x, y, z, w = q[3:7]
+            out[self.free_q:self.free_q + 7] = [*q[:3], w, x, y, z]
+        out[self.qadr] = q[r.base_nq:]
+        return out
+
+    def q_from_mj(self, qpos: Any) -> np.ndarray:
+        r = self.robot
+        qpos = _vec("qpos", qpos, r.nq, "MujocoMap.q_from_mj")
+        out = np.zeros(r.nq)
+        if r.is_free:
+            f = qpos[self.free_q:self.free_q + 7]
+            out[:7] = [*f[:3], f[4], f[5], f[6], f[3]]
+        out[r.base_nq:] = qpos[self.qadr]
+        return out
+
+    def T(self, q: Any) -> np.ndarray:
+        """nv x nv matrix with ``qvel = T(q) v``."""
+        r = self.robot
+        T = np.zeros((r.nv, r.nv))
+        if r.is_free:
+            R = self._R(np.asarray(q, float))
+            f = self.free_v
+            T[f:f + 3, 3:6] = R
+            T[f + 3:f + 6, 0:3] = np.eye(3)
+        T[self.dadr, np.arange(r.base_nv, r.nv)] = 1.0
+        return T
+
+    def v_to_mj(self, q: Any, v: Any) -> np.ndarray:
+        return self.T(q) @ _vec("v", v, self.robot.nv, "MujocoMap.v_to_mj")
+
+    def v_from_mj(self, q: Any, qvel: Any) -> np.ndarray:
+        return np.linalg.solve(self.T(q), _vec("qvel", qvel, self.robot.nv, "MujocoMap.v_from_mj"))
+
+    def _adot_v(self, q: Any, v: Any) -> np.ndarray:
+        """``dT/dt v``: non-zero only in the free joint's linear block, ``R (w x v_o)``."""
+        r = self.robot
+        out = np.zeros(r.nv)
+        if r.is_free:
+            v = np.asarray(v, float)
+            out[self.free_v:self.free_v + 3] = self._R(np.asarray(q, float)) @ np.cross(v[:3], v[3:6])
+        return out
+
+    def a_to_mj(self, q: Any, v: Any, a: Any) -> np.ndarray:
+        return self.T(q) @ _vec("a", a, self.robot.nv, "MujocoMap.a_to_mj") + self._adot_v(q, v)
+
+    def a_from_mj(self, q: Any, v: Any, qacc: Any) -> np.ndarray:
+        qacc = _vec("qacc", qacc, self.robot.nv, "MujocoMap.a_from_mj")
+        return np.linalg.solve(self.T(q), qacc - self._adot_v(q, v))
+
+    def tau_from_mj(self, q: Any, f: Any) -> np.ndarray:
+        """Generalised force (qfrc_*) -> ours: ``tau = T^T f`` (power invariance)."""
+        return self.T(q).T @ _vec("qfrc", f, self.robot.nv, "MujocoMap.tau_from_mj")
+
+    def tau_to_mj(self, q: Any, tau: Any) -> np.ndarray:
+        return np.linalg.solve(self.T(q).T, _vec("tau", tau, self.robot.nv, "MujocoMap.tau_to_mj"))
+
+    def mass_matrix_from_mj(self, q: Any, M_mj: np.ndarray) -> np.ndarray:
+        T = self.T(q)
+        return T.T @ np.asarray(M_mj, float) @ T
+
+    def bias_from_mj(self, q: Any, v: Any, qfrc_bias: Any, M_mj: np.ndarray) -> np.ndarray:
+        """``C = T^T (c_mj + M_mj dT/dt v)``: MuJoCo's bias is for its own (world-linear) accelerations."""
+        return self.T(q).T @ (np.asarray(qfrc_bias, float) + np.asarray(M_mj, float) @ self._adot_v(q, v))
+
+
+# ---- SpaceDyn / SPART -------------------------------------------------------------------------------
+@dataclass
+class SpaceDynState:
+    """Base state in the SpaceDyn form: ``R0`` base CoM (inertial), ``A0`` base -> inertial rotation,
+    ``v0`` base CoM velocity (inertial), ``w0`` base angular velocity (inertial), joints ``q``, ``qd``."""
+
+    R0: np.ndarray
+    A0: np.ndarray
+    v0: np.ndarray
+    w0: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+
+
+def _need_free(robot: Robot, who: str) -> None:
+    if not robot.is_free:
+        raise ValueError(f"{who}: robot {robot.name!r} has a fixed base; the SpaceDyn base state "
+                         "applies to a free base (load the robot with base='free')")
+
+
+def to_spacedyn(robot: Robot, q: Any, v: Any) -> SpaceDynState:
+    """soadyn ``(q, v)`` -> SpaceDyn state.  The base CoM is that of body 0 *after* fixed-joint merging."""
+    _need_free(robot, "to_spacedyn")
+    q = _vec("q", q, robot.nq, "to_spacedyn")
+    v = _vec("v", v, robot.nv, "to_spacedyn")
+    A0 = quaternion_to_matrix(q[3:7])
+    c0 = np.asarray(robot.inertias[0].com, float)
+    w, vo = v[:3], v[3:6]
+    return SpaceDynState(R0=q[:3] + A0 @ c0, A0=A0, v0=A0 @ (vo + np.cross(w, c0)), w0=A0 @ w,
+                         q=q[7:].copy(), qd=v[6:].copy())
+
+
+def from_spacedyn(robot: Robot, s: SpaceDynState) -> tuple[np.ndarray, np.ndarray]:
+    """SpaceDyn state -> soadyn ``(q, v)`` (quaternion with w >= 0)."""
+    _need_free(robot, "from_spacedyn")
+    A0 = np.asarray(s.A0, float)
+    quat = matrix_to_quaternion(A0)
+    c0 = np.asarray(robot.inertias[0].com, float)
+    w = A0.T @ _vec("w0", s.w0, 3, "from_spacedyn")
+    vo = A0.T @ _vec("v0", s.v0, 3, "from_spacedyn") - np.cross(w, c0)
+    p = _vec("R0", s.R0, 3, "from_spacedyn") - A0 @ c0
+    q = np.concatenate([p, quat, _vec("q", s.q, robot.n_joints, "from_spacedyn")])
+    v = np.concatenate([w, vo, _vec("qd", s.qd, robot.n_joints, "from_spacedyn")])
+    return q, v
+
+
+def spacedyn_acceleration(robot: Robot, q: Any, v: Any, a: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """soadyn acceleration -> SpaceDyn ``(vd0, wd0, qdd)``: inertial derivatives of v0, w0.
+
+    With body-axes ``w, v_o`` and ``a = d/dt [w; v_o]``: ``wd0 = A0 dw``,
+    ``vd0 = A0 (dv_o + w x v_o + dw x c0 + w x (w x c0))``.
+    """
+    _need_free(robot, "spacedyn_acceleration")
+    q, v, a = (_vec(n, x, m, "spacedyn_acceleration") for n, x, m in
+               (("q", q, robot.nq), ("v", v, robot.nv), ("a", a, robot.nv)))
+    A0 = quaternion_to_matrix(q[3:7])
+    c0 = np.asarray(robot.inertias[0].com, float)
+    w, vo, dw, dvo = v[:3], v[3:6], a[:3], a[3:6]
+    vd0 = A0 @ (dvo + np.cross(w, vo) + np.cross(dw, c0) + np.cross(w, np.cross(w, c0)))
+    return vd0, A0 @ dw, a[6:].copy()

@@ -1,0 +1,100 @@
+"""Shared fixtures: robot file paths (scratch YAML robot, example-robot-data URDFs), rng, loaders."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+from soadyn.symbolic import load_robot
+from soadyn.symbolic.model import Robot
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+TEST_ARM = EXAMPLES / "test_arm.yaml"
+
+
+def _erd_robots_dir() -> Path | None:
+    """``<site-packages>/cmeel.prefix/share/example-robot-data/robots`` if installed."""
+    cands = [Path(sysconfig.get_paths()["purelib"])]
+    try:
+        import pinocchio
+
+        cands.append(Path(pinocchio.__file__).resolve().parents[4])
+    except Exception:  # pragma: no cover - pinocchio missing
+        pass
+    for base in cands:
+        for p in (base / "cmeel.prefix/share/example-robot-data/robots",):
+            if p.is_dir():
+                return p
+    return None
+
+
+ERD = _erd_robots_dir()
+PANDA_URDF = ERD / "panda_description/urdf/panda.urdf" if ERD else None
+UR5_URDF = ERD / "ur_description/urdf/ur5_robot.urdf" if ERD else None
+URDFS = {"panda": PANDA_URDF, "ur5": UR5_URDF}
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20240601)
+
+
+@pytest.fixture(scope="session")
+def test_arm_path() -> Path:
+    return TEST_ARM
+
+
+@pytest.fixture(scope="session")
+def panda_urdf() -> Path:
+    if PANDA_URDF is None or not PANDA_URDF.is_file():
+        pytest.skip("example-robot-data (panda.urdf) not installed")
+    return PANDA_URDF
+
+
+@pytest.fixture(scope="session")
+def ur5_urdf() -> Path:
+    if UR5_URDF is None or not UR5_URDF.is_file():
+        pytest.skip("example-robot-data (ur5_robot.urdf) not installed")
+    return UR5_URDF
+
+
+def with_gravity(robot: Robot, g) -> Robot:
+    """A copy of ``robot`` with gravity ``g`` (3, inertial frame)."""
+    out = robot.with_base(robot.base)
+    out.gravity = np.asarray(g, dtype=float)
+    return out
+
+
+# ---- URDF -> Robot ------------------------------------------------------------------------------
+def load_urdf(path: Path, base: str) -> Robot:
+    """The robot of a URDF through ``load_robot``; mimic joints independent, as Pinocchio's default."""
+    return load_robot(path, base=base, mimic="independent")
+
+
+# ---- agreement figures (printed at the end of the run) ------------------------------------------------
+AGREEMENT: dict[tuple[str, str], float] = {}
+
+
+def record(source: str, quantity: str, err: float) -> None:
+    """Keep the worst relative error of ``quantity`` against ``source`` (e.g. 'pinocchio ur5/free')."""
+    key = (source, quantity)
+    AGREEMENT[key] = max(AGREEMENT.get(key, 0.0), float(err))
+
+
+def rel_err(x, ref) -> float:
+    """max |x - ref| / max |ref| (absolute when ref is all zero)."""
+    x, ref = np.asarray(x, float), np.asarray(ref, float)
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return float(np.max(np.abs(x - ref))) / (scale if scale > 0 else 1.0)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+    if not AGREEMENT:
+        return
+    tr = terminalreporter
+    tr.section("soadyn reference agreement (worst relative error)")
+    for (src, qty), err in sorted(AGREEMENT.items()):
+        tr.write_line(f"{src:28s} {qty:28s} {err:.2e}")
