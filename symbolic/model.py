@@ -31,6 +31,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -160,6 +161,29 @@ class Frame:
     placement: Placement
 
 
+LOOP_TYPES = ("weld", "revolute", "prismatic", "spherical")
+
+
+@dataclass(frozen=True)
+class LoopClosure:
+    """A cut joint closing a kinematic loop between two frames (seed 004 section II-B, III-D).
+
+    ``frame_a``/``frame_b``: body or named-frame names; at closure the two frames coincide and the cut
+    joint lets frame b move relative to frame a only as its ``type`` allows: ``weld`` (no motion,
+    6 constraints), ``revolute`` (rotation about ``axis``, 5), ``prismatic`` (translation along
+    ``axis``, 5), ``spherical`` (any rotation about the common origin, 3).  ``axis`` is a unit vector in
+    frame a.  ``frame_b = "world"`` attaches frame a to the inertial frame at ``world_placement``
+    (identity if None).  See :mod:`soadyn.symbolic.closed_loop` and docs/structure-changes.md.
+    """
+
+    name: str
+    frame_a: str
+    frame_b: str
+    type: str = "weld"
+    axis: np.ndarray | None = None
+    world_placement: Placement | None = None
+
+
 @dataclass
 class Robot:
     """A robot ready for the algorithms: bodies with moving joints in depth-first order.
@@ -168,7 +192,8 @@ class Robot:
       name, base ("free" | "fixed"), gravity (3, inertial frame),
       body_names[k], parent[k] (-1 for the base), joints[k] (None for the base),
       inertias[k] (merged, in body frame k), frames (named frames, fixed-joint
-      bodies among them), children[k], source_hash (of the robot file bytes).
+      bodies among them), children[k], source_hash (of the robot file bytes), loops (cut joints
+      closing kinematic loops, :class:`LoopClosure`; the tree algorithms ignore them).
     """
 
     name: str
@@ -181,6 +206,7 @@ class Robot:
     frames: list[Frame] = field(default_factory=list)
     source: str = ""
     source_hash: str = ""
+    loops: list[LoopClosure] = field(default_factory=list)
     children: list[list[int]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -286,10 +312,61 @@ class Robot:
             raise ValueError(f"base must be one of {BASE_TYPES}, got {base!r}")
         return Robot(self.name, base, self.gravity.copy(), list(self.body_names), list(self.parent),
                      list(self.joints), list(self.inertias), list(self.frames), self.source,
-                     self.source_hash)
+                     self.source_hash, list(self.loops))
+
+    def rebase(self, body: str) -> Robot:
+        """The same free-floating system with ``body`` as its base (seed 000 Appendix A);
+        see :func:`soadyn.symbolic.rebase.rebase`."""
+        from .rebase import rebase
+
+        return rebase(self, body)
+
+    # ---- structure changes (seed 004 section III; thin wrappers of soadyn.symbolic.structure) -------
+    def lock_joints(self, names: Sequence[str], at: Any = None) -> Robot:
+        """See :func:`soadyn.symbolic.structure.lock_joints`."""
+        from .structure import lock_joints
+
+        return lock_joints(self, names, at)
+
+    def invert(self, new_base: str, at: Any = None) -> Robot:
+        """See :func:`soadyn.symbolic.structure.invert`."""
+        from .structure import invert
+
+        return invert(self, new_base, at)
+
+    def fix_base(self, base_orientation: Sequence[float] | None = None) -> Robot:
+        """See :func:`soadyn.symbolic.structure.fix_base`."""
+        from .structure import fix_base
+
+        return fix_base(self, base_orientation)
+
+    def free_base(self) -> Robot:
+        """See :func:`soadyn.symbolic.structure.free_base`."""
+        from .structure import free_base
+
+        return free_base(self)
+
+    def close_loop(self, frame_a: str, frame_b: str, joint: str = "weld", axis: Sequence[float] | None = None,
+                   name: str | None = None, world_placement: Placement | None = None) -> Robot:
+        """See :func:`soadyn.symbolic.structure.close_loop`."""
+        from .structure import close_loop
+
+        return close_loop(self, frame_a, frame_b, joint, axis, name, world_placement)
+
+    def connectivity_table(self, locked: Sequence[str] = ()) -> list:
+        """See :func:`soadyn.symbolic.structure.connectivity_table`."""
+        from .structure import connectivity_table
+
+        return connectivity_table(self, locked)
+
+    def to_yaml(self, path: Any = None) -> str:
+        """See :func:`soadyn.symbolic.structure.to_yaml`."""
+        from .structure import to_yaml
+
+        return to_yaml(self, path)
 
     def fingerprint(self) -> str:
-        """Hash of everything that determines the dynamics (used as a cache key with the generator version)."""
+        """Hash of everything that determines the dynamics (a cache key, with the generator version)."""
         h = hashlib.sha256()
         h.update(json.dumps([self.name, self.base, self.gravity.tolist(), self.body_names, self.parent,
                              self.frame_names], sort_keys=True).encode())
@@ -302,6 +379,12 @@ class Robot:
         for f in self.frames:
             h.update(f.name.encode() + str(f.body).encode())
             h.update(np.ascontiguousarray(np.concatenate([f.placement.R.ravel(), f.placement.p])).tobytes())
+        for lc in self.loops:  # only robots with loops: fingerprints of trees are unchanged
+            h.update(f"loop:{lc.name}:{lc.frame_a}:{lc.frame_b}:{lc.type}".encode())
+            if lc.axis is not None:
+                h.update(np.ascontiguousarray(lc.axis, dtype=float).tobytes())
+            if lc.world_placement is not None:
+                h.update(np.ascontiguousarray(lc.world_placement.homogeneous()).tobytes())
         return h.hexdigest()
 
     # ---- construction -----------------------------------------------------------------------
@@ -343,7 +426,8 @@ class Robot:
             seen.add(spec.name)
             if host >= 0 and spec.joint is not None and spec.joint.type == "fixed":
                 k = host
-                inertias[k] = inertias[k] + spec.inertia.transformed(X) if spec.inertia.mass > 0 else inertias[k]
+                if spec.inertia.mass > 0:
+                    inertias[k] = inertias[k] + spec.inertia.transformed(X)
                 out_frames.append(Frame(spec.name, k, X))
                 Xc = X
             else:
