@@ -45,7 +45,17 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 # ---- dispatcher ------------------------------------------------------------------------------------
 
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info]
+from soadyn.codegen.commands import add_compile, add_verify  # noqa: E402
+
+
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
+    from .simulate import add_simulate_parser
+
+    add_simulate_parser(sub)
+
+
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, add_compile, add_verify,
+                                                                   _add_simulate]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,171 @@
+"""Compile generated C into a Python extension with cffi (API mode).
+
+``cffi.FFI.cdef`` gets the prototypes of the generated header, ``set_source`` a wrapper that includes the
+header; cffi writes the wrapper C (``emit_c_code``) and we run the C compiler ourselves, so that the flags
+are exactly ours and a failure can show the compiler's own messages:
+
+    $CC -c -fPIC -O2 -fno-math-errno -ffp-contract=off -I<python include> -I<module dir> <unit>.c -o <unit>.o
+    $CC -shared <units>.o -o <ext>
+
+The generated functions are compiled as several translation units in parallel (``SOADYN_JOBS``
+processes, default: the number of CPUs); each unit holds whole functions, with the same text as
+``<robot>.c``.
+
+* ``-O2``: the generated functions are long straight-line blocks; ``-O3`` adds nothing measurable for them
+  (no loops to vectorise) and compiles slower.
+* ``-fno-math-errno``: lets ``sqrt`` compile to the bare instruction (no errno branch); results are
+  unchanged (IEEE semantics are kept: no ``-ffast-math``, no reassociation).
+* ``-ffp-contract=off``: no fused multiply-adds, so the compiled code rounds exactly like the float run of
+  the algorithm it was printed from (deterministic across machines).
+
+``CC`` (environment) overrides the compiler, ``SOADYN_CFLAGS`` the optimisation flags.  On platforms
+other than Linux/macOS cffi's own (setuptools) compiler driver is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import cffi
+
+#: number of C compilations run in this process (tests use it to prove that a cached compile builds nothing)
+STATS = {"compilations": 0}
+
+DEFAULT_CFLAGS = ("-O2", "-fno-math-errno", "-ffp-contract=off")
+
+
+class CompileError(RuntimeError):
+    """The C compiler is missing or failed; the message names it and shows the end of its output."""
+
+
+def compiler_command() -> list[str]:
+    """The C compiler as an argument list: ``$CC``, else Python's configured ``CC``, else ``cc``."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shlex.split(cc)
+
+
+def cflags() -> list[str]:
+    env = os.environ.get("SOADYN_CFLAGS")
+    return shlex.split(env) if env is not None else list(DEFAULT_CFLAGS)
+
+
+def extension_suffix() -> str:
+    return sysconfig.get_config_var("EXT_SUFFIX") or (".pyd" if os.name == "nt" else ".so")
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def jobs() -> int:
+    """Parallel compiler processes: ``SOADYN_JOBS`` or the number of CPUs."""
+    env = os.environ.get("SOADYN_JOBS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise CompileError(f"SOADYN_JOBS must be a positive integer, got {env!r}") from None
+    return max(1, os.cpu_count() or 1)
+
+
+def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str, parts: list[str],
+                    source_file: str | None = None, progress: Callable[[str], None] | None = None) -> Path:
+    """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
+
+    ``parts`` are translation units (the functions of the generated source split for parallel
+    compilation, see :func:`soadyn.codegen.emit.split_source`); they are written next to the header,
+    compiled in parallel (:func:`jobs`) and removed afterwards.  ``source_file`` (the single generated
+    source) is used instead by the fallback compiler driver.  ``progress(name)`` is called after each
+    compiled unit and after linking (``len(parts) + 2`` calls).  Raises :class:`CompileError` on failure.
+    """
+    STATS["compilations"] += 1
+    module_dir = Path(module_dir)
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    flags = cflags()
+    ffi.set_source(ext_name, f'#include "{header_file}"\n', include_dirs=[str(module_dir)],
+                   sources=[str(module_dir / source_file)] if source_file else [], extra_compile_args=flags)
+    wrapper = module_dir / f"{ext_name}.c"
+    with contextlib.redirect_stdout(io.StringIO()):  # cffi announces "generating ..."
+        ffi.emit_c_code(str(wrapper))
+    target = module_dir / f"{ext_name}{extension_suffix()}"
+    if sys.platform.startswith("linux") or sys.platform == "darwin":
+        sources = [wrapper]
+        for i, text in enumerate(parts):
+            p = module_dir / f"{ext_name}_part{i}.c"
+            p.write_text(text, encoding="utf-8")
+            sources.append(p)
+        try:
+            _compile_posix(module_dir, sources, target, flags, progress)
+        finally:
+            for p in sources:
+                p.unlink(missing_ok=True)
+                p.with_suffix(".o").unlink(missing_ok=True)
+    else:  # pragma: no cover - exercised on other platforms only
+        _compile_with_cffi(ffi, module_dir, target)
+        wrapper.unlink(missing_ok=True)
+    return target
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except FileNotFoundError:
+        raise CompileError(f"C compiler {cmd[0]!r} not found: install a C compiler (gcc or clang) or point "
+                           f"the CC environment variable at one") from None
+    except OSError as e:
+        raise CompileError(f"could not run the C compiler {cmd[0]!r}: {e}") from None
+
+
+def _check(proc: subprocess.CompletedProcess, cmd: list[str], what: str) -> None:
+    if proc.returncode != 0:
+        raise CompileError(f"C compiler {cmd[0]!r} failed (exit code {proc.returncode}) {what}:\n"
+                           f"  {shlex.join(cmd)}\n{_tail(proc.stdout or '')}")
+
+
+def _compile_posix(module_dir: Path, sources: list[Path], target: Path, flags: list[str],
+                   progress: Callable[[str], None] | None = None) -> None:
+    cc = compiler_command()
+    include = sysconfig.get_paths()["include"]
+    objects = [s.with_suffix(".o") for s in sources]
+
+    def unit(src: Path, obj: Path) -> None:
+        cmd = [*cc, "-c", "-fPIC", *flags, "-I", include, "-I", str(module_dir), str(src), "-o", str(obj)]
+        _check(_run(cmd, module_dir), cmd, f"compiling {src.name}")
+
+    # largest units first, so that the small ones fill the gaps
+    order = sorted(range(len(sources)), key=lambda i: -sources[i].stat().st_size)
+    with ThreadPoolExecutor(max_workers=min(jobs(), len(sources))) as pool:
+        futures = {pool.submit(unit, sources[i], objects[i]): sources[i] for i in order}
+        try:
+            for fut in as_completed(futures):
+                fut.result()
+                if progress is not None:
+                    progress(futures[fut].name)
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    link = ["-bundle", "-undefined", "dynamic_lookup"] if sys.platform == "darwin" else ["-shared"]
+    cmd = [*cc, *link, *[str(o) for o in objects], "-o", str(target)]
+    _check(_run(cmd, module_dir), cmd, f"linking {target.name}")
+    if progress is not None:
+        progress(target.name)
+
+
+def _compile_with_cffi(ffi: cffi.FFI, module_dir: Path, target: Path) -> None:  # pragma: no cover
+    try:
+        built = Path(ffi.compile(tmpdir=str(module_dir), verbose=False))
+    except Exception as e:
+        raise CompileError(f"C compilation through cffi/setuptools failed: {e}") from None
+    if built != target:
+        built.replace(target)

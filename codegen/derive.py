@@ -1,0 +1,126 @@
+"""Symbolic run of an algorithm -> a straight-line program (inputs, assignments, outputs).
+
+The algorithms of :mod:`soadyn.symbolic.algorithms` run unchanged on a
+:class:`~soadyn.symbolic.scalar.Symbolic` context: inputs are arrays of SymEngine symbols
+(``q_0, q_1, ...``), every spatial quantity staged by the algorithm becomes an assignment
+``V3_4 = <small expression>`` in ``ctx.program``, and the returned arrays are expressions in the inputs and
+staged symbols.  Nothing is expanded, so the program grows linearly with the number of bodies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import symengine as se
+from soadyn.symbolic.model import Robot
+from soadyn.symbolic.scalar import Symbolic
+
+from .functions import RESERVED, FunctionSpec
+
+#: number of symbolic derivations run in this process (tests use it to show that a cached compile derives
+#: nothing)
+STATS = {"derivations": 0}
+
+
+@dataclass
+class Program:
+    """A straight-line program: ``assignments`` in topological order, outputs flattened row-major."""
+
+    name: str
+    inputs: list[tuple[str, list[se.Symbol]]]
+    assignments: list[tuple[se.Symbol, se.Basic]]
+    outputs: list[tuple[str, list[se.Basic]]]
+    ops: dict[str, int] = field(default_factory=dict)
+
+    def symbols_defined(self) -> set[se.Symbol]:
+        return {t for t, _ in self.assignments}
+
+
+class DerivationError(RuntimeError):
+    """The symbolic run of an algorithm failed or produced an unusable program."""
+
+
+def algorithms_module():
+    """``soadyn.symbolic.algorithms`` (imported lazily so that codegen imports without it)."""
+    return importlib.import_module("soadyn.symbolic.algorithms")
+
+
+def has_algorithm(name: str) -> bool:
+    try:
+        return hasattr(algorithms_module(), name)
+    except ImportError:
+        return False
+
+
+def derive(robot: Robot, spec: FunctionSpec) -> Program:
+    """Run ``spec.algorithm`` symbolically on ``robot`` and return the raw staged program."""
+    STATS["derivations"] += 1
+    alg = algorithms_module()
+    fn = getattr(alg, spec.algorithm, None)
+    if fn is None:
+        raise DerivationError(f"soadyn.symbolic.algorithms has no function {spec.algorithm!r} (needed by "
+                              f"generated function {spec.name!r})")
+    ctx = Symbolic()
+    args = []
+    kwargs = spec.kwargs_dict()
+    for arg in spec.inputs:
+        arr = ctx.input(arg.name, arg.shape)
+        if arg.name == "f_ext":
+            kwargs["f_ext"] = arr
+        else:
+            args.append(arr)
+    result = fn(robot, ctx, *args, **kwargs)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(results) != len(spec.outputs):
+        raise DerivationError(f"{spec.algorithm} returned {len(results)} arrays, "
+                              f"expected {len(spec.outputs)}")
+    outputs = []
+    for out, res in zip(spec.outputs, results):
+        arr = np.asarray(res, dtype=object)
+        if arr.shape != out.shape:
+            raise DerivationError(f"{spec.algorithm} returned shape {arr.shape} for {out.name!r}, "
+                                  f"expected {out.shape}")
+        outputs.append((out.name, [se.sympify(e) for e in arr.ravel()]))
+    program = Program(spec.name, [(k, list(v)) for k, v in ctx.inputs.items()],
+                      [(a.target, se.sympify(a.expr)) for a in ctx.program], outputs)
+    _check_names(program)
+    return program
+
+
+def _check_names(program: Program) -> None:
+    """Staged symbols must be unique, distinct from inputs and valid C identifiers (SymEngine symbols with
+    equal names are the same symbol, so a clash would silently merge two quantities)."""
+    seen: set[str] = set()
+    for _, syms in program.inputs:
+        seen.update(s.name for s in syms)
+    for t, _ in program.assignments:
+        n = t.name
+        if n in seen:
+            raise DerivationError(f"{program.name}: staged symbol {n!r} defined twice or clashes with an "
+                                  "input")
+        if not n.isidentifier() or not n.isascii():
+            raise DerivationError(f"{program.name}: staged symbol {n!r} is not a C identifier")
+        seen.add(n)
+
+
+def rename_reserved(program: Program, spec: FunctionSpec | None = None) -> Program:
+    """Rename staged symbols whose names are C keywords, math functions or parameter names."""
+    names = {t.name for t, _ in program.assignments} | {s.name for _, ss in program.inputs for s in ss}
+    reserved = set(RESERVED)
+    if spec is not None:
+        reserved |= {a.name for a in (*spec.inputs, *spec.outputs)} | {spec.name}
+    ren: dict[se.Basic, se.Basic] = {}
+    for t, _ in program.assignments:
+        if t.name in reserved:
+            new = t.name + "_"
+            while new in names:
+                new += "_"
+            names.add(new)
+            ren[t] = se.Symbol(new)
+    if not ren:
+        return program
+    assigns = [(ren.get(t, t), e.xreplace(ren)) for t, e in program.assignments]
+    outs = [(n, [e.xreplace(ren) for e in es]) for n, es in program.outputs]
+    return Program(program.name, program.inputs, assigns, outs, program.ops)

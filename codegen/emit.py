@@ -1,0 +1,260 @@
+"""Optimised programs -> C99 source and header (Jinja templates), plus the cffi declarations.
+
+Every generated function is plain C99: ``const double *`` inputs, ``double *`` outputs (row-major), one
+``const double`` local per staged quantity (the algorithm's names, e.g. ``V3_4``) or common subexpression
+(``t12``), no allocation, no globals, reentrant.  ``<name>_batch(int n, ...)`` loops over ``n`` states
+stored contiguously.  Expressions are printed by ``symengine.ccode``; the only preprocessing is that
+floating-point constants are handed to the printer as their shortest round-trip ``repr`` (the printer
+itself rounds them to 15 significant digits), so the C constants are bit-identical to the robot model.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import jinja2
+import symengine as se
+from soadyn.symbolic.model import Robot
+
+from .derive import DerivationError, Program
+from .functions import Arg, FunctionSpec, c_identifier
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow"})
+
+
+def generator_version() -> str:
+    import soadyn
+
+    return str(soadyn.__version__)
+
+
+@dataclass
+class EmittedFunction:
+    cname: str
+    doc: str
+    inputs: list[Any]
+    outputs: list[Any]
+    ops: dict[str, int]
+    signature: str
+    batch_signature: str
+    batch_args: str
+    prototype: str
+    batch_prototype: str
+    body: list[str]
+    unused: list[str]
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(
+            lambda name: resources.files("soadyn.templates").joinpath(name).read_text(encoding="utf-8")),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["c_comment"] = c_comment
+    return env
+
+
+def c_comment(text: object) -> str:
+    """Text made safe inside a C block comment (no comment terminator, no line breaks)."""
+    return " ".join(str(text).replace("*/", "* /").replace("/*", "/ *").split())
+
+
+def render(template: str, **kw: Any) -> str:
+    """Render one of the package templates (``soadyn/templates/<template>``)."""
+    return _environment().get_template(template).render(**kw)
+
+
+def _exact_constants(e: se.Basic) -> se.Basic:
+    """Swap floating-point constants for symbols named by their round-trip repr (printed verbatim)."""
+    consts = e.atoms(se.RealDouble)
+    if not consts:
+        return e
+    sub = {}
+    for c in consts:
+        x = float(c)
+        if x != x or x in (float("inf"), float("-inf")):
+            raise DerivationError(f"non-finite constant {x} in generated code: check the robot's parameters")
+        s = se.Symbol(repr(abs(x)))
+        sub[c] = -s if x < 0 else s
+    return e.xreplace(sub)
+
+
+class _Printer:
+    """``symengine.ccode`` with exact constants and a check that only known names reach the C code."""
+
+    def __init__(self, known: set[str], where: str) -> None:
+        self.known = known | _C_FUNCS
+        self.where = where
+
+    def __call__(self, e: se.Basic) -> str:
+        text = se.ccode(_exact_constants(e))
+        for name in _IDENT.findall(_NUMBER.sub(" ", text)):
+            if name not in self.known:
+                raise DerivationError(f"{self.where}: generated expression uses unknown name {name!r} "
+                                      f"(a singular or non-finite term?): {text[:200]}")
+        return text
+
+
+def emit_function(spec: FunctionSpec, program: Program, prefix: str) -> EmittedFunction:
+    """C text of one optimised program."""
+    cname = prefix + spec.name
+    params_in = [f"const double *{a.name}" for a in spec.inputs]
+    params_out = [f"double *{a.name}" for a in spec.outputs]
+    signature = f"void {cname}({', '.join(params_in + params_out)})"
+    batch_signature = f"void {cname}_batch({', '.join(['int n'] + params_in + params_out)})"
+    batch_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in (*spec.inputs, *spec.outputs))
+
+    known: set[str] = {t.name for t, _ in program.assignments}
+    used: set[str] = set()
+    for _, e in program.assignments:
+        used.update(s.name for s in e.free_symbols)
+    for _, es in program.outputs:
+        for e in es:
+            if not e.is_Number:
+                used.update(s.name for s in e.free_symbols)
+    body: list[str] = []
+    unused: list[str] = []
+    for name, syms in program.inputs:
+        any_used = False
+        for i, s in enumerate(syms):
+            known.add(s.name)
+            if s.name in used:
+                body.append(f"const double {s.name} = {name}[{i}];")
+                any_used = True
+        if not any_used:
+            unused.append(name)
+    pr = _Printer(known, f"{cname}")
+    for t, e in program.assignments:
+        body.append(f"const double {t.name} = {pr(e)};")
+    for name, es in program.outputs:
+        for i, e in enumerate(es):
+            body.append(f"{name}[{i}] = {pr(e)};")
+    return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
+                           dict(program.ops), signature, batch_signature, batch_args, signature + ";",
+                           batch_signature + ";", body, unused)
+
+
+def module_prefix(module_name: str) -> str:
+    return c_identifier(module_name) + "_"
+
+
+def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
+                programs: list[Program]) -> tuple[dict[str, str], str, list[EmittedFunction]]:
+    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions)."""
+    prefix = module_prefix(module_name)
+    funcs = [emit_function(s, p, prefix) for s, p in zip(specs, programs)]
+    header_name = f"{module_name}.h"
+    source_name = f"{module_name}.c"
+    prototypes = "\n".join(f"/* {f.doc} */\n{f.prototype}\n{f.batch_prototype}\n" for f in funcs).rstrip()
+    common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
+                  fingerprint=robot.fingerprint(), header_name=header_name, source_name=source_name)
+    header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
+                    prototypes=prototypes, **common)
+    source = render("module.c.j2", functions=funcs, **common)
+    cdef = "\n".join(f"{f.prototype}\n{f.batch_prototype}" for f in funcs) + "\n"
+    return {source_name: source, header_name: header}, cdef, funcs
+
+
+def split_source(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int) -> list[str]:
+    """The functions of ``<module>.c`` spread over ``parts`` translation units of similar operation counts
+    (same text per function), so that the C compiler can run on several cores."""
+    parts = max(1, min(parts, len(funcs)))
+    bins: list[list[EmittedFunction]] = [[] for _ in range(parts)]
+    load = [0] * parts
+    for f in sorted(funcs, key=lambda f: -f.ops.get("total", 0)):
+        i = load.index(min(load))
+        bins[i].append(f)
+        load[i] += f.ops.get("total", 0) + 1
+    order = {f.cname: i for i, f in enumerate(funcs)}
+    common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
+                  fingerprint=robot.fingerprint(), header_name=f"{module_name}.h",
+                  source_name=f"{module_name}.c")
+    return [render("module.c.j2", functions=sorted(b, key=lambda f: order[f.cname]), **common)
+            for b in bins if b]
+
+
+def _tuple_literal(shape: tuple[int, ...]) -> str:
+    if not shape:
+        return "()"
+    if len(shape) == 1:
+        return f"({shape[0]},)"
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+def _strides_literal(shape: tuple[int, ...]) -> str:
+    strides = []
+    step = 8
+    for s in reversed(shape):
+        strides.append(step)
+        step *= s
+    return _tuple_literal(tuple(reversed(strides))) if shape else "()"
+
+
+def _arg_dict(a: Arg) -> dict[str, str]:
+    return dict(name=a.name, shape=_tuple_literal(a.shape), strides=_strides_literal(a.shape))
+
+
+def _doc_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+def python_api(robot: Robot, specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
+    """Description of the Python-level functions of the module, for ``__init__.py.j2``."""
+    apis: list[dict[str, Any]] = []
+    by_api: dict[str, list[FunctionSpec]] = {}
+    for s in specs:
+        by_api.setdefault(s.api, []).append(s)
+    for api, group in by_api.items():
+        first = group[0]
+        outputs = [_arg_dict(o) for o in first.outputs]
+        q_in = [_arg_dict(first.inputs[0])]
+        shapes = ", ".join(f"{o.name} {o.shape}" for o in first.outputs)
+        if api == "jacobian":
+            table = {}
+            for s in group:
+                v = s.variant_dict()
+                table.setdefault(v["frame"], {})[v["world_aligned"]] = prefix + s.name
+            apis.append(dict(
+                name=api, kind="jacobian", params="q, frame, world_aligned=False", outputs=outputs,
+                inputs=q_in,
+                table=[(f, t[False], t[True]) for f, t in table.items()],
+                doc=_doc_text(f"Geometric Jacobian J {first.outputs[0].shape} of a body or named frame: "
+                              "its spatial velocity [w; v] = J v. world_aligned=False: frame axes; True: "
+                              "inertial axes, at the frame origin.")))
+        elif api == "generalized_jacobian":
+            apis.append(dict(
+                name=api, kind="generalized_jacobian", params="q, frame", outputs=outputs, inputs=q_in,
+                table=[(s.variant_dict()["frame"], prefix + s.name) for s in group],
+                doc=_doc_text(f"Generalised Jacobian {first.outputs[0].shape} of a body or named frame "
+                              "(free base, zero momentum): its spatial velocity from the joint rates.")))
+        else:
+            plain = next(s for s in group if not s.fext_input)
+            fext = next((s for s in group if s.fext_input), None)
+            inputs = [_arg_dict(a) for a in plain.inputs]
+            names = [a.name for a in plain.inputs]
+            entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name,
+                         doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
+            if fext is None:
+                entry.update(kind="plain", params=", ".join(names))
+            else:
+                entry.update(kind="fext", params=", ".join([*names, "f_ext=None"]), c_fext=prefix + fext.name,
+                             fext=_arg_dict(next(a for a in fext.inputs if a.name == "f_ext")))
+            apis.append(entry)
+    return apis
+
+
+def emit_wrapper(robot: Robot, module_name: str, ext_name: str, specs: list[FunctionSpec],
+                 funcs: list[EmittedFunction], key: str = "") -> str:
+    """The generated package's ``__init__.py``."""
+    prefix = module_prefix(module_name)
+    return render("__init__.py.j2", robot=robot, module_name=module_name, ext_name=ext_name, key=key,
+                  version=generator_version(), source_hash=robot.source_hash or "n/a",
+                  fingerprint=robot.fingerprint(), functions=funcs, apis=python_api(robot, specs, prefix))

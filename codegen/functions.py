@@ -1,0 +1,287 @@
+"""The table of generated functions: the single place that says what a compiled module contains.
+
+Every entry (:class:`FunctionSpec`) names a C function, its inputs and outputs with sizes taken from the
+robot, the algorithm of :mod:`soadyn.symbolic.algorithms` that computes it, the keyword arguments passed
+to that algorithm and the public Python-level function it backs.
+
+Public (Python-level) API of a compiled module, with the names of the reference path
+:mod:`soadyn.symbolic.reference`:
+
+=========================  ==============================================  ============================
+Python function            C functions                                     outputs
+=========================  ==============================================  ============================
+center_of_mass(q)          center_of_mass                                  com (3,)
+mass_matrix(q)             mass_matrix                                     M (nv, nv)
+bias_forces(q, v)          bias_forces                                     C (nv,)
+inverse_dynamics(q,v,a,    inverse_dynamics, inverse_dynamics_fext         tau (nv,)
+  f_ext=None)
+forward_dynamics(q,v,tau,  forward_dynamics, forward_dynamics_fext         a (nv,)
+  f_ext=None)
+mass_matrix_inverse(q)     mass_matrix_inverse                             Minv (nv, nv)
+innovations_factors(q)     innovations_factors                             L (nv, nv), D (nv, nv)
+momentum(q, v)             momentum                                        h (6,)
+kinetic_energy(q, v)       kinetic_energy                                  T ()
+jacobian(q, frame,         jacobian_<frame>_local, jacobian_<frame>_world  J (6, nv)
+  world_aligned=False)
+generalized_jacobian(q,    generalized_jacobian_<frame> (free base only)   J (6, n_joints)
+  frame)
+forward_dynamics_decoupled forward_dynamics_decoupled[_fext] (free base)  a (nv,)
+  (q, v, tau, f_ext=None)
+operational_space_inertias operational_space_inertias (free base)         Lambda (n_bodies, 6, 6)
+  (q)
+forward_dynamics_schur(q,  forward_dynamics_schur[_fext] (every moving      a (nv,)
+  v, tau, f_ext=None)        body with an invertible spatial inertia)
+=========================  ==============================================  ============================
+
+Functions taking ``f_ext`` come in two C variants: without external wrenches (the algorithm is run with
+``f_ext=None``, so no operations are spent on a zero array) and ``*_fext`` taking the
+``(n_bodies, 6)`` array of wrenches.  The Python wrapper picks the variant from whether ``f_ext`` is given.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from soadyn.symbolic.model import Robot
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One input or output array: C parameter name and its (row-major) shape."""
+
+    name: str
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One generated C function.
+
+    ``name``: C identifier (unique within the module, without the robot prefix);
+    ``algorithm``: attribute of :mod:`soadyn.symbolic.algorithms`; ``inputs``/``outputs``: arrays;
+    ``kwargs``: extra keyword arguments for the algorithm (frame, world_aligned);
+    ``api``: the Python-level function this C function backs; ``variant``: what distinguishes it
+    among the C functions of the same ``api`` (e.g. ``{"frame": "tcp", "world_aligned": True}``).
+    """
+
+    name: str
+    algorithm: str
+    inputs: tuple[Arg, ...]
+    outputs: tuple[Arg, ...]
+    api: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    variant: tuple[tuple[str, Any], ...] = ()
+    free_only: bool = False
+    doc: str = ""
+    fext_input: bool = field(default=False)
+
+    def kwargs_dict(self) -> dict[str, Any]:
+        return dict(self.kwargs)
+
+    def variant_dict(self) -> dict[str, Any]:
+        return dict(self.variant)
+
+
+# (api name, algorithm, input names, outputs as (name, shape-key), has f_ext variant, doc)
+# shape keys: "nq", "nv", "nj" (number of joints), "3", "6" ...
+_BASE_TABLE: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], bool, str], ...] = (
+    ("center_of_mass", ("q",), (("com", ("3",)),), False,
+     "centre of mass of the whole robot in the inertial frame"),
+    ("mass_matrix", ("q",), (("M", ("nv", "nv")),), False, "joint-space mass matrix"),
+    ("bias_forces", ("q", "v"), (("C", ("nv",)),), False,
+     "Coriolis, centrifugal and gravity forces (inverse dynamics at zero acceleration)"),
+    ("inverse_dynamics", ("q", "v", "a"), (("tau", ("nv",)),), True,
+     "generalised forces for accelerations a (Newton-Euler)"),
+    ("forward_dynamics", ("q", "v", "tau"), (("a", ("nv",)),), True,
+     "accelerations for generalised forces tau (articulated-body, O(N))"),
+    ("mass_matrix_inverse", ("q",), (("Minv", ("nv", "nv")),), False, "inverse of the mass matrix"),
+    ("innovations_factors", ("q",), (("L", ("nv", "nv")), ("D", ("nv", "nv"))), False,
+     "innovations factors: M = (I + L) D (I + L)^T"),
+    ("momentum", ("q", "v"), (("h", ("6",)),), False,
+     "total spatial momentum [angular; linear] about the inertial origin, inertial axes"),
+    ("kinetic_energy", ("q", "v"), (("T", ()),), False, "kinetic energy"),
+)
+
+C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int "
+    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
+    "volatile while _Bool _Complex _Imaginary".split()
+)
+#: names that generated code must not use for locals (math.h functions, our parameters)
+RESERVED = C_KEYWORDS | frozenset(
+    "sin cos tan sqrt pow fabs exp log atan2 asin acos atan sinh cosh tanh floor ceil fmod i n "
+    "q v a tau f_ext com M C Minv L D h T J".split()
+)
+
+
+def c_identifier(name: str) -> str:
+    """A C (and Python) identifier from an arbitrary name: non-word characters become ``_``."""
+    s = re.sub(r"\W", "_", name, flags=re.ASCII)
+    if not s or s[0].isdigit():
+        s = "_" + s
+    if s in C_KEYWORDS or keyword.iskeyword(s):
+        s = s + "_"
+    return s
+
+
+def frame_identifiers(robot: Robot) -> dict[str, str]:
+    """Map every body and named frame to a unique C identifier fragment (deterministic)."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in [*robot.body_names, *robot.frame_names]:
+        if name in out:
+            continue
+        base = c_identifier(name)
+        ident, i = base, 2
+        while ident in used:
+            ident = f"{base}_{i}"
+            i += 1
+        used.add(ident)
+        out[name] = ident
+    return out
+
+
+def _dim(robot: Robot, key: str) -> int:
+    if key == "nq":
+        return robot.nq
+    if key == "nv":
+        return robot.nv
+    if key == "nj":
+        return robot.n_joints
+    return int(key)
+
+
+def input_arg(robot: Robot, name: str) -> Arg:
+    """The input array ``name`` with its shape for ``robot``."""
+    shapes = {"q": (robot.nq,), "v": (robot.nv,), "a": (robot.nv,), "tau": (robot.nv,),
+              "f_ext": (robot.n_bodies, 6), "qd": (robot.n_joints,), "h": (6,)}
+    return Arg(name, shapes[name])
+
+
+def function_table(robot: Robot) -> list[FunctionSpec]:
+    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base)."""
+    specs: list[FunctionSpec] = []
+    for api, ins, outs, has_fext, doc in _BASE_TABLE:
+        inputs = tuple(input_arg(robot, n) for n in ins)
+        outputs = tuple(Arg(n, tuple(_dim(robot, d) for d in shape)) for n, shape in outs)
+        specs.append(FunctionSpec(api, api, inputs, outputs, api, doc=doc))
+        if has_fext:
+            specs.append(FunctionSpec(f"{api}_fext", api, (*inputs, input_arg(robot, "f_ext")), outputs, api,
+                                      variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
+                                      fext_input=True))
+    specs.extend(_invariant_specs(robot))
+    specs.extend(_closed_loop_specs(robot))
+    specs.extend(_free_floating_specs(robot))
+    idents = frame_identifiers(robot)
+    q = (input_arg(robot, "q"),)
+    for frame, ident in idents.items():
+        for world in (False, True):
+            coord = "world" if world else "local"
+            specs.append(FunctionSpec(
+                f"jacobian_{ident}_{coord}", "jacobian", q, (Arg("J", (6, robot.nv)),), "jacobian",
+                kwargs=(("frame", frame), ("world_aligned", world)),
+                variant=(("frame", frame), ("world_aligned", world)),
+                doc=f"geometric Jacobian of frame {frame!r}, "
+                    + ("inertial axes at the frame origin" if world else "frame axes (local)")))
+    if robot.is_free:
+        for frame, ident in idents.items():
+            specs.append(FunctionSpec(
+                f"generalized_jacobian_{ident}", "generalized_jacobian", q,
+                (Arg("J", (6, robot.n_joints)),), "generalized_jacobian",
+                kwargs=(("frame", frame),), variant=(("frame", frame),), free_only=True,
+                doc=f"generalised Jacobian (momentum-conserving base) of frame {frame!r}, inertial axes"))
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
+        raise AssertionError(f"duplicate generated function names: {names}")
+    return specs
+
+
+def api_names(specs: list[FunctionSpec]) -> list[str]:
+    """Public Python function names, in table order, without repeats."""
+    out: list[str] = []
+    for s in specs:
+        if s.api not in out:
+            out.append(s.api)
+    return out
+
+
+def _invariant_specs(robot: Robot) -> list[FunctionSpec]:
+    """Base-invariant / Schur-complement functions (helper E: seed 000 sections 3-4, seed 002)."""
+    from soadyn.symbolic.algorithms.schur import body_inverse_inertias
+
+    qvt = tuple(input_arg(robot, n) for n in ("q", "v", "tau"))
+    acc = (Arg("a", (robot.nv,)),)
+    fd = [("forward_dynamics_schur", "accelerations by the Schur-complement (constraint-force) factorisation "
+           "of M^-1 (seed 002)")]
+    try:
+        body_inverse_inertias(robot)
+    except ValueError:
+        fd = []                            # a massless moving body: the CF algorithm does not apply
+    out: list[FunctionSpec] = []
+    if robot.is_free:
+        fd.insert(0, ("forward_dynamics_decoupled", "accelerations by the base-invariant decoupled algorithm "
+                      "(seed 000 Lemma 3.2, Algorithm 6)"))
+        out.append(FunctionSpec("operational_space_inertias", "operational_space_inertias", qvt[:1],
+                                (Arg("Lambda", (robot.n_bodies, 6, 6)),), "operational_space_inertias",
+                                free_only=True, doc="operational-space inertia of every body, P(k) + S(k) "
+                                "(seed 000 Lemma 4.1), body frame, angular first"))
+    for api, doc in fd:
+        out.append(FunctionSpec(api, api, qvt, acc, api, doc=doc))
+        out.append(FunctionSpec(f"{api}_fext", api, (*qvt, input_arg(robot, "f_ext")), acc, api,
+                                variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
+                                fext_input=True))
+    return out
+
+
+def _closed_loop_specs(robot: Robot) -> list[FunctionSpec]:
+    """Closed-loop functions (helper F, seed 004 eq. 5), only for robots with loop closures."""
+    if not getattr(robot, "loops", None):
+        return []
+    from soadyn.symbolic.algorithms.closed_loop import closed_loop_spec_table
+
+    out: list[FunctionSpec] = []
+    for name, ins, outs, kwargs, doc in closed_loop_spec_table(robot):
+        out.append(FunctionSpec(name, name, tuple(input_arg(robot, n) for n in ins),
+                                tuple(Arg(n, shape) for n, shape in outs), name, kwargs=kwargs, doc=doc))
+    return out
+
+
+def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
+    """Free-floating toolkit (seed 003 ch. 3-5, App. C-E; soadyn.symbolic.algorithms.free_floating)."""
+    if not robot.is_free:
+        return []
+    nj = robot.n_joints
+    q, v, qd, h = (input_arg(robot, n) for n in ("q", "v", "qd", "h"))
+    fe = input_arg(robot, "f_ext")
+    table = [
+        ("base_inertia", (q,), (Arg("Hb_o", (6, 6)),),
+         "H_b: locked spatial inertia about the base origin, base axes"),
+        ("coupling_inertia", (q,), (Arg("Hbm_o", (6, nj)),), "H_bm: base-joint coupling inertia, base axes"),
+        ("generalized_inertia", (q,), (Arg("Hg_o", (nj, nj)),),
+         "H* = H_m - H_bm^T H_b^-1 H_bm (seed 003 E.3)"),
+        ("generalized_bias", (q, v), (Arg("cg_o", (nj,)),), "c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3)"),
+        ("angular_reduced_dynamics", (q, v),
+         (Arg("Hbt_o", (3, 3)), Arg("Hct_o", (3, nj)), Arg("Hpt_o", (nj, nj)), Arg("cbt_o", (3,)),
+          Arg("cpt_o", (nj,))), "angular reduced dynamics (seed 003 E.2), base axes, about the system CoM"),
+        ("coupling_inertia_rate", (q, qd), (Arg("Hdq_o", (6,)),), "Hdot_bm qd (seed 003 eq. 3.6), base axes"),
+        ("base_velocity", (q, qd, h), (Arg("vb_o", (6,)),),
+         "base twist from joint rates and momentum h = [L about CoM; P] (inertial axes)"),
+    ]
+    out: list[FunctionSpec] = []
+    for api, ins, outs, doc in table:
+        out.append(FunctionSpec(api, api, ins, outs, api, free_only=True, doc=doc))
+        if api in ("generalized_bias", "angular_reduced_dynamics"):
+            out.append(FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
+                                    free_only=True, doc=doc + ", with external wrenches f_ext",
+                                    fext_input=True))
+    return out

@@ -1,0 +1,267 @@
+"""Robot -> compiled module: derive, optimise, emit, build, with a fingerprint cache and atomic writes.
+
+Layout of a compiled module ``<out_dir>/<module>/`` (``<module>`` = the robot name as an identifier, with
+``_<base>`` appended when ``base`` overrides the robot file's base)::
+
+    <module>.c, <module>.h          generated C99 (the part to reuse in other projects)
+    _soadyn_<key>.<EXT_SUFFIX>      cffi extension (compiled <module>.c + wrapper)
+    __init__.py                     Python functions (numpy in/out, optional batch dimension)
+    soadyn_stamp.json               cache key, timings and operation counts
+
+The cache key hashes the robot fingerprint (every parameter that affects the dynamics, the base type
+included), the generator version, the source of the generator itself (soadyn.symbolic, soadyn.codegen,
+the templates), the C compiler and its flags.  An unchanged robot is loaded from the existing module
+without deriving or compiling anything.  Building happens in a temporary directory next to the target,
+renamed into place at the end: an error or Ctrl-C leaves the previous module (or nothing) in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import types
+import warnings
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from soadyn.symbolic.model import Robot
+
+from . import build as _build
+from .derive import derive, has_algorithm, rename_reserved
+from .emit import emit_module, emit_wrapper, generator_version, split_source
+from .functions import FunctionSpec, c_identifier, function_table
+from .load import load
+from .optimise import optimise
+
+STAMP = "soadyn_stamp.json"
+DEFAULT_OUT_DIR = "generated"
+
+
+@dataclass
+class Generated:
+    """Everything emitted for one robot (before compilation)."""
+
+    robot: Robot
+    module_name: str
+    specs: list[FunctionSpec]
+    files: dict[str, str]
+    cdef: str
+    functions: list
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def source_name(self) -> str:
+        return f"{self.module_name}.c"
+
+    @property
+    def header_name(self) -> str:
+        return f"{self.module_name}.h"
+
+    def op_counts(self) -> dict[str, dict[str, int]]:
+        return {f.cname: dict(f.ops) for f in self.functions}
+
+
+def module_name_for(robot: Robot, file_base: str | None = None) -> str:
+    """Module (and C prefix) name: the robot name as an identifier, ``_<base>`` added for an override.
+
+    A name that would shadow a standard-library module (a robot called ``json``) gets ``_robot`` appended.
+    """
+    name = c_identifier(robot.name)
+    if file_base is not None and robot.base != file_base:
+        name = f"{name}_{robot.base}"
+    if name in getattr(sys, "stdlib_module_names", ()) or name in sys.builtin_module_names:
+        name = f"{name}_robot"
+    return name
+
+
+def _progress(total: int, enabled: bool, desc: str, unit: str = "fn"):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit=unit, leave=False, file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def generate(robot: Robot, module_name: str | None = None, progress: bool = False,
+             specs: list[FunctionSpec] | None = None) -> Generated:
+    """Derive and optimise every function of :func:`function_table` and emit C source and header."""
+    module_name = module_name or module_name_for(robot)
+    if specs is None:
+        specs = function_table(robot)
+        missing = sorted({s.algorithm for s in specs if not has_algorithm(s.algorithm)})
+        if missing:
+            warnings.warn(f"soadyn.symbolic.algorithms lacks {missing}: those functions are not generated",
+                          stacklevel=2)
+            specs = [s for s in specs if s.algorithm not in missing]
+    programs = []
+    t_derive = t_opt = 0.0
+    with _progress(len(specs), progress, f"deriving {robot.name}") as bar:
+        for spec in specs:
+            bar.set_postfix_str(spec.name, refresh=False)
+            t0 = time.perf_counter()
+            raw = rename_reserved(derive(robot, spec), spec)
+            t1 = time.perf_counter()
+            programs.append(optimise(raw))
+            t2 = time.perf_counter()
+            t_derive += t1 - t0
+            t_opt += t2 - t1
+            bar.update(1)
+    t0 = time.perf_counter()
+    files, cdef, funcs = emit_module(robot, module_name, specs, programs)
+    timings = {"derive": t_derive, "optimise": t_opt, "emit": time.perf_counter() - t0}
+    return Generated(robot, module_name, specs, files, cdef, funcs, timings)
+
+
+# --------------------------------------------------------------------------------------------------
+# cache key
+# --------------------------------------------------------------------------------------------------
+#: the code generator's own modules (the rest of soadyn.codegen does not affect the output)
+GENERATOR_MODULES = ("functions.py", "derive.py", "optimise.py", "emit.py", "build.py", "pipeline.py")
+
+
+def _generator_source_hash() -> str:
+    """Hash of the code that determines a module: soadyn.symbolic, the generator modules, the templates."""
+    h = hashlib.sha256()
+    files: list[tuple[str, Path]] = []
+    for pkg in ("soadyn.symbolic", "soadyn.templates"):
+        base = Path(str(resources.files(pkg)))
+        files += [(f"{pkg}/{p.relative_to(base)}", p) for p in base.rglob("*")
+                  if p.suffix in (".py", ".j2", ".json") and "__pycache__" not in p.parts]
+    base = Path(str(resources.files("soadyn.codegen")))
+    files += [(f"soadyn.codegen/{n}", base / n) for n in GENERATOR_MODULES]
+    for name, p in sorted(files):
+        h.update(name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(robot: Robot, module_name: str) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({
+        "fingerprint": robot.fingerprint(), "module": module_name, "version": generator_version(),
+        "generator": _generator_source_hash(), "cc": _build.compiler_command(), "cflags": _build.cflags(),
+        "ext_suffix": _build.extension_suffix(),
+    }, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def read_stamp(module_dir: Path) -> dict | None:
+    try:
+        return json.loads((Path(module_dir) / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_current(module_dir: Path, key: str) -> bool:
+    stamp = read_stamp(module_dir)
+    if not stamp or stamp.get("key") != key:
+        return False
+    ext = Path(module_dir) / stamp.get("extension", "")
+    return ext.is_file() and (Path(module_dir) / "__init__.py").is_file()
+
+
+# --------------------------------------------------------------------------------------------------
+# compile
+# --------------------------------------------------------------------------------------------------
+def resolve_robot(robot_or_path: Robot | str | os.PathLike, base: str | None = None,
+                  **load_kw) -> tuple[Robot, str]:
+    """(robot with the requested base, module name)."""
+    if isinstance(robot_or_path, Robot):
+        robot = robot_or_path
+        file_base = robot.base
+        if base is not None and base != robot.base:
+            robot = robot.with_base(base)
+    else:
+        from soadyn.symbolic import load_robot
+
+        robot = load_robot(robot_or_path, None, **load_kw)
+        file_base = robot.base
+        if base is not None and base != robot.base:
+            robot = load_robot(robot_or_path, base, **load_kw)
+    return robot, module_name_for(robot, file_base)
+
+
+def write_sources(gen: Generated, directory: Path) -> list[Path]:
+    """Write the C source and header (only) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, text in gen.files.items():
+        p = directory / name
+        p.write_text(text, encoding="utf-8", newline="\n")
+        out.append(p)
+    return out
+
+
+def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike | None = None,
+                  base: str | None = None, *, force: bool = False, progress: bool | None = None,
+                  **load_kw) -> types.ModuleType:
+    """Compile a robot (a :class:`Robot` or a robot file path) into ``out_dir/<module>/`` and import it.
+
+    ``out_dir`` defaults to ``./generated``; ``base`` ('free' | 'fixed') overrides the robot's base.
+    Cached: when the module exists with the same cache key it is imported without any work
+    (``force=True`` rebuilds).  ``progress`` (default: when stderr is a terminal) shows tqdm bars.
+    Raises :class:`~soadyn.codegen.build.CompileError` when the C compiler is missing or fails.
+    """
+    robot, module_name = resolve_robot(robot_or_path, base, **load_kw)
+    out = Path(out_dir if out_dir is not None else DEFAULT_OUT_DIR).resolve()
+    target = out / module_name
+    key = cache_key(robot, module_name)
+    if not force and is_current(target, key):
+        return load(target)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{module_name}.tmp-", dir=out))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        gen = generate(robot, module_name, progress=progress)
+        write_sources(gen, tmp)
+        ext_name = f"_soadyn_{key[:16]}"
+        t0 = time.perf_counter()
+        parts = split_source(robot, module_name, gen.functions, 2 * _build.jobs())
+        kb = len(gen.files[gen.source_name]) // 1024
+        with _progress(len(parts) + 2, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
+            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, parts, gen.source_name,
+                                         progress=lambda name: bar.update(1))
+        gen.timings["compile"] = time.perf_counter() - t0
+        (tmp / "__init__.py").write_text(emit_wrapper(robot, module_name, ext_name, gen.specs, gen.functions,
+                                                                       key),
+                                         encoding="utf-8", newline="\n")
+        stamp = {"key": key, "robot": robot.name, "module": module_name, "base": robot.base,
+                 "fingerprint": robot.fingerprint(), "robot_sha256": robot.source_hash,
+                 "version": generator_version(), "extension": ext.name, "cflags": _build.cflags(),
+                 "timings": {k: round(v, 3) for k, v in gen.timings.items()}, "ops": gen.op_counts()}
+        (tmp / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        _swap_into_place(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return load(target)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    """Rename ``tmp`` to ``target``, replacing an existing module (old one removed after the rename)."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        old.rmdir()
+        target.rename(old)
+    try:
+        tmp.rename(target)
+    except BaseException:
+        if old is not None and not target.exists():
+            old.rename(target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

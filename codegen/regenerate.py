@@ -1,0 +1,75 @@
+"""Regenerate the committed C sources of the example robots: ``python -m soadyn.codegen.regenerate``.
+
+For every robot file ``examples/*.yaml`` of the repository this writes ``generated/<robot>/<robot>.c`` and
+``<robot>.h`` (sources only, no compiled extension; the file's own base type).  The output is
+deterministic, so ``--check`` (used by the tests) regenerates in memory and exits with 1, listing the
+files, when the committed sources differ from what the current generator emits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def example_robots(examples: Path) -> list[Path]:
+    return sorted(p for p in examples.glob("*.yaml") if p.is_file())
+
+
+def generate_example(path: Path) -> tuple[str, dict[str, str]]:
+    """(module name, {file name: text}) for one robot file."""
+    from .pipeline import generate, resolve_robot
+
+    robot, name = resolve_robot(path)
+    return name, generate(robot, name).files
+
+
+def stale(examples: Path, out: Path) -> list[str]:
+    """Descriptions of the committed files that differ from a fresh generation (empty when current)."""
+    problems = []
+    for path in example_robots(examples):
+        name, files = generate_example(path)
+        for fname, text in files.items():
+            target = out / name / fname
+            if not target.is_file():
+                problems.append(f"{target}: missing")
+            elif target.read_text(encoding="utf-8") != text:
+                problems.append(f"{target}: differs from the generator's output")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m soadyn.codegen.regenerate",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", type=Path, default=REPO / "examples", help="robot files directory")
+    ap.add_argument("--out", type=Path, default=REPO / "generated", help="output directory")
+    ap.add_argument("--check", action="store_true", help="only check that the committed sources are current")
+    args = ap.parse_args(argv)
+    if not args.examples.is_dir():
+        print(f"error: no examples directory {args.examples} (run from a source checkout or pass --examples)",
+              file=sys.stderr)
+        return 2
+    if args.check:
+        problems = stale(args.examples, args.out)
+        for p in problems:
+            print(p)
+        if problems:
+            print("generated sources are stale: run python -m soadyn.codegen.regenerate", file=sys.stderr)
+        return 1 if problems else 0
+    for path in example_robots(args.examples):
+        name, files = generate_example(path)
+        target = args.out / name
+        target.mkdir(parents=True, exist_ok=True)
+        for fname, text in files.items():
+            tmp = target / f".{fname}.tmp"
+            tmp.write_text(text, encoding="utf-8", newline="\n")
+            tmp.replace(target / fname)
+            print(target / fname)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,460 @@
+"""Code generator: every compiled function against the reference path and the float algorithm, batching,
+input validation, the compile cache, atomic writes, determinism and staleness of ``generated/``.
+
+Compiled modules are cached in pytest's cache directory (``.pytest_cache/.../soadyn_modules``) under the
+generator's own cache key (robot fingerprint, generator source, compiler flags), so a re-run reuses them
+and any change to the generator or the robot recompiles.  ``SOADYN_TEST_FRESH=1`` compiles into a
+temporary directory instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import symengine as se
+from soadyn.codegen import build, derive, load
+from soadyn.codegen.commands import check_function, random_inputs, reference_function, rel_err
+from soadyn.codegen.derive import Program
+from soadyn.codegen.functions import c_identifier, frame_identifiers, function_table
+from soadyn.codegen.optimise import count_ops, optimise
+from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
+from soadyn.codegen.regenerate import REPO, example_robots, generate_example
+from soadyn.symbolic import load_robot
+
+TEST_ARM = REPO / "examples" / "test_arm.yaml"
+TOL = 1e-10
+
+TINY_YAML = """\
+name: tiny_arm
+base: fixed
+gravity: [0.0, 0.0, -9.81]
+bodies:
+  - name: root
+    mass: 0.0
+    inertia: {ixx: 0.0, iyy: 0.0, izz: 0.0}
+  - name: upper
+    parent: root
+    joint: {name: shoulder, type: revolute, axis: [0, 1, 0], xyz: [0.1, 0.0, 0.3]}
+    mass: 1.2345678901234567
+    com: [0.21, 0.0, 0.013]
+    inertia: {ixx: 0.0123, iyy: 0.0456, izz: 0.0421, ixy: 0.0011}
+  - name: lower
+    parent: upper
+    joint: {name: elbow, type: revolute, axis: [0, 0, 1], xyz: [0.4, 0.0, 0.0], rpy: [0.3, 0.0, 0.0]}
+    mass: 0.7
+    com: [0.15, 0.01, 0.0]
+    inertia: {ixx: 0.004, iyy: 0.017, izz: 0.016}
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# fixtures
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def module_dir(request, tmp_path_factory) -> Path:
+    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
+        return tmp_path_factory.mktemp("soadyn_modules")
+    return Path(request.config.cache.mkdir("soadyn_modules"))
+
+
+@pytest.fixture(scope="session")
+def arm_free(module_dir):
+    robot, _ = resolve_robot(TEST_ARM)
+    return robot, compile_robot(TEST_ARM, module_dir, progress=False)
+
+
+@pytest.fixture(scope="session")
+def arm_fixed(module_dir):
+    robot, _ = resolve_robot(TEST_ARM, "fixed")
+    return robot, compile_robot(TEST_ARM, module_dir, "fixed", progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_path(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("tiny") / "tiny_arm.yaml"
+    p.write_text(TINY_YAML)
+    return p
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_path, module_dir):
+    robot, _ = resolve_robot(tiny_path)
+    return robot, compile_robot(tiny_path, module_dir, progress=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# every function against the reference path and the float run of its algorithm
+# --------------------------------------------------------------------------------------------------
+CORE_APIS = ("center_of_mass", "mass_matrix", "bias_forces", "inverse_dynamics", "forward_dynamics",
+             "mass_matrix_inverse", "innovations_factors", "momentum", "kinetic_energy", "jacobian")
+
+
+@pytest.mark.parametrize("which", ["arm_free", "arm_fixed"])
+def test_every_function_matches_reference_and_algorithm(which, request):
+    robot, module = request.getfixturevalue(which)
+    specs = function_table(robot)
+    assert {s.api for s in specs} >= set(CORE_APIS)
+    if robot.is_free:
+        assert any(s.api == "generalized_jacobian" for s in specs)
+    ins = random_inputs(robot, 100, np.random.default_rng(7))
+    failures = []
+    for spec in specs:
+        check = check_function(module, robot, spec, ins, TOL)
+        if spec.api in CORE_APIS or spec.api == "generalized_jacobian":
+            assert check.err_reference is not None, f"no reference function for {spec.api}"
+        assert check.err_algorithm is not None
+        if not check.ok:
+            failures.append((spec.name, check.err_reference, check.err_algorithm))
+    assert not failures, failures
+
+
+def test_reference_check_detects_a_wrong_result(arm_free):
+    """The comparison is not vacuous: a perturbed module output is caught."""
+    robot, module = arm_free
+    spec = next(s for s in function_table(robot) if s.name == "mass_matrix")
+    ins = random_inputs(robot, 3, np.random.default_rng(1))
+
+    class Broken:
+        @staticmethod
+        def mass_matrix(q):
+            M = module.mass_matrix(q)
+            M[..., 0, 1] += 1e-8 * np.abs(M).max()
+            return M
+
+    check = check_function(Broken, robot, spec, ins, TOL)
+    assert not check.ok and check.err_reference > 1e-9
+
+
+def test_quaternion_norm_is_divided_out(arm_free):
+    robot, module = arm_free
+    q = robot.random_configuration(np.random.default_rng(3))
+    q2 = q.copy()
+    q2[3:7] *= 3.7
+    for f in (module.mass_matrix, module.center_of_mass):
+        assert rel_err(f(q2), f(q)) < 1e-14
+    J1 = module.jacobian(q, "tcp", world_aligned=True)
+    J2 = module.jacobian(q2, "tcp", world_aligned=True)
+    assert rel_err(J2, J1) < 1e-14
+
+
+def test_module_metadata(arm_free, arm_fixed):
+    robot, module = arm_free
+    assert (module.nq, module.nv, module.n_bodies) == (robot.nq, robot.nv, robot.n_bodies)
+    assert module.joint_names == robot.joint_names
+    assert module.body_names == robot.body_names
+    assert module.frame_names == robot.frame_names
+    assert module.name == "scratch_tree" and module.base == "free"
+    rfixed, mfixed = arm_fixed
+    assert mfixed.module_name == "scratch_tree_fixed" and mfixed.base == "fixed" and mfixed.nq == rfixed.nq
+    assert not hasattr(mfixed, "generalized_jacobian")
+    assert all(v["total"] > 0 for k, v in module.op_counts.items() if "mass_matrix" in k)
+
+
+# --------------------------------------------------------------------------------------------------
+# batching and input handling
+# --------------------------------------------------------------------------------------------------
+def test_batched_equals_scalar(arm_free):
+    robot, m = arm_free
+    ins = random_inputs(robot, 5, np.random.default_rng(11))
+    q, v, a, tau, fx = ins["q"], ins["v"], ins["a"], ins["tau"], ins["f_ext"]
+    calls = [
+        (m.mass_matrix, (q,), {}), (m.center_of_mass, (q,), {}), (m.kinetic_energy, (q, v), {}),
+        (m.inverse_dynamics, (q, v, a), {}), (m.inverse_dynamics, (q, v, a), {"f_ext": fx}),
+        (m.forward_dynamics, (q, v, tau), {"f_ext": fx}), (m.innovations_factors, (q,), {}),
+        (m.jacobian, (q, "l2"), {"world_aligned": True}), (m.generalized_jacobian, (q, "tcp"), {}),
+    ]
+    for f, args, kw in calls:
+        batch = f(*args, **kw)
+        for i in range(len(q)):
+            one = f(*[x[i] if isinstance(x, np.ndarray) else x for x in args],
+                    **{k: x[i] if isinstance(x, np.ndarray) else x for k, x in kw.items()})
+            if isinstance(batch, tuple):
+                for b, o in zip(batch, one):
+                    assert np.array_equal(b[i], o)
+            else:
+                assert np.array_equal(batch[i], one), f.__name__
+    assert isinstance(m.kinetic_energy(q[0], v[0]), float)
+    assert m.kinetic_energy(q, v).shape == (5,)
+    assert m.mass_matrix(q).shape == (5, robot.nv, robot.nv)
+    assert m.mass_matrix(np.empty((0, robot.nq))).shape == (0, robot.nv, robot.nv)
+
+
+def test_f_ext_zero_equals_no_f_ext(arm_free):
+    robot, m = arm_free
+    ins = random_inputs(robot, 4, np.random.default_rng(5))
+    zero = np.zeros((4, robot.n_bodies, 6))
+    assert rel_err(m.inverse_dynamics(ins["q"], ins["v"], ins["a"], f_ext=zero),
+                   m.inverse_dynamics(ins["q"], ins["v"], ins["a"])) < 1e-14
+    # and a non-zero wrench changes the result
+    assert rel_err(m.inverse_dynamics(ins["q"], ins["v"], ins["a"], f_ext=ins["f_ext"]),
+                   m.inverse_dynamics(ins["q"], ins["v"], ins["a"])) > 1e-3
+
+
+def test_input_conversion(arm_free):
+    robot, m = arm_free
+    q = robot.random_configuration(np.random.default_rng(2))
+    ref = m.mass_matrix(q)
+    # non-contiguous views, lists, float32 and integers are accepted
+    big = np.zeros((robot.nq, 2))
+    big[:, 0] = q
+    assert np.array_equal(m.mass_matrix(big[:, 0]), ref)
+    assert np.array_equal(m.mass_matrix(list(q)), ref)
+    qi = np.round(q * 3).astype(np.int64)
+    qi[3:7] = [0, 0, 0, 1]
+    assert np.array_equal(m.mass_matrix(qi), m.mass_matrix(qi.astype(float)))
+    Q = np.stack([q, q, q])
+    assert np.array_equal(m.mass_matrix(Q[::2]), np.stack([ref, ref]))
+    assert np.array_equal(m.mass_matrix(np.asfortranarray(Q))[1], ref)
+    # NaN is not checked: it propagates (documented)
+    qn = q.copy()
+    qn[-1] = np.nan
+    assert np.isnan(m.mass_matrix(qn)).any()
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda r: np.zeros(r.nq - 1), "shape"),
+    (lambda r: np.zeros((2, 3, r.nq)), "shape"),
+    (lambda r: np.zeros(r.nq, dtype=complex), "real"),
+    (lambda r: np.array([None] * r.nq, dtype=object), "real"),
+    (lambda r: np.array(["1"] * r.nq), "real"),
+    (lambda r: np.ones(r.nq, dtype=bool), "real"),
+])
+def test_bad_inputs_raise_value_error(arm_free, bad, match):
+    robot, m = arm_free
+    with pytest.raises(ValueError, match=match):
+        m.mass_matrix(bad(robot))
+
+
+def test_bad_call_arguments(arm_free):
+    robot, m = arm_free
+    ins = random_inputs(robot, 3, np.random.default_rng(0))
+    q, v = ins["q"], ins["v"]
+    with pytest.raises(ValueError, match="batch"):
+        m.bias_forces(q, v[:2])
+    with pytest.raises(ValueError, match="batch"):
+        m.bias_forces(q[0], v)
+    with pytest.raises(ValueError, match="f_ext"):
+        m.inverse_dynamics(q[0], v[0], v[0], f_ext=np.zeros((robot.n_bodies, 5)))
+    with pytest.raises(ValueError, match="unknown frame 'nope'"):
+        m.jacobian(q[0], "nope")
+    with pytest.raises(ValueError, match="unknown frame"):
+        m.generalized_jacobian(q[0], 3)
+
+
+# --------------------------------------------------------------------------------------------------
+# cache, atomic writes, compile errors
+# --------------------------------------------------------------------------------------------------
+def test_second_compile_does_no_work(tiny, tiny_path, module_dir):
+    robot, first = tiny
+    d0, c0 = derive.STATS["derivations"], build.STATS["compilations"]
+    again = compile_robot(tiny_path, module_dir, progress=False)
+    assert (derive.STATS["derivations"], build.STATS["compilations"]) == (d0, c0)
+    assert again is first
+    # load() of the directory gives the same module too
+    assert load(Path(first.__file__).parent) is first
+
+
+def test_changed_robot_recompiles_and_failures_leave_module_intact(tmp_path, monkeypatch):
+    path = tmp_path / "tiny_arm.yaml"
+    path.write_text(TINY_YAML)
+    out = tmp_path / "out"
+    m1 = compile_robot(path, out, progress=False)
+    q = np.array([0.3, -0.7])
+    M1 = m1.mass_matrix(q)
+    path.write_text(TINY_YAML.replace("mass: 0.7", "mass: 0.9"))
+    d0 = derive.STATS["derivations"]
+    m2 = compile_robot(path, out, progress=False)
+    assert derive.STATS["derivations"] > d0
+    assert m2 is not m1 and not np.allclose(m2.mass_matrix(q), M1)
+    assert np.array_equal(m1.mass_matrix(q), M1)  # the old module object keeps working
+    ref = load_robot(path)
+    from soadyn.symbolic import reference
+
+    assert rel_err(m2.mass_matrix(q), reference.mass_matrix(ref, q)) < TOL
+    before = sorted(p.name for p in (out / "tiny_arm").iterdir())
+    # a failing compiler: clear error naming it, the existing module untouched, no temporary left over
+    path.write_text(TINY_YAML.replace("mass: 0.7", "mass: 1.1"))
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(build.CompileError, match="'false' failed"):
+        compile_robot(path, out, progress=False)
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(build.CompileError, match="not found"):
+        compile_robot(path, out, progress=False)
+    assert sorted(p.name for p in (out / "tiny_arm").iterdir()) == before
+    assert [p.name for p in out.iterdir()] == ["tiny_arm"]
+
+
+def test_interrupt_leaves_no_half_written_module(tmp_path, monkeypatch):
+    path = tmp_path / "tiny_arm.yaml"
+    path.write_text(TINY_YAML)
+    out = tmp_path / "out"
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "build_extension", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        compile_robot(path, out, progress=False)
+    assert list(out.iterdir()) == []
+
+
+def test_module_importable_from_out_dir(tiny, module_dir):
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.path.insert(0, {str(module_dir)!r}); import tiny_arm; "
+            "print(tiny_arm.nq, tiny_arm.mass_matrix([0.1, 0.2]).shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "(2,", "2)"]
+
+
+# --------------------------------------------------------------------------------------------------
+# emitted C
+# --------------------------------------------------------------------------------------------------
+def test_generation_is_deterministic_and_c_is_plain(tiny):
+    robot, _ = tiny
+    a = generate(robot)
+    b = generate(robot)
+    assert a.files == b.files
+    c = a.files["tiny_arm.c"]
+    assert "static" not in c and "malloc" not in c
+    # no pow() except squares (which compilers turn into a multiplication)
+    assert all(m == "2" for m in re.findall(r"pow\([^,()]+, ([^)]+)\)", c))
+    # constants are printed exactly (round-trip), not rounded to 15 digits
+    assert "1.2345678901234567" in c
+    for name in ("mass_matrix", "forward_dynamics_fext", "jacobian_lower_world"):
+        assert f"void tiny_arm_{name}(" in c and f"void tiny_arm_{name}_batch(int n," in c
+        assert f"void tiny_arm_{name}(" in a.files["tiny_arm.h"]
+    assert f"Robot file sha256: {robot.source_hash}" in c
+
+
+def test_identifiers():
+    assert c_identifier("panda-link 1") == "panda_link_1"
+    assert c_identifier("3d") == "_3d"
+    assert c_identifier("double") == "double_"
+    robot, _ = resolve_robot(TEST_ARM)
+    ids = frame_identifiers(robot)
+    assert len(set(ids.values())) == len(ids) and ids["tcp"] == "tcp"
+    # a robot named like a standard-library module must not shadow it when imported
+    import dataclasses
+
+    from soadyn.codegen.pipeline import module_name_for
+
+    assert module_name_for(dataclasses.replace(robot, name="json")) == "json_robot"
+    assert module_name_for(robot) == "scratch_tree"
+    assert module_name_for(robot.with_base("fixed"), "free") == "scratch_tree_fixed"
+
+
+# --------------------------------------------------------------------------------------------------
+# optimiser
+# --------------------------------------------------------------------------------------------------
+def _program():
+    q0, q1, q2 = se.symbols("q_0 q_1 q_2")
+    A, B, C, D, E = se.symbols("A B C D E")
+    assigns = [(A, q0 * q1 + q2), (B, -A), (C, A * q0**3 + B / se.sqrt(q2) + (q0 + q1) ** -2),
+               (D, se.sin(q0) * q1), (E, A)]
+    return Program("f", [("q", [q0, q1, q2])], assigns,
+                   [("out", [C, B * C, se.Integer(0), q0**5 * q1 + E])])
+
+
+def _evaluate(program: Program, values: dict[str, float]) -> list[float]:
+    env = {se.Symbol(k): v for k, v in values.items()}
+    for t, e in program.assignments:
+        env[t] = float(e.xreplace(env))
+    return [float(e.xreplace(env)) for _, es in program.outputs for e in es]
+
+
+def test_optimise_preserves_values_and_removes_dead_code():
+    p = _program()
+    o = optimise(p)
+    vals = {"q_0": 0.7, "q_1": -1.3, "q_2": 2.1}
+    assert np.allclose(_evaluate(o, vals), _evaluate(p, vals), rtol=1e-14, atol=0)
+    targets = {t.name for t, _ in o.assignments}
+    assert "D" not in targets            # dead: no output uses it
+    assert "B" not in targets and "E" not in targets   # copies (negation, plain) propagated
+    for _, e in o.assignments:
+        for pw in e.atoms(se.Pow):
+            assert pw.args[1] in (2, -1, se.Rational(1, 2))
+
+
+def test_operation_count_rules():
+    x, y, z = se.symbols("x y z")
+    prog = lambda *es: Program("f", [], [], [("o", list(es))])  # noqa: E731
+    assert count_ops(prog(x + y - z))["add"] == 2
+    c = count_ops(prog(-x * y / z))
+    assert (c["mul"], c["div"], c["add"]) == (1, 1, 0)        # negation folded
+    c = count_ops(prog(2 * x * y / (y + z)))
+    assert (c["mul"], c["div"], c["add"]) == (2, 1, 1)
+    c = count_ops(prog(x**2 + se.sqrt(y) + se.cos(z)))
+    assert (c["mul"], c["sqrt"], c["trig"], c["add"]) == (1, 1, 1, 2)
+    assert count_ops(prog(x, se.Integer(3)))["total"] == 0
+    c = count_ops(optimise(Program("f", [], [], [("o", [x**5])])))
+    assert (c["mul"], c["other"]) == (3, 0)                   # x2 = x*x, x4 = x2*x2, x4*x
+
+
+def test_cse_reduces_operations():
+    x, y = se.symbols("q_0 q_1")
+    common = (x + y) * (x - y)
+    p = Program("f", [("q", [x, y])], [], [("o", [common * x, common * y, common + 1])])
+    assert count_ops(optimise(p))["total"] < count_ops(optimise(p, cse=False))["total"]
+
+
+# --------------------------------------------------------------------------------------------------
+# committed sources in generated/
+# --------------------------------------------------------------------------------------------------
+#: examples fully regenerated in the test (the big ones only through the fingerprint check below; the
+#: full byte-for-byte check of every example is ``python -m soadyn.codegen.regenerate --check``)
+SMALL_EXAMPLES = ("test_arm", "tian_wu_3dof", "seed004_example1")
+
+
+def test_generated_sources_exist_and_match_robot_files():
+    examples = example_robots(REPO / "examples")
+    assert examples
+    for path in examples:
+        robot, name = resolve_robot(path)
+        c = REPO / "generated" / name / f"{name}.c"
+        assert c.is_file(), f"{c} missing: run python -m soadyn.codegen.regenerate"
+        head = c.read_text(encoding="utf-8")[:2000]
+        assert f"Robot fingerprint:  {robot.fingerprint()}" in head, (
+            f"{c} is stale ({path.name} changed): run python -m soadyn.codegen.regenerate")
+
+
+@pytest.mark.parametrize("stem", SMALL_EXAMPLES)
+def test_generated_sources_are_current(stem):
+    path = REPO / "examples" / f"{stem}.yaml"
+    if not path.is_file():
+        pytest.skip(f"{path.name} not in examples/")
+    name, files = generate_example(path)
+    for fname, text in files.items():
+        committed = REPO / "generated" / name / fname
+        assert committed.is_file() and committed.read_text(encoding="utf-8") == text, (
+            f"{committed} is stale: run python -m soadyn.codegen.regenerate")
+
+
+def test_stale_detection_catches_an_edit(tmp_path):
+    from soadyn.codegen.regenerate import stale
+
+    ex = tmp_path / "examples"
+    ex.mkdir()
+    (ex / "tiny_arm.yaml").write_text(TINY_YAML)
+    out = tmp_path / "generated"
+    assert stale(ex, out) == [f"{out / 'tiny_arm' / 'tiny_arm.c'}: missing",
+                              f"{out / 'tiny_arm' / 'tiny_arm.h'}: missing"]
+    from soadyn.codegen.regenerate import main
+
+    assert main(["--examples", str(ex), "--out", str(out)]) == 0
+    assert stale(ex, out) == []
+    (ex / "tiny_arm.yaml").write_text(TINY_YAML.replace("mass: 0.7", "mass: 0.8"))
+    assert len(stale(ex, out)) == 2
+    assert main(["--examples", str(ex), "--out", str(out), "--check"]) == 1
+    shutil.rmtree(out)
+
+
+def test_reference_functions_exist_for_core_apis():
+    for api in CORE_APIS + ("generalized_jacobian",):
+        assert reference_function(api) is not None, api

@@ -1,0 +1,183 @@
+"""Simulation on SO(3) (RKMK4): conservation laws, convergence order, torque inputs, files, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+import pytest
+from conftest import TEST_ARM
+from soadyn.codegen.simulate import (
+    SimulationError,
+    Trajectory,
+    add_simulate_parser,
+    cmd_simulate,
+    quat_exp,
+    quat_mul,
+    rotation_matrix,
+    simulate,
+)
+from soadyn.symbolic import load_robot
+from soadyn.symbolic.numeric_module import NumericModule
+from soadyn.symbolic.spatial import quaternion_to_matrix
+
+
+@pytest.fixture(scope="module")
+def arm_module(request):
+    """The scratch tree robot compiled to C (cached across sessions in pytest's cache directory)."""
+    from soadyn.codegen import compile as compile_robot
+
+    out = request.config.cache.mkdir("soadyn_simulate")
+    try:
+        return compile_robot(TEST_ARM, out_dir=out, progress=False)
+    except Exception as e:  # noqa: BLE001 - no compiler: fall back to the pure-Python module
+        pytest.skip(f"cannot compile the test robot ({type(e).__name__}: {e})")
+
+
+def _rotz(a):
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]])
+
+
+def test_quaternion_helpers(rng):
+    a, b = rng.normal(size=4), rng.normal(size=4)
+    assert np.allclose(rotation_matrix(quat_mul(a, b)), rotation_matrix(a) @ rotation_matrix(b), atol=1e-14)
+    assert np.allclose(rotation_matrix(a), quaternion_to_matrix(a), atol=1e-15)
+    assert np.allclose(rotation_matrix(quat_exp(np.array([0, 0, 0.7]))), _rotz(0.7), atol=1e-15)
+    th = rng.normal(size=3)
+    assert abs(np.linalg.norm(quat_exp(th)) - 1) < 1e-15
+
+
+def test_spinning_base_follows_the_exponential_map():
+    """A lone body spinning about a principal axis: R(t) = R0 Exp(w t) exactly; the quaternion stays unit."""
+    r = load_robot(TEST_ARM)
+    lone = r.with_base("free")
+    lone.body_names, lone.parent, lone.joints = lone.body_names[:1], [-1], [None]
+    lone.inertias = [type(r.inertias[0])(10.0, np.zeros(3), np.diag([1.0, 2.0, 3.0]))]
+    lone.frames = []
+    lone.__post_init__()
+    m = NumericModule(lone)
+    q0 = np.array([0.1, 0.2, 0.3, 0, 0, math.sin(0.2), math.cos(0.2)])
+    v0 = np.array([0, 0, 1.3, 0.5, 0, 0])              # spin about z, move along base x
+    tr = simulate(m, q0, v0, 2.0, dt=0.05)
+    R0 = rotation_matrix(q0[3:7])
+    for t, q in zip(tr.t, tr.q):
+        assert np.allclose(rotation_matrix(q[3:7]), R0 @ _rotz(1.3 * t), atol=1e-12)
+        assert abs(np.linalg.norm(q[3:7]) - 1) < 1e-14
+    # the base origin is the CoM: it moves on a straight line although v (base axes) turns with the body
+    assert np.allclose(tr.q[:, :3], q0[:3] + np.outer(tr.t, R0 @ v0[3:]), atol=1e-12)
+    assert np.allclose(tr.v[-1, 3:], _rotz(1.3 * 2.0).T @ v0[3:], atol=1e-9)
+
+
+def test_fourth_order_convergence(arm_module, rng):
+    r = load_robot(TEST_ARM)
+    q0 = r.random_configuration(rng)
+    v0 = 0.5 * rng.normal(size=r.nv)
+    tau = rng.normal(size=r.nv - 6)
+    finals = {dt: simulate(arm_module, q0, v0, 1.0, tau, dt=dt).q[-1] for dt in (0.04, 0.02, 0.005)}
+    e1 = np.max(np.abs(finals[0.04] - finals[0.005]))
+    e2 = np.max(np.abs(finals[0.02] - finals[0.005]))
+    assert 10 < e1 / e2 < 22, (e1, e2)           # ~16 for a 4th-order method (minus the reference's error)
+
+
+def test_momentum_and_energy_over_10_s(arm_module, rng):
+    """Zero external wrench: momentum conserved to the integrator's tolerance over 10 s; with joint torques
+    the work done equals the change of kinetic energy."""
+    r = load_robot(TEST_ARM)
+    q0 = r.random_configuration(rng)
+    v0 = 0.3 * rng.normal(size=r.nv)                  # tumbling base, non-zero momentum
+    tau = 0.5 * rng.normal(size=r.nv - 6)
+    tr = simulate(arm_module, q0, v0, 10.0, tau, dt=2e-3)
+    scale = np.max(np.abs(tr.momentum[0]))
+    drift = tr.momentum_drift()
+    assert np.max(drift) < 1e-9 * scale, drift
+    assert np.max(np.abs(tr.work)) > 1.0                # the torques do real work ...
+    assert tr.energy_balance_error() < 1e-9 * np.max(np.abs(tr.kinetic_energy))   # ... that shows up as T
+    # the CoM moves uniformly (P constant)
+    P = tr.momentum[0, 3:]
+    assert np.allclose(tr.com, tr.com[0] + np.outer(tr.t, P / r.total_mass), atol=1e-9)
+
+
+def test_energy_with_gravity_fixed_base(rng):
+    r = load_robot(TEST_ARM, base="fixed")
+    r.gravity = np.array([0.0, 0.0, -9.81])
+    m = NumericModule(r)
+    tr = simulate(m, r.random_configuration(rng), np.zeros(r.nv), 0.3, lambda t, q, v: -0.5 * v, dt=2e-3)
+    assert np.ptp(tr.potential_energy) > 0.05
+    assert tr.energy_balance_error() < 1e-8
+    assert tr.work[-1] < 0                              # damping only removes energy
+
+
+def test_torque_forms_agree(rng):
+    r = load_robot(TEST_ARM)
+    m = NumericModule(r)
+    q0, v0 = r.random_configuration(rng), 0.1 * rng.normal(size=r.nv)
+    tj = rng.normal(size=r.n_joints)
+    full = np.concatenate([np.zeros(6), tj])
+    a = simulate(m, q0, v0, 0.05, tj, dt=0.01)
+    b = simulate(m, q0, v0, 0.05, full, dt=0.01)
+    c = simulate(m, q0, v0, 0.05, np.tile(tj, (5, 1)), dt=0.01)
+    d = simulate(m, q0, v0, 0.05, lambda t, q, v: tj, dt=0.01)
+
+    class Ctrl:
+        def torque(self, t, q, v):
+            return full
+
+    e = simulate(m, q0, v0, 0.05, Ctrl(), dt=0.01)
+    for other in (b, c, d, e):
+        assert np.array_equal(other.q, a.q)
+    assert np.allclose(a.tau[:, 6:], tj)
+
+
+def test_bad_inputs_are_reported():
+    r = load_robot(TEST_ARM)
+    m = NumericModule(r)
+    q0, v0 = r.neutral(), np.zeros(r.nv)
+    with pytest.raises(ValueError, match=r"q0 must have shape \(11,\)"):
+        simulate(m, q0[:-1], v0, 1.0)
+    bad = q0.copy()
+    bad[3:7] = 0
+    with pytest.raises(ValueError, match="quaternion"):
+        simulate(m, bad, v0, 1.0)
+    with pytest.raises(ValueError, match="duration"):
+        simulate(m, q0, v0, -1.0)
+    with pytest.raises(ValueError, match="NaN"):
+        simulate(m, q0, v0, 0.1, np.full(r.n_joints, np.nan))
+    with pytest.raises(ValueError, match=r"must have shape \(10,\) or \(4,\)"):
+        simulate(m, q0, v0, 0.1, np.ones(3))
+    with pytest.raises(SimulationError, match="NaN/inf"):
+        simulate(m, q0, v0, 0.02, lambda t, q, v: np.full(r.nv, 1e300), dt=0.01)
+
+
+def test_save_load_plot(tmp_path, rng):
+    r = load_robot(TEST_ARM)
+    m = NumericModule(r)
+    tr = simulate(m, r.random_configuration(rng), 0.1 * rng.normal(size=r.nv), 0.05, dt=0.01)
+    path = tr.save(tmp_path / "traj")
+    assert path.suffix == ".npz"
+    back = Trajectory.load(path)
+    for f in ("t", "q", "v", "tau", "momentum", "kinetic_energy", "work", "com", "base_rpy"):
+        assert np.array_equal(getattr(back, f), getattr(tr, f))
+    assert back.joint_names == r.joint_names and back.base == "free" and back.dt == 0.01
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))
+    with pytest.raises(ValueError, match="not a soadyn trajectory"):
+        Trajectory.load(tmp_path / "other.npz")
+    pytest.importorskip("matplotlib")
+    tr.plot(tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_cli_simulate(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_simulate_parser(parser.add_subparsers())
+    args = parser.parse_args(["simulate", str(TEST_ARM), "--duration", "0.04", "--dt", "0.01", "--python",
+                              "--torque", "0.1,0.2,0.3,0.4", "--out", str(tmp_path / "o.npz"),
+                              "--no-progress"])
+    assert cmd_simulate(args) == 0
+    out = capsys.readouterr().out
+    assert "momentum drift" in out and (tmp_path / "o.npz").is_file()
+    assert np.allclose(Trajectory.load(tmp_path / "o.npz").tau[:, 6:], [0.1, 0.2, 0.3, 0.4])
+    args = parser.parse_args(["simulate", str(TEST_ARM), "--duration", "0.04", "--python", "--torque", "1,x"])
+    assert cmd_simulate(args) == 2
+    assert "--torque: expected comma-separated numbers" in capsys.readouterr().err
