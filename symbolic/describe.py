@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .model import Robot
@@ -15,8 +17,14 @@ def _vec(v: np.ndarray) -> str:
     return "[" + ", ".join(_num(float(a)) for a in v) + "]"
 
 
-def describe(robot: Robot) -> str:
-    """Multi-line summary: sizes, the body tree (joint name/type/axis, mass), frames."""
+def describe(robot: Robot, locked: Sequence[str] = ()) -> str:
+    """Multi-line summary: sizes, the body tree (joint name/type/axis, mass), seed 004's connectivity
+    table (``locked``: joints counted as locked in its ``connect`` column), frames and loop closures.
+
+    Raises :class:`~soadyn.symbolic.structure.StructureError` if ``locked`` names an unknown joint.
+    """
+    from .structure import connectivity_table, format_connectivity
+
     base = "free-floating (6 DOF)" if robot.is_free else "fixed"
     lines = [
         f"robot:      {robot.name}",
@@ -50,6 +58,14 @@ def describe(robot: Robot) -> str:
     for label, info, mass in rows:
         lines.append(f"  {label:<{w0}}  {info:<{w1}}  mass {mass}")
     lines.append("")
+    if robot.n_bodies > 1:
+        lines.append("connectivity (seed 004 Tables II-III): parent (0 = base), end-effector (leaf number, "
+                     "0 = none),")
+        lines.append("connect (links in a locked group), cflag (the body this one closes a loop with, "
+                     "0 = base or world, -1 = none):")
+        table = format_connectivity(connectivity_table(robot, locked))
+        lines.extend("  " + ln for ln in table.splitlines())
+        lines.append("")
     if robot.frames:
         lines.append(f"frames ({len(robot.frames)}; name, the body it is on, its position in that "
                      f"body frame):")
@@ -59,4 +75,17 @@ def describe(robot: Robot) -> str:
             lines.append(f"  {f.name:<{fw}}  on {robot.body_names[f.body]:<{bw}}  at {_vec(f.placement.p)}")
     else:
         lines.append("frames: none")
+    lines.append("")
+    if robot.loops:
+        lines.append(f"loop closures ({len(robot.loops)}; cut joints, seed 004 III-D):")
+        nw = max(len(lc.name) for lc in robot.loops)
+        for lc in robot.loops:
+            text = f"  {lc.name:<{nw}}  {lc.type:<9}  {lc.frame_a} -> {lc.frame_b}"
+            if lc.axis is not None:
+                text += f"  axis {_vec(lc.axis)} (in {lc.frame_a})"
+            if lc.world_placement is not None:
+                text += f"  at {_vec(lc.world_placement.p)} in the inertial frame"
+            lines.append(text)
+    else:
+        lines.append("loop closures: none")
     return "\n".join(lines)

@@ -7,8 +7,9 @@ and the fix:
 1. YAML parsing (``yaml.safe_load`` semantics, plus: duplicate mapping keys are errors, and numbers such
    as ``1e-3`` are read as floats as in YAML 1.2 -- PyYAML's YAML 1.1 rules would read them as strings);
 2. structure, against the JSON schema ``schema.json`` (Draft 2020-12, unknown keys are errors);
-3. meaning: a single tree with one root, unique names, physically valid masses and inertias, and a
-   non-singular mass matrix (:func:`check_mass_matrix`).
+3. meaning: a single tree with one root, unique names, physically valid masses and inertias, a
+   non-singular mass matrix (:func:`check_mass_matrix`), and loop closures (``loops:``, seed 004 III-D)
+   between known frames (:func:`soadyn.symbolic.structure.loops_from_doc`).
 
 Massless bodies: a body may have ``mass: 0`` only if it is attached by a ``fixed`` joint (a massless
 frame such as a tool point), or if it is the root of a robot with a fixed base (the base never moves, so
@@ -163,8 +164,12 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[str, str]:
         missing = [k for k in err.validator_value if k not in inst]
         key = missing[0] if missing else "?"
         extra = ""
-        if key == "axis":
+        if key == "axis" and parts and parts[0] == "loops":
+            extra = (f" (a {inst.get('type')} cut joint needs a non-zero axis in frame_a, e.g. [0, 0, 1])")
+        elif key == "axis":
             extra = " (revolute and prismatic joints need a non-zero axis, e.g. [0, 0, 1])"
+        elif key in ("frame_a", "frame_b"):
+            extra = " (a body or frame name" + (", or world" if key == "frame_b" else "") + ")"
         return field_path(parts + [key]), f"missing required key {key!r}{extra}; add it"
     if v == "type":
         want = err.validator_value
@@ -194,8 +199,8 @@ def _doc_order(err: jsonschema.ValidationError) -> tuple:
 
 
 def validate_schema(doc: Any, file: str | Path) -> None:
-    """Check ``doc`` (parsed YAML) against :func:`schema`; raise :class:`RobotFileError` on the "
-      "first error."""
+    """Check ``doc`` (parsed YAML) against :func:`schema`; raise :class:`RobotFileError` on the first
+    error."""
     if not isinstance(doc, dict):
         what = "empty" if doc is None else f"{_type_name(doc)}"
         raise RobotFileError(file, "(top level)",
@@ -324,6 +329,15 @@ def _vec(x: Sequence[float] | None) -> np.ndarray:
     return np.zeros(3) if x is None else np.asarray(x, dtype=float)
 
 
+def unit_axis(x: Sequence[float]) -> np.ndarray:
+    """The axis divided by its norm; an axis already of unit norm (within 4 ulp) is kept bit for bit, so
+    that a model written by ``structure.to_yaml`` reads back with the same fingerprint (dividing a unit
+    vector by its floating-point norm changes the last bit of about a third of them)."""
+    a = np.asarray(x, dtype=float)
+    n = float(np.linalg.norm(a))
+    return a.copy() if abs(n - 1.0) <= 4.0 * np.finfo(float).eps else a / n
+
+
 def _check_tree(doc: dict, file: str | Path) -> None:
     bodies = doc["bodies"]
     index: dict[str, int] = {}
@@ -438,8 +452,7 @@ def _build(doc: dict, base: str, file: str | Path, source_hash: str) -> Robot:
             if j["type"] == "fixed":
                 axis = np.zeros(3)
             else:
-                axis = _vec(j["axis"])
-                axis = axis / np.linalg.norm(axis)
+                axis = unit_axis(j["axis"])
             X = Placement.from_xyz_rpy(_vec(j.get("xyz")), _vec(j.get("rpy")))
             joint = Joint(j["name"], j["type"], axis, X)
         m = float(b["mass"])
@@ -476,7 +489,12 @@ def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None) -> R
     _check_tree(doc, file)
     _check_masses(doc, base, file)
     _check_frames(doc, file)
-    return _build(doc, base, file, hashlib.sha256(raw).hexdigest())
+    robot = _build(doc, base, file, hashlib.sha256(raw).hexdigest())
+    if "loops" in doc:
+        from .structure import loops_from_doc
+
+        robot.loops = loops_from_doc(doc["loops"], robot, file)
+    return robot
 
 
 def load_yaml(path: str | Path, base: str | None = None) -> Robot:

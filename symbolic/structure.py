@@ -36,6 +36,7 @@ gravity vector is then re-expressed in the new base frame at the configuration `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -186,12 +187,30 @@ def _floats(a: Any) -> list[float]:
     return [float(x) + 0.0 for x in np.asarray(a, dtype=float).ravel()]  # + 0.0: no "-0.0" in files
 
 
-def _placement_dict(X: Placement) -> dict[str, list[float]]:
+def _file_rpy(R: np.ndarray) -> np.ndarray:
+    """Roll-pitch-yaw for a file: :func:`matrix_to_rpy`, nudged by up to one ulp per angle when that makes
+    the reader's ``Placement.from_xyz_rpy`` rebuild ``R`` bit for bit (then the model read back has the
+    same fingerprint); otherwise the closest angles (rotation error about 1e-16)."""
+    rpy = matrix_to_rpy(R)
+    if np.array_equal(Placement.from_xyz_rpy(np.zeros(3), rpy).R, R):
+        return rpy
+    cands = [[a, math.nextafter(a, -math.inf), math.nextafter(a, math.inf)] for a in rpy]
+    for r0 in cands[0]:
+        for r1 in cands[1]:
+            for r2 in cands[2]:
+                trial = np.array([r0, r1, r2])
+                if np.array_equal(Placement.from_xyz_rpy(np.zeros(3), trial).R, R):
+                    return trial
+    return rpy
+
+
+def _placement_dict(X: Placement, always: bool = False) -> dict[str, list[float]]:
+    """``xyz``/``rpy`` entries of a placement (zero parts omitted unless ``always``)."""
     out: dict[str, list[float]] = {}
-    if np.any(X.p):
+    if always or np.any(X.p):
         out["xyz"] = _floats(X.p)
     if not np.array_equal(X.R, np.eye(3)):
-        out["rpy"] = _floats(matrix_to_rpy(X.R))
+        out["rpy"] = _floats(_file_rpy(X.R))
     return out
 
 
@@ -247,8 +266,8 @@ def to_dict(robot: Robot) -> dict[str, Any]:
             }
             if lc.axis is not None:
                 d["axis"] = _floats(lc.axis)
-            if lc.world_placement is not None:
-                d.update(_placement_dict(lc.world_placement))
+            if lc.world_placement is not None:  # written even if identity: None and identity hash apart
+                d.update(_placement_dict(lc.world_placement, always=True))
             doc["loops"].append(d)
     return doc
 
@@ -256,8 +275,12 @@ def to_dict(robot: Robot) -> dict[str, Any]:
 def to_yaml(robot: Robot, path: str | Path | None = None) -> str:
     """Write the robot as a YAML robot file (returns the text; writes it to ``path`` if given).
 
-    Floats are written with full (repr) precision, so reading the file back gives the same model up to
-    the last bit of the rotation matrices rebuilt from roll-pitch-yaw (about 1e-16).
+    Floats are written with full (repr) precision and roll-pitch-yaw angles are chosen so that the reader
+    rebuilds each rotation bit for bit where such angles exist; unit axes are kept as written by the
+    reader.  So a model read from a file, with fixed/freed base or loops added, reads back with the same
+    fingerprint.  Rotations composed by :func:`invert` / :func:`lock_joints` are in general not exactly
+    representable by rpy angles and come back to about 1e-16 (and their inertias, made exactly
+    symmetric by the reader, to about 1e-16 relative).
     """
     text = "# written by soadyn.symbolic.structure.to_yaml\n" + yaml.safe_dump(
         to_dict(robot), sort_keys=False, default_flow_style=None, width=120
@@ -539,11 +562,15 @@ def close_loop(
 
 
 def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") -> list[LoopClosure]:
-    """Read the ``loops:`` section of a robot file (syntax in docs/structure-changes.md) for ``robot``.
+    """Read the ``loops:`` section of a robot file (syntax in docs/robot-format.md) for ``robot``.
 
-    For the file reader (helper A's ``robotfile``): raises ``RobotFileError`` naming ``loops[i].<field>``.
+    Each item is a cut joint of seed 004 III-D (see :func:`close_loop`).  Raises ``RobotFileError``
+    naming ``loops[i].<field>`` and the fix: unknown or missing keys, unknown frames, a loop from a frame
+    to itself, a wrong or missing axis, ``xyz``/``rpy`` on a loop that does not end at ``world``,
+    duplicate loop names.  The schema of the file reader checks the types first; the checks here are
+    repeated so that the function is safe on any parsed document.
     """
-    from .robotfile import RobotFileError
+    from .robotfile import RobotFileError, unit_axis
 
     if items is None:
         return []
@@ -554,38 +581,113 @@ def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") 
             "expected a list of loop closures, e.g. "
             "[{name: grasp, frame_a: ee2, frame_b: handle, type: weld}]",
         )
-    out: list[LoopClosure] = []
-    allowed = {"name", "frame_a", "frame_b", "type", "axis", "xyz", "rpy"}
+    allowed = ("name", "frame_a", "frame_b", "type", "axis", "xyz", "rpy")
+    names = [*robot.body_names, *robot.frame_names]
+    known = set(names)
+    out = robot.with_base(robot.base)
+    out.loops = []
+    explicit: dict[str, int] = {}
     for i, it in enumerate(items):
         where = f"loops[{i}]"
         if not isinstance(it, dict):
-            raise RobotFileError(file, where, "expected a mapping with frame_a, frame_b and type")
-        extra = sorted(set(it) - allowed)
+            raise RobotFileError(file, where, "expected a mapping with keys frame_a, frame_b, type")
+        extra = sorted(str(k) for k in it if k not in allowed)
         if extra:
             raise RobotFileError(
-                file, f"{where}.{extra[0]}", f"unknown key; allowed keys: {', '.join(sorted(allowed))}"
+                file, f"{where}.{extra[0]}",
+                f"unknown key {extra[0]!r}; allowed keys here: {', '.join(sorted(allowed))} "
+                "(check the spelling)",
             )
         for key in ("frame_a", "frame_b"):
             if key not in it:
                 raise RobotFileError(
-                    file, f"{where}.{key}", "missing; name a body or frame (frame_b may be 'world')"
+                    file, f"{where}.{key}",
+                    f"missing required key {key!r}; add it (a body or frame name"
+                    + ("" if key == "frame_a" else ", or world for the inertial frame") + ")",
                 )
+            fr = it[key]
+            if not isinstance(fr, str) or not fr:
+                raise RobotFileError(file, f"{where}.{key}", f"expected a body or frame name, got {fr!r}")
+            if fr == "world":
+                if key == "frame_a":
+                    raise RobotFileError(
+                        file, f"{where}.frame_a",
+                        "is 'world'; frame_a must be a frame of the robot, put 'world' as frame_b",
+                    )
+                if "world" in known:
+                    raise RobotFileError(
+                        file, f"{where}.frame_b",
+                        "'world' is ambiguous: the robot has a body or frame named 'world', and frame_b: "
+                        "world means the inertial frame; rename that body or frame",
+                    )
+            elif fr not in known:
+                raise RobotFileError(
+                    file, f"{where}.{key}",
+                    f"unknown frame {fr!r}; use a body or frame name ({', '.join(names)})"
+                    + (" or world" if key == "frame_b" else ""),
+                )
+        if it["frame_a"] == it["frame_b"]:
+            raise RobotFileError(
+                file, f"{where}.frame_b",
+                f"is {it['frame_b']!r}, the same as frame_a; a loop joins two different frames, name another",
+            )
         kind = it.get("type", "weld")
         if kind not in LOOP_TYPES:
-            raise RobotFileError(file, f"{where}.type", f"{kind!r} is not one of {', '.join(LOOP_TYPES)}")
-        wp = None
-        if "xyz" in it or "rpy" in it:
-            if it["frame_b"] != "world":
+            raise RobotFileError(
+                file, f"{where}.type", f"{kind!r} is not allowed; use one of: {', '.join(LOOP_TYPES)}"
+            )
+        axis = it.get("axis")
+        if kind in ("revolute", "prismatic"):
+            if axis is None:
                 raise RobotFileError(
-                    file, f"{where}.xyz", "xyz/rpy place the grapple point of frame_b: world only"
+                    file, f"{where}.axis",
+                    f"missing required key 'axis' (a {kind} cut joint needs a non-zero axis in frame_a, "
+                    "e.g. [0, 0, 1]); add it",
                 )
-            wp = Placement.from_xyz_rpy(it.get("xyz", [0, 0, 0]), it.get("rpy", [0, 0, 0]))
+            ax = np.asarray(axis, dtype=float)
+            if ax.shape != (3,) or not np.all(np.isfinite(ax)) or not np.linalg.norm(ax) > 0:
+                raise RobotFileError(
+                    file, f"{where}.axis",
+                    f"must be a non-zero, finite 3-vector, got {axis}; give a direction such as [0, 0, 1] "
+                    "(it is normalised)",
+                )
+        elif axis is not None:
+            raise RobotFileError(
+                file, f"{where}.axis",
+                f"a {kind} cut joint takes no axis; remove it (or use type revolute or prismatic)",
+            )
+        wp = None
+        for key in ("xyz", "rpy"):
+            if key in it and it["frame_b"] != "world":
+                raise RobotFileError(
+                    file, f"{where}.{key}",
+                    "places the grapple point in the inertial frame and is allowed only with frame_b: "
+                    "world; remove it (frame_b's own placement is its frame)",
+                )
+        if "xyz" in it or "rpy" in it:
+            wp = Placement.from_xyz_rpy(it.get("xyz", [0.0, 0.0, 0.0]), it.get("rpy", [0.0, 0.0, 0.0]))
+        name = it.get("name")
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise RobotFileError(file, f"{where}.name", f"expected a non-empty name, got {name!r}")
+            if name in explicit:
+                raise RobotFileError(
+                    file, f"{where}.name",
+                    f"duplicate loop name {name!r} (also loops[{explicit[name]}]); loop names must be "
+                    "unique, rename one",
+                )
+            explicit[name] = i
+        else:  # default loop<n>, avoiding the names given explicitly anywhere in the section
+            later = {str(x.get("name")) for x in items[i + 1 :] if isinstance(x, dict)}
+            taken = {lc.name for lc in out.loops} | later
+            name = _unique(f"loop{len(out.loops) + 1}", taken)
         try:
-            robot = close_loop(robot, it["frame_a"], it["frame_b"], kind, it.get("axis"), it.get("name"), wp)
-        except StructureError as e:
+            out = close_loop(out, it["frame_a"], it["frame_b"], kind, axis, name, wp)
+        except StructureError as e:  # not expected after the checks above; keep file and field
             raise RobotFileError(file, where, str(e).replace("close_loop: ", "")) from None
-        out.append(robot.loops[-1])
-    return out
+        if axis is not None:  # the reader's normalisation (keeps unit axes bit for bit, see unit_axis)
+            out.loops[-1] = dataclasses.replace(out.loops[-1], axis=unit_axis(axis))
+    return list(out.loops)
 
 
 # ---- connectivity description (seed 004 II-A.2, II-B.1, III-A) ---------------------------------

@@ -149,6 +149,20 @@ CASES = [
     ("root_with_joint", "bodies[0].joint", "the root body 'base' must not have a joint"),
     ("no_joint", "bodies[1].joint", "body 'link1' has a parent but no joint"),
     ("empty", "(top level)", "file is empty"),
+    # loops: (seed 004 III-D cut joints)
+    ("loop_unknown_frame", "loops[0].frame_b", "unknown frame 'tipp'; use a body or frame name (base, link1, "
+                                               "link2, tip) or world"),
+    ("loop_bad_type", "loops[0].type", "'ball' is not allowed; use one of: weld, revolute, prismatic, "
+                                       "spherical"),
+    ("loop_missing_axis", "loops[1].axis", "missing required key 'axis' (a revolute cut joint needs"),
+    ("loop_duplicate_name", "loops[1].name", "duplicate loop name 'grip' (also loops[0])"),
+    ("loop_unknown_key", "loops[0].axes", "unknown key 'axes'"),
+    ("loop_axis_on_weld", "loops[0].axis", "a weld cut joint takes no axis"),
+    ("loop_zero_axis", "loops[0].axis", "must be a non-zero, finite 3-vector"),
+    ("loop_xyz_not_world", "loops[0].xyz", "allowed only with frame_b: world"),
+    ("loop_world_first", "loops[0].frame_a", "frame_a must be a frame of the robot"),
+    ("loop_same_frames", "loops[0].frame_b", "the same as frame_a"),
+    ("loop_not_list", "loops", "expected a list, got a mapping"),
 ]
 
 
@@ -199,3 +213,98 @@ def test_documented_example_loads(tmp_path: Path) -> None:
     body, X = r.frame_of("tcp")
     assert r.body_names[body] == "forearm"
     np.testing.assert_allclose(X.p, [0.9 + 0.12 * math.cos(0.3), 0.12 * math.sin(0.3), 0], atol=1e-15)
+
+
+# ---- loops: (cut joints, seed 004 III-D; syntax in docs/robot-format.md) -------------------------------
+
+VALID = (BAD / "unknown_parent.yaml").read_text().replace("parent: lnk1", "parent: link1")
+
+
+def test_loops_section_is_read(tmp_path: Path) -> None:
+    """Names default to loop<n> (skipping names given explicitly), axes are normalised, a world
+    grapple point gets its pose; the tree and its fingerprint's tree part are unchanged."""
+    text = VALID + (
+        "loops:\n"
+        "  - {frame_a: tip, frame_b: base}\n"
+        "  - {name: loop1, frame_a: link1, frame_b: world, type: revolute, axis: [0, 0, 2],\n"
+        "     xyz: [1.0, 2.0, 3.0], rpy: [0, 0, 1.5707963267948966]}\n"
+        "  - {frame_a: tip, frame_b: link1, type: spherical}\n")
+    r = load_robot(write(tmp_path, text))
+    tree = load_robot(write(tmp_path, VALID, "tree.yaml"))
+    assert r.joint_names == tree.joint_names and r.frame_names == tree.frame_names
+    assert [lc.name for lc in r.loops] == ["loop1_2", "loop1", "loop3"]
+    a, b, c = r.loops
+    assert (a.frame_a, a.frame_b, a.type, a.axis, a.world_placement) == ("tip", "base", "weld", None, None)
+    assert b.type == "revolute" and b.frame_b == "world"
+    np.testing.assert_array_equal(b.axis, [0, 0, 1])
+    np.testing.assert_array_equal(b.world_placement.p, [1, 2, 3])
+    np.testing.assert_allclose(b.world_placement.R, [[0, -1, 0], [1, 0, 0], [0, 0, 1]], atol=1e-15)
+    assert c.type == "spherical" and c.axis is None
+    assert r.fingerprint() != tree.fingerprint()
+    empty = load_robot(write(tmp_path, VALID + "loops: []\n", "empty.yaml"))
+    assert empty.loops == [] and empty.fingerprint() == tree.fingerprint()
+
+
+def test_loops_from_file_equal_close_loop(tmp_path: Path) -> None:
+    """A hand-written loops section gives the same model as structure.close_loop on the tree."""
+    from soadyn.symbolic import structure as st
+    from soadyn.symbolic.model import Placement
+
+    text = VALID + ("loops:\n"
+                    "  - {name: hold, frame_a: tip, frame_b: world, type: prismatic, axis: [0.3, 0.5, 0.8],\n"
+                    "     xyz: [0.9, 0.1, 0.0], rpy: [0.1, -0.2, 0.3]}\n")
+    r = load_robot(write(tmp_path, text))
+    tree = load_robot(write(tmp_path, VALID, "tree.yaml"))
+    ref = st.close_loop(tree, "tip", "world", "prismatic", axis=[0.3, 0.5, 0.8], name="hold",
+                        world_placement=Placement.from_xyz_rpy([0.9, 0.1, 0.0], [0.1, -0.2, 0.3]))
+    np.testing.assert_allclose(r.loops[0].axis, np.array([0.3, 0.5, 0.8]) / math.sqrt(0.98), atol=1e-15)
+    np.testing.assert_allclose(r.loops[0].axis, ref.loops[0].axis, atol=1e-15)
+    np.testing.assert_array_equal(r.loops[0].world_placement.homogeneous(),
+                                  ref.loops[0].world_placement.homogeneous())
+
+
+def test_world_loop_refuses_a_body_named_world(tmp_path: Path) -> None:
+    text = VALID.replace("name: tip,", "name: world,") + "loops:\n  - {frame_a: link2, frame_b: world}\n"
+    with pytest.raises(RobotFileError) as info:
+        load_robot(write(tmp_path, text))
+    assert info.value.field == "loops[0].frame_b" and "'world' is ambiguous" in info.value.problem
+
+
+def test_loops_from_doc_checks_unvalidated_input() -> None:
+    """structure.loops_from_doc is also safe on documents that did not pass the schema."""
+    from soadyn.symbolic import structure as st
+
+    tree = load_robot(ARM)
+    cases = [
+        ("nope", "loops", "expected a list"),
+        (["tcp"], "loops[0]", "expected a mapping"),
+        ([{"frame_a": "tcp", "frame_b": "l4", "spin": 1}], "loops[0].spin", "unknown key 'spin'"),
+        ([{"frame_b": "l4"}], "loops[0].frame_a", "missing required key 'frame_a'"),
+        ([{"frame_a": "tcp", "frame_b": 3}], "loops[0].frame_b", "expected a body or frame name"),
+        ([{"frame_a": "tcp", "frame_b": "l4", "type": "ball"}], "loops[0].type", "'ball' is not allowed"),
+        ([{"frame_a": "tcp", "frame_b": "l4", "type": "revolute", "axis": [1, 0]}], "loops[0].axis",
+         "non-zero, finite 3-vector"),
+        ([{"frame_a": "tcp", "frame_b": "l4", "name": ""}], "loops[0].name", "expected a non-empty name"),
+    ]
+    for items, field, phrase in cases:
+        with pytest.raises(RobotFileError) as info:
+            st.loops_from_doc(items, tree, "f.yaml")
+        assert (info.value.file, info.value.field) == ("f.yaml", field), items
+        assert phrase in info.value.problem, info.value.problem
+    assert st.loops_from_doc(None, tree) == []
+
+
+def test_documented_loop_example_loads(tmp_path: Path) -> None:
+    """The loop-closure example of docs/robot-format.md loads with the loops it describes."""
+    import re
+
+    doc = (ROOT / "docs" / "robot-format.md").read_text()
+    text = re.search(r"### Loop closures\n.*?```yaml\n(.*?)```", doc, re.S).group(1)
+    r = load_robot(write(tmp_path, text))
+    assert r.joint_names == ["j1", "j2"] and r.frame_names == ["hand1", "hand2"]
+    grasp, dock = r.loops
+    assert (grasp.name, grasp.frame_a, grasp.frame_b, grasp.type, grasp.axis) == ("grasp", "hand2", "hand1",
+                                                                                   "weld", None)
+    assert (dock.name, dock.frame_b, dock.type) == ("docking", "world", "revolute")
+    np.testing.assert_array_equal(dock.axis, [0, 0, 1])
+    np.testing.assert_array_equal(dock.world_placement.p, [2, 0, 0])

@@ -308,15 +308,33 @@ def _assert_same_model(a, b, tol=1e-12):
         assert fa.body == fb.body
         np.testing.assert_allclose(fa.placement.R, fb.placement.R, atol=tol)
         np.testing.assert_allclose(fa.placement.p, fb.placement.p, atol=tol)
+    assert [(lc.name, lc.frame_a, lc.frame_b, lc.type) for lc in a.loops] == [
+        (lc.name, lc.frame_a, lc.frame_b, lc.type) for lc in b.loops
+    ]
+    for la, lb in zip(a.loops, b.loops):
+        assert (la.axis is None) == (lb.axis is None) and (la.world_placement is None) == (
+            lb.world_placement is None
+        )
+        if la.axis is not None:
+            np.testing.assert_allclose(la.axis, lb.axis, atol=tol)
+        if la.world_placement is not None:
+            np.testing.assert_allclose(
+                la.world_placement.homogeneous(), lb.world_placement.homogeneous(), atol=tol
+            )
 
 
-@pytest.mark.parametrize("change", ["none", "invert", "lock", "fixed"])
+@pytest.mark.parametrize("change", ["none", "invert", "lock", "fixed", "free", "invert_fixed", "loop"])
 def test_to_yaml_round_trip(arm, tmp_path, change):
     model = {
         "none": lambda r: r,
         "invert": lambda r: st.invert(r, "tcp"),
         "lock": lambda r: st.lock_joints(r, ["j2"], [0.4]),
         "fixed": st.fix_base,
+        "free": lambda r: st.free_base(st.fix_base(r, [0.1, -0.3, 0.2, 0.9])),
+        "invert_fixed": lambda r: st.fix_base(st.invert(st.lock_joints(r, ["j4"], [-0.7]), "l2")),
+        "loop": lambda r: st.close_loop(
+            st.invert(r, "l2"), "tcp", "world", "revolute", axis=[0.3, -0.5, 0.8],
+            world_placement=Placement.from_xyz_rpy([0.2, 0.1, 0.4], [0.3, 0.2, -1.1])),
     }[change](arm)
     path = tmp_path / "out.yaml"
     st.to_yaml(model, path)
@@ -327,6 +345,41 @@ def test_to_yaml_round_trip(arm, tmp_path, change):
     np.testing.assert_allclose(
         inverse_dynamics(back, CTX, q, v, tau), inverse_dynamics(model, CTX, q, v, tau), atol=1e-10
     )
+
+
+def test_to_yaml_round_trip_keeps_fingerprint(arm, tmp_path):
+    """Models whose rotations come from rpy angles (file-built, fixed/freed, closed loops of every kind)
+    read back bit for bit: same fingerprint.  (Rotations composed by invert/lock_joints are generally not
+    exactly rpy-representable; those round-trip to 1e-15, test above.)"""
+    from conftest import EXAMPLES
+
+    dual = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
+    closed = st.close_loop(dual, "ee2", "grasp2", "weld", name="grasp")
+    closed = st.close_loop(closed, "ee1", "world", "revolute", axis=[0, 0, 1],
+                           world_placement=Placement.identity())
+    closed = st.close_loop(closed, "link2", "world", "spherical",
+                           world_placement=Placement.from_xyz_rpy([1.5, -0.25, 0.0], [0.0, 0.0, 0.3]))
+    closed = st.close_loop(closed, "link1", "link4", "prismatic", axis=[0.3, 0.5, 0.8])
+    closed = st.close_loop(closed, "target", "link5")
+    models = {
+        "dual_closed": closed,
+        "arm_closed": st.close_loop(arm, "tcp", "l4", "revolute", axis=[0.2, -0.4, 0.9], name="hinge"),
+        "arm": arm,
+        "arm_fixed": st.fix_base(arm, [0.1, -0.3, 0.2, 0.9]),
+        "arm_freed": st.free_base(st.fix_base(arm)),
+        "dual_fixed_closed": st.fix_base(closed),
+    }
+    for name, model in models.items():
+        path = tmp_path / f"{name}.yaml"
+        st.to_yaml(model, path)
+        back = load_robot(path)
+        assert back.fingerprint() == model.fingerprint(), name
+        assert [(lc.name, lc.frame_a, lc.frame_b, lc.type) for lc in back.loops] == [
+            (lc.name, lc.frame_a, lc.frame_b, lc.type) for lc in model.loops
+        ]
+    back = load_robot(tmp_path / "dual_closed.yaml")
+    assert back.loops[1].world_placement is not None  # identity grapple pose is kept, not dropped to None
+    assert [r.cflag for r in st.connectivity_table(back)] == [r.cflag for r in st.connectivity_table(closed)]
 
 
 def test_matrix_to_rpy_and_quaternion():

@@ -5,12 +5,23 @@ or :class:`soadyn.symbolic.scalar.Symbolic` for a staged symbolic run (what :mod
 """
 
 from .articulated_body import ArticulatedBody, articulated_body
-from .closed_loop import closed_loop_constraints, closed_loop_dependent_velocities, closed_loop_forward_dynamics
+from .closed_loop import (
+                          closed_loop_constraints,
+                          closed_loop_dependent_velocities,
+                          closed_loop_forward_dynamics,
+)
 from .decoupled import forward_dynamics_decoupled
 from .forward_dynamics import forward_dynamics
-from .free_floating import (angular_reduced_dynamics, base_inertia, base_velocity, coupling_inertia,
-                            coupling_inertia_rate, generalized_bias, generalized_inertia,
-                            momentum_frame_twist)
+from .free_floating import (
+                          angular_reduced_dynamics,
+                          base_inertia,
+                          base_velocity,
+                          coupling_inertia,
+                          coupling_inertia_rate,
+                          generalized_bias,
+                          generalized_inertia,
+                          momentum_frame_twist,
+)
 from .innovations import innovations_factors, mass_matrix_inverse
 from .jacobians import generalized_jacobian, jacobian
 from .kinematics import joint_transforms, link_poses, velocities

@@ -18,24 +18,79 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import articulated_body
-from .forward_dynamics import accelerations, residual_forces
+from .articulated_body import ArticulatedBody, articulated_body
+
+
+def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
+    """Columns of ``Y = I - H psi K`` (eq. 2.10b): ``Y[j][i]`` for hinge j and each hinge i inboard of j.
+
+    Column j is the residual recursion (2.13a) driven by a unit generalised force at hinge j with
+    a = b = 0: ``g = phi(p, j) G(j)`` enters the parent, and at each inboard hinge i
+    ``Y(i, j) = -H(i) g`` and ``g <- phi(p(i), i) taubar(i) g = phi(p(i), i) [g + G(i) Y(i, j)]``.
+    Only the hinges on the path to the base are non-zero (the tree's structural zeros).  For the free
+    base the entry is the 6-vector ``-g``.
+    """
+    kin = ab.kin
+    robot, ctx = kin.robot, kin.ctx
+    cols: dict[int, dict[int, Any]] = {}
+    for j in range(1, robot.n_bodies):
+        col: dict[int, Any] = {}
+        g = ab.G[j]
+        i = j
+        while robot.parent[i] > 0 or (robot.parent[i] == 0 and robot.is_free):
+            g = kin.X[i].force_to_parent(g)
+            i = robot.parent[i]
+            if i == 0:
+                col[0] = ctx.stage(f"Y{j}_0", -g)
+                break
+            y = ctx.stage(f"Y{j}_{i}", -(kin.hinge(i) @ g))
+            col[i] = y
+            g = ctx.stage(f"Yg{j}_{i}", g + ab.G[i] * y)
+        cols[j] = col
+    return cols
 
 
 def mass_matrix_inverse(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
-    """M^-1 by eq. 2.10c, column by column."""
+    """M^-1 = Y* D^-1 Y with Y = [I - H psi K] (eq. 2.10c), Y from :func:`innovation_columns`.
+
+    Entry (a, b) sums ``Y(i, a) D^-1(i) Y(i, b)`` over the hinges i inboard of (or at) both a and b; for the
+    free base D(n) = P(n) is 6x6 and its block enters through one LDL^T solve per column.
+    """
     ab = articulated_body(robot, ctx, q)
-    nv = robot.nv
+    cols = innovation_columns(ab)
+    nv, n = robot.nv, robot.n_bodies
+
+    def y(i: int, j: int) -> Any:
+        """Y(i, j) for hinge bodies i, j (1 on the diagonal, 0 off the path)."""
+        if i == j:
+            return 1
+        return cols[j].get(i)
+
     Minv = ctx.zeros((nv, nv))
-    for j in range(nv):
-        e = ctx.zeros(nv)
-        e[j] = 1
-        _, nu = residual_forces(ab, e, None, None, tag=f"_{j}_")
-        col, _ = accelerations(ab, nu, None, with_gravity=False, tag=f"_{j}_")
-        for i in range(nv):
-            if i >= j:
-                Minv[i, j] = col[i]
-                Minv[j, i] = col[i]
+    # free base: W0(j) = D(n)^-1 Y(n, j), and the base block of M^-1 is D(n)^-1 itself
+    W0: dict[int, Any] = {}
+    if robot.is_free:
+        fac = ab.Dinv[0]
+        Minv[0:6, 0:6] = fac.inverse("Dninv")
+        for j in range(1, n):
+            if 0 in cols[j]:
+                W0[j] = fac.solve(cols[j][0], f"W0_{j}")
+                Minv[0:6, robot.v_index(j)] = W0[j].reshape(6, 1)
+                Minv[robot.v_index(j), 0:6] = W0[j].reshape(1, 6)
+    for b in range(1, n):
+        for a in range(1, b + 1):
+            terms = []
+            for i in range(1, n):
+                ya, yb = y(i, a), y(i, b)
+                if ya is not None and yb is not None:
+                    terms.append(ya * yb * ab.Dinv[i])
+            if robot.is_free and a in W0 and b in W0:
+                terms.append(cols[a][0] @ W0[b])
+            if not terms:
+                continue
+            val = ctx.stage(f"Minv{a}_{b}", sum(terms[1:], terms[0]))
+            Minv[robot.v_index(a), robot.v_index(b)] = val
+            Minv[robot.v_index(b), robot.v_index(a)] = val
     return Minv
 
 

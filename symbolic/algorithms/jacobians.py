@@ -31,27 +31,28 @@ def _frame_pose(robot: Any, ctx: Any, Rw: list, pw: list, frame: str) -> tuple[i
 
 
 def _jacobian(robot: Any, ctx: Any, kin: Any, frame: str, world_aligned: bool) -> np.ndarray:
-    Rw, pw = link_poses(kin)
-    k, Rf, pf = _frame_pose(robot, ctx, Rw, pw, frame)
+    """Columns in base coordinates first (the base pose drops out), then one rotation to the frame's
+    axes (``R_0f^T``) or the inertial axes (``R_0``)."""
+    Rb, pb = link_poses(kin, relative=True)
+    k, Rf, pf = _frame_pose(robot, ctx, Rb, pb, frame)
     tag = "".join(ch if ch.isalnum() else "_" for ch in frame)
     pf = ctx.stage(f"pf_{tag}", pf)
     J = ctx.zeros((6, robot.nv))
     i = k
     while i > 0:
         j = robot.joints[i]
-        s = ctx.stage(f"sw{i}", Rw[i] @ ctx.const(j.axis))
-        col = (np.concatenate([s, cross(s, pf - pw[i])]) if j.type == "revolute"
+        s = Rb[i] @ ctx.const(j.axis)
+        col = (np.concatenate([s, cross(s, pf - pb[i])]) if j.type == "revolute"
                else np.concatenate([ctx.zeros(3), s]))
         J[:, robot.v_index(i)] = col.reshape(6, 1)
         i = robot.parent[i]
     if robot.is_free:
-        R0 = Rw[0]
-        J[:3, 0:3] = R0
-        J[3:, 3:6] = R0
-        J[3:, 0:3] = -skew(pf - pw[0]) @ R0
-    if not world_aligned:
-        RT = Rf.T
-        J = np.concatenate([RT @ J[:3], RT @ J[3:]])
+        J[:3, 0:3] = ctx.eye(3)
+        J[3:, 3:6] = ctx.eye(3)
+        J[3:, 0:3] = -skew(pf)
+    R = kin.R0 if world_aligned else Rf.T
+    if R is not None and not (world_aligned and not robot.is_free):
+        J = np.concatenate([R @ J[:3], R @ J[3:]])
     return J
 
 

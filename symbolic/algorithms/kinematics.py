@@ -73,6 +73,14 @@ class Kinematics:
     def spatial_inertia(self, k: int) -> np.ndarray:
         return self.ctx.const(self.robot.inertias[k].spatial())
 
+    def inertia_times(self, k: int, x: np.ndarray) -> np.ndarray:
+        """``M(k) x`` using the rigid-body structure: ``[J w + h x u; m u - h x w]`` for ``x = [w; u]``."""
+        inert, ctx = self.robot.inertias[k], self.ctx
+        J = ctx.const(inert.spatial()[:3, :3])
+        h = ctx.const(inert.mass * inert.com)
+        w, u = x[:3], x[3:]
+        return np.concatenate([J @ w + cross(h, u), inert.mass * u - cross(h, w)])
+
 
 def _const_or_none(ctx: Any, a: np.ndarray, identity: np.ndarray) -> np.ndarray | None:
     return None if np.array_equal(a, identity) else ctx.const(a)
@@ -108,14 +116,19 @@ def joint_transforms(robot: Robot, ctx: Any, q: np.ndarray) -> Kinematics:
     return Kinematics(robot, ctx, X, Xp, Xj, R0, r0)
 
 
-def link_poses(kin: Kinematics) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Absolute attitude R_k (body to inertial) and origin position p_k (inertial) of every body."""
+def link_poses(kin: Kinematics, relative: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Attitude R_k (body to reference) and origin position p_k of every body.
+
+    The reference frame is the inertial frame, or with ``relative=True`` the base frame (the base pose
+    then drops out, which is what frame-coordinate quantities need).
+    """
     robot, ctx = kin.robot, kin.ctx
     Rw: list[np.ndarray] = []
     pw: list[np.ndarray] = []
+    tag = "b" if relative else "w"
     for k in range(robot.n_bodies):
         if k == 0:
-            if robot.is_free:
+            if robot.is_free and not relative:
                 Rw.append(kin.R0)
                 pw.append(kin.r0)
             else:
@@ -124,8 +137,8 @@ def link_poses(kin: Kinematics) -> tuple[list[np.ndarray], list[np.ndarray]]:
             continue
         p = robot.parent[k]
         Xk = kin.X[k]
-        R = Rw[p] if Xk.R is None else ctx.stage(f"Rw{k}", Rw[p] @ Xk.R)
-        pos = pw[p] if Xk.l is None else ctx.stage(f"pw{k}", pw[p] + Rw[p] @ Xk.l)
+        R = Rw[p] if Xk.R is None else ctx.stage(f"R{tag}{k}", Rw[p] @ Xk.R)
+        pos = pw[p] if Xk.l is None else ctx.stage(f"p{tag}{k}", pw[p] + Rw[p] @ Xk.l)
         Rw.append(R)
         pw.append(pos)
     return Rw, pw

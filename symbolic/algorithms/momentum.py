@@ -7,47 +7,64 @@ from typing import Any
 import numpy as np
 
 from ..spatial import cross
-from .kinematics import joint_transforms, link_poses, velocities
+from .kinematics import joint_transforms, velocities
 
 
-def _com_positions(robot: Any, ctx: Any, Rw: list, pw: list) -> list[np.ndarray]:
-    return [pw[k] + Rw[k] @ ctx.const(robot.inertias[k].com) for k in range(robot.n_bodies)]
+def _to_inertial(kin: Any, x: np.ndarray, point: bool) -> np.ndarray:
+    """Base-frame vector (or point) to inertial coordinates: ``R_0 x`` (``+ r_0`` for a point)."""
+    if kin.R0 is None:
+        return x
+    return kin.R0 @ x + kin.r0 if point else kin.R0 @ x
+
+
+def first_moment(kin: Any) -> np.ndarray:
+    """``sum_k m_k c_k`` about the base origin in base axes, gathered tip to base like the composite
+    inertias of eq. 2.4a: ``h(k) = m_k p_k + sum_c (R_c h(c) + m_c l_c)`` with m_c the subtree mass."""
+    robot, ctx = kin.robot, kin.ctx
+    h: list[Any] = [None] * robot.n_bodies
+    mass = [0.0] * robot.n_bodies
+    for k in reversed(range(robot.n_bodies)):
+        inert = robot.inertias[k]
+        hk = ctx.const(inert.mass * inert.com)
+        mass[k] = inert.mass
+        for c in robot.children[k]:
+            X = kin.X[c]
+            hc = h[c] if X.R is None else X.R @ h[c]
+            if X.l is not None:
+                hc = hc + mass[c] * X.l
+            hk = hk + hc
+            mass[k] += mass[c]
+        h[k] = ctx.stage(f"hm{k}", hk)
+    return h[0]
 
 
 def center_of_mass(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
-    """System centre of mass in the inertial frame: sum_k m_k c_k / m."""
+    """System centre of mass in the inertial frame, ``r_0 + R_0 h(0) / m`` (see :func:`first_moment`)."""
     kin = joint_transforms(robot, ctx, q)
-    Rw, pw = link_poses(kin)
-    total = ctx.zeros(3)
-    for k, c in enumerate(_com_positions(robot, ctx, Rw, pw)):
-        total = total + robot.inertias[k].mass * c
-    return total * (1.0 / robot.total_mass)
+    c = ctx.stage("com_b", first_moment(kin) * (1.0 / robot.total_mass))
+    return _to_inertial(kin, c, point=True)
 
 
 def momentum(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """[angular momentum about the system CoM; linear momentum], inertial coordinates.
 
-    h = sum_k [R_k I_c,k w_k + m_k (c_k - c) x vc_k;  m_k vc_k] with vc_k = R_k (v_k + w_k x p_k).
+    The spatial momentum of the whole system at the base origin is the base block row of
+    ``phi M phi* H* beta`` (eq. 2.3a, 2.4a), gathered tip to base:
+    ``h(k) = M(k) V(k) + sum_c phi(k, c) h(c)``.
+    With ``h(0) = [L_0; P]`` (base axes) and the CoM offset c from the base origin, the angular momentum
+    about the CoM is ``L_0 - c x P``; one rotation by R_0 gives inertial axes.
     """
     kin = joint_transforms(robot, ctx, q)
-    Rw, pw = link_poses(kin)
     vt = velocities(kin, v, need_b=False)
-    cs = _com_positions(robot, ctx, Rw, pw)
-    mtot = robot.total_mass
-    c = ctx.zeros(3)
-    for k in range(robot.n_bodies):
-        c = c + robot.inertias[k].mass * cs[k]
-    c = ctx.stage("com", c * (1.0 / mtot))
-    L = ctx.zeros(3)
-    P = ctx.zeros(3)
-    for k in range(robot.n_bodies):
-        inert = robot.inertias[k]
-        w, vo = vt.V[k][:3], vt.V[k][3:]
-        vc = ctx.stage(f"vc{k}", Rw[k] @ (vo + cross(w, ctx.const(inert.com))))
-        mv = inert.mass * vc
-        L = L + Rw[k] @ (ctx.const(inert.inertia) @ w) + cross(cs[k] - c, mv)
-        P = P + mv
-    return np.concatenate([L, P])
+    hs: list[Any] = [None] * robot.n_bodies
+    for k in reversed(range(robot.n_bodies)):
+        hk = kin.inertia_times(k, vt.V[k])
+        for c in robot.children[k]:
+            hk = hk + kin.X[c].force_to_parent(hs[c])
+        hs[k] = ctx.stage(f"hv{k}", hk)
+    c = ctx.stage("com_b", first_moment(kin) * (1.0 / robot.total_mass))
+    L = hs[0][:3] - cross(c, hs[0][3:])
+    return np.concatenate([_to_inertial(kin, L, False), _to_inertial(kin, hs[0][3:], False)])
 
 
 def kinetic_energy(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray) -> Any:
@@ -57,5 +74,5 @@ def kinetic_energy(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray) -> Any:
     T = 0
     for k in range(robot.n_bodies):
         V = vt.V[k]
-        T = T + V @ (kin.spatial_inertia(k) @ V)
+        T = T + V @ kin.inertia_times(k, V)
     return 0.5 * T

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..spatial import RigidInertia
 from .kinematics import Kinematics, gravity_acceleration, joint_transforms, velocities
 
 
@@ -48,7 +49,7 @@ def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
     f: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     tau = ctx.zeros(robot.nv)
     for k in reversed(range(n)):
-        fk = kin.spatial_inertia(k) @ alpha[k] + vt.b[k]
+        fk = kin.inertia_times(k, alpha[k]) + vt.b[k]
         for c in robot.children[k]:
             fk = fk + kin.X[c].force_to_parent(f[c])
         f[k] = ctx.stage(f"f{k}", fk)
@@ -64,15 +65,20 @@ def bias_forces(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
 
 
 def composite_inertias(kin: Kinematics) -> list[np.ndarray]:
-    """R(k) = M(k) + sum_c phi(k,c) R(c) phi*(k,c): the inertia of the subtree at k, about O_k."""
+    """R(k) = M(k) + sum_c phi(k,c) R(c) phi*(k,c): the inertia of the subtree at k, about O_k.
+
+    The sum stays a rigid-body inertia, so it is accumulated in the 10-parameter form
+    (:class:`~soadyn.symbolic.spatial.RigidInertia`) and expanded to 6x6 only at the end.
+    """
     robot, ctx = kin.robot, kin.ctx
-    Rc: list[np.ndarray] = [None] * robot.n_bodies  # type: ignore[list-item]
+    Rc: list[RigidInertia] = [None] * robot.n_bodies  # type: ignore[list-item]
     for k in reversed(range(robot.n_bodies)):
-        Rk = kin.spatial_inertia(k)
+        inert = robot.inertias[k]
+        Rk = RigidInertia(inert.mass, ctx.const(inert.mass * inert.com), ctx.const(inert.spatial()[:3, :3]))
         for c in robot.children[k]:
-            Rk = Rk + kin.X[c].inertia_to_parent(Rc[c])
-        Rc[k] = ctx.stage_symmetric(f"Rc{k}", Rk)
-    return Rc
+            Rk = Rk + Rc[c].to_parent(kin.X[c])
+        Rc[k] = RigidInertia(Rk.m, ctx.stage(f"Rh{k}", Rk.h), ctx.stage_symmetric(f"RJ{k}", Rk.J))
+    return [r.spatial() for r in Rc]
 
 
 def mass_matrix_from(kin: Kinematics) -> np.ndarray:
