@@ -57,7 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import ArticulatedBody, solve_D
+from .articulated_body import ArticulatedBody
+from .forward_dynamics import residual_forces
 from .kinematics import Kinematics, joint_transforms, unit_hinge_index
 
 
@@ -130,31 +131,9 @@ def dual_articulated_body(robot: Any, ctx: Any, q: np.ndarray, ab: ArticulatedBo
 
 def conventional_residuals(ab: ArticulatedBody, T: np.ndarray, a: list[Any], b: list[Any]
                            ) -> tuple[list[Any], list[Any], list[Any]]:
-    """Eq. 2.13a (Algorithm 3, tip to base), returning (z, z+, nu); names ``Zp...``.
-
-    Same recursion as :func:`.forward_dynamics.residual_forces`, which does not return z+ (needed by the
-    dual sweep at branch bodies).
-    """
-    kin = ab.kin
-    robot, ctx = kin.robot, kin.ctx
-    n = robot.n_bodies
-    z: list[Any] = [None] * n
-    zplus: list[Any] = [None] * n
-    nu: list[Any] = [None] * n
-    for k in reversed(range(n)):
-        zk = b[k] + ab.P[k] @ a[k]
-        for c in robot.children[k]:
-            zk = zk + kin.X[c].force_to_parent(zplus[c])
-        z[k] = ctx.stage(f"Zp{k}", zk)
-        if k == 0:
-            if robot.is_free:
-                eps = ctx.stage("Zpeps0", T[0:6] - z[0])
-                nu[0] = solve_D(ab, 0, eps, "Zpnu0")
-            continue
-        eps = ctx.stage(f"Zpeps{k}", T[robot.v_index(k)][0] - kin.hinge(k) @ z[k])
-        zplus[k] = ctx.stage(f"Zpp{k}", z[k] + ab.G[k] * eps)
-        nu[k] = ctx.stage(f"Zpnu{k}", eps * ab.Dinv[k])
-    return z, zplus, nu
+    """Eq. 2.13a (Algorithm 3, tip to base), returning (z, z+, nu) with staged names ``Zp...``, so the
+    conventional block of the decoupled algorithm is recognisable by name."""
+    return residual_forces(ab, T, a, b, prefix="Zp")
 
 
 def dual_residual_forces(dab: DualArticulatedBody, T: np.ndarray, a: list[Any], b: list[Any],

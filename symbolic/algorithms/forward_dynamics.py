@@ -27,8 +27,11 @@ from .kinematics import gravity_acceleration, joint_transforms, velocities
 
 
 def residual_forces(ab: ArticulatedBody, T: np.ndarray, a: list[Any] | None, b: list[Any] | None,
-                    tag: str = "") -> tuple[list[Any], list[Any]]:
-    """Eq. 2.13a: returns (z, nu) per body.  ``a``/``b`` None means zero (as in M^-1 = eq. 2.10c)."""
+                    prefix: str = "z") -> tuple[list[Any], list[Any], list[Any]]:
+    """Eq. 2.13a: returns (z, z+, nu) per body.  ``a``/``b`` None means zero.
+
+    Staged names are ``{prefix}{k}`` (z), ``{prefix}eps{k}``, ``{prefix}p{k}`` (z+) and ``{prefix}nu{k}``.
+    """
     kin = ab.kin
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
@@ -44,16 +47,16 @@ def residual_forces(ab: ArticulatedBody, T: np.ndarray, a: list[Any] | None, b: 
         for c in robot.children[k]:
             if zplus[c] is not None:
                 zk = zk + kin.X[c].force_to_parent(zplus[c])
-        z[k] = ctx.stage(f"z{tag}{k}", zk)
+        z[k] = ctx.stage(f"{prefix}{k}", zk)
         if k == 0:
             if robot.is_free:
-                eps = T[0:6] - z[0]
-                nu[0] = solve_D(ab, 0, ctx.stage(f"eps{tag}0", eps), f"nu{tag}0")
+                eps = ctx.stage(f"{prefix}eps0", T[0:6] - z[0])
+                nu[0] = solve_D(ab, 0, eps, f"{prefix}nu0")
             continue
-        eps = ctx.stage(f"eps{tag}{k}", T[robot.v_index(k)][0] - kin.hinge(k) @ z[k])
-        zplus[k] = ctx.stage(f"zp{tag}{k}", z[k] + ab.G[k] * eps)
-        nu[k] = solve_D(ab, k, eps, f"nu{tag}{k}")
-    return z, nu
+        eps = ctx.stage(f"{prefix}eps{k}", T[robot.v_index(k)][0] - kin.hinge(k) @ z[k])
+        zplus[k] = ctx.stage(f"{prefix}p{k}", z[k] + ab.G[k] * eps)
+        nu[k] = ctx.stage(f"{prefix}nu{k}", solve_D(ab, k, eps, ""))
+    return z, zplus, nu
 
 
 def accelerations(ab: ArticulatedBody, nu: list[Any], a: list[Any] | None, with_gravity: bool,
@@ -90,6 +93,6 @@ def forward_dynamics(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
     ab = articulated_body(robot, ctx, q, kin)
-    _, nu = residual_forces(ab, tau, vt.a, vt.b)
+    _, _, nu = residual_forces(ab, tau, vt.a, vt.b)
     qdd, _ = accelerations(ab, nu, vt.a, with_gravity=True)
     return qdd
