@@ -30,16 +30,27 @@ def _add_robot_args(p: argparse.ArgumentParser) -> None:
 
 def _add_info(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="validate a robot file and print its tree",
-                       description="Validate a robot file and print bodies, joints, DOF, masses and frames.")
+                       description="Validate a robot file and print bodies, joints, DOF, masses, the "
+                                   "seed 004 connectivity table, frames and loop closures.")
     _add_robot_args(p)
+    p.add_argument("--locked", action="append", default=[], metavar="J1,J2,...",
+                   help="joints to count as locked in the connectivity table's 'connect' column "
+                        "(comma-separated; may be repeated)")
     p.set_defaults(func=_cmd_info)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     from soadyn.symbolic.describe import describe
+    from soadyn.symbolic.structure import StructureError
 
     robot = load_robot(args.robot, base=args.base, mimic=args.mimic)
-    print(describe(robot))
+    locked = [n.strip() for item in args.locked for n in item.split(",") if n.strip()]
+    try:
+        text = describe(robot, locked)
+    except StructureError as e:
+        print(f"error: --locked: {e}", file=sys.stderr)
+        return 1
+    print(text)
     return 0
 
 

@@ -1,13 +1,15 @@
 """``soadyn compile`` and ``soadyn verify``: command-line front ends and the verification routine.
 
-``soadyn compile ROBOT [-o DIR] [--base free|fixed] [--force] [--sources-only]``
+``soadyn compile ROBOT [-o DIR] [--base free|fixed] [--functions a,b,...] [--force] [--sources-only]``
     writes ``DIR/<robot name>/`` (default ``DIR`` = ``./generated``) holding ``<name>.c``, ``<name>.h``,
     the compiled extension and ``__init__.py``; afterwards ``sys.path.insert(0, DIR); import <name>``.
     An unchanged robot is not derived or compiled again (cache stamp).  ``--sources-only`` writes the C
-    source and header only (no compiler needed).
+    source and header only (no compiler needed).  ``--functions`` builds only the named public functions
+    (e.g. ``forward_dynamics,mass_matrix,jacobian``).
 
 ``soadyn verify ROBOT [-o DIR] [--states N] [--tol T] [--seed S]``
-    compiles (or reuses) the module and compares every generated C function, on N random states through
+    compiles (or reuses) the module and compares every generated C function (each frame of a frame family
+    on its own), on N random states through
     the batched entry points, with the dense reference path (:mod:`soadyn.symbolic.reference`) and with the
     float run of the same algorithm; prints the worst relative error per function and exits with 1 when
     one exceeds the tolerance (default 1e-10).
@@ -32,7 +34,7 @@ import numpy as np
 from soadyn.symbolic.model import Robot
 
 from .build import CompileError
-from .functions import FunctionSpec, function_table
+from .functions import FunctionSpec, expand_family, function_table, select_functions
 
 #: reference modules searched in order for a function of the generated API's name
 REFERENCE_MODULES = ("soadyn.symbolic.reference", "soadyn.symbolic.reference_invariant",
@@ -158,7 +160,7 @@ def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None,
     module = compile_robot(robot_or_path, out_dir, base, progress=progress, **load_kw)
     rng = np.random.default_rng(seed)
     ins = random_inputs(robot, states, rng)
-    specs = [s for s in function_table(robot) if hasattr(module, s.api)]
+    specs = [e for s in function_table(robot) if hasattr(module, s.api) for e in expand_family(s)]
     from tqdm.auto import tqdm
 
     out = []
@@ -202,6 +204,9 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="rebuild even when the cached module is current")
     p.add_argument("--sources-only", action="store_true",
                    help="write only <name>.c and <name>.h (no C compiler needed)")
+    p.add_argument("--functions", default=None, metavar="NAMES",
+                   help="comma-separated public function names to build (default: all), e.g. "
+                        "forward_dynamics,mass_matrix,jacobian")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_compile)
 
@@ -240,16 +245,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     progress = not args.quiet and sys.stderr.isatty()
     out = Path(args.out)
-    if args.sources_only:
-        robot, name = resolve_robot(args.robot, args.base, mimic=args.mimic)
-        gen = generate(robot, name, progress=progress)
-        for p in write_sources(gen, out / name):
-            print(p)
-        return 0
-    before = _derive.STATS["derivations"]
-    t0 = time.perf_counter()
+    functions = args.functions
+    if functions is not None:
+        robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
+        try:
+            select_functions(function_table(robot), functions, robot.name)
+        except ValueError as e:
+            print(f"error: --functions: {e}", file=sys.stderr)
+            return 2
     try:
-        module = compile_robot(args.robot, out, args.base, force=args.force, progress=progress,
+        if args.sources_only:
+            robot, name = resolve_robot(args.robot, args.base, mimic=args.mimic)
+            gen = generate(robot, name, progress=progress, functions=functions)
+            for p in write_sources(gen, out / name):
+                print(p)
+            return 0
+        before = _derive.STATS["derivations"]
+        t0 = time.perf_counter()
+        module = compile_robot(args.robot, out, args.base, functions, force=args.force, progress=progress,
                                mimic=args.mimic)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import symengine as se
 from soadyn.symbolic.model import Robot
-from soadyn.symbolic.scalar import Symbolic
+from soadyn.symbolic.scalar import Assignment, Symbolic
 
 from .functions import RESERVED, FunctionSpec
 
@@ -54,15 +55,48 @@ def has_algorithm(name: str) -> bool:
         return False
 
 
+@dataclass
+class SharingSymbolic(Symbolic):
+    """A :class:`Symbolic` context that stages every distinct expression once (hash-consing).
+
+    Staging an expression equal to one staged before returns the earlier symbol instead of a new one, so
+    running an algorithm several times on one context (once per frame of a frame family) re-derives the
+    shared kinematics without growing the program: the second run builds the same expressions from the
+    same symbols and gets the same symbols back.
+    """
+
+    _memo: dict = field(default_factory=dict)
+
+    def _stage_one(self, sym_name: str, e: Any) -> Any:
+        e = se.sympify(e)
+        if e.is_Number or e.is_Symbol:
+            return e
+        hit = self._memo.get(e)
+        if hit is not None:
+            return hit
+        s = se.Symbol(sym_name)
+        self.program.append(Assignment(s, e))
+        self._memo[e] = s
+        return s
+
+
+#: separator between an output's name and its case (frame id) in the program of a frame family
+CASE_SEP = "@"
+
+
 def derive(robot: Robot, spec: FunctionSpec) -> Program:
-    """Run ``spec.algorithm`` symbolically on ``robot`` and return the raw staged program."""
+    """Run ``spec.algorithm`` symbolically on ``robot`` and return the raw staged program.
+
+    For a frame family (``spec.frames``) the algorithm runs once per frame on one
+    :class:`SharingSymbolic` context; the outputs of frame ``i`` are named ``<output>@<i>``.
+    """
     STATS["derivations"] += 1
     alg = algorithms_module()
     fn = getattr(alg, spec.algorithm, None)
     if fn is None:
         raise DerivationError(f"soadyn.symbolic.algorithms has no function {spec.algorithm!r} (needed by "
                               f"generated function {spec.name!r})")
-    ctx = Symbolic()
+    ctx = SharingSymbolic() if spec.is_family else Symbolic()
     args = []
     kwargs = spec.kwargs_dict()
     for arg in spec.inputs:
@@ -71,18 +105,22 @@ def derive(robot: Robot, spec: FunctionSpec) -> Program:
             kwargs["f_ext"] = arr
         else:
             args.append(arr)
-    result = fn(robot, ctx, *args, **kwargs)
-    results = result if isinstance(result, tuple) else (result,)
-    if len(results) != len(spec.outputs):
-        raise DerivationError(f"{spec.algorithm} returned {len(results)} arrays, "
-                              f"expected {len(spec.outputs)}")
     outputs = []
-    for out, res in zip(spec.outputs, results):
-        arr = np.asarray(res, dtype=object)
-        if arr.shape != out.shape:
-            raise DerivationError(f"{spec.algorithm} returned shape {arr.shape} for {out.name!r}, "
-                                  f"expected {out.shape}")
-        outputs.append((out.name, [se.sympify(e) for e in arr.ravel()]))
+    cases = list(enumerate(spec.frames)) if spec.is_family else [(None, None)]
+    for case, frame in cases:
+        kw = dict(kwargs) if frame is None else {**kwargs, "frame": frame}
+        result = fn(robot, ctx, *args, **kw)
+        results = result if isinstance(result, tuple) else (result,)
+        if len(results) != len(spec.outputs):
+            raise DerivationError(f"{spec.algorithm} returned {len(results)} arrays, "
+                                  f"expected {len(spec.outputs)}")
+        for out, res in zip(spec.outputs, results):
+            arr = np.asarray(res, dtype=object)
+            if arr.shape != out.shape:
+                raise DerivationError(f"{spec.algorithm} returned shape {arr.shape} for {out.name!r}, "
+                                      f"expected {out.shape}")
+            name = out.name if case is None else f"{out.name}{CASE_SEP}{case}"
+            outputs.append((name, [se.sympify(e) for e in arr.ravel()]))
     program = Program(spec.name, [(k, list(v)) for k, v in ctx.inputs.items()],
                       [(a.target, se.sympify(a.expr)) for a in ctx.program], outputs)
     _check_names(program)
@@ -111,6 +149,8 @@ def rename_reserved(program: Program, spec: FunctionSpec | None = None) -> Progr
     reserved = set(RESERVED)
     if spec is not None:
         reserved |= {a.name for a in (*spec.inputs, *spec.outputs)} | {spec.name}
+        if spec.is_family:
+            reserved |= {"frame", "status"}
     ren: dict[se.Basic, se.Basic] = {}
     for t, _ in program.assignments:
         if t.name in reserved:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -21,7 +21,8 @@ import symengine as se
 from soadyn.symbolic.model import Robot
 
 from .derive import DerivationError, Program
-from .functions import Arg, FunctionSpec, c_identifier
+from .functions import Arg, FunctionSpec, c_identifier, frame_enum
+from .optimise import split_cases
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -48,6 +49,22 @@ class EmittedFunction:
     batch_prototype: str
     body: list[str]
     unused: list[str]
+    batch_body: list[str] = field(default_factory=list)
+    #: frame families: ops of the shared prefix and [(frame name, enumerator, ops of its case)]
+    prefix_ops: dict[str, int] | None = None
+    case_ops: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
+
+    @property
+    def is_family(self) -> bool:
+        return self.prefix_ops is not None
+
+    def ops_text(self) -> str:
+        """One-line operation count: the total, or prefix + per-frame cases for a family."""
+        if self.prefix_ops is None:
+            return f"operations: {self.ops['total']}"
+        cases = ", ".join(f"{name} {ops['total']}" for name, _, ops in self.case_ops)
+        return (f"operations: shared prefix {self.prefix_ops['total']} + the case of the frame "
+                f"({cases}); {self.ops['total']} in all")
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,6 +76,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["c_comment"] = c_comment
+    env.filters["pyrepr"] = repr
     return env
 
 
@@ -103,16 +121,7 @@ class _Printer:
         return text
 
 
-def emit_function(spec: FunctionSpec, program: Program, prefix: str) -> EmittedFunction:
-    """C text of one optimised program."""
-    cname = prefix + spec.name
-    params_in = [f"const double *{a.name}" for a in spec.inputs]
-    params_out = [f"double *{a.name}" for a in spec.outputs]
-    signature = f"void {cname}({', '.join(params_in + params_out)})"
-    batch_signature = f"void {cname}_batch({', '.join(['int n'] + params_in + params_out)})"
-    batch_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in (*spec.inputs, *spec.outputs))
-
-    known: set[str] = {t.name for t, _ in program.assignments}
+def _used_names(program: Program) -> set[str]:
     used: set[str] = set()
     for _, e in program.assignments:
         used.update(s.name for s in e.free_symbols)
@@ -120,6 +129,25 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str) -> EmittedF
         for e in es:
             if not e.is_Number:
                 used.update(s.name for s in e.free_symbols)
+    return used
+
+
+def emit_function(spec: FunctionSpec, program: Program, prefix: str,
+                  enum: list[tuple[str, str, int]] | None = None) -> EmittedFunction:
+    """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`)."""
+    cname = prefix + spec.name
+    family = spec.is_family
+    params_in = [f"const double *{a.name}" for a in spec.inputs] + (["int frame"] if family else [])
+    params_out = [f"double *{a.name}" for a in spec.outputs]
+    ret = "int" if family else "void"
+    signature = f"{ret} {cname}({', '.join(params_in + params_out)})"
+    batch_signature = f"{ret} {cname}_batch({', '.join(['int n'] + params_in + params_out)})"
+    batch_args = ", ".join([f"{a.name} + (long)i * {a.size}" for a in spec.inputs]
+                           + (["frame"] if family else [])
+                           + [f"{a.name} + (long)i * {a.size}" for a in spec.outputs])
+
+    known: set[str] = {t.name for t, _ in program.assignments}
+    used = _used_names(program)
     body: list[str] = []
     unused: list[str] = []
     for name, syms in program.inputs:
@@ -132,53 +160,101 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str) -> EmittedF
         if not any_used:
             unused.append(name)
     pr = _Printer(known, f"{cname}")
-    for t, e in program.assignments:
-        body.append(f"const double {t.name} = {pr(e)};")
-    for name, es in program.outputs:
-        for i, e in enumerate(es):
-            body.append(f"{name}[{i}] = {pr(e)};")
+    loop = ["int i;"]
+    prefix_ops = None
+    case_ops: list[tuple[str, str, dict[str, int]]] = []
+    if not family:
+        for t, e in program.assignments:
+            body.append(f"const double {t.name} = {pr(e)};")
+        for name, es in program.outputs:
+            for i, e in enumerate(es):
+                body.append(f"{name}[{i}] = {pr(e)};")
+        loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
+    else:
+        if enum is None or len(enum) != len(spec.frames):
+            raise DerivationError(f"{cname}: frame family without a matching frame enum")
+        split = split_cases(program, len(spec.frames))
+        for t, e in split.prefix:
+            body.append(f"const double {t.name} = {pr(e)};")
+        body.append("switch (frame) {")
+        for (assigns, outs), (fname, enumerator, _), ops in zip(split.cases, enum, split.case_ops):
+            body.append(f"case {enumerator}: {{  /* {c_comment(repr(fname))}: {ops['total']} operations */")
+            for t, e in assigns:
+                body.append(f"    const double {t.name} = {pr(e)};")
+            for name, es in outs:
+                for i, e in enumerate(es):
+                    body.append(f"    {name}[{i}] = {pr(e)};")
+            body.append("    break;")
+            body.append("}")
+            case_ops.append((fname, enumerator, ops))
+        body += ["default:", "    return 1;", "}", "return 0;"]
+        prefix_ops = split.prefix_ops
+        n_frames = f"{prefix.upper()}N_FRAMES"
+        loop += [f"if (frame < 0 || frame >= {n_frames}) return 1;",
+                 "for (i = 0; i < n; ++i) {", f"    (void){cname}({batch_args});", "}", "return 0;"]
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                            dict(program.ops), signature, batch_signature, batch_args, signature + ";",
-                           batch_signature + ";", body, unused)
+                           batch_signature + ";", body, unused, loop, prefix_ops, case_ops)
 
 
 def module_prefix(module_name: str) -> str:
     return c_identifier(module_name) + "_"
 
 
+def _common(robot: Robot, module_name: str) -> dict[str, Any]:
+    return dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
+                fingerprint=robot.fingerprint(), header_name=f"{module_name}.h",
+                source_name=f"{module_name}.c")
+
+
 def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
                 programs: list[Program]) -> tuple[dict[str, str], str, list[EmittedFunction]]:
     """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions)."""
     prefix = module_prefix(module_name)
-    funcs = [emit_function(s, p, prefix) for s, p in zip(specs, programs)]
-    header_name = f"{module_name}.h"
-    source_name = f"{module_name}.c"
-    prototypes = "\n".join(f"/* {f.doc} */\n{f.prototype}\n{f.batch_prototype}\n" for f in funcs).rstrip()
-    common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
-                  fingerprint=robot.fingerprint(), header_name=header_name, source_name=source_name)
+    enum = frame_enum(robot, module_name)
+    funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
+    families = [f for f in funcs if f.is_family]
+    common = _common(robot, module_name)
+    prototypes = "\n".join(f"/* {f.doc}; {f.ops_text()} */\n{f.prototype}\n{f.batch_prototype}\n"
+                           for f in funcs).rstrip()
+    enum_name = f"{prefix}frame"
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
-                    prototypes=prototypes, **common)
+                    prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
+                    n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
     source = render("module.c.j2", functions=funcs, **common)
-    cdef = "\n".join(f"{f.prototype}\n{f.batch_prototype}" for f in funcs) + "\n"
-    return {source_name: source, header_name: header}, cdef, funcs
+    cdef = ""
+    if families:
+        cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")
+    cdef += "\n".join(f"{f.prototype}\n{f.batch_prototype}" for f in funcs) + "\n"
+    return {common["source_name"]: source, common["header_name"]: header}, cdef, funcs
 
 
 def split_source(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int) -> list[str]:
     """The functions of ``<module>.c`` spread over ``parts`` translation units of similar operation counts
     (same text per function), so that the C compiler can run on several cores."""
-    parts = max(1, min(parts, len(funcs)))
+    return [text for text, _ in split_units(robot, module_name, funcs, parts)]
+
+
+def split_units(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int,
+                big_ops: int | None = None) -> list[tuple[str, bool]]:
+    """Translation units ``(text, big)`` for a parallel build: functions are packed greedily (largest
+    first) into ``parts`` units of similar operation counts; functions with more than ``big_ops``
+    operations (if given) get units of their own, flagged ``big`` (the build compiles those at a lower
+    optimisation level, see :mod:`soadyn.codegen.build`)."""
+    big = [f for f in funcs if big_ops is not None and f.ops.get("total", 0) > big_ops]
+    small = [f for f in funcs if f not in big]
+    parts = max(1, min(parts, len(small))) if small else 0
     bins: list[list[EmittedFunction]] = [[] for _ in range(parts)]
     load = [0] * parts
-    for f in sorted(funcs, key=lambda f: -f.ops.get("total", 0)):
+    for f in sorted(small, key=lambda f: -f.ops.get("total", 0)):
         i = load.index(min(load))
         bins[i].append(f)
         load[i] += f.ops.get("total", 0) + 1
     order = {f.cname: i for i, f in enumerate(funcs)}
-    common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
-                  fingerprint=robot.fingerprint(), header_name=f"{module_name}.h",
-                  source_name=f"{module_name}.c")
-    return [render("module.c.j2", functions=sorted(b, key=lambda f: order[f.cname]), **common)
-            for b in bins if b]
+    common = _common(robot, module_name)
+    units = [(sorted(b, key=lambda f: order[f.cname]), False) for b in bins if b]
+    units += [([f], True) for f in big]
+    return [(render("module.c.j2", functions=fs, **common), is_big) for fs, is_big in units]
 
 
 def _tuple_literal(shape: tuple[int, ...]) -> str:
@@ -217,24 +293,19 @@ def python_api(robot: Robot, specs: list[FunctionSpec], prefix: str) -> list[dic
         outputs = [_arg_dict(o) for o in first.outputs]
         q_in = [_arg_dict(first.inputs[0])]
         shapes = ", ".join(f"{o.name} {o.shape}" for o in first.outputs)
-        if api == "jacobian":
-            table = {}
-            for s in group:
-                v = s.variant_dict()
-                table.setdefault(v["frame"], {})[v["world_aligned"]] = prefix + s.name
-            apis.append(dict(
-                name=api, kind="jacobian", params="q, frame, world_aligned=False", outputs=outputs,
-                inputs=q_in,
-                table=[(f, t[False], t[True]) for f, t in table.items()],
-                doc=_doc_text(f"Geometric Jacobian J {first.outputs[0].shape} of a body or named frame: "
-                              "its spatial velocity [w; v] = J v. world_aligned=False: frame axes; True: "
-                              "inertial axes, at the frame origin.")))
-        elif api == "generalized_jacobian":
-            apis.append(dict(
-                name=api, kind="generalized_jacobian", params="q, frame", outputs=outputs, inputs=q_in,
-                table=[(s.variant_dict()["frame"], prefix + s.name) for s in group],
-                doc=_doc_text(f"Generalised Jacobian {first.outputs[0].shape} of a body or named frame "
-                              "(free base, zero momentum): its spatial velocity from the joint rates.")))
+        if api in ("jacobian", "generalized_jacobian"):
+            by_world = {s.kwargs_dict().get("world_aligned", False): prefix + s.name for s in group}
+            if api == "jacobian":
+                params = "q, frame, world_aligned=False"
+                doc = (f"Geometric Jacobian J {first.outputs[0].shape} of a body or named frame (by name): "
+                       "its spatial velocity [w; v] = J v. world_aligned=False: frame axes; True: inertial "
+                       "axes, at the frame origin.")
+            else:
+                params = "q, frame"
+                doc = (f"Generalised Jacobian {first.outputs[0].shape} of a body or named frame (by name; "
+                       "free base, zero momentum): its spatial velocity from the joint rates.")
+            apis.append(dict(name=api, kind="family", params=params, outputs=outputs, inputs=q_in,
+                             local=by_world.get(False), world=by_world.get(True), doc=_doc_text(doc)))
         else:
             plain = next(s for s in group if not s.fext_input)
             fext = next((s for s in group if s.fext_input), None)
@@ -255,6 +326,13 @@ def emit_wrapper(robot: Robot, module_name: str, ext_name: str, specs: list[Func
                  funcs: list[EmittedFunction], key: str = "") -> str:
     """The generated package's ``__init__.py``."""
     prefix = module_prefix(module_name)
+    families = [f for f in funcs if f.is_family]
+    frame_ops = {f.cname: {"prefix": f.prefix_ops["total"], **{n: o["total"] for n, _, o in f.case_ops}}
+                 for f in families}
+    enum = frame_enum(robot, module_name)
     return render("__init__.py.j2", robot=robot, module_name=module_name, ext_name=ext_name, key=key,
                   version=generator_version(), source_hash=robot.source_hash or "n/a",
-                  fingerprint=robot.fingerprint(), functions=funcs, apis=python_api(robot, specs, prefix))
+                  sha256=robot.source_hash or None, gravity=[float(g) for g in robot.gravity],
+                  total_mass=float(robot.total_mass), fingerprint=robot.fingerprint(), functions=funcs,
+                  frame_ids=[(name, i) for name, _, i in enum], frame_ops=frame_ops,
+                  apis=python_api(robot, specs, prefix))

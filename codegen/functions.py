@@ -21,9 +21,9 @@ mass_matrix_inverse(q)     mass_matrix_inverse                             Minv 
 innovations_factors(q)     innovations_factors                             L (nv, nv), D (nv, nv)
 momentum(q, v)             momentum                                        h (6,)
 kinetic_energy(q, v)       kinetic_energy                                  T ()
-jacobian(q, frame,         jacobian_<frame>_local, jacobian_<frame>_world  J (6, nv)
+jacobian(q, frame,         jacobian_local, jacobian_world (frame family)   J (6, nv)
   world_aligned=False)
-generalized_jacobian(q,    generalized_jacobian_<frame> (free base only)   J (6, n_joints)
+generalized_jacobian(q,    generalized_jacobian (frame family, free base)  J (6, n_joints)
   frame)
 forward_dynamics_decoupled forward_dynamics_decoupled[_fext] (free base)  a (nv,)
   (q, v, tau, f_ext=None)
@@ -36,13 +36,22 @@ forward_dynamics_schur(q,  forward_dynamics_schur[_fext] (every moving      a (n
 Functions taking ``f_ext`` come in two C variants: without external wrenches (the algorithm is run with
 ``f_ext=None``, so no operations are spent on a zero array) and ``*_fext`` taking the
 ``(n_bodies, 6)`` array of wrenches.  The Python wrapper picks the variant from whether ``f_ext`` is given.
+
+**Frame families.**  The Jacobians are generated once per robot, not once per frame: a family
+(``FunctionSpec.frames`` non-empty) is one C function ``int <robot>_jacobian_local(const double *q, int
+frame, double *J)`` whose ``frame`` argument is an id of the header's enum (``<ROBOT>_FRAME_<NAME>``:
+bodies in ``body_names`` order, then the named frames).  It is derived in one symbolic run (the algorithm
+is called for every frame on one context that shares identical staged quantities), optimised as one
+program, and emitted as a shared prefix (quantities used by two or more frames) followed by a ``switch``
+whose cases hold what only that frame needs.  Family functions return ``0``, or ``1`` for an invalid frame
+id (outputs untouched); every other generated function returns ``void``.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soadyn.symbolic.model import Robot
@@ -84,6 +93,12 @@ class FunctionSpec:
     free_only: bool = False
     doc: str = ""
     fext_input: bool = field(default=False)
+    #: frame family: the frame names (in frame-id order) the ``frame`` argument selects from
+    frames: tuple[str, ...] = ()
+
+    @property
+    def is_family(self) -> bool:
+        return bool(self.frames)
 
     def kwargs_dict(self) -> dict[str, Any]:
         return dict(self.kwargs)
@@ -108,7 +123,8 @@ _BASE_TABLE: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]]
     ("innovations_factors", ("q",), (("L", ("nv", "nv")), ("D", ("nv", "nv"))), False,
      "innovations factors: M = (I + L) D (I + L)^T"),
     ("momentum", ("q", "v"), (("h", ("6",)),), False,
-     "total spatial momentum [angular; linear] about the inertial origin, inertial axes"),
+     "total spatial momentum [angular momentum about the system centre of mass; linear momentum], "
+     "inertial axes"),
     ("kinetic_energy", ("q", "v"), (("T", ()),), False, "kinetic energy"),
 )
 
@@ -182,28 +198,78 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
     specs.extend(_invariant_specs(robot))
     specs.extend(_closed_loop_specs(robot))
     specs.extend(_free_floating_specs(robot))
-    idents = frame_identifiers(robot)
+    frames = tuple(frame_identifiers(robot))
     q = (input_arg(robot, "q"),)
-    for frame, ident in idents.items():
-        for world in (False, True):
-            coord = "world" if world else "local"
-            specs.append(FunctionSpec(
-                f"jacobian_{ident}_{coord}", "jacobian", q, (Arg("J", (6, robot.nv)),), "jacobian",
-                kwargs=(("frame", frame), ("world_aligned", world)),
-                variant=(("frame", frame), ("world_aligned", world)),
-                doc=f"geometric Jacobian of frame {frame!r}, "
-                    + ("inertial axes at the frame origin" if world else "frame axes (local)")))
+    for world in (False, True):
+        coord = "world" if world else "local"
+        specs.append(FunctionSpec(
+            f"jacobian_{coord}", "jacobian", q, (Arg("J", (6, robot.nv)),), "jacobian",
+            kwargs=(("world_aligned", world),), variant=(("world_aligned", world),), frames=frames,
+            doc="geometric Jacobian of a body or named frame (frame family), "
+                + ("inertial axes at the frame origin" if world else "frame axes (local)")))
     if robot.is_free:
-        for frame, ident in idents.items():
-            specs.append(FunctionSpec(
-                f"generalized_jacobian_{ident}", "generalized_jacobian", q,
-                (Arg("J", (6, robot.n_joints)),), "generalized_jacobian",
-                kwargs=(("frame", frame),), variant=(("frame", frame),), free_only=True,
-                doc=f"generalised Jacobian (momentum-conserving base) of frame {frame!r}, inertial axes"))
+        specs.append(FunctionSpec(
+            "generalized_jacobian", "generalized_jacobian", q, (Arg("J", (6, robot.n_joints)),),
+            "generalized_jacobian", free_only=True, frames=frames,
+            doc="generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named "
+                "frame (frame family), inertial axes"))
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")
     return specs
+
+
+def frame_enum(robot: Robot, module_name: str) -> list[tuple[str, str, int]]:
+    """``(frame name, C enumerator, id)`` for every body and named frame, in frame-id order.
+
+    Enumerators are ``<MODULE>_FRAME_<NAME>`` in upper case (made unique with ``_2``, ``_3``... when two
+    names differ only in case or in non-identifier characters).
+    """
+    head = c_identifier(module_name).upper() + "_FRAME_"
+    out: list[tuple[str, str, int]] = []
+    used: set[str] = set()
+    for i, (name, ident) in enumerate(frame_identifiers(robot).items()):
+        base = head + ident.upper()
+        enum, k = base, 2
+        while enum in used:
+            enum = f"{base}_{k}"
+            k += 1
+        used.add(enum)
+        out.append((name, enum, i))
+    return out
+
+
+def expand_family(spec: FunctionSpec) -> list[FunctionSpec]:
+    """One spec per frame of a family (``frame`` added to ``kwargs``, name ``<family>[<frame>]``), for
+    checking each frame on its own; a plain spec is returned unchanged."""
+    if not spec.is_family:
+        return [spec]
+    return [replace(spec, name=f"{spec.name}[{f}]", kwargs=(*spec.kwargs, ("frame", f)),
+                    variant=(*spec.variant, ("frame", f)), frames=()) for f in spec.frames]
+
+
+def select_functions(specs: list[FunctionSpec], functions: list[str] | tuple[str, ...] | str | None,
+                     robot_name: str = "") -> list[FunctionSpec]:
+    """The specs backing the requested public API names (all when ``functions`` is None).
+
+    ``functions`` is a list of Python-level names (``"forward_dynamics"``, ``"jacobian"``) or one
+    comma-separated string.  An unknown name raises ``ValueError`` listing the valid ones.
+    """
+    if functions is None:
+        return specs
+    if isinstance(functions, str):
+        functions = functions.split(",")
+    wanted = [f.strip() for f in functions if f.strip()]
+    available = api_names(specs)
+    if not wanted:
+        raise ValueError(f"functions: empty selection; choose from {', '.join(available)}")
+    bad = [f for f in wanted if f not in available]
+    if bad:
+        who = f" of robot {robot_name!r}" if robot_name else ""
+        raise ValueError(f"functions: unknown name(s) {', '.join(map(repr, bad))}; the functions{who} are: "
+                         f"{', '.join(available)}")
+    keep = set(wanted)
+    return [s for s in specs if s.api in keep]
 
 
 def api_names(specs: list[FunctionSpec]) -> list[str]:

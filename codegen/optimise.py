@@ -33,6 +33,7 @@ Operation counting (:func:`count_ops`) over the final expression trees, as the C
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import symengine as se
 
@@ -356,6 +357,66 @@ def count_ops(program: Program) -> dict[str, int]:
     out = {k: int(c.get(k, 0)) for k in OP_KINDS}
     out["total"] = sum(out.values())
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# frame families
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class CaseSplit:
+    """A frame family's optimised program cut into a shared prefix and one block per case (frame).
+
+    ``prefix``: assignments used by two or more cases (in program order); ``cases[c]``: (assignments used
+    by case ``c`` only, outputs of case ``c`` with the case suffix removed from their names);
+    ``prefix_ops`` / ``case_ops[c]``: operation counts of those parts.
+    """
+
+    prefix: list[tuple[se.Symbol, se.Basic]]
+    cases: list[tuple[list[tuple[se.Symbol, se.Basic]], list[tuple[str, list[se.Basic]]]]]
+    prefix_ops: dict[str, int]
+    case_ops: list[dict[str, int]]
+
+
+def split_cases(program: Program, n_cases: int) -> CaseSplit:
+    """Partition a family program (outputs named ``<name>@<case>``) by the cases that need each assignment.
+
+    An assignment needed (transitively) by a single case goes to that case; one needed by several goes to
+    the prefix.  Dependencies of a prefix assignment are needed by at least the same cases, so they are in
+    the prefix too, and each part keeps the program's topological order.
+    """
+    from .derive import CASE_SEP
+
+    need: dict = {}
+    case_outputs: list[list[tuple[str, list[se.Basic]]]] = [[] for _ in range(n_cases)]
+    for name, es in program.outputs:
+        base, _, case = name.rpartition(CASE_SEP)
+        c = int(case)
+        case_outputs[c].append((base, es))
+        bit = 1 << c
+        for e in es:
+            for s in _free(e):
+                need[s] = need.get(s, 0) | bit
+    masks = []
+    for t, e in reversed(program.assignments):
+        m = need.get(t, 0)
+        masks.append(m)
+        if m:
+            for s in _free(e):
+                need[s] = need.get(s, 0) | m
+    masks.reverse()
+    prefix: list = []
+    per_case: list[list] = [[] for _ in range(n_cases)]
+    for (t, e), m in zip(program.assignments, masks):
+        if not m:
+            continue
+        if m & (m - 1):
+            prefix.append((t, e))
+        else:
+            per_case[m.bit_length() - 1].append((t, e))
+    cases = list(zip(per_case, case_outputs))
+    prefix_ops = count_ops(Program(program.name, [], prefix, []))
+    case_ops = [count_ops(Program(program.name, [], a, o)) for a, o in cases]
+    return CaseSplit(prefix, cases, prefix_ops, case_ops)
 
 
 # --------------------------------------------------------------------------------------------------

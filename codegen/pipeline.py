@@ -9,8 +9,10 @@ Layout of a compiled module ``<out_dir>/<module>/`` (``<module>`` = the robot na
     soadyn_stamp.json               cache key, timings and operation counts
 
 The cache key hashes the robot fingerprint (every parameter that affects the dynamics, the base type
-included), the generator version, the source of the generator itself (soadyn.symbolic, soadyn.codegen,
-the templates), the C compiler and its flags.  An unchanged robot is loaded from the existing module
+included), the generator version, the source of the generator itself (:func:`generator_files`: the
+generator modules of soadyn.codegen, the templates and the soadyn.symbolic modules they import -- not
+the reference path, the simulator or the command line), the C compiler and its flags, and the selected
+functions.  An unchanged robot is loaded from the existing module
 without deriving or compiling anything.  Building happens in a temporary directory next to the target,
 renamed into place at the end: an error or Ctrl-C leaves the previous module (or nothing) in place.
 """
@@ -34,8 +36,8 @@ from soadyn.symbolic.model import Robot
 
 from . import build as _build
 from .derive import derive, has_algorithm, rename_reserved
-from .emit import emit_module, emit_wrapper, generator_version, split_source
-from .functions import FunctionSpec, c_identifier, function_table
+from .emit import emit_module, emit_wrapper, generator_version, split_units
+from .functions import FunctionSpec, c_identifier, function_table, select_functions
 from .load import load
 from .optimise import optimise
 
@@ -88,11 +90,16 @@ def _progress(total: int, enabled: bool, desc: str, unit: str = "fn"):
 
 
 def generate(robot: Robot, module_name: str | None = None, progress: bool = False,
-             specs: list[FunctionSpec] | None = None) -> Generated:
-    """Derive and optimise every function of :func:`function_table` and emit C source and header."""
+             specs: list[FunctionSpec] | None = None,
+             functions: list[str] | tuple[str, ...] | str | None = None) -> Generated:
+    """Derive and optimise the functions of :func:`function_table` and emit C source and header.
+
+    ``functions``: public API names to generate (default: all; see
+    :func:`~soadyn.codegen.functions.select_functions`); ``specs``: an explicit table instead.
+    """
     module_name = module_name or module_name_for(robot)
     if specs is None:
-        specs = function_table(robot)
+        specs = select_functions(function_table(robot), functions, robot.name)
         missing = sorted({s.algorithm for s in specs if not has_algorithm(s.algorithm)})
         if missing:
             warnings.warn(f"soadyn.symbolic.algorithms lacks {missing}: those functions are not generated",
@@ -120,32 +127,98 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
 # --------------------------------------------------------------------------------------------------
 # cache key
 # --------------------------------------------------------------------------------------------------
-#: the code generator's own modules (the rest of soadyn.codegen does not affect the output)
+#: the code generator's own modules (the rest of soadyn.codegen -- commands, simulate, control, cli,
+#: regenerate, load -- does not affect the output)
 GENERATOR_MODULES = ("functions.py", "derive.py", "optimise.py", "emit.py", "build.py", "pipeline.py")
+#: templates rendered by the generator
+GENERATOR_TEMPLATES = ("module.c.j2", "module.h.j2", "__init__.py.j2")
+#: modules imported by name (``importlib``) rather than by an import statement
+DYNAMIC_IMPORTS = ("soadyn.symbolic.algorithms",)
+
+
+def _module_file(name: str) -> Path | None:
+    """Source file of a ``soadyn.*`` module (``pkg/__init__.py`` for a package), without importing it."""
+    parts = name.split(".")
+    if parts[0] != "soadyn" or len(parts) < 2:
+        return None
+    pkg = ".".join(parts[:2])
+    try:
+        base = Path(str(resources.files(pkg)))
+    except (ModuleNotFoundError, TypeError):
+        return None
+    p = base.joinpath(*parts[2:])
+    if (p / "__init__.py").is_file():
+        return p / "__init__.py"
+    f = p.with_suffix(".py")
+    return f if f.is_file() else None
+
+
+def _imports(path: Path, module: str) -> list[str]:
+    """Absolute names of the modules imported anywhere in a source file (statements only)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.append(mod)
+            out += [f"{mod}.{a.name}" for a in node.names]     # ``from pkg import submodule``
+    return out
+
+
+def generator_files() -> list[tuple[str, Path]]:
+    """(name, path) of every source file that can change a generated module, sorted.
+
+    The generator modules, the templates, and every ``soadyn.*`` module reachable from them through import
+    statements (followed transitively: the algorithms, the symbolic contexts, the model).  Package
+    ``__init__`` files are included only when a module is imported from the package itself.
+    """
+    codegen = Path(str(resources.files("soadyn.codegen")))
+    templates = Path(str(resources.files("soadyn.templates")))
+    found: dict[str, Path] = {}
+    todo: list[tuple[str, Path]] = [(f"soadyn.codegen.{n[:-3]}", codegen / n) for n in GENERATOR_MODULES]
+    todo += [(m, f) for m in DYNAMIC_IMPORTS if (f := _module_file(m)) is not None]
+    while todo:
+        name, path = todo.pop()
+        if name in found:
+            continue
+        found[name] = path
+        for imp in _imports(path, name):
+            f = _module_file(imp)
+            if f is not None and imp not in found:
+                todo.append((imp, f))
+    files = [(n, p) for n, p in found.items()]
+    files += [(f"soadyn.templates/{t}", templates / t) for t in GENERATOR_TEMPLATES]
+    return sorted(files)
 
 
 def _generator_source_hash() -> str:
-    """Hash of the code that determines a module: soadyn.symbolic, the generator modules, the templates."""
+    """Hash of the code that determines a module (:func:`generator_files`)."""
     h = hashlib.sha256()
-    files: list[tuple[str, Path]] = []
-    for pkg in ("soadyn.symbolic", "soadyn.templates"):
-        base = Path(str(resources.files(pkg)))
-        files += [(f"{pkg}/{p.relative_to(base)}", p) for p in base.rglob("*")
-                  if p.suffix in (".py", ".j2", ".json") and "__pycache__" not in p.parts]
-    base = Path(str(resources.files("soadyn.codegen")))
-    files += [(f"soadyn.codegen/{n}", base / n) for n in GENERATOR_MODULES]
-    for name, p in sorted(files):
+    for name, p in generator_files():
         h.update(name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
 
-def cache_key(robot: Robot, module_name: str) -> str:
+def cache_key(robot: Robot, module_name: str, functions: list[str] | tuple[str, ...] | None = None) -> str:
+    """Key of a compiled module: robot fingerprint, module name, generator version and source, compiler,
+    flags and the selected functions (``None`` = all)."""
     h = hashlib.sha256()
     h.update(json.dumps({
         "fingerprint": robot.fingerprint(), "module": module_name, "version": generator_version(),
         "generator": _generator_source_hash(), "cc": _build.compiler_command(), "cflags": _build.cflags(),
         "ext_suffix": _build.extension_suffix(),
+        "functions": None if functions is None else sorted(set(functions)),
     }, sort_keys=True).encode())
     return h.hexdigest()
 
@@ -197,20 +270,37 @@ def write_sources(gen: Generated, directory: Path) -> list[Path]:
     return out
 
 
+def _normalise_functions(robot: Robot,
+                         functions: list[str] | tuple[str, ...] | str | None) -> list[str] | None:
+    """The requested API names, validated against the robot's table (``None`` = all)."""
+    if functions is None:
+        return None
+    specs = select_functions(function_table(robot), functions, robot.name)
+    names: list[str] = []
+    for s in specs:
+        if s.api not in names:
+            names.append(s.api)
+    return names
+
+
 def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike | None = None,
-                  base: str | None = None, *, force: bool = False, progress: bool | None = None,
-                  **load_kw) -> types.ModuleType:
+                  base: str | None = None, functions: list[str] | tuple[str, ...] | str | None = None, *,
+                  force: bool = False, progress: bool | None = None, **load_kw) -> types.ModuleType:
     """Compile a robot (a :class:`Robot` or a robot file path) into ``out_dir/<module>/`` and import it.
 
     ``out_dir`` defaults to ``./generated``; ``base`` ('free' | 'fixed') overrides the robot's base.
+    ``functions``: public API names to build (e.g. ``["forward_dynamics", "mass_matrix"]`` or
+    ``"forward_dynamics,mass_matrix"``; default: all); an unknown name raises ``ValueError`` listing the
+    valid ones.  The selection is part of the cache key.
     Cached: when the module exists with the same cache key it is imported without any work
     (``force=True`` rebuilds).  ``progress`` (default: when stderr is a terminal) shows tqdm bars.
     Raises :class:`~soadyn.codegen.build.CompileError` when the C compiler is missing or fails.
     """
     robot, module_name = resolve_robot(robot_or_path, base, **load_kw)
+    selected = _normalise_functions(robot, functions)
     out = Path(out_dir if out_dir is not None else DEFAULT_OUT_DIR).resolve()
     target = out / module_name
-    key = cache_key(robot, module_name)
+    key = cache_key(robot, module_name, selected)
     if not force and is_current(target, key):
         return load(target)
     if progress is None:
@@ -219,22 +309,23 @@ def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.Pa
     tmp = Path(tempfile.mkdtemp(prefix=f".{module_name}.tmp-", dir=out))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
-        gen = generate(robot, module_name, progress=progress)
+        gen = generate(robot, module_name, progress=progress, functions=selected)
         write_sources(gen, tmp)
         ext_name = f"_soadyn_{key[:16]}"
         t0 = time.perf_counter()
-        parts = split_source(robot, module_name, gen.functions, 2 * _build.jobs())
+        units = split_units(robot, module_name, gen.functions, _build.jobs(), _build.BIG_FUNCTION_OPS)
         kb = len(gen.files[gen.source_name]) // 1024
-        with _progress(len(parts) + 2, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
-            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, parts, gen.source_name,
+        with _progress(len(units) + 2, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
+            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, units, gen.source_name,
                                          progress=lambda name: bar.update(1))
         gen.timings["compile"] = time.perf_counter() - t0
         (tmp / "__init__.py").write_text(emit_wrapper(robot, module_name, ext_name, gen.specs, gen.functions,
-                                                                       key),
+                                                      key),
                                          encoding="utf-8", newline="\n")
         stamp = {"key": key, "robot": robot.name, "module": module_name, "base": robot.base,
                  "fingerprint": robot.fingerprint(), "robot_sha256": robot.source_hash,
                  "version": generator_version(), "extension": ext.name, "cflags": _build.cflags(),
+                 "functions": selected,
                  "timings": {k: round(v, 3) for k, v in gen.timings.items()}, "ops": gen.op_counts()}
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _swap_into_place(tmp, target)

@@ -34,29 +34,10 @@ LOCK_AT = 0.3  # every locked joint held at 0.3 rad
 
 
 def compile_functions(robot: Robot, out_dir: Path, apis: tuple[str, ...] = ("forward_dynamics",)):
-    """Compile only the named functions of the code generator's table (the whole table of a 37-DOF robot has
-    ~150 functions).  Uses soadyn.codegen internals; see the report to the lead."""
-    from soadyn.codegen import build as _build
-    from soadyn.codegen.emit import emit_wrapper, split_source
-    from soadyn.codegen.functions import function_table
-    from soadyn.codegen.load import load
-    from soadyn.codegen.pipeline import cache_key, generate, module_name_for
+    """Compile only the named public functions (the whole table of a 37-DOF robot is ~100 C functions)."""
+    from soadyn.codegen import compile as compile_robot
 
-    specs = [s for s in function_table(robot) if s.name in apis]
-    name = module_name_for(robot)
-    key = cache_key(robot, name)[:16]
-    target = out_dir / name
-    target.mkdir(parents=True, exist_ok=True)
-    gen = generate(robot, name, specs=specs)
-    for fname, text in gen.files.items():
-        (target / fname).write_text(text, encoding="utf-8")
-    ext_name = f"_soadyn_{key}"
-    parts = split_source(robot, name, gen.functions, 2 * _build.jobs())
-    _build.build_extension(target, ext_name, gen.header_name, gen.cdef, parts, gen.source_name)
-    (target / "__init__.py").write_text(
-        emit_wrapper(robot, name, ext_name, gen.specs, gen.functions, key), encoding="utf-8"
-    )
-    return load(target), gen
+    return compile_robot(robot, out_dir, functions=list(apis), progress=False)
 
 
 def held_accelerations(
@@ -90,13 +71,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(format_connectivity(connectivity_table(full, locked)[:12]) + "\n   ...")
 
     t0 = time.perf_counter()
-    mf, gf = compile_functions(full, out)
+    mf = compile_functions(full, out)
     t1 = time.perf_counter()
-    mr, gr = compile_functions(reduced, out)
+    mr = compile_functions(reduced, out)
     t2 = time.perf_counter()
     print(f"generated+compiled: full {t1 - t0:.1f} s, reduced {t2 - t1:.1f} s")
-    ops_f = next(v["total"] for k, v in gf.op_counts().items() if k.endswith("forward_dynamics"))
-    ops_r = next(v["total"] for k, v in gr.op_counts().items() if k.endswith("forward_dynamics"))
+    ops_f = next(v["total"] for k, v in mf.op_counts.items() if k.endswith("forward_dynamics"))
+    ops_r = next(v["total"] for k, v in mr.op_counts.items() if k.endswith("forward_dynamics"))
 
     # the reduced model reproduces the full one's motion with the locked joints held
     rng = np.random.default_rng(0)

@@ -64,7 +64,6 @@ from typing import Any
 
 import numpy as np
 
-from . import reference
 from .model import LoopClosure, Robot
 from .spatial import quaternion_to_matrix
 from .structure import FrameMotion, _cross, frame_motion
@@ -472,6 +471,8 @@ def reduced_dynamics(
     cond_limit: float = COND_LIMIT,
 ) -> ReducedDynamics:
     """The projected equations of seed 004 eq. 5 at ``(q, v)`` (tree terms from the dense reference path)."""
+    from . import reference  # local: keeps the code generator's cache key free of the reference path
+
     q = np.asarray(q, dtype=float)
     v = np.asarray(v, dtype=float)
     if part is None:
@@ -506,6 +507,7 @@ def forward_dynamics(
 
 def constraint_forces(robot: Robot, q: Any, v: Any, a: Any, tau: Any, f_ext: Any = None) -> np.ndarray:
     """Cut-joint forces ``lambda`` with ``H a + c = tau + J_c^T lambda`` (least squares)."""
+    from . import reference
     q, v, a, tau = (np.asarray(x, dtype=float) for x in (q, v, a, tau))
     J = constraint_jacobian(robot, q)
     r = reference.mass_matrix(robot, q) @ a + reference.bias_forces(robot, q, v, f_ext) - tau

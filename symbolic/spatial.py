@@ -136,7 +136,7 @@ class Xform:
         A, B, C = P[:3, :3], P[:3, 3:], P[3:, 3:]
         if self.R is not None:
             R = self.R
-            A, B, C = R @ A @ R.T, R @ B @ R.T, R @ C @ R.T
+            A, B, C = _symmetric_product(R, A), R @ B @ R.T, _symmetric_product(R, C)
         if self.l is not None:
             L = skew(self.l)
             W = B + L @ C                       # top-right block

@@ -9,6 +9,7 @@ temporary directory instead.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -20,7 +21,13 @@ import symengine as se
 from soadyn.codegen import build, derive, load
 from soadyn.codegen.commands import check_function, random_inputs, reference_function, rel_err
 from soadyn.codegen.derive import Program
-from soadyn.codegen.functions import c_identifier, frame_identifiers, function_table
+from soadyn.codegen.functions import (
+    c_identifier,
+    expand_family,
+    frame_enum,
+    frame_identifiers,
+    function_table,
+)
 from soadyn.codegen.optimise import count_ops, optimise
 from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
 from soadyn.codegen.regenerate import REPO, example_robots, generate_example
@@ -94,13 +101,20 @@ CORE_APIS = ("center_of_mass", "mass_matrix", "bias_forces", "inverse_dynamics",
              "mass_matrix_inverse", "innovations_factors", "momentum", "kinetic_energy", "jacobian")
 
 
-@pytest.mark.parametrize("which", ["arm_free", "arm_fixed"])
+@pytest.mark.parametrize("which", ["arm_free", "arm_fixed", "tiny"])
 def test_every_function_matches_reference_and_algorithm(which, request):
+    """Every C function, and every frame of every frame family, against the reference path."""
     robot, module = request.getfixturevalue(which)
-    specs = function_table(robot)
-    assert {s.api for s in specs} >= set(CORE_APIS)
-    if robot.is_free:
-        assert any(s.api == "generalized_jacobian" for s in specs)
+    table = function_table(robot)
+    assert {s.api for s in table} >= set(CORE_APIS)
+    families = [s for s in table if s.is_family]
+    assert {s.name for s in families} == ({"jacobian_local", "jacobian_world", "generalized_jacobian"}
+                                          if robot.is_free else {"jacobian_local", "jacobian_world"})
+    every_frame = [*robot.body_names, *robot.frame_names]
+    for fam in families:
+        assert list(fam.frames) == every_frame
+    specs = [e for s in table for e in expand_family(s)]
+    assert len(specs) == len(table) + len(families) * (len(every_frame) - 1)
     ins = random_inputs(robot, 100, np.random.default_rng(7))
     failures = []
     for spec in specs:
@@ -153,6 +167,22 @@ def test_module_metadata(arm_free, arm_fixed):
     assert mfixed.module_name == "scratch_tree_fixed" and mfixed.base == "fixed" and mfixed.nq == rfixed.nq
     assert not hasattr(mfixed, "generalized_jacobian")
     assert all(v["total"] > 0 for k, v in module.op_counts.items() if "mass_matrix" in k)
+    for r, m in ((robot, module), (rfixed, mfixed)):
+        assert isinstance(m.gravity, np.ndarray) and m.gravity.shape == (3,)
+        assert np.array_equal(m.gravity, r.gravity)
+        assert m.total_mass == pytest.approx(sum(i.mass for i in r.inertias), rel=1e-15)
+        assert m.robot_file_sha256 == hashlib.sha256(TEST_ARM.read_bytes()).hexdigest()
+    assert module.total_mass > 0
+
+
+def test_module_metadata_of_a_robot_without_file(tiny, module_dir):
+    robot, _ = tiny
+    import dataclasses
+
+    r = dataclasses.replace(robot, name="tiny_nofile", source_hash="")
+    m = compile_robot(r, module_dir, functions=["center_of_mass"], progress=False)
+    assert m.robot_file_sha256 is None and m.gravity.tolist() == [0.0, 0.0, -9.81]
+    assert m.total_mass == pytest.approx(1.2345678901234567 + 0.7, rel=1e-15)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -289,6 +319,35 @@ def test_changed_robot_recompiles_and_failures_leave_module_intact(tmp_path, mon
     assert [p.name for p in out.iterdir()] == ["tiny_arm"]
 
 
+def test_cache_key_hashes_only_what_the_generator_uses():
+    from soadyn.codegen.pipeline import generator_files
+
+    names = {n for n, _ in generator_files()}
+    for used in ("soadyn.codegen.derive", "soadyn.codegen.optimise", "soadyn.codegen.emit",
+                 "soadyn.symbolic.algorithms.jacobians", "soadyn.symbolic.algorithms.kinematics",
+                 "soadyn.symbolic.scalar", "soadyn.symbolic.spatial", "soadyn.symbolic.model",
+                 "soadyn.templates/module.c.j2", "soadyn.templates/__init__.py.j2"):
+        assert used in names, used
+    for unused in ("soadyn.codegen.simulate", "soadyn.codegen.control", "soadyn.codegen.commands",
+                   "soadyn.codegen.cli", "soadyn.codegen.regenerate", "soadyn.symbolic.describe",
+                   "soadyn.symbolic.numeric_module", "soadyn.symbolic.reference_free_floating"):
+        assert unused not in names, unused
+
+
+def test_functions_option(tiny, tiny_path, module_dir):
+    robot, full = tiny
+    m = compile_robot(tiny_path, module_dir / "subset", functions=["forward_dynamics", "jacobian"],
+                      progress=False)
+    assert hasattr(m, "forward_dynamics") and hasattr(m, "jacobian") and not hasattr(m, "mass_matrix")
+    assert sorted(m.op_counts) == ["tiny_arm_forward_dynamics", "tiny_arm_forward_dynamics_fext",
+                                   "tiny_arm_jacobian_local", "tiny_arm_jacobian_world"]
+    q, v, tau = np.array([0.4, -0.2]), np.array([0.3, 0.1]), np.array([1.0, -2.0])
+    assert np.array_equal(m.forward_dynamics(q, v, tau), full.forward_dynamics(q, v, tau))
+    assert np.array_equal(m.jacobian(q, "lower"), full.jacobian(q, "lower"))
+    with pytest.raises(ValueError, match=r"'mass_matrx'.*mass_matrix"):
+        compile_robot(tiny_path, module_dir / "subset", functions="mass_matrx", progress=False)
+
+
 def test_interrupt_leaves_no_half_written_module(tmp_path, monkeypatch):
     path = tmp_path / "tiny_arm.yaml"
     path.write_text(TINY_YAML)
@@ -326,11 +385,93 @@ def test_generation_is_deterministic_and_c_is_plain(tiny):
     # no pow() except squares (which compilers turn into a multiplication)
     assert all(m == "2" for m in re.findall(r"pow\([^,()]+, ([^)]+)\)", c))
     # constants are printed exactly (round-trip), not rounded to 15 digits
-    assert "1.2345678901234567" in c
-    for name in ("mass_matrix", "forward_dynamics_fext", "jacobian_lower_world"):
+    from soadyn.codegen.emit import emit_function
+    from soadyn.codegen.functions import Arg, FunctionSpec
+
+    x = se.Symbol("q_0")
+    prog = optimise(Program("f", [("q", [x])], [], [("o", [x * se.RealDouble(1.2345678901234567)])]))
+    spec = FunctionSpec("f", "f", (Arg("q", (1,)),), (Arg("o", (1,)),), "f")
+    assert "1.2345678901234567" in "\n".join(emit_function(spec, prog, "p_").body)
+    for name in ("mass_matrix", "forward_dynamics_fext"):
         assert f"void tiny_arm_{name}(" in c and f"void tiny_arm_{name}_batch(int n," in c
         assert f"void tiny_arm_{name}(" in a.files["tiny_arm.h"]
+    h = a.files["tiny_arm.h"]
+    for name in ("jacobian_local", "jacobian_world"):
+        assert f"int tiny_arm_{name}(const double *q, int frame, double *J);" in h
+        assert f"int tiny_arm_{name}_batch(int n, const double *q, int frame, double *J);" in h
+    assert "generalized_jacobian" not in c                      # fixed base
+    assert not re.search(r"jacobian_(root|upper|lower)", c)     # no per-frame functions any more
     assert f"Robot file sha256: {robot.source_hash}" in c
+
+
+# --------------------------------------------------------------------------------------------------
+# frame families
+# --------------------------------------------------------------------------------------------------
+def test_frame_family_c_layout(arm_free):
+    """One C function per family: enum of frame ids in the header, shared prefix, one case per frame, op
+    counts of prefix and cases in the header, and fewer operations than one function per frame."""
+    robot, module = arm_free
+    gen = generate(robot, "scratch_tree", functions=["jacobian", "generalized_jacobian"])
+    h, c = gen.files["scratch_tree.h"], gen.files["scratch_tree.c"]
+    enum = frame_enum(robot, "scratch_tree")
+    assert [n for n, _, _ in enum] == [*robot.body_names, *robot.frame_names]
+    assert [i for _, _, i in enum] == list(range(len(enum)))
+    for name, enumerator, i in enum:
+        assert re.search(rf"^\s+{enumerator} = {i},", h, re.M), enumerator
+        assert module.frame_ids[name] == i
+    assert f"#define SCRATCH_TREE_N_FRAMES {len(enum)}" in h
+    assert "SCRATCH_TREE_FRAME_TCP" in h and "SCRATCH_TREE_FRAME_BASE" in h
+    fams = {f.cname: f for f in gen.functions}
+    assert set(fams) == {"scratch_tree_jacobian_local", "scratch_tree_jacobian_world",
+                         "scratch_tree_generalized_jacobian"}
+    for f in fams.values():
+        body = c.split(f.signature)[1].split("\n}\n")[0]
+        assert body.count("switch (frame)") == 1
+        assert [m for m in re.findall(r"case (\w+):", body)] == [e for _, e, _ in enum]
+        assert "default:\n        return 1;" in body
+        # prefix + cases = the whole function; the header states prefix and per-case counts
+        assert f.prefix_ops["total"] + sum(o["total"] for _, _, o in f.case_ops) == f.ops["total"]
+        assert f"shared prefix {f.prefix_ops['total']}" in h
+        per_frame = module.frame_op_counts[f.cname]
+        assert per_frame["prefix"] == f.prefix_ops["total"]
+        cases = {n: o["total"] for n, _, o in f.case_ops}
+        assert {k: v for k, v in per_frame.items() if k != "prefix"} == cases
+    # sharing: the family costs less than the frames derived one by one
+    from soadyn.codegen.derive import derive as derive_one
+    from soadyn.codegen.derive import rename_reserved
+
+    fam = next(s for s in function_table(robot) if s.name == "generalized_jacobian")
+    separate = sum(optimise(rename_reserved(derive_one(robot, e), e)).ops["total"]
+                   for e in expand_family(fam))
+    assert fams["scratch_tree_generalized_jacobian"].ops["total"] < 0.5 * separate
+
+
+def test_frame_family_status_and_names(arm_free):
+    """The C entry points return 0 for a valid frame id and 1 (outputs untouched) for an invalid one; the
+    Python wrapper takes names only and lists the valid ones."""
+    robot, m = arm_free
+    lib = m._lib
+    ffi = m._ffi
+    q = robot.random_configuration(np.random.default_rng(4))
+    J = np.full((6, robot.nv), 7.0)
+    fq, fJ = ffi.from_buffer("double[]", q), ffi.from_buffer("double[]", J)
+    n = len(m.frame_ids)
+    for bad in (-1, n, n + 5):
+        assert lib.scratch_tree_jacobian_local(fq, bad, fJ) == 1
+        assert lib.scratch_tree_jacobian_world_batch(1, fq, bad, fJ) == 1
+        assert lib.scratch_tree_generalized_jacobian(fq, bad, fJ) == 1
+    assert np.all(J == 7.0)
+    tcp = m.frame_ids["tcp"]
+    assert lib.scratch_tree_jacobian_local(fq, tcp, fJ) == 0
+    assert np.array_equal(J, m.jacobian(q, "tcp"))
+    assert lib.scratch_tree_jacobian_local_batch(1, fq, tcp, fJ) == 0
+    assert lib.SCRATCH_TREE_FRAME_TCP == tcp
+    with pytest.raises(ValueError, match=r"unknown frame 'TCP'.*tcp"):
+        m.jacobian(q, "TCP")
+    with pytest.raises(ValueError, match="unknown frame"):
+        m.jacobian(q, tcp)                       # ids are for C; Python takes names
+    with pytest.raises(ValueError, match="unknown frame"):
+        m.generalized_jacobian(q, ["tcp"])
 
 
 def test_identifiers():
@@ -407,9 +548,19 @@ def test_cse_reduces_operations():
 # --------------------------------------------------------------------------------------------------
 # committed sources in generated/
 # --------------------------------------------------------------------------------------------------
-#: examples fully regenerated in the test (the big ones only through the fingerprint check below; the
-#: full byte-for-byte check of every example is ``python -m soadyn.codegen.regenerate --check``)
-SMALL_EXAMPLES = ("test_arm", "tian_wu_3dof", "seed004_example1")
+#: every committed example is regenerated in memory and compared byte for byte (~7 s in all); the
+#: on-demand ones (regenerate.ON_DEMAND, e.g. the 37-DOF robot) are not committed
+COMMITTED_EXAMPLES = [p.stem for p in example_robots(REPO / "examples")]
+
+
+def test_committed_examples_are_the_documented_ones():
+    from soadyn.codegen.regenerate import ON_DEMAND
+
+    assert set(COMMITTED_EXAMPLES) >= {"test_arm", "tian_wu_3dof", "dimitrov_7dof_rw", "seed004_example1",
+                                       "seed004_dual_arm"}
+    assert "seed004_four_arm_37dof" not in COMMITTED_EXAMPLES
+    assert "seed004_four_arm_37dof.yaml" in ON_DEMAND
+    assert "seed004_four_arm_37dof" in [p.stem for p in example_robots(REPO / "examples", True)]
 
 
 def test_generated_sources_exist_and_match_robot_files():
@@ -424,7 +575,7 @@ def test_generated_sources_exist_and_match_robot_files():
             f"{c} is stale ({path.name} changed): run python -m soadyn.codegen.regenerate")
 
 
-@pytest.mark.parametrize("stem", SMALL_EXAMPLES)
+@pytest.mark.parametrize("stem", COMMITTED_EXAMPLES)
 def test_generated_sources_are_current(stem):
     path = REPO / "examples" / f"{stem}.yaml"
     if not path.is_file():
@@ -432,8 +583,8 @@ def test_generated_sources_are_current(stem):
     name, files = generate_example(path)
     for fname, text in files.items():
         committed = REPO / "generated" / name / fname
-        assert committed.is_file() and committed.read_text(encoding="utf-8") == text, (
-            f"{committed} is stale: run python -m soadyn.codegen.regenerate")
+        same = committed.is_file() and committed.read_text(encoding="utf-8") == text
+        assert same, f"{committed} is stale: run python -m soadyn.codegen.regenerate"  # no MB-sized diff
 
 
 def test_stale_detection_catches_an_edit(tmp_path):
