@@ -13,7 +13,7 @@
  *   scratch_tree_inverse_dynamics_fext       363 / 416 / 0 / 0 / 6 / 0 = 785
  *   scratch_tree_forward_dynamics            733 / 952 / 8 / 0 / 6 / 0 = 1699
  *   scratch_tree_forward_dynamics_fext       763 / 951 / 8 / 0 / 6 / 0 = 1728
- *   scratch_tree_mass_matrix_inverse         732 / 957 / 8 / 0 / 6 / 0 = 1703
+ *   scratch_tree_mass_matrix_inverse         732 / 955 / 8 / 0 / 6 / 0 = 1701
  *   scratch_tree_innovations_factors         406 / 521 / 2 / 0 / 6 / 0 = 935
  *   scratch_tree_momentum                    239 / 283 / 1 / 0 / 6 / 0 = 529
  *   scratch_tree_kinetic_energy              148 / 188 / 0 / 0 / 6 / 0 = 342
@@ -2235,7 +2235,7 @@ void scratch_tree_forward_dynamics_fext_batch(int n, const double *q, const doub
  * inverse of the mass matrix
  *   in  q[11]
  *   out Minv[100] (10 x 10, row-major)
- *   operations: 1703 (732 add, 957 mul, 8 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 1701 (732 add, 955 mul, 8 div, 0 sqrt, 6 trig, 0 other)
  */
 void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
 {
@@ -2469,9 +2469,9 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double D0L21 = D0di1*(P0_12 - t99*D0L10);
     const double t100 = D0L30*P0_00;
     const double D0L31 = D0di1*(P0_13 - t100*D0L10);
-    const double D0L41 = D0di1*(t94 - D0L10*D0L40*P0_00);
-    const double t101 = D0L50*P0_00;
-    const double D0L51 = D0di1*(P0_15 - t101*D0L10);
+    const double t101 = D0L10*P0_00;
+    const double D0L41 = D0di1*(t94 - t101*D0L40);
+    const double D0L51 = D0di1*(P0_15 - t101*D0L50);
     const double D0d2 = P0_22 - pow(D0L20, 2)*P0_00 - D0d1*pow(D0L21, 2);
     const double D0di2 = 1/D0d2;
     const double t102 = D0d1*D0L21;
@@ -2483,10 +2483,10 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double t103 = D0d2*D0L32;
     const double t104 = D0d1*D0L31;
     const double D0L43 = D0di3*(t69 - t100*D0L40 - t103*D0L42 - t104*D0L41);
-    const double D0L53 = D0di3*(P0_35 - t101*D0L30 - t103*D0L52 - t104*D0L51);
+    const double D0L53 = D0di3*(P0_35 - t100*D0L50 - t103*D0L52 - t104*D0L51);
     const double D0d4 = P0_44 - pow(D0L40, 2)*P0_00 - D0d1*pow(D0L41, 2) - D0d2*pow(D0L42, 2) - D0d3*pow(D0L43, 2);
     const double D0di4 = 1/D0d4;
-    const double D0L54 = D0di4*(t56 - t101*D0L40 - D0d1*D0L41*D0L51 - D0d2*D0L42*D0L52 - D0d3*D0L43*D0L53);
+    const double D0L54 = D0di4*(t56 - D0L40*D0L50*P0_00 - D0d1*D0L41*D0L51 - D0d2*D0L42*D0L52 - D0d3*D0L43*D0L53);
     const double D0d5 = P0_55 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2) - D0d2*pow(D0L52, 2) - D0d3*pow(D0L53, 2) - D0d4*pow(D0L54, 2);
     const double D0di5 = 1/D0d5;
     const double t105 = G1_3*R1_6 + G1_4*R1_7 + G1_5*0.975170327201816;
@@ -2624,13 +2624,15 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_4x_3 = -D0L32*W0_4x_2 - D0L42*W0_4x_1 - D0L52*W0_4x + D0di2*W0_4y_2;
     const double W0_4x_4 = -D0L21*W0_4x_3 - D0L31*W0_4x_2 - D0L41*W0_4x_1 - D0L51*W0_4x + D0di1*Y4_0_1;
     const double W0_4x_5 = -D0L10*W0_4x_4 - D0L20*W0_4x_3 - D0L30*W0_4x_2 - D0L40*W0_4x_1 - D0L50*W0_4x;
+    const double W1_2 = -t109*Dinv1;
+    const double W2_3 = Dinv2*0.0020979836233513986;
+    const double W1_3 = -t115*Dinv1;
     const double Minv1_1 = Dinv1 + Y1_0_0*W0_1x_5 + Y1_0_1*W0_1x_4 + Y1_0_2*W0_1x_3 - t105*W0_1x - t106*W0_1x_1 - t107*W0_1x_2;
-    const double t144 = -t109*Dinv1;
-    const double Minv1_2 = t144 + Y1_0_0*W0_2x_5 + Y1_0_1*W0_2x_4 + Y1_0_2*W0_2x_3 - t105*W0_2x - t106*W0_2x_1 - t107*W0_2x_2;
-    const double Minv2_2 = Dinv2 + Y2_0_0*W0_2x_5 + Y2_0_1*W0_2x_4 + Y2_0_2*W0_2x_3 + pow(t109, 2)*Dinv1 - t111*W0_2x - t112*W0_2x_1 - t113*W0_2x_2;
-    const double Minv1_3 = Y1_0_0*W0_3x_5 + Y1_0_1*W0_3x_4 + Y1_0_2*W0_3x_3 - t105*W0_3x - t106*W0_3x_1 - t107*W0_3x_2 - t115*Dinv1;
-    const double Minv2_3 = Dinv2*0.0020979836233513986 + Y2_0_0*W0_3x_5 + Y2_0_1*W0_3x_4 + Y2_0_2*W0_3x_3 - t111*W0_3x - t112*W0_3x_1 - t113*W0_3x_2 - t144*t115;
-    const double Minv3_3 = 0.6666666666666666 + Dinv2*4.401535283850663e-06 + Y3_0_0*W0_3x_5 + Y3_0_1*W0_3x_4 + Y3_0_2*W0_3x_3 + pow(t115, 2)*Dinv1 - t117*W0_3x - t118*W0_3x_1 - t119*W0_3x_2;
+    const double Minv1_2 = W1_2 + Y1_0_0*W0_2x_5 + Y1_0_1*W0_2x_4 + Y1_0_2*W0_2x_3 - t105*W0_2x - t106*W0_2x_1 - t107*W0_2x_2;
+    const double Minv2_2 = Dinv2 + Y2_0_0*W0_2x_5 + Y2_0_1*W0_2x_4 + Y2_0_2*W0_2x_3 - t109*W1_2 - t111*W0_2x - t112*W0_2x_1 - t113*W0_2x_2;
+    const double Minv1_3 = W1_3 + Y1_0_0*W0_3x_5 + Y1_0_1*W0_3x_4 + Y1_0_2*W0_3x_3 - t105*W0_3x - t106*W0_3x_1 - t107*W0_3x_2;
+    const double Minv2_3 = W2_3 + Y2_0_0*W0_3x_5 + Y2_0_1*W0_3x_4 + Y2_0_2*W0_3x_3 - t109*W1_3 - t111*W0_3x - t112*W0_3x_1 - t113*W0_3x_2;
+    const double Minv3_3 = 0.6666666666666666 + W2_3*0.0020979836233513986 + Y3_0_0*W0_3x_5 + Y3_0_1*W0_3x_4 + Y3_0_2*W0_3x_3 - t115*W1_3 - t117*W0_3x - t118*W0_3x_1 - t119*W0_3x_2;
     const double Minv1_4 = Y1_0_0*W0_4x_5 + Y1_0_1*W0_4x_4 + Y1_0_2*W0_4x_3 - t105*W0_4x - t106*W0_4x_1 - t107*W0_4x_2;
     const double Minv2_4 = Y2_0_0*W0_4x_5 + Y2_0_1*W0_4x_4 + Y2_0_2*W0_4x_3 - t111*W0_4x - t112*W0_4x_1 - t113*W0_4x_2;
     const double Minv3_4 = Y3_0_0*W0_4x_5 + Y3_0_1*W0_4x_4 + Y3_0_2*W0_4x_3 - t117*W0_4x - t118*W0_4x_1 - t119*W0_4x_2;

@@ -13,7 +13,7 @@
  *   seed004_dual_arm_inverse_dynamics_fext   309 / 352 / 0 / 0 / 12 / 0 = 673
  *   seed004_dual_arm_forward_dynamics        469 / 613 / 10 / 0 / 12 / 0 = 1104
  *   seed004_dual_arm_forward_dynamics_fext   511 / 613 / 10 / 0 / 12 / 0 = 1146
- *   seed004_dual_arm_mass_matrix_inverse     334 / 447 / 10 / 0 / 12 / 0 = 803
+ *   seed004_dual_arm_mass_matrix_inverse     334 / 441 / 10 / 0 / 12 / 0 = 797
  *   seed004_dual_arm_innovations_factors     196 / 246 / 4 / 0 / 12 / 0 = 458
  *   seed004_dual_arm_momentum                193 / 240 / 1 / 0 / 12 / 0 = 446
  *   seed004_dual_arm_kinetic_energy          113 / 165 / 0 / 0 / 12 / 0 = 290
@@ -2242,7 +2242,7 @@ void seed004_dual_arm_forward_dynamics_fext_batch(int n, const double *q, const 
  * inverse of the mass matrix
  *   in  q[13]
  *   out Minv[144] (12 x 12, row-major)
- *   operations: 803 (334 add, 447 mul, 10 div, 0 sqrt, 12 trig, 0 other)
+ *   operations: 797 (334 add, 441 mul, 10 div, 0 sqrt, 12 trig, 0 other)
  */
 void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
 {
@@ -2512,13 +2512,18 @@ void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_6x_1 = D0di4*W0_6y_4;
     const double W0_6x_2 = -D0L43*W0_6x_1 + t92*D0di3;
     const double W0_6x_3 = -D0L32*W0_6x_2 - D0L42*W0_6x_1 + D0di2*Y6_0_2;
+    const double W1_2 = -t69*Dinv1;
+    const double W2_3 = -t72*Dinv2;
+    const double W1_3 = -t74*Dinv1;
+    const double W4_5 = -t78*Dinv4;
+    const double W5_6 = -t81*Dinv5;
+    const double W4_6 = -t83*Dinv4;
     const double Minv1_1 = Dinv1 + Y1_0_2*W0_1x_3 + Y1_0_3*W0_1x_2 - t67*W0_1x_1;
-    const double t93 = -t69*Dinv1;
-    const double Minv1_2 = t93 + Y1_0_2*W0_2x_3 + Y1_0_3*W0_2x_2 - t67*W0_2x_1;
-    const double Minv2_2 = Dinv2 + Y2_0_2*W0_2x_3 + Y2_0_3*W0_2x_2 + pow(t69, 2)*Dinv1 - t70*W0_2x_1;
-    const double Minv1_3 = Y1_0_2*W0_3x_3 + Y1_0_3*W0_3x_2 - t67*W0_3x_1 - t74*Dinv1;
-    const double Minv2_3 = Y2_0_2*W0_3x_3 + Y2_0_3*W0_3x_2 - t70*W0_3x_1 - t72*Dinv2 - t74*t93;
-    const double Minv3_3 = 0.0015264781659616192 + Y3_0_2*W0_3x_3 + Y3_0_3*W0_3x_2 + pow(t72, 2)*Dinv2 + pow(t74, 2)*Dinv1 - t75*W0_3x_1;
+    const double Minv1_2 = W1_2 + Y1_0_2*W0_2x_3 + Y1_0_3*W0_2x_2 - t67*W0_2x_1;
+    const double Minv2_2 = Dinv2 + Y2_0_2*W0_2x_3 + Y2_0_3*W0_2x_2 - t69*W1_2 - t70*W0_2x_1;
+    const double Minv1_3 = W1_3 + Y1_0_2*W0_3x_3 + Y1_0_3*W0_3x_2 - t67*W0_3x_1;
+    const double Minv2_3 = W2_3 + Y2_0_2*W0_3x_3 + Y2_0_3*W0_3x_2 - t69*W1_3 - t70*W0_3x_1;
+    const double Minv3_3 = 0.0015264781659616192 + Y3_0_2*W0_3x_3 + Y3_0_3*W0_3x_2 - t72*W2_3 - t74*W1_3 - t75*W0_3x_1;
     const double Minv1_4 = Y1_0_2*W0_4x_3 + Y1_0_3*W0_4x_2 - t67*W0_4x_1;
     const double Minv2_4 = Y2_0_2*W0_4x_3 + Y2_0_3*W0_4x_2 - t70*W0_4x_1;
     const double Minv3_4 = Y3_0_2*W0_4x_3 + Y3_0_3*W0_4x_2 - t75*W0_4x_1;
@@ -2526,15 +2531,14 @@ void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
     const double Minv1_5 = Y1_0_2*W0_5x_3 + Y1_0_3*W0_5x_2 - t67*W0_5x_1;
     const double Minv2_5 = Y2_0_2*W0_5x_3 + Y2_0_3*W0_5x_2 - t70*W0_5x_1;
     const double Minv3_5 = Y3_0_2*W0_5x_3 + Y3_0_3*W0_5x_2 - t75*W0_5x_1;
-    const double Minv4_5 = Y4_0_2*W0_5x_3 + Y4_0_3*W0_5x_2 - t76*W0_5x_1 - t78*Dinv4;
-    const double Minv5_5 = Dinv5 + Y5_0_2*W0_5x_3 + Y5_0_3*W0_5x_2 + pow(t78, 2)*Dinv4 - t79*W0_5x_1;
+    const double Minv4_5 = W4_5 + Y4_0_2*W0_5x_3 + Y4_0_3*W0_5x_2 - t76*W0_5x_1;
+    const double Minv5_5 = Dinv5 + Y5_0_2*W0_5x_3 + Y5_0_3*W0_5x_2 - t78*W4_5 - t79*W0_5x_1;
     const double Minv1_6 = Y1_0_2*W0_6x_3 + Y1_0_3*W0_6x_2 - t67*W0_6x_1;
     const double Minv2_6 = Y2_0_2*W0_6x_3 + Y2_0_3*W0_6x_2 - t70*W0_6x_1;
     const double Minv3_6 = Y3_0_2*W0_6x_3 + Y3_0_3*W0_6x_2 - t75*W0_6x_1;
-    const double t94 = -t83*Dinv4;
-    const double Minv4_6 = t94 + Y4_0_2*W0_6x_3 + Y4_0_3*W0_6x_2 - t76*W0_6x_1;
-    const double Minv5_6 = Y5_0_2*W0_6x_3 + Y5_0_3*W0_6x_2 - t78*t94 - t79*W0_6x_1 - t81*Dinv5;
-    const double Minv6_6 = 1.0/58.0 + Y6_0_2*W0_6x_3 + Y6_0_3*W0_6x_2 + pow(t81, 2)*Dinv5 + pow(t83, 2)*Dinv4 - t84*W0_6x_1;
+    const double Minv4_6 = W4_6 + Y4_0_2*W0_6x_3 + Y4_0_3*W0_6x_2 - t76*W0_6x_1;
+    const double Minv5_6 = W5_6 + Y5_0_2*W0_6x_3 + Y5_0_3*W0_6x_2 - t78*W4_6 - t79*W0_6x_1;
+    const double Minv6_6 = 1.0/58.0 + Y6_0_2*W0_6x_3 + Y6_0_3*W0_6x_2 - t81*W5_6 - t83*W4_6 - t84*W0_6x_1;
     Minv[0] = Dninvc0x_5;
     Minv[1] = Dninvc1x_5;
     Minv[2] = 0;

@@ -13,7 +13,7 @@
  *   tian_wu_3dof_inverse_dynamics_fext       153 / 176 / 0 / 0 / 6 / 0 = 335
  *   tian_wu_3dof_forward_dynamics            235 / 318 / 8 / 0 / 6 / 0 = 567
  *   tian_wu_3dof_forward_dynamics_fext       259 / 318 / 8 / 0 / 6 / 0 = 591
- *   tian_wu_3dof_mass_matrix_inverse         160 / 224 / 8 / 0 / 6 / 0 = 398
+ *   tian_wu_3dof_mass_matrix_inverse         160 / 221 / 8 / 0 / 6 / 0 = 395
  *   tian_wu_3dof_innovations_factors         89 / 114 / 2 / 0 / 6 / 0 = 211
  *   tian_wu_3dof_momentum                    108 / 142 / 1 / 0 / 6 / 0 = 257
  *   tian_wu_3dof_kinetic_energy              56 / 87 / 0 / 0 / 6 / 0 = 149
@@ -1329,7 +1329,7 @@ void tian_wu_3dof_forward_dynamics_fext_batch(int n, const double *q, const doub
  * inverse of the mass matrix
  *   in  q[10]
  *   out Minv[81] (9 x 9, row-major)
- *   operations: 398 (160 add, 224 mul, 8 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 395 (160 add, 221 mul, 8 div, 0 sqrt, 6 trig, 0 other)
  */
 void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
 {
@@ -1483,13 +1483,15 @@ void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_3x_1 = D0di4*W0_3y_4;
     const double W0_3x_2 = -D0L43*W0_3x_1 + t46*D0di3;
     const double W0_3x_3 = -D0L32*W0_3x_2 - D0L42*W0_3x_1 + D0di2*Y3_0_2;
+    const double W1_2 = -t35*Dinv1;
+    const double W2_3 = -t38*Dinv2;
+    const double W1_3 = -t40*Dinv1;
     const double Minv1_1 = Dinv1 + Y1_0_2*W0_1x_3 + Y1_0_3*W0_1x_2 - t33*W0_1x_1;
-    const double Minv1_2 = Y1_0_2*W0_2x_3 + Y1_0_3*W0_2x_2 - t33*W0_2x_1 - t35*Dinv1;
-    const double Minv2_2 = Dinv2 + Y2_0_2*W0_2x_3 + Y2_0_3*W0_2x_2 + pow(t35, 2)*Dinv1 - t36*W0_2x_1;
-    const double t47 = -t40*Dinv1;
-    const double Minv1_3 = t47 + Y1_0_2*W0_3x_3 + Y1_0_3*W0_3x_2 - t33*W0_3x_1;
-    const double Minv2_3 = Y2_0_2*W0_3x_3 + Y2_0_3*W0_3x_2 - t36*W0_3x_1 - t38*Dinv2 - t47*t35;
-    const double Minv3_3 = 2.366863905325444 + Y3_0_2*W0_3x_3 + Y3_0_3*W0_3x_2 + pow(t38, 2)*Dinv2 + pow(t40, 2)*Dinv1 - t41*W0_3x_1;
+    const double Minv1_2 = W1_2 + Y1_0_2*W0_2x_3 + Y1_0_3*W0_2x_2 - t33*W0_2x_1;
+    const double Minv2_2 = Dinv2 + Y2_0_2*W0_2x_3 + Y2_0_3*W0_2x_2 - t35*W1_2 - t36*W0_2x_1;
+    const double Minv1_3 = W1_3 + Y1_0_2*W0_3x_3 + Y1_0_3*W0_3x_2 - t33*W0_3x_1;
+    const double Minv2_3 = W2_3 + Y2_0_2*W0_3x_3 + Y2_0_3*W0_3x_2 - t35*W1_3 - t36*W0_3x_1;
+    const double Minv3_3 = 2.366863905325444 + Y3_0_2*W0_3x_3 + Y3_0_3*W0_3x_2 - t38*W2_3 - t40*W1_3 - t41*W0_3x_1;
     Minv[0] = Dninvc0x_5;
     Minv[1] = Dninvc1x_5;
     Minv[2] = 0;

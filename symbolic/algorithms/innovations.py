@@ -77,13 +77,20 @@ def mass_matrix_inverse(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
                 W0[j] = fac.solve(cols[j][0], f"W0_{j}")
                 Minv[0:6, robot.v_index(j)] = W0[j].reshape(6, 1)
                 Minv[robot.v_index(j), 0:6] = W0[j].reshape(1, 6)
+    # W(i, b) = D^-1(i) Y(i, b), once per (hinge, column) pair
+    W: dict[tuple[int, int], Any] = {}
+    for b in range(1, n):
+        W[b, b] = ab.Dinv[b]
+        for i, yib in cols[b].items():
+            if i > 0:
+                W[i, b] = ctx.stage(f"W{i}_{b}", yib * ab.Dinv[i])
     for b in range(1, n):
         for a in range(1, b + 1):
             terms = []
             for i in range(1, n):
-                ya, yb = y(i, a), y(i, b)
-                if ya is not None and yb is not None:
-                    terms.append(ya * yb * ab.Dinv[i])
+                ya, wb = y(i, a), W.get((i, b))
+                if ya is not None and wb is not None:
+                    terms.append(ya * wb)
             if robot.is_free and a in W0 and b in W0:
                 terms.append(cols[a][0] @ W0[b])
             if not terms:
