@@ -65,7 +65,7 @@ def _c_signatures(mod, frame_id: int) -> tuple[dict, str]:
     optional = {f"{prefix}_forward_dynamics_decoupled": [("q", nq), ("v", nv), ("tau", nv), ("a", nv, "out")],
                 f"{prefix}_forward_dynamics_schur": [("q", nq), ("v", nv), ("tau", nv), ("a", nv, "out")]}
     for name, sig in optional.items():
-        if name.removeprefix(prefix + "_") in mod.op_counts:
+        if name in mod.op_counts:
             sizes[name] = sig
     wrapper = (f'#include "{prefix}.h"\n'
                "void bench_jacobian_local(const double *q, double *J);\n"
