@@ -150,6 +150,18 @@ def test_bad_inputs_are_reported():
         simulate(m, q0, v0, 0.02, lambda t, q, v: np.full(r.nv, 1e300), dt=0.01)
 
 
+def test_module_without_the_needed_functions_is_refused_before_running():
+    class OnlyForwardDynamics:
+        nq, nv, base = 11, 10, "free"
+
+        def __init__(self, inner):
+            self.forward_dynamics = inner.forward_dynamics
+
+    r = load_robot(TEST_ARM)
+    with pytest.raises(ValueError, match=r"\['momentum', 'kinetic_energy', 'center_of_mass'\] are missing"):
+        simulate(OnlyForwardDynamics(NumericModule(r)), r.neutral(), np.zeros(r.nv), 0.1)
+
+
 def test_save_load_plot(tmp_path, rng):
     r = load_robot(TEST_ARM)
     m = NumericModule(r)
