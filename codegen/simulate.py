@@ -271,8 +271,8 @@ def simulate(module: Any, q0: Any, v0: Any, duration: float, torques: Any = None
     needed = ("forward_dynamics", "momentum", "kinetic_energy", "center_of_mass")
     missing = [f for f in needed if not callable(getattr(module, f, None))]
     if missing:
-        raise ValueError(f"simulate needs the module functions {list(needed)}; {missing} are missing: compile "
-                         f"with functions=[...] including them (or all functions)")
+        raise ValueError(f"simulate needs the module functions {list(needed)}; {missing} are missing: "
+                         "compile with functions=[...] including them (or all functions)")
     nq, nv = module.nq, module.nv
     q = _vector(q0, nq, "q0").copy()
     v = _vector(v0, nv, "v0").copy()
