@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +86,7 @@ def random_inputs(robot: Robot, n: int, rng: np.random.Generator) -> dict[str, n
             "qd": rng.normal(size=(n, robot.n_joints)), "h": rng.normal(size=(n, 6))}
 
 
-def reference_function(api: str):
+def reference_function(api: str) -> Callable[..., Any] | None:
     """The reference-path function for a generated API name, or None."""
     name = REFERENCE_ALIASES.get(api, api)
     for modname in REFERENCE_MODULES:
@@ -224,7 +224,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_verify)
 
 
-def _summary(module: Any, out: Path, seconds: float, cached: bool) -> str:
+def _summary(module: Any, out: Path, cached: bool) -> str:
     import json
 
     stamp = json.loads((Path(module.__file__).parent / "soadyn_stamp.json").read_text())
@@ -261,13 +261,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 print(p)
             return 0
         before = _derive.STATS["derivations"]
-        t0 = time.perf_counter()
         module = compile_robot(args.robot, out, args.base, functions, force=args.force, progress=progress,
                                mimic=args.mimic)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(_summary(module, out.resolve(), time.perf_counter() - t0, _derive.STATS["derivations"] == before))
+    print(_summary(module, out.resolve(), _derive.STATS["derivations"] == before))
     return 0
 
 

@@ -10,6 +10,7 @@ staged symbols.  Nothing is expanded, so the program grows linearly with the num
 from __future__ import annotations
 
 import importlib
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,7 @@ class DerivationError(RuntimeError):
     """The symbolic run of an algorithm failed or produced an unusable program."""
 
 
-def algorithms_module():
+def algorithms_module() -> types.ModuleType:
     """``soadyn.symbolic.algorithms`` (imported lazily so that codegen imports without it)."""
     return importlib.import_module("soadyn.symbolic.algorithms")
 

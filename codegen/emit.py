@@ -229,12 +229,6 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     return {common["source_name"]: source, common["header_name"]: header}, cdef, funcs
 
 
-def split_source(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int) -> list[str]:
-    """The functions of ``<module>.c`` spread over ``parts`` translation units of similar operation counts
-    (same text per function), so that the C compiler can run on several cores."""
-    return [text for text, _ in split_units(robot, module_name, funcs, parts)]
-
-
 def split_units(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int,
                 big_ops: int | None = None) -> list[tuple[str, bool]]:
     """Translation units ``(text, big)`` for a parallel build: functions are packed greedily (largest
@@ -282,7 +276,7 @@ def _doc_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
-def python_api(robot: Robot, specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
+def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
     """Description of the Python-level functions of the module, for ``__init__.py.j2``."""
     apis: list[dict[str, Any]] = []
     by_api: dict[str, list[FunctionSpec]] = {}
@@ -335,4 +329,4 @@ def emit_wrapper(robot: Robot, module_name: str, ext_name: str, specs: list[Func
                   sha256=robot.source_hash or None, gravity=[float(g) for g in robot.gravity],
                   total_mass=float(robot.total_mass), fingerprint=robot.fingerprint(), functions=funcs,
                   frame_ids=[(name, i) for name, _, i in enum], frame_ops=frame_ops,
-                  apis=python_api(robot, specs, prefix))
+                  apis=python_api(specs, prefix))

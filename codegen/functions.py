@@ -31,6 +31,12 @@ operational_space_inertias operational_space_inertias (free base)         Lambda
   (q)
 forward_dynamics_schur(q,  forward_dynamics_schur[_fext] (every moving      a (nv,)
   v, tau, f_ext=None)        body with an invertible spatial inertia)
+closed_loop_forward_       closed_loop_forward_dynamics (loop closures)    a (nv,), status (m,)
+  dynamics(q, v, tau)
+closed_loop_dependent_     closed_loop_dependent_velocities (loops)        v_full (nv,), status (m,)
+  velocities(q, v)
+closed_loop_constraints    closed_loop_constraints (loops)                 g, Jv (constraint rows,)
+  (q, v)
 =========================  ==============================================  ============================
 
 Functions taking ``f_ext`` come in two C variants: without external wrenches (the algorithm is run with
@@ -282,7 +288,7 @@ def api_names(specs: list[FunctionSpec]) -> list[str]:
 
 
 def _invariant_specs(robot: Robot) -> list[FunctionSpec]:
-    """Base-invariant / Schur-complement functions (helper E: seed 000 sections 3-4, seed 002)."""
+    """Base-invariant / Schur-complement functions (seed 000 sections 3-4, seed 002)."""
     from soadyn.symbolic.algorithms.schur import body_inverse_inertias
 
     qvt = tuple(input_arg(robot, n) for n in ("q", "v", "tau"))
@@ -310,7 +316,7 @@ def _invariant_specs(robot: Robot) -> list[FunctionSpec]:
 
 
 def _closed_loop_specs(robot: Robot) -> list[FunctionSpec]:
-    """Closed-loop functions (helper F, seed 004 eq. 5), only for robots with loop closures."""
+    """Closed-loop functions (seed 004 eq. 5), only for robots with loop closures."""
     if not getattr(robot, "loops", None):
         return []
     from soadyn.symbolic.algorithms.closed_loop import closed_loop_spec_table

@@ -31,6 +31,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from soadyn.symbolic.model import Robot
 
@@ -242,7 +243,7 @@ def is_current(module_dir: Path, key: str) -> bool:
 # compile
 # --------------------------------------------------------------------------------------------------
 def resolve_robot(robot_or_path: Robot | str | os.PathLike, base: str | None = None,
-                  **load_kw) -> tuple[Robot, str]:
+                  **load_kw: Any) -> tuple[Robot, str]:
     """(robot with the requested base, module name)."""
     if isinstance(robot_or_path, Robot):
         robot = robot_or_path
@@ -285,7 +286,7 @@ def _normalise_functions(robot: Robot,
 
 def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike | None = None,
                   base: str | None = None, functions: list[str] | tuple[str, ...] | str | None = None, *,
-                  force: bool = False, progress: bool | None = None, **load_kw) -> types.ModuleType:
+                  force: bool = False, progress: bool | None = None, **load_kw: Any) -> types.ModuleType:
     """Compile a robot (a :class:`Robot` or a robot file path) into ``out_dir/<module>/`` and import it.
 
     ``out_dir`` defaults to ``./generated``; ``base`` ('free' | 'fixed') overrides the robot's base.

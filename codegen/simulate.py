@@ -385,7 +385,8 @@ def simulate(module: Any, q0: Any, v0: Any, duration: float, torques: Any = None
     return _finish(module, T, Q, V, TAU, W, free, dt, gravity, total_mass)
 
 
-def _finish(module: Any, T, Q, V, TAU, W, free: bool, dt: float, gravity, total_mass) -> Trajectory:
+def _finish(module: Any, T: np.ndarray, Q: np.ndarray, V: np.ndarray, TAU: np.ndarray, W: np.ndarray,
+            free: bool, dt: float, gravity: Sequence[float] | None, total_mass: float | None) -> Trajectory:
     mom = np.asarray(module.momentum(Q, V), dtype=float).reshape(len(T), 6)
     ke = np.asarray(module.kinetic_energy(Q, V), dtype=float).reshape(len(T))
     com = np.asarray(module.center_of_mass(Q), dtype=float).reshape(len(T), 3)
@@ -463,32 +464,29 @@ def _load_module(args: argparse.Namespace) -> Any:
     return compile_robot(robot, **kwargs), robot
 
 
+def _initial_state(default: np.ndarray, given: np.ndarray | None, flag: str, free: bool,
+                   nj: int) -> np.ndarray:
+    """``--q0`` / ``--v0``: the full vector, or (free base) the joint values alone on top of ``default``."""
+    if given is None:
+        return default
+    if free and len(given) == nj:
+        out = default.copy()
+        out[len(default) - nj:] = given
+        return out
+    if len(given) == len(default):
+        return given
+    raise ValueError(f"--{flag}: expected {len(default)}" + (f" or {nj}" if free else "")
+                     + f" values, got {len(given)}")
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``soadyn simulate``: returns the exit code (2 for bad arguments)."""
     try:
         module, robot = _load_module(args)
         free = robot.is_free
         nj = robot.n_joints
-        q0 = robot.neutral()
-        v0 = np.zeros(robot.nv)
-        qa = _parse_list(args.q0, "q0")
-        if qa is not None:
-            if free and len(qa) == nj:
-                q0[7:] = qa
-            elif len(qa) == robot.nq:
-                q0 = qa
-            else:
-                raise ValueError(f"--q0: expected {robot.nq}" + (f" or {nj}" if free else "")
-                                 + f" values, got {len(qa)}")
-        va = _parse_list(args.v0, "v0")
-        if va is not None:
-            if free and len(va) == nj:
-                v0[6:] = va
-            elif len(va) == robot.nv:
-                v0 = va
-            else:
-                raise ValueError(f"--v0: expected {robot.nv}" + (f" or {nj}" if free else "")
-                                 + f" values, got {len(va)}")
+        q0 = _initial_state(robot.neutral(), _parse_list(args.q0, "q0"), "q0", free, nj)
+        v0 = _initial_state(np.zeros(robot.nv), _parse_list(args.v0, "v0"), "v0", free, nj)
         tau = _parse_list(args.torque, "torque")
         traj = simulate(module, q0, v0, args.duration, torques=tau, dt=args.dt,
                         progress=False if args.no_progress else None, gravity=robot.gravity,

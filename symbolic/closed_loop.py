@@ -230,15 +230,6 @@ def constraint_jacobian(robot: Robot, q: Any) -> np.ndarray:
     return np.vstack(rows)
 
 
-def _relative_twist(
-    robot: Robot, lc: LoopClosure, q: np.ndarray, v: np.ndarray, a: np.ndarray | None
-) -> np.ndarray:
-    ma, mb = _ends(robot, lc, q, v, a)
-    Rt = ma.R.T
-    d = mb.p - ma.p
-    return np.concatenate([Rt @ (mb.w - ma.w), Rt @ (mb.v - ma.v - _cross(ma.w, d))])
-
-
 def _relative_twist_rate(
     robot: Robot, lc: LoopClosure, q: np.ndarray, v: np.ndarray, a: np.ndarray
 ) -> np.ndarray:

@@ -64,6 +64,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .model import Robot
 from .spatial import phi_matrix, quaternion_to_matrix
@@ -89,7 +90,7 @@ def _phi_star(R: np.ndarray, l: np.ndarray) -> np.ndarray:
     return phi_matrix(R, l).T
 
 
-def _check_vector(name: str, x, n: int) -> np.ndarray:
+def _check_vector(name: str, x: ArrayLike, n: int) -> np.ndarray:
     arr = np.asarray(x, dtype=float)
     if arr.shape != (n,):
         raise ValueError(f"reference: {name} must have shape ({n},), got {arr.shape}")
@@ -98,7 +99,7 @@ def _check_vector(name: str, x, n: int) -> np.ndarray:
     return arr
 
 
-def _check_q(robot: Robot, q) -> np.ndarray:
+def _check_q(robot: Robot, q: ArrayLike) -> np.ndarray:
     q = _check_vector("q", q, robot.nq)
     if robot.is_free and float(q[3:7] @ q[3:7]) == 0.0:
         raise ValueError("reference: q[3:7] (base quaternion [x, y, z, w]) is zero; use e.g. [0, 0, 0, 1]")
@@ -132,13 +133,14 @@ class Operators:
         return slice(6 * k, 6 * k + 6)
 
 
-def body_poses(robot: Robot, q) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def body_poses(robot: Robot, q: ArrayLike) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Orientation (body -> inertial) and origin (inertial frame) of every body frame."""
     ops = operators(robot, q)
     return ops.R, ops.p
 
 
-def operators(robot: Robot, q, v=None, f_ext=None, gravity: bool = True) -> Operators:
+def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
+              f_ext: ArrayLike | None = None, gravity: bool = True) -> Operators:
     """Assemble E_phi, phi, H, M (and V, a, b when ``v`` is given) at ``q``.
 
     ``a`` contains the Coriolis accelerations of the derivation above plus gravity (unless
@@ -235,13 +237,14 @@ def operators(robot: Robot, q, v=None, f_ext=None, gravity: bool = True) -> Oper
 
 
 # ---- Newton-Euler factorisation ------------------------------------------------------------------
-def mass_matrix(robot: Robot, q) -> np.ndarray:
+def mass_matrix(robot: Robot, q: ArrayLike) -> np.ndarray:
     """Mass matrix ``H phi M phi* H*`` (seed 000 eq. 2.4a)."""
     o = operators(robot, q)
     return o.H @ o.phi @ o.M @ o.phi.T @ o.H.T
 
 
-def inverse_dynamics(robot: Robot, q, v, a, f_ext=None) -> np.ndarray:
+def inverse_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
+                     f_ext: ArrayLike | None = None) -> np.ndarray:
     """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``."""
     o = operators(robot, q, v, f_ext)
     a = _check_vector("a", a, robot.nv)
@@ -249,7 +252,7 @@ def inverse_dynamics(robot: Robot, q, v, a, f_ext=None) -> np.ndarray:
     return o.H @ o.phi @ (o.M @ alpha + o.b)
 
 
-def bias_forces(robot: Robot, q, v, f_ext=None) -> np.ndarray:
+def bias_forces(robot: Robot, q: ArrayLike, v: ArrayLike, f_ext: ArrayLike | None = None) -> np.ndarray:
     """Coriolis, centrifugal and gravity forces ``C = H phi (M phi* a + b)`` (eq. 2.4b with gravity in a)."""
     o = operators(robot, q, v, f_ext)
     return o.H @ o.phi @ (o.M @ o.phi.T @ o.a + o.b)
@@ -291,7 +294,7 @@ def _subtree(robot: Robot, k: int) -> list[int]:
     return sorted(out)
 
 
-def articulated_body(robot: Robot, q) -> ArticulatedBody:
+def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     """P, D, G, K, tau-bar, psi without the Riccati recursion.
 
     ``P(k)`` is the articulated inertia at O_k of the subtree rooted at k with all its joints
@@ -344,7 +347,7 @@ def articulated_body(robot: Robot, q) -> ArticulatedBody:
     return ArticulatedBody(P_k, D_k, G_k, tau_k, Pp_k, P, D, G, K, tau, P_plus, E_psi, psi, o)
 
 
-def innovations_factors(robot: Robot, q) -> tuple[np.ndarray, np.ndarray]:
+def innovations_factors(robot: Robot, q: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(L, D)`` with ``L = I + H phi K`` and ``M = L D L*`` (seed 000 eq. 2.10a)."""
     ab = articulated_body(robot, q)
     o = ab.ops
@@ -352,14 +355,15 @@ def innovations_factors(robot: Robot, q) -> tuple[np.ndarray, np.ndarray]:
     return L, ab.D
 
 
-def mass_matrix_inverse(robot: Robot, q) -> np.ndarray:
+def mass_matrix_inverse(robot: Robot, q: ArrayLike) -> np.ndarray:
     """``M^-1 = (I - H psi K)* D^-1 (I - H psi K)`` (seed 000 eq. 2.10c)."""
     ab = articulated_body(robot, q)
     Linv = np.eye(robot.nv) - ab.ops.H @ ab.psi @ ab.K
     return Linv.T @ np.linalg.solve(ab.D, Linv)
 
 
-def forward_dynamics(robot: Robot, q, v, tau, f_ext=None) -> np.ndarray:
+def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
+                     f_ext: ArrayLike | None = None) -> np.ndarray:
     """Accelerations by seed 000 eq. 2.11:
     ``dbeta = (I - H psi K)* D^-1 [T - H psi (K T + P a + b)] - K* psi* a``.
 
@@ -377,14 +381,14 @@ def forward_dynamics(robot: Robot, q, v, tau, f_ext=None) -> np.ndarray:
 
 
 # ---- kinematics, momentum ----------------------------------------------------------------------------
-def frame_pose(robot: Robot, q, frame: str) -> tuple[np.ndarray, np.ndarray]:
+def frame_pose(robot: Robot, q: ArrayLike, frame: str) -> tuple[np.ndarray, np.ndarray]:
     """(R, p): orientation (frame -> inertial) and origin (inertial frame) of a body or named frame."""
     k, X = robot.frame_of(frame)
     o = operators(robot, q)
     return o.R[k] @ X.R, o.p[k] + o.R[k] @ X.p
 
 
-def jacobian(robot: Robot, q, frame: str, world_aligned: bool = False) -> np.ndarray:
+def jacobian(robot: Robot, q: ArrayLike, frame: str, world_aligned: bool = False) -> np.ndarray:
     """6 x nv Jacobian of a body or named frame: rows ``[w; v]`` of the frame (v = its origin's
     velocity), in frame coordinates or, with ``world_aligned``, in inertial-frame axes.
 
@@ -399,7 +403,7 @@ def jacobian(robot: Robot, q, frame: str, world_aligned: bool = False) -> np.nda
     return J
 
 
-def center_of_mass(robot: Robot, q) -> np.ndarray:
+def center_of_mass(robot: Robot, q: ArrayLike) -> np.ndarray:
     """System centre of mass in the inertial frame."""
     o = operators(robot, q)
     m = robot.total_mass
@@ -409,7 +413,7 @@ def center_of_mass(robot: Robot, q) -> np.ndarray:
     return c / m
 
 
-def momentum(robot: Robot, q, v) -> np.ndarray:
+def momentum(robot: Robot, q: ArrayLike, v: ArrayLike) -> np.ndarray:
     """Spatial momentum ``[angular about the system CoM; linear]`` in inertial coordinates.
 
     Each body's momentum ``M(k) V(k)`` (about O_k, body axes) is moved to the CoM and rotated.
@@ -426,13 +430,13 @@ def momentum(robot: Robot, q, v) -> np.ndarray:
     return h
 
 
-def kinetic_energy(robot: Robot, q, v) -> float:
+def kinetic_energy(robot: Robot, q: ArrayLike, v: ArrayLike) -> float:
     """``1/2 V* M V`` summed over the bodies."""
     o = operators(robot, q, v, gravity=False)
     return 0.5 * float(o.V @ o.M @ o.V)
 
 
-def generalized_jacobian(robot: Robot, q, frame: str) -> np.ndarray:
+def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     """Generalised Jacobian (Umetani-Yoshida; seed 003 eq. E.4-E.7): 6 x n_joints map from joint
     rates to the frame twist ``[w; v]`` in inertial-aligned axes when the total momentum is zero.
 

@@ -18,6 +18,7 @@ which the thesis's derivation (eq. C.3-C.10) holds unchanged with ``r_0`` = base
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import reference
 from .model import Robot
@@ -47,7 +48,7 @@ def _ancestors(robot: Robot, k: int) -> list[int]:
     return out
 
 
-def com_jacobians(robot: Robot, q) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+def com_jacobians(robot: Robot, q: ArrayLike) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """Per body: CoM position r_i, translational J_Ti and rotational J_Ri (3 x n_joints, inertial axes)
     of the body with the base held still (thesis eq. C.1, 2.26-2.27)."""
     R, p = reference.body_poses(robot, q)
@@ -70,7 +71,7 @@ def com_jacobians(robot: Robot, q) -> tuple[list[np.ndarray], list[np.ndarray], 
     return r, JT, JR
 
 
-def thesis_base_inertia(robot: Robot, q) -> tuple[np.ndarray, np.ndarray]:
+def thesis_base_inertia(robot: Robot, q: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(H_b, H_c)`` exactly as thesis eq. C.15-C.16: rows ``[P; L_0]``, base speeds ``[v_0; w_0]``, inertial
     axes, about the base origin ``r_0`` (the thesis's base centroid)."""
     _require_free(robot, "thesis_base_inertia")
@@ -97,7 +98,7 @@ def thesis_base_inertia(robot: Robot, q) -> tuple[np.ndarray, np.ndarray]:
     return Hb, np.vstack([JTg, Hwphi])
 
 
-def _T(robot: Robot, q) -> np.ndarray:
+def _T(robot: Robot, q: ArrayLike) -> np.ndarray:
     R0 = reference.body_poses(robot, q)[0][0]
     T = np.zeros((6, 6))
     T[:3, 3:] = R0
@@ -105,20 +106,20 @@ def _T(robot: Robot, q) -> np.ndarray:
     return T
 
 
-def base_inertia(robot: Robot, q) -> np.ndarray:
+def base_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
     """``H_b`` in soadyn coordinates (about the base origin, base axes, angular first), from eq. C.15."""
     Hb, _ = thesis_base_inertia(robot, q)
     T = _T(robot, q)
     return T.T @ Hb @ T
 
 
-def coupling_inertia(robot: Robot, q) -> np.ndarray:
+def coupling_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
     """``H_bm`` in soadyn coordinates, from eq. C.16."""
     _, Hc = thesis_base_inertia(robot, q)
     return _T(robot, q).T @ Hc
 
 
-def _manipulator_inertia(robot: Robot, q) -> np.ndarray:
+def _manipulator_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
     """``H_phi = sum_i m_i J_Ti^T J_Ti + J_Ri^T I_i J_Ri`` (thesis eq. D.4)."""
     R, _ = reference.body_poses(robot, q)
     _, JT, JR = com_jacobians(robot, q)
@@ -129,13 +130,13 @@ def _manipulator_inertia(robot: Robot, q) -> np.ndarray:
     return H
 
 
-def generalized_inertia(robot: Robot, q) -> np.ndarray:
+def generalized_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
     """``H* = H_phi - H_c^T H_b^-1 H_c`` (thesis eq. E.3) from the eq. C/D sums."""
     Hb, Hc = thesis_base_inertia(robot, q)
     return _manipulator_inertia(robot, q) - Hc.T @ np.linalg.solve(Hb, Hc)
 
 
-def generalized_bias(robot: Robot, q, v, f_ext=None) -> np.ndarray:
+def generalized_bias(robot: Robot, q: ArrayLike, v: ArrayLike, f_ext: ArrayLike | None = None) -> np.ndarray:
     """``c* = c_m - H_bm^T H_b^-1 c_b`` (eq. E.3) with the dense operator bias forces (seed 000 eq. 2.4b)."""
     _require_free(robot, "generalized_bias")
     c = reference.bias_forces(robot, q, v, f_ext)
@@ -143,7 +144,8 @@ def generalized_bias(robot: Robot, q, v, f_ext=None) -> np.ndarray:
     return c[6:] - Hbm.T @ np.linalg.solve(Hb, c[:6])
 
 
-def angular_reduced_dynamics(robot: Robot, q, v, f_ext=None) -> tuple[np.ndarray, ...]:
+def angular_reduced_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike,
+                             f_ext: ArrayLike | None = None) -> tuple[np.ndarray, ...]:
     """``(H~_b, H~_c, H~_phi, c~_b, c~_phi)`` in base axes about the system CoM, built independently:
 
     * ``H~_b``, ``H~_c`` column by column as the angular momentum about the CoM (``reference.momentum``) of a
@@ -176,7 +178,7 @@ def angular_reduced_dynamics(robot: Robot, q, v, f_ext=None) -> tuple[np.ndarray
     return Hb_t, Hc_t, Hp_t, cb_t, cp_t
 
 
-def coupling_inertia_rate(robot: Robot, q, qd) -> np.ndarray:
+def coupling_inertia_rate(robot: Robot, q: ArrayLike, qd: ArrayLike) -> np.ndarray:
     """``Hdot_bm qd``: base rows of the dense bias forces at ``v = [0; qd]`` without gravity (eq. 3.6)."""
     _require_free(robot, "coupling_inertia_rate")
     r0 = robot.with_base("free")
@@ -185,7 +187,7 @@ def coupling_inertia_rate(robot: Robot, q, qd) -> np.ndarray:
     return reference.bias_forces(r0, q, v)[:6]
 
 
-def _ho(robot: Robot, q, h) -> np.ndarray:
+def _ho(robot: Robot, q: ArrayLike, h: ArrayLike) -> np.ndarray:
     R, p = reference.body_poses(robot, q)
     R0 = R[0]
     h = np.asarray(h, float)
@@ -193,21 +195,21 @@ def _ho(robot: Robot, q, h) -> np.ndarray:
     return np.concatenate([R0.T @ Lo, R0.T @ h[3:]])
 
 
-def base_velocity(robot: Robot, q, qd, h) -> np.ndarray:
+def base_velocity(robot: Robot, q: ArrayLike, qd: ArrayLike, h: ArrayLike) -> np.ndarray:
     """Base twist ``[w_b; v_b]`` (base axes) from joint rates and momentum ``h = [L_c; P]`` (eq. C.17)."""
     _require_free(robot, "base_velocity")
     Hb, Hbm = base_inertia(robot, q), coupling_inertia(robot, q)
     return np.linalg.solve(Hb, _ho(robot, q, h) - Hbm @ np.asarray(qd, float))
 
 
-def momentum_frame_twist(robot: Robot, q, h, frame: str) -> np.ndarray:
+def momentum_frame_twist(robot: Robot, q: ArrayLike, h: ArrayLike, frame: str) -> np.ndarray:
     """``J_b H_b^-1 h_o`` (thesis eq. E.6, second term), inertial-aligned ``[w; v]`` of the frame."""
     _require_free(robot, "momentum_frame_twist")
     J = reference.jacobian(robot, q, frame, world_aligned=True)
     return J[:, :6] @ np.linalg.solve(base_inertia(robot, q), _ho(robot, q, h))
 
 
-def generalized_jacobian(robot: Robot, q, frame: str) -> np.ndarray:
+def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     """``J* = J_m - J_b H_b^-1 H_bm`` (thesis eq. E.3, E.6) with the eq. C.15-C.16 inertias."""
     _require_free(robot, "generalized_jacobian")
     J = reference.jacobian(robot, q, frame, world_aligned=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import reference
 from .model import Robot
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-def inverse_operational_space_inertias(robot: Robot, q) -> np.ndarray:
+def inverse_operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     """(n_bodies, 6, 6): ``J(k) M^-1 J*(k)`` (eq. 4.2), body frames, angular first."""
     Minv = np.linalg.inv(reference.mass_matrix(robot, q))
     out = np.empty((robot.n_bodies, 6, 6))
@@ -45,7 +46,7 @@ def inverse_operational_space_inertias(robot: Robot, q) -> np.ndarray:
     return out
 
 
-def operational_space_inertias(robot: Robot, q) -> np.ndarray:
+def operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     """(n_bodies, 6, 6): Lambda(k) = (J(k) M^-1 J*(k))^-1; free base only (singular otherwise)."""
     if not robot.is_free:
         raise ValueError(f"reference: robot {robot.name!r} has a fixed base; Lambda(k) is not defined "
@@ -53,7 +54,7 @@ def operational_space_inertias(robot: Robot, q) -> np.ndarray:
     return np.linalg.inv(inverse_operational_space_inertias(robot, q))
 
 
-def dual_articulated_inertias(robot: Robot, q) -> np.ndarray:
+def dual_articulated_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     """(n_bodies, 6, 6): S(k) (body k frame) from the model re-rooted at k; S(0) = 0.  Free base only."""
     from .rebase import rebase, rebase_transform
 
@@ -82,7 +83,8 @@ class LinkMotion:
     qdd: np.ndarray
 
 
-def link_motion(robot: Robot, q, v, tau, f_ext=None) -> LinkMotion:
+def link_motion(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
+                f_ext: ArrayLike | None = None) -> LinkMotion:
     qdd = reference.forward_dynamics(robot, q, v, tau, f_ext)
     o = reference.operators(robot, q, v, f_ext)
     alpha = o.phi.T @ (o.H.T @ qdd + o.a)
@@ -109,7 +111,7 @@ class SchurFactors:
     Hh: np.ndarray
 
 
-def schur_factors(robot: Robot, q) -> SchurFactors:
+def schur_factors(robot: Robot, q: ArrayLike) -> SchurFactors:
     from .algorithms.kinematics import hinge_map
     from .algorithms.schur import body_inverse_inertias, complement_basis
 

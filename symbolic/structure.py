@@ -293,7 +293,7 @@ def to_yaml(robot: Robot, path: str | Path | None = None) -> str:
 # ---- lock joints (seed 004 III-A) --------------------------------------------------------------
 
 
-def _joint_values(robot: Robot, names: Sequence[str], at: Any, what: str) -> dict[str, float]:
+def _joint_values(names: Sequence[str], at: Any, what: str) -> dict[str, float]:
     if at is None:
         return {n: 0.0 for n in names}
     if isinstance(at, Mapping):
@@ -337,7 +337,7 @@ def lock_joints(
     The locked joints' coordinates disappear from q, v and tau.
     """
     _check_joint_names(robot, names, "lock_joints")
-    vals = _joint_values(robot, names, at, "lock_joints")
+    vals = _joint_values(names, at, "lock_joints")
     bodies, frames = _specs(robot)
     out = []
     for k, b in enumerate(bodies):
@@ -462,7 +462,7 @@ def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float
 
     gravity = robot.gravity.copy()
     if not robot.is_free and np.any(gravity):
-        qj = _joint_values(robot, robot.joint_names, at, "invert")
+        qj = _joint_values(robot.joint_names, at, "invert")
         R = _world_poses(robot, np.array([qj[n] for n in robot.joint_names]))[0]
         Rb = R[b] @ F.R
         gravity = snap(Rb.T @ gravity)

@@ -1,5 +1,5 @@
 """Structure changes (seed 004 section III): invert, lock_joints, fix/free base, close_loop, connectivity,
-YAML round trip.  Physics invariants are checked with the lead's O(N) algorithms on floats against an
+YAML round trip.  Physics invariants are checked with the O(N) tree algorithms on floats against an
 independent forward-kinematics routine (structure.frame_motion) and the dense mass matrix."""
 
 from __future__ import annotations

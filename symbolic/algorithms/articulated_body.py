@@ -65,18 +65,28 @@ def articulated_body(robot: Any, ctx: Any, q: np.ndarray, kin: Kinematics | None
                 D[0] = P[0]
                 Dinv[0] = ldl(ctx, P[0], "D0")
             continue
-        h = kin.hinge(k)
-        U[k] = ctx.stage(f"U{k}", P[k] @ h)
-        D[k] = ctx.stage(f"D{k}", h @ U[k])
-        Dinv[k] = ctx.stage(f"Dinv{k}", 1 / D[k])
-        G[k] = ctx.stage(f"G{k}", U[k] * Dinv[k])
-        Pp = P[k] - np.outer(G[k], U[k])
-        i = unit_hinge_index(robot, k)
-        if i is not None:
-            Pp[i, :] = 0
-            Pp[:, i] = 0
-        Pplus[k] = ctx.stage_symmetric(f"Pp{k}", Pp)
+        U[k], D[k], Dinv[k], G[k], Pplus[k] = articulate_hinge(robot, ctx, kin, k, P[k],
+                                                               ("U", "D", "Dinv", "G", "Pp"))
     return ArticulatedBody(kin, P, Pplus, U, D, Dinv, G)
+
+
+def articulate_hinge(robot: Any, ctx: Any, kin: Kinematics, k: int, Pk: np.ndarray,
+                     names: tuple[str, str, str, str, str]) -> tuple[Any, Any, Any, Any, np.ndarray]:
+    """Articulate the inertia ``Pk`` across the 1-DOF hinge k (eq. 2.6): ``U = P H*``, ``D = H U``,
+    ``D^-1``, ``G = U D^-1`` and ``P+ = P - G U*`` (row and column of a unit hinge zeroed exactly), each
+    staged under ``names[i] + str(k)``.  Shared by Algorithm 2 and its dual (Algorithm 4, ``S+ -> S``)."""
+    nU, nD, nDinv, nG, nPp = names
+    h = kin.hinge(k)
+    U = ctx.stage(f"{nU}{k}", Pk @ h)
+    D = ctx.stage(f"{nD}{k}", h @ U)
+    Dinv = ctx.stage(f"{nDinv}{k}", 1 / D)
+    G = ctx.stage(f"{nG}{k}", U * Dinv)
+    Pp = Pk - np.outer(G, U)
+    i = unit_hinge_index(robot, k)
+    if i is not None:          # H P+ = 0 exactly (P+ H* = P H* - U = 0)
+        Pp[i, :] = 0
+        Pp[:, i] = 0
+    return U, D, Dinv, G, ctx.stage_symmetric(f"{nPp}{k}", Pp)
 
 
 def solve_D(ab: ArticulatedBody, k: int, eps: Any, name: str) -> Any:

@@ -13,9 +13,10 @@ program:
   earlier ones (1 = orthogonal, 0 = dependent).  ``min(status)`` is a cheap reciprocal-condition estimate;
   the Python side raises when it drops below a threshold (the chosen dependent set is no longer good).
 
-Tree terms come from the lead's O(N) algorithms: ``H`` by composite bodies (seed 000 eq. 2.4a), ``c`` by
-Newton-Euler with zero accelerations (seed 000 Alg. 1); the constraint Jacobian and ``gamma0 = dJ/dt v``
-from link poses, velocities and Jain's accelerations at zero ``dv/dt`` (seed 000 eq. 2.1-2.2).
+Tree terms come from the O(N) tree algorithms of this package: ``H`` by composite bodies (seed 000
+eq. 2.4a), ``c`` by Newton-Euler with zero accelerations (seed 000 Alg. 1); the constraint Jacobian and
+``gamma0 = dJ/dt v`` from link poses, velocities and Jain's accelerations at zero ``dv/dt`` (seed 000
+eq. 2.1-2.2).
 """
 
 from __future__ import annotations
@@ -76,6 +77,23 @@ def _zero_accelerations(kin: Any, vt: Any) -> list[np.ndarray]:
     return alpha
 
 
+def _loop_end(robot: Robot, ctx: Any, Rw: list, pw: list, vt: Any, alpha: list[np.ndarray],
+              frame: str) -> tuple[Any, ...]:
+    """One end of a loop closure in world axes: ``(R, p, J, w, v, wdot, a)`` -- orientation, position,
+    frame Jacobian (6 x nv), angular velocity, velocity of the frame point, and their rates at dv/dt = 0
+    (rigid-body transfer from the body origin by the offset ``d``)."""
+    k, R, p, d = _frame_world(robot, ctx, Rw, pw, frame)
+    J = _frame_jacobian(robot, ctx, Rw, pw, k, p)
+    w = Rw[k] @ vt.V[k][:3]
+    v = Rw[k] @ vt.V[k][3:]
+    wd = Rw[k] @ alpha[k][:3]
+    a = Rw[k] @ alpha[k][3:]
+    if d is not None:
+        v = v + cross(w, d)
+        a = a + cross(wd, d) + cross(w, cross(w, d))
+    return R, p, J, w, v, wd, a
+
+
 def constraint_terms(
     robot: Robot,
     ctx: Any,
@@ -96,15 +114,7 @@ def constraint_terms(
     Jrows, grows, rrows = [], [], []
     for li, lc in enumerate(robot.loops):
         S = constraint_rows(lc)
-        ka, Ra, pa, da = _frame_world(robot, ctx, Rw, pw, lc.frame_a)
-        Ja = _frame_jacobian(robot, ctx, Rw, pw, ka, pa)
-        wa = Rw[ka] @ vt.V[ka][:3]
-        va = Rw[ka] @ vt.V[ka][3:]
-        wda = Rw[ka] @ alpha[ka][:3]
-        aa = Rw[ka] @ alpha[ka][3:]
-        if da is not None:
-            va = va + cross(wa, da)
-            aa = aa + cross(wda, da) + cross(wa, cross(wa, da))
+        Ra, pa, Ja, wa, va, wda, aa = _loop_end(robot, ctx, Rw, pw, vt, alpha, lc.frame_a)
         if lc.frame_b == "world":
             X = lc.world_placement
             Rb = ctx.const(np.eye(3) if X is None else X.R)
@@ -112,15 +122,7 @@ def constraint_terms(
             Jb = ctx.zeros((6, robot.nv))
             wb = vb = wdb = ab = ctx.zeros(3)
         else:
-            kb, Rb, pb, db = _frame_world(robot, ctx, Rw, pw, lc.frame_b)
-            Jb = _frame_jacobian(robot, ctx, Rw, pw, kb, pb)
-            wb = Rw[kb] @ vt.V[kb][:3]
-            vb = Rw[kb] @ vt.V[kb][3:]
-            wdb = Rw[kb] @ alpha[kb][:3]
-            ab = Rw[kb] @ alpha[kb][3:]
-            if db is not None:
-                vb = vb + cross(wb, db)
-                ab = ab + cross(wdb, db) + cross(wb, cross(wb, db))
+            Rb, pb, Jb, wb, vb, wdb, ab = _loop_end(robot, ctx, Rw, pw, vt, alpha, lc.frame_b)
         d = ctx.stage(f"cld{li}", pb - pa)
         RaT = Ra.T
         Jrel = np.concatenate([RaT @ (Jb[:3] - Ja[:3]), RaT @ (Jb[3:] - Ja[3:] + skew(d) @ Ja[:3])])

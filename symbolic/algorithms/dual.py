@@ -46,7 +46,7 @@ contains the ground, whose inertia is unbounded: ``S`` does not exist and :func:
 raises.
 
 Staged names: every quantity of this sweep starts with ``S`` (inertias) or ``Zs`` (residual forces);
-the conventional sweep (:func:`conventional_residuals`) uses ``P``/``U``/``D``/``G``/``Pp`` (the lead's
+the conventional sweep (:func:`conventional_residuals`) uses ``P``/``U``/``D``/``G``/``Pp`` (as in
 :mod:`.articulated_body`) and ``Zp``.
 """
 
@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import ArticulatedBody
+from .articulated_body import ArticulatedBody, articulate_hinge
 from .forward_dynamics import residual_forces
-from .kinematics import Kinematics, joint_transforms, unit_hinge_index
+from .kinematics import Kinematics, joint_transforms
 
 
 def _require_free(robot: Any, what: str) -> None:
@@ -115,17 +115,8 @@ def dual_articulated_body(robot: Any, ctx: Any, q: np.ndarray, ab: ArticulatedBo
             if ab.Pplus[c] is not None:
                 Q = Q + kin.X[c].inertia_to_parent(ab.Pplus[c])
         Splus[k] = ctx.stage_symmetric(f"Sp{k}", kin.X[k].inertia_to_child(Q))
-        h = kin.hinge(k)
-        Us[k] = ctx.stage(f"Su{k}", Splus[k] @ h)
-        Ds[k] = ctx.stage(f"Sd{k}", h @ Us[k])
-        Dsinv[k] = ctx.stage(f"Sdi{k}", 1 / Ds[k])
-        Gs[k] = ctx.stage(f"Sg{k}", Us[k] * Dsinv[k])
-        Sk = Splus[k] - np.outer(Gs[k], Us[k])
-        i = unit_hinge_index(robot, k)
-        if i is not None:          # H S = 0 exactly (S H* = S+ H* - Us = 0)
-            Sk[i, :] = 0
-            Sk[:, i] = 0
-        S[k] = ctx.stage_symmetric(f"S{k}", Sk)
+        Us[k], Ds[k], Dsinv[k], Gs[k], S[k] = articulate_hinge(robot, ctx, kin, k, Splus[k],
+                                                               ("Su", "Sd", "Sdi", "Sg", "S"))
     return DualArticulatedBody(kin, Splus, S, Us, Ds, Dsinv, Gs)
 
 

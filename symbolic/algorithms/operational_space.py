@@ -48,7 +48,7 @@ def _symmetrize(ctx: Any, name: str, Y: np.ndarray) -> np.ndarray:
     return ctx.stage_symmetric(name, Y)
 
 
-def _hinge_update(ctx: Any, Yp: np.ndarray, g: np.ndarray, h: np.ndarray, dinv: Any) -> np.ndarray:
+def _hinge_update(Yp: np.ndarray, g: np.ndarray, h: np.ndarray, dinv: Any) -> np.ndarray:
     """``(I - g h^T)^T Yp (I - g h^T) + h dinv h^T``."""
     Yg = Yp @ g
     return Yp - np.outer(h, Yg) - np.outer(Yg, h) + (g @ Yg) * np.outer(h, h) + dinv * np.outer(h, h)
@@ -67,7 +67,7 @@ def inverse_operational_space_inertias(robot: Any, ctx: Any, q: np.ndarray) -> n
     for k in range(1, n):
         Yp = _congruence(kin.X[k].motion_to_child, Y[robot.parent[k]])
         Yp = _symmetrize(ctx, f"Upsp{k}", Yp)
-        Y[k] = _symmetrize(ctx, f"Ups{k}", _hinge_update(ctx, Yp, ab.G[k], kin.hinge(k), ab.Dinv[k]))
+        Y[k] = _symmetrize(ctx, f"Ups{k}", _hinge_update(Yp, ab.G[k], kin.hinge(k), ab.Dinv[k]))
     out = ctx.zeros((n, 6, 6))
     for k in range(n):
         out[k] = Y[k]
@@ -104,7 +104,7 @@ def inverse_operational_space_inertias_dual(robot: Any, ctx: Any, q: np.ndarray)
             continue
         c = robot.children[k][0]
         # Upsilon+(c) from the dual side of hinge c, then moved to body k: phi*(p,c)^-1 Y phi(p,c)^-1
-        Ypc = _hinge_update(ctx, Y[c], dab.Gs[c], kin.hinge(c), dab.Dsinv[c])
+        Ypc = _hinge_update(Y[c], dab.Gs[c], kin.hinge(c), dab.Dsinv[c])
         Y[k] = _symmetrize(ctx, f"Upsd{k}", _congruence(kin.X[c].motion_to_parent, Ypc))
     out = ctx.zeros((n, 6, 6))
     for k in range(n):
