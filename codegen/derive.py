@@ -36,8 +36,6 @@ class Program:
     outputs: list[tuple[str, list[se.Basic]]]
     ops: dict[str, int] = field(default_factory=dict)
 
-    def symbols_defined(self) -> set[se.Symbol]:
-        return {t for t, _ in self.assignments}
 
 
 class DerivationError(RuntimeError):

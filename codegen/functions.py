@@ -109,8 +109,6 @@ class FunctionSpec:
     def kwargs_dict(self) -> dict[str, Any]:
         return dict(self.kwargs)
 
-    def variant_dict(self) -> dict[str, Any]:
-        return dict(self.variant)
 
 
 # (api name, algorithm, input names, outputs as (name, shape-key), has f_ext variant, doc)

@@ -656,11 +656,6 @@ def simulate(
     return Trajectory(np.array(ts), np.array(qs), np.array(vs), np.array(pe), np.array(ve), parts)
 
 
-def closing_configuration(robot: Robot, q_guess: Any) -> np.ndarray:
-    """A configuration near ``q_guess`` that closes every loop (alias of :func:`project_configuration`)."""
-    return project_configuration(robot, q_guess)
-
-
 # ---- generated code ---------------------------------------------------------------------------
 
 #: default threshold on min(status) of the generated functions (status_j = sin^2 of the angle between

@@ -59,7 +59,7 @@ import numpy as np
 
 from .articulated_body import ArticulatedBody, articulate_hinge
 from .forward_dynamics import residual_forces
-from .kinematics import Kinematics, joint_transforms
+from .kinematics import Kinematics
 
 
 def _require_free(robot: Any, what: str) -> None:
@@ -151,12 +151,3 @@ def dual_residual_forces(dab: DualArticulatedBody, T: np.ndarray, a: list[Any], 
         zs[k] = ctx.stage(f"Zs{k}", y - dab.Gs[k] * eps)
         nus[k] = ctx.stage(f"Zsnu{k}", eps * dab.Dsinv[k])
     return zs, nus
-
-
-def dual_quantities(robot: Any, ctx: Any, q: np.ndarray) -> tuple[ArticulatedBody, DualArticulatedBody]:
-    """Convenience: conventional (Algorithm 2) and dual (Algorithm 4) articulated-body quantities at q."""
-    from .articulated_body import articulated_body
-
-    kin = joint_transforms(robot, ctx, q)
-    ab = articulated_body(robot, ctx, q, kin)
-    return ab, dual_articulated_body(robot, ctx, q, ab)
