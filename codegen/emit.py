@@ -285,20 +285,24 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
     for api, group in by_api.items():
         first = group[0]
         outputs = [_arg_dict(o) for o in first.outputs]
-        q_in = [_arg_dict(first.inputs[0])]
         shapes = ", ".join(f"{o.name} {o.shape}" for o in first.outputs)
-        if api in ("jacobian", "generalized_jacobian"):
+        if first.is_family:
             by_world = {s.kwargs_dict().get("world_aligned", False): prefix + s.name for s in group}
+            names = [a.name for a in first.inputs]
             if api == "jacobian":
-                params = "q, frame, world_aligned=False"
+                params = ", ".join([*names, "frame", "world_aligned=False"])
                 doc = (f"Geometric Jacobian J {first.outputs[0].shape} of a body or named frame (by name): "
                        "its spatial velocity [w; v] = J v. world_aligned=False: frame axes; True: inertial "
                        "axes, at the frame origin.")
-            else:
-                params = "q, frame"
+            elif api == "generalized_jacobian":
+                params = ", ".join([*names, "frame"])
                 doc = (f"Generalised Jacobian {first.outputs[0].shape} of a body or named frame (by name; "
                        "free base, zero momentum): its spatial velocity from the joint rates.")
-            apis.append(dict(name=api, kind="family", params=params, outputs=outputs, inputs=q_in,
+            else:
+                params = ", ".join([*names, "frame"])
+                doc = f"{first.doc[:1].upper()}{first.doc[1:]} (frame by name): returns {shapes}."
+            apis.append(dict(name=api, kind="family", params=params, outputs=outputs,
+                             inputs=[_arg_dict(a) for a in first.inputs],
                              local=by_world.get(False), world=by_world.get(True), doc=_doc_text(doc)))
         else:
             plain = next(s for s in group if not s.fext_input)

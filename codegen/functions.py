@@ -25,6 +25,8 @@ jacobian(q, frame,         jacobian_local, jacobian_world (frame family)   J (6,
   world_aligned=False)
 generalized_jacobian(q,    generalized_jacobian (frame family, free base)  J (6, n_joints)
   frame)
+momentum_frame_twist(q,    momentum_frame_twist (frame family, free base)  tw (6,): J_b H_b^-1 h_o, so the
+  h, frame)                                                                 twist is J* qd + tw (E.6)
 forward_dynamics_decoupled forward_dynamics_decoupled[_fext] (free base)  a (nv,)
   (q, v, tau, f_ext=None)
 operational_space_inertias operational_space_inertias (free base)         Lambda (n_bodies, 6, 6)
@@ -217,6 +219,11 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
             "generalized_jacobian", free_only=True, frames=frames,
             doc="generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named "
                 "frame (frame family), inertial axes"))
+        specs.append(FunctionSpec(
+            "momentum_frame_twist", "momentum_frame_twist", (*q, input_arg(robot, "h")), (Arg("tw", (6,)),),
+            "momentum_frame_twist", free_only=True, frames=frames,
+            doc="momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum "
+                "h = [L about the CoM; P] (inertial axes), frame family, inertial axes"))
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")

@@ -34,6 +34,7 @@
  *   dimitrov_7dof_rw_jacobian_local          415 / 618 / 0 / 0 / 20 / 0 = 1053
  *   dimitrov_7dof_rw_jacobian_world          402 / 579 / 1 / 0 / 14 / 0 = 996
  *   dimitrov_7dof_rw_generalized_jacobian    2111 / 2407 / 7 / 0 / 20 / 0 = 4545
+ *   dimitrov_7dof_rw_momentum_frame_twist    477 / 644 / 7 / 0 / 20 / 0 = 1148
  */
 #include <math.h>
 #include "dimitrov_7dof_rw.h"
@@ -27354,6 +27355,446 @@ int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int fram
     if (frame < 0 || frame >= DIMITROV_7DOF_RW_N_FRAMES) return 1;
     for (i = 0; i < n; ++i) {
         (void)dimitrov_7dof_rw_generalized_jacobian(q + (long)i * 17, frame, J + (long)i * 60);
+    }
+    return 0;
+}
+
+/*
+ * momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes
+ *   in  q[17]
+ *   in  h[6]
+ *   out tw[6]
+ *   operations: 1148 (477 add, 644 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 787 + the frame's case:
+ *     DIMITROV_7DOF_RW_FRAME_BASE              0
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             12
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             19
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             45
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             45
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             45
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             45
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             45
+ *     DIMITROV_7DOF_RW_FRAME_RW_X              9
+ *     DIMITROV_7DOF_RW_FRAME_RW_Y              12
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              9
+ *     DIMITROV_7DOF_RW_FRAME_EE                75
+ */
+int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
+{
+    const double q_3 = q[3];
+    const double q_4 = q[4];
+    const double q_5 = q[5];
+    const double q_6 = q[6];
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    const double q_11 = q[11];
+    const double q_12 = q[12];
+    const double q_13 = q[13];
+    const double q_14 = q[14];
+    const double q_15 = q[15];
+    const double q_16 = q[16];
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
+    const double t0 = pow(q_3, 2);
+    const double t1 = pow(q_5, 2);
+    const double t3 = pow(q_6, 2);
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    const double c5 = cos(q_11);
+    const double s5 = sin(q_11);
+    const double c6 = cos(q_12);
+    const double s6 = sin(q_12);
+    const double c7 = cos(q_13);
+    const double s7 = sin(q_13);
+    const double c8 = cos(q_14);
+    const double s8 = sin(q_14);
+    const double c9 = cos(q_15);
+    const double s9 = sin(q_15);
+    const double c10 = cos(q_16);
+    const double s10 = sin(q_16);
+    const double Rh6_1 = 17.135250000000003 + c7*4.806620000000001;
+    const double Rh6_2 = 7.0784 + s7*4.806620000000001;
+    const double t16 = 2*(c7*2.6436410000000006 + s7*0.7690592);
+    const double RJ6_00 = 10.566386170000001 + t16;
+    const double RJ6_01 = -1.9877000000000002 - c7*0.9614610000000002 - s7*0.0145;
+    const double RJ6_02 = -0.8095400000000001 + c7*0.0145 - s7*0.9614610000000002;
+    const double t17 = c7*0.000781;
+    const double t18 = t17 + s7*2.17136092;
+    const double t19 = s7*0.000781;
+    const double t20 = t19 + c7*0.9628000000000001;
+    const double RJ6_11 = 1.7725440000000008 + t16 - c7*5.287282000000001 + c7*t20 + s7*t18;
+    const double RJ6_12 = -2.7416400000000003 - c7*t18 + s7*t20 - (c7*0.7690592 + s7*2.6436410000000006);
+    const double RJ6_22 = 7.5752812500000015 + t16 - c7*(t19 - c7*2.17136092) - s7*1.5381184 + s7*(-t17 + s7*0.9628000000000001);
+    const double t21 = c6*3.6140000000000003 - s6*Rh6_1;
+    const double t22 = -c6*Rh6_1 - s6*3.6140000000000003;
+    const double Rh5_2 = -18.9414 + t22;
+    const double t23 = -s6*RJ6_01;
+    const double t24 = t23 + c6*RJ6_00;
+    const double t25 = c6*RJ6_01;
+    const double t26 = t25 - s6*RJ6_11;
+    const double t27 = -t22*0.72;
+    const double RJ5_00 = 6.666204 + t27 + c6*t24 - s6*t26;
+    const double RJ5_01 = c6*RJ6_02 - s6*RJ6_12;
+    const double RJ5_02 = 0.01675 - c6*t26 - s6*t24 + t21*0.36;
+    const double RJ5_11 = 6.676204 + RJ6_22 + t27;
+    const double RJ5_12 = 0.36*Rh6_2 - c6*RJ6_12 - s6*RJ6_02;
+    const double RJ5_22 = 0.07 - c6*(t23 - c6*RJ6_11) - s6*(-t25 - s6*RJ6_00);
+    const double t28 = c5*t21 - s5*Rh6_2;
+    const double t29 = c5*Rh6_2 + s5*t21;
+    const double Rh4_1 = -45.1584 + t29;
+    const double Rh4_2 = -22.651750000000003 + Rh5_2;
+    const double t30 = s5*RJ5_01;
+    const double t31 = -t30 + c5*RJ5_00;
+    const double t32 = c5*RJ5_01;
+    const double t33 = t32 - s5*RJ5_11;
+    const double t34 = 2*(-0.275*Rh5_2 - t29*0.63);
+    const double RJ4_00 = 32.987592750000005 + t34 + c5*t31 - s5*t33;
+    const double RJ4_01 = c5*t33 + s5*t31 + t28*0.63;
+    const double RJ4_02 = -0.6328 + c5*RJ5_02 - s5*RJ5_12 + t28*0.275;
+    const double RJ4_11 = 8.499231249999998 + t34 + c5*(t30 + c5*RJ5_11) + s5*(t32 + s5*RJ5_00) + t29*1.26;
+    const double RJ4_12 = -12.418560000000001 + c5*RJ5_12 + s5*RJ5_02 - (-0.63*Rh5_2 - t29*0.275);
+    const double RJ4_22 = 28.2383615 + RJ5_22 + t34 + 0.55*Rh5_2;
+    const double t35 = c4*t28 - s4*Rh4_1;
+    const double t36 = c4*Rh4_1 + s4*t28;
+    const double Rh3_1 = -81.53205 + t36;
+    const double t37 = s4*RJ4_01;
+    const double t38 = -t37 + c4*RJ4_00;
+    const double t39 = c4*RJ4_01;
+    const double t40 = t39 - s4*RJ4_11;
+    const double t41 = -t36*1.74;
+    const double RJ3_00 = 66.73936825000001 + t41 + c4*t38 - s4*t40;
+    const double RJ3_01 = c4*t40 + s4*t38 + t35*0.87;
+    const double RJ3_02 = -0.00214 + c4*RJ4_02 - s4*RJ4_12;
+    const double RJ3_11 = 3.38 + c4*(t37 + c4*RJ4_11) + s4*(t39 + s4*RJ4_00);
+    const double RJ3_12 = 0.87*Rh4_2 + c4*RJ4_12 + s4*RJ4_02;
+    const double RJ3_22 = 69.99936825 + RJ4_22 + t41;
+    const double t42 = c3*Rh3_1 + s3*t35;
+    const double Rh2_1 = 28.891500000000004 + Rh4_2;
+    const double t43 = c3*t35 - s3*Rh3_1;
+    const double Rh2_2 = 48.024 + t43;
+    const double t44 = c3*RJ3_01;
+    const double t45 = t44 + s3*RJ3_00;
+    const double t46 = s3*RJ3_01;
+    const double t47 = t46 + c3*RJ3_11;
+    const double t48 = 2*(0.275*Rh4_2 + 0.4*t43);
+    const double RJ2_00 = 28.054762500000006 + t48 + c3*t47 + s3*t45;
+    const double RJ2_01 = c3*RJ3_12 + s3*RJ3_02 - t42*0.275;
+    const double RJ2_02 = -0.00214 - 0.4*t42 + c3*t45 - s3*t47;
+    const double RJ2_11 = 19.3896 + RJ3_22 + t48 - 0.55*Rh4_2;
+    const double RJ2_12 = -11.556600000000001 + c3*RJ3_02 - s3*RJ3_12 - (0.4*Rh4_2 + t43*0.275);
+    const double RJ2_22 = 10.305162500000002 + t48 - 0.8*t43 + c3*(-t46 + c3*RJ3_00) - s3*(t44 - s3*RJ3_11);
+    const double t49 = c2*Rh2_1 + s2*t42;
+    const double t50 = -c2*t42 + s2*Rh2_1;
+    const double Rh1_2 = 53.39775 + t50;
+    const double t51 = 0.7*t50;
+    const double RJ1_00 = 18.837031249999995 + RJ2_22 + t51;
+    const double RJ1_01 = -0.07309 + c2*RJ2_12 + s2*RJ2_02;
+    const double RJ1_02 = 0.00071 - 0.35*Rh2_2 - c2*RJ2_02 + s2*RJ2_12;
+    const double t52 = c2*RJ2_01;
+    const double t53 = t52 + s2*RJ2_00;
+    const double t54 = s2*RJ2_01;
+    const double t55 = t54 + c2*RJ2_11;
+    const double RJ1_11 = 18.127031249999998 + t51 + c2*t55 + s2*t53;
+    const double RJ1_12 = 0.1132 - c2*t53 + s2*t55 - t49*0.35;
+    const double RJ1_22 = 1.33 - c2*(t54 - c2*RJ2_00) + s2*(-t52 + s2*RJ2_11);
+    const double t56 = c1*Rh2_2 - s1*t49;
+    const double Rh0_0 = 111.5455 + t56;
+    const double t57 = c1*t49 + s1*Rh2_2;
+    const double Rh0_1 = -1 + t57;
+    const double Rh0_2 = 126.8025 + Rh1_2;
+    const double t58 = 2*(0.75*Rh1_2 + t56*0.65);
+    const double t59 = s1*RJ1_01;
+    const double t60 = -t59 + c1*RJ1_00;
+    const double t61 = c1*RJ1_01;
+    const double t62 = t61 - s1*RJ1_11;
+    const double t63 = 0.1*pow(s10, 2) + pow(c10, 2)*0.1;
+    const double t64 = pow(c9, 2)*0.1 + pow(s9, 2)*0.1;
+    const double RJ0_00 = 1297.326875 + t58 + t63 + t64 - 1.3*t56 + c1*t60 - s1*t62;
+    const double RJ0_01 = c1*t62 + s1*t60 - t57*0.65;
+    const double RJ0_02 = -82.909125 + c1*RJ1_02 - s1*RJ1_12 - (0.65*Rh1_2 + t56*0.75);
+    const double t65 = t58 + pow(c8, 2)*0.1 + pow(s8, 2)*0.1;
+    const double RJ0_11 = 1369.18145 + t63 + t65 + c1*(t59 + c1*RJ1_11) + s1*(t61 + s1*RJ1_00);
+    const double RJ0_12 = c1*RJ1_12 + s1*RJ1_02 - t57*0.75;
+    const double RJ0_22 = 1273.954575 + RJ1_22 + t64 + t65 - 1.5*Rh1_2;
+    const double Hbdi0 = 1/RJ0_00;
+    const double HbL10 = Hbdi0*RJ0_01;
+    const double HbL20 = Hbdi0*RJ0_02;
+    const double HbL40 = -Hbdi0*Rh0_2;
+    const double HbL50 = Hbdi0*Rh0_1;
+    const double Hbd1 = RJ0_11 - pow(HbL10, 2)*RJ0_00;
+    const double Hbdi1 = 1/Hbd1;
+    const double t66 = HbL10*RJ0_00;
+    const double HbL21 = Hbdi1*(RJ0_12 - t66*HbL20);
+    const double HbL31 = Hbdi1*Rh0_2;
+    const double HbL41 = -t66*HbL40*Hbdi1;
+    const double HbL51 = Hbdi1*(-Rh0_0 - t66*HbL50);
+    const double Hbd2 = RJ0_22 - pow(HbL20, 2)*RJ0_00 - Hbd1*pow(HbL21, 2);
+    const double Hbdi2 = 1/Hbd2;
+    const double t67 = Hbd1*HbL21;
+    const double HbL32 = Hbdi2*(-Rh0_1 - t67*HbL31);
+    const double t68 = HbL40*RJ0_00;
+    const double HbL42 = Hbdi2*(Rh0_0 - t67*HbL41 - t68*HbL20);
+    const double HbL52 = Hbdi2*(-t67*HbL51 - HbL50*HbL20*RJ0_00);
+    const double Hbd3 = 1173.07 - Hbd1*pow(HbL31, 2) - Hbd2*pow(HbL32, 2);
+    const double Hbdi3 = 1/Hbd3;
+    const double t69 = Hbd2*HbL32;
+    const double t70 = Hbd1*HbL31;
+    const double HbL43 = (-t69*HbL42 - t70*HbL41)*Hbdi3;
+    const double HbL53 = (-t69*HbL52 - t70*HbL51)*Hbdi3;
+    const double Hbd4 = 1173.07 - pow(HbL40, 2)*RJ0_00 - Hbd1*pow(HbL41, 2) - Hbd2*pow(HbL42, 2) - Hbd3*pow(HbL43, 2);
+    const double Hbdi4 = 1/Hbd4;
+    const double HbL54 = Hbdi4*(-t68*HbL50 - Hbd1*HbL51*HbL41 - Hbd2*HbL52*HbL42 - Hbd3*HbL53*HbL43);
+    const double Hbd5 = 1173.07 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2) - Hbd2*pow(HbL52, 2) - Hbd3*pow(HbL53, 2) - Hbd4*pow(HbL54, 2);
+    const double Hbdi5 = 1/Hbd5;
+    const double t71 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
+    const double t72 = t71*0.0008524640473288038;
+    const double t73 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
+    const double t74 = t73*0.0008524640473288038;
+    const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t72*Rh0_1 - t74*Rh0_2;
+    const double t75 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double t76 = t75*0.0008524640473288038;
+    const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t72*Rh0_0 + t76*Rh0_2;
+    const double ho_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 + t74*Rh0_0 - t76*Rh0_1;
+    const double t77 = ho_1 - ho_0*HbL10;
+    const double t78 = ho_2 - ho_0*HbL20 - t77*HbL21;
+    const double t79 = t75 - t77*HbL31 - t78*HbL32;
+    const double t80 = t73 - ho_0*HbL40 - t77*HbL41 - t78*HbL42 - t79*HbL43;
+    const double vb0y_5 = t71 - ho_0*HbL50 - t77*HbL51 - t78*HbL52 - t79*HbL53 - t80*HbL54;
+    const double vb0x = Hbdi5*vb0y_5;
+    const double vb0x_1 = t80*Hbdi4 - vb0x*HbL54;
+    const double vb0x_2 = -HbL43*vb0x_1 + t79*Hbdi3 - vb0x*HbL53;
+    const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t78*Hbdi2 - vb0x*HbL52;
+    const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t77*Hbdi1 - vb0x*HbL51;
+    const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
+    const double Rb2_0 = -s1*s2;
+    const double Rb2_1 = -s1*c2;
+    const double Rb2_3 = s2*c1;
+    const double Rb2_4 = c1*c2;
+    const double Rb3_0 = c1*c3 + s3*Rb2_0;
+    const double Rb3_1 = c3*Rb2_0 - s3*c1;
+    const double Rb3_3 = s1*c3 + s3*Rb2_3;
+    const double Rb3_4 = c3*Rb2_3 - s1*s3;
+    const double Rb3_6 = -s3*c2;
+    const double Rb3_7 = -c2*c3;
+    const double t81 = 0.275*Rb2_1;
+    const double pb3_0 = 0.65 + t81 + c1*0.4;
+    const double t82 = 0.275*Rb2_4;
+    const double pb3_1 = t82 + s1*0.4;
+    const double t83 = s2*0.275;
+    const double pb3_2 = 1.1 + t83;
+    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+    const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+    const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+    const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
+    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+    const double pb6_2 = pb5_2 - s2*0.36;
+    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+    const double t84 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double t85 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double t86 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double t87 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double t88 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double t89 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double t90 = -0.65*R0_2;
+    const double t91 = 0.75*R0_0;
+    const double t92 = 0.75*vb0x_5;
+    const double t93 = t92*R0_1;
+    const double t94 = R0_1*vb0x_3;
+    const double t95 = t87 + t94*0.65;
+    const double t96 = -0.65*R0_5;
+    const double t97 = 0.75*R0_3;
+    const double t98 = t92*R0_4;
+    const double t99 = R0_4*vb0x_3;
+    const double t100 = t88 + t99*0.65;
+    const double t101 = -0.65*R0_8;
+    const double t102 = 0.75*R0_6;
+    const double t103 = t92*R0_7;
+    const double t104 = R0_7*vb0x_3;
+    const double t105 = t89 + 0.65*t104;
+    switch (frame) {
+    case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87;
+        tw[4] = t88;
+        tw[5] = t89;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 12 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = -t93 + t95 + (t90 + t91)*vb0x_4;
+        tw[4] = t100 - t98 + (t96 + t97)*vb0x_4;
+        tw[5] = -t103 + t105 + (t101 + t102)*vb0x_4;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 19 operations */
+        const double t106 = 1.1*vb0x_5;
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t95 - t106*R0_1 + vb0x_4*(t90 + 1.1*R0_0);
+        tw[4] = t100 - t106*R0_4 + vb0x_4*(t96 + 1.1*R0_3);
+        tw[5] = t105 - t106*R0_7 + vb0x_4*(t101 + 1.1*R0_6);
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 45 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + (-R0_0*pb3_1 + R0_1*pb3_0)*vb0x_3 + (R0_0*pb3_2 - R0_2*pb3_0)*vb0x_4 + (-R0_1*pb3_2 + R0_2*pb3_1)*vb0x_5;
+        tw[4] = t88 + (R0_3*pb3_2 - R0_5*pb3_0)*vb0x_4 + (-R0_3*pb3_1 + R0_4*pb3_0)*vb0x_3 + (-R0_4*pb3_2 + R0_5*pb3_1)*vb0x_5;
+        tw[5] = t89 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 45 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + (-R0_0*pb4_1 + R0_1*pb4_0)*vb0x_3 + (R0_0*pb4_2 - R0_2*pb4_0)*vb0x_4 + (-R0_1*pb4_2 + R0_2*pb4_1)*vb0x_5;
+        tw[4] = t88 + (R0_3*pb4_2 - R0_5*pb4_0)*vb0x_4 + (-R0_3*pb4_1 + R0_4*pb4_0)*vb0x_3 + (-R0_4*pb4_2 + R0_5*pb4_1)*vb0x_5;
+        tw[5] = t89 + (-R0_6*pb4_1 + R0_7*pb4_0)*vb0x_3 + (R0_6*pb4_2 - R0_8*pb4_0)*vb0x_4 + (-R0_7*pb4_2 + R0_8*pb4_1)*vb0x_5;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 45 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + (R0_0*pb5_2 - R0_2*pb5_0)*vb0x_4 + (-R0_0*pb5_1 + R0_1*pb5_0)*vb0x_3 + (-R0_1*pb5_2 + R0_2*pb5_1)*vb0x_5;
+        tw[4] = t88 + (-R0_3*pb5_1 + R0_4*pb5_0)*vb0x_3 + (R0_3*pb5_2 - R0_5*pb5_0)*vb0x_4 + (-R0_4*pb5_2 + R0_5*pb5_1)*vb0x_5;
+        tw[5] = t89 + (-R0_6*pb5_1 + R0_7*pb5_0)*vb0x_3 + (R0_6*pb5_2 - R0_8*pb5_0)*vb0x_4 + (-R0_7*pb5_2 + R0_8*pb5_1)*vb0x_5;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 45 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + (R0_0*pb6_2 - R0_2*pb6_0)*vb0x_4 + (-R0_0*pb6_1 + R0_1*pb6_0)*vb0x_3 + (-R0_1*pb6_2 + R0_2*pb6_1)*vb0x_5;
+        tw[4] = t88 + (-R0_3*pb6_1 + R0_4*pb6_0)*vb0x_3 + (R0_3*pb6_2 - R0_5*pb6_0)*vb0x_4 + (-R0_4*pb6_2 + R0_5*pb6_1)*vb0x_5;
+        tw[5] = t89 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3 + (-R0_7*pb6_2 + R0_8*pb6_1)*vb0x_5 + (R0_6*pb6_2 - R0_8*pb6_0)*vb0x_4;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 45 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + (R0_0*pb7_2 - R0_2*pb7_0)*vb0x_4 + (-R0_0*pb7_1 + R0_1*pb7_0)*vb0x_3 + (-R0_1*pb7_2 + R0_2*pb7_1)*vb0x_5;
+        tw[4] = t88 + (-R0_3*pb7_1 + R0_4*pb7_0)*vb0x_3 + (R0_3*pb7_2 - R0_5*pb7_0)*vb0x_4 + (-R0_4*pb7_2 + R0_5*pb7_1)*vb0x_5;
+        tw[5] = t89 + (-R0_6*pb7_1 + R0_7*pb7_0)*vb0x_3 + (-R0_7*pb7_2 + R0_8*pb7_1)*vb0x_5 + (R0_6*pb7_2 - R0_8*pb7_0)*vb0x_4;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 9 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + t94 - R0_2*vb0x_4;
+        tw[4] = t88 + t99 - R0_5*vb0x_4;
+        tw[5] = t104 + t89 - R0_8*vb0x_4;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_RW_Y: {  /* 'rw_y': 12 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + R0_0*vb0x_3 - R0_2*vb0x_5;
+        tw[4] = t88 + R0_3*vb0x_3 - R0_5*vb0x_5;
+        tw[5] = t89 + R0_6*vb0x_3 - R0_8*vb0x_5;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 9 operations */
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + t93 - t91*vb0x_4;
+        tw[4] = t88 + t98 - t97*vb0x_4;
+        tw[5] = t103 + t89 - t102*vb0x_4;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 75 operations */
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
+        const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
+        const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
+        const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
+        const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        tw[0] = t84;
+        tw[1] = t85;
+        tw[2] = t86;
+        tw[3] = t87 + (R0_0*pf_ee_2 - R0_2*pf_ee_0)*vb0x_4 + (-R0_0*pf_ee_1 + R0_1*pf_ee_0)*vb0x_3 + (-R0_1*pf_ee_2 + R0_2*pf_ee_1)*vb0x_5;
+        tw[4] = t88 + (-R0_3*pf_ee_1 + R0_4*pf_ee_0)*vb0x_3 + (-R0_4*pf_ee_2 + R0_5*pf_ee_1)*vb0x_5 + (R0_3*pf_ee_2 - R0_5*pf_ee_0)*vb0x_4;
+        tw[5] = t89 + (-R0_6*pf_ee_1 + R0_7*pf_ee_0)*vb0x_3 + (-R0_7*pf_ee_2 + R0_8*pf_ee_1)*vb0x_5 + (R0_6*pf_ee_2 - R0_8*pf_ee_0)*vb0x_4;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw)
+{
+    int i;
+    if (frame < 0 || frame >= DIMITROV_7DOF_RW_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)dimitrov_7dof_rw_momentum_frame_twist(q + (long)i * 17, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
 }

@@ -12,7 +12,7 @@
  * Arrays are row-major; every function is reentrant, allocation-free and writes every output entry.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (dimitrov_7dof_rw_jacobian_local, dimitrov_7dof_rw_jacobian_world, dimitrov_7dof_rw_generalized_jacobian) take a frame id `int frame`
+ * Frame families (dimitrov_7dof_rw_jacobian_local, dimitrov_7dof_rw_jacobian_world, dimitrov_7dof_rw_generalized_jacobian, dimitrov_7dof_rw_momentum_frame_twist) take a frame id `int frame`
  * (enum dimitrov_7dof_rw_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -152,6 +152,10 @@ int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, dou
 /* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 2102 + the case of the frame (base 0, link1 93, link2 129, link3 240, link4 270, link5 300, link6 330, link7 360, rw_x 93, rw_y 123, rw_z 93, ee 412); 4545 in all */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
+
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 787 + the case of the frame (base 0, link1 12, link2 19, link3 45, link4 45, link5 45, link6 45, link7 45, rw_x 9, rw_y 12, rw_z 9, ee 75); 1148 in all */
+int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
+int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 
 #ifdef __cplusplus
 }

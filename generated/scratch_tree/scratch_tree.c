@@ -34,6 +34,7 @@
  *   scratch_tree_jacobian_local              224 / 328 / 0 / 0 / 6 / 0 = 558
  *   scratch_tree_jacobian_world              222 / 317 / 1 / 0 / 4 / 0 = 544
  *   scratch_tree_generalized_jacobian        839 / 1034 / 7 / 0 / 6 / 0 = 1886
+ *   scratch_tree_momentum_frame_twist        362 / 502 / 7 / 0 / 6 / 0 = 877
  */
 #include <math.h>
 #include "scratch_tree.h"
@@ -12508,6 +12509,300 @@ int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, d
     if (frame < 0 || frame >= SCRATCH_TREE_N_FRAMES) return 1;
     for (i = 0; i < n; ++i) {
         (void)scratch_tree_generalized_jacobian(q + (long)i * 11, frame, J + (long)i * 24);
+    }
+    return 0;
+}
+
+/*
+ * momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes
+ *   in  q[11]
+ *   in  h[6]
+ *   out tw[6]
+ *   operations: 877 (362 add, 502 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 606 + the frame's case:
+ *     SCRATCH_TREE_FRAME_BASE                  0
+ *     SCRATCH_TREE_FRAME_L1                    36
+ *     SCRATCH_TREE_FRAME_L2                    45
+ *     SCRATCH_TREE_FRAME_L3                    45
+ *     SCRATCH_TREE_FRAME_L4                    22
+ *     SCRATCH_TREE_FRAME_TOOL                  51
+ *     SCRATCH_TREE_FRAME_TCP                   72
+ */
+int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
+{
+    const double q_3 = q[3];
+    const double q_4 = q[4];
+    const double q_5 = q[5];
+    const double q_6 = q[6];
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
+    const double t0 = pow(q_3, 2);
+    const double t1 = pow(q_5, 2);
+    const double t3 = pow(q_4, 2);
+    const double t4 = pow(q_6, 2);
+    const double t5 = -t3 + t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double t16 = 1 - c2;
+    const double t17 = t16*0.24489795918367346;
+    const double t18 = s2*0.5050762722761053;
+    const double R2_0 = t17 - t18;
+    const double t19 = t16*0.4081632653061224;
+    const double t20 = s2*0.3030457633656632;
+    const double R2_1 = t19 + t20;
+    const double R2_2 = c2 + t16*0.653061224489796;
+    const double t21 = t16*0.15306122448979587;
+    const double t22 = s2*0.8081220356417687;
+    const double R2_3 = t21 + t22;
+    const double R2_4 = c2 + t16*0.2551020408163265;
+    const double R2_5 = t19 - t20;
+    const double R2_6 = -(c2 + t16*0.09183673469387753);
+    const double R2_7 = -(t21 - t22);
+    const double R2_8 = -(t17 + t18);
+    const double l3_0 = 0.3 + q_9;
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
+    const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
+    const double t23 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
+    const double RJ2_11 = 0.2763117926589405 + t23;
+    const double RJ2_22 = 0.28554212198800577 + t23;
+    const double t24 = 0.04*R2_2 + R2_0*Rh2_0 + R2_1*0.0038941834230865058;
+    const double Rh1_0 = 2 + t24;
+    const double t25 = 0.04*R2_5 + R2_3*Rh2_0 + R2_4*0.0038941834230865058;
+    const double Rh1_1 = 0.03 + t25;
+    const double t26 = 0.04*R2_8 + R2_6*Rh2_0 + R2_7*0.0038941834230865058;
+    const double t27 = -R2_0*0.006 + R2_2*RJ2_22;
+    const double t28 = R2_0*RJ2_01 + R2_1*RJ2_11;
+    const double t29 = R2_0*0.05183032932906528 + R2_1*RJ2_01 - R2_2*0.006;
+    const double RJ1_00 = 0.050300000000000004 + t27*R2_2 + t28*R2_1 + t29*R2_0;
+    const double RJ1_01 = -0.006 - 0.4*t25 + t27*R2_5 + t28*R2_4 + t29*R2_3;
+    const double RJ1_02 = -0.4*t26 + t27*R2_8 + t28*R2_7 + t29*R2_6;
+    const double t30 = 0.8*t24;
+    const double t31 = -R2_3*0.006 + R2_5*RJ2_22;
+    const double t32 = R2_3*RJ2_01 + R2_4*RJ2_11;
+    const double t33 = R2_3*0.05183032932906528 + R2_4*RJ2_01 - R2_5*0.006;
+    const double RJ1_11 = 0.9800000000000001 + t30 + t31*R2_5 + t32*R2_4 + t33*R2_3;
+    const double RJ1_12 = t31*R2_8 + t32*R2_7 + t33*R2_6;
+    const double RJ1_22 = 0.9803000000000001 + t30 + R2_6*(R2_6*0.05183032932906528 + R2_7*RJ2_01 - R2_8*0.006) + R2_8*(-R2_6*0.006 + R2_8*RJ2_22) + (R2_6*RJ2_01 + R2_7*RJ2_11)*R2_7;
+    const double t34 = -c4*0.15000000000000002;
+    const double t35 = R1_0*Rh1_0 + R1_1*Rh1_1 + t26*0.21835066314633444;
+    const double Rh0_0 = 3 + t34 + t35;
+    const double t36 = R1_3*Rh1_0 + R1_4*Rh1_1 - t26*0.03695701352462508;
+    const double Rh0_1 = -0.35 + t36;
+    const double t37 = R1_6*Rh1_0 + R1_7*Rh1_1 + t26*0.975170327201816;
+    const double Rh0_2 = 2.9499999999999997 + t37 + s4*0.15000000000000002;
+    const double t38 = pow(c4, 2);
+    const double t39 = pow(s4, 2);
+    const double t40 = R1_0*RJ1_02 + R1_1*RJ1_12 + RJ1_22*0.21835066314633444;
+    const double t41 = R1_0*RJ1_01 + R1_1*RJ1_11 + RJ1_12*0.21835066314633444;
+    const double t42 = R1_0*RJ1_00 + R1_1*RJ1_01 + RJ1_02*0.21835066314633444;
+    const double t43 = 2*(c4*0.07500000000000001 + s4*0.015000000000000003) + 2*(0.1*t36 + 0.2*t37 + 0.5*t35);
+    const double RJ0_00 = 4.405 + t34 - t35 + t43 + t38*0.02 + t39*0.065 + t40*0.21835066314633444 + t41*R1_1 + t42*R1_0;
+    const double RJ0_01 = -0.21500000000000002 - t40*0.03695701352462508 + t41*R1_4 + t42*R1_3 - (0.1*t35 + 0.5*t36);
+    const double RJ0_02 = -0.79 + t40*0.975170327201816 + t41*R1_7 + t42*R1_6 + s4*c4*0.045 - (0.2*t35 + 0.5*t37) - (-c4*0.015000000000000003 - s4*0.07500000000000001);
+    const double t44 = R1_3*RJ1_00 + R1_4*RJ1_01 - RJ1_02*0.03695701352462508;
+    const double t45 = R1_3*RJ1_01 + R1_4*RJ1_11 - RJ1_12*0.03695701352462508;
+    const double t46 = R1_3*RJ1_02 + R1_4*RJ1_12 - RJ1_22*0.03695701352462508;
+    const double t47 = 0.2*t36;
+    const double RJ0_11 = 7.390000000000001 + t43 - t47 + t44*R1_3 + t45*R1_4 - t46*0.03695701352462508;
+    const double RJ0_12 = -0.05000000000000003 + t44*R1_6 + t45*R1_7 + t46*0.975170327201816 - (t47 + 0.1*t37);
+    const double RJ0_22 = 8.09 + t43 - 0.4*t37 + 0.975170327201816*(R1_6*RJ1_02 + R1_7*RJ1_12 + RJ1_22*0.975170327201816) + R1_6*(R1_6*RJ1_00 + R1_7*RJ1_01 + RJ1_02*0.975170327201816) + R1_7*(R1_6*RJ1_01 + R1_7*RJ1_11 + RJ1_12*0.975170327201816) - s4*0.030000000000000006 + t38*0.065 + t39*0.02;
+    const double Hbdi0 = 1/RJ0_00;
+    const double HbL10 = Hbdi0*RJ0_01;
+    const double HbL20 = Hbdi0*RJ0_02;
+    const double HbL40 = -Hbdi0*Rh0_2;
+    const double HbL50 = Hbdi0*Rh0_1;
+    const double Hbd1 = RJ0_11 - pow(HbL10, 2)*RJ0_00;
+    const double Hbdi1 = 1/Hbd1;
+    const double t48 = HbL20*RJ0_00;
+    const double HbL21 = Hbdi1*(RJ0_12 - t48*HbL10);
+    const double HbL31 = Hbdi1*Rh0_2;
+    const double HbL41 = -HbL40*HbL10*Hbdi1*RJ0_00;
+    const double t49 = HbL50*RJ0_00;
+    const double HbL51 = Hbdi1*(-Rh0_0 - t49*HbL10);
+    const double Hbd2 = RJ0_22 - pow(HbL20, 2)*RJ0_00 - Hbd1*pow(HbL21, 2);
+    const double Hbdi2 = 1/Hbd2;
+    const double t50 = Hbd1*HbL31;
+    const double HbL32 = Hbdi2*(-Rh0_1 - t50*HbL21);
+    const double HbL42 = Hbdi2*(Rh0_0 - t48*HbL40 - Hbd1*HbL41*HbL21);
+    const double t51 = Hbd1*HbL51;
+    const double HbL52 = (-t48*HbL50 - t51*HbL21)*Hbdi2;
+    const double Hbd3 = 58 - Hbd1*pow(HbL31, 2) - Hbd2*pow(HbL32, 2);
+    const double Hbdi3 = 1/Hbd3;
+    const double HbL43 = Hbdi3*(-t50*HbL41 - Hbd2*HbL32*HbL42);
+    const double t52 = Hbd2*HbL52;
+    const double HbL53 = (-t51*HbL31 - t52*HbL32)*Hbdi3;
+    const double Hbd4 = 58 - pow(HbL40, 2)*RJ0_00 - Hbd1*pow(HbL41, 2) - Hbd2*pow(HbL42, 2) - Hbd3*pow(HbL43, 2);
+    const double Hbdi4 = 1/Hbd4;
+    const double HbL54 = Hbdi4*(-t49*HbL40 - t51*HbL41 - t52*HbL42 - Hbd3*HbL53*HbL43);
+    const double Hbd5 = 58 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2) - Hbd2*pow(HbL52, 2) - Hbd3*pow(HbL53, 2) - Hbd4*pow(HbL54, 2);
+    const double Hbdi5 = 1/Hbd5;
+    const double t53 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
+    const double t54 = t53*0.017241379310344827;
+    const double t55 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
+    const double t56 = t55*0.017241379310344827;
+    const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t54*Rh0_1 - t56*Rh0_2;
+    const double t57 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double t58 = t57*0.017241379310344827;
+    const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t54*Rh0_0 + t58*Rh0_2;
+    const double ho_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 + t56*Rh0_0 - t58*Rh0_1;
+    const double t59 = ho_1 - ho_0*HbL10;
+    const double t60 = ho_2 - ho_0*HbL20 - t59*HbL21;
+    const double t61 = t57 - t59*HbL31 - t60*HbL32;
+    const double t62 = t55 - ho_0*HbL40 - t59*HbL41 - t60*HbL42 - t61*HbL43;
+    const double vb0y_5 = t53 - ho_0*HbL50 - t59*HbL51 - t60*HbL52 - t61*HbL53 - t62*HbL54;
+    const double vb0x = Hbdi5*vb0y_5;
+    const double vb0x_1 = t62*Hbdi4 - vb0x*HbL54;
+    const double vb0x_2 = -HbL43*vb0x_1 + t61*Hbdi3 - vb0x*HbL53;
+    const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t60*Hbdi2 - vb0x*HbL52;
+    const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t59*Hbdi1 - vb0x*HbL51;
+    const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
+    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.03695701352462508;
+    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+    const double pb2_0 = 0.5 + 0.4*R1_0;
+    const double pb2_1 = 0.1 + 0.4*R1_3;
+    const double pb2_2 = 0.2 + 0.4*R1_6;
+    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+    const double t63 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double t64 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double t65 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double t66 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double t67 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double t68 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double t69 = 0.5*R0_2;
+    const double t70 = 0.5*R0_1;
+    const double t71 = 0.1*R0_0;
+    const double t72 = 0.5*R0_4;
+    const double t73 = 0.1*R0_3;
+    const double t74 = 0.5*R0_5;
+    const double t75 = 0.5*R0_7;
+    const double t76 = 0.1*R0_6;
+    const double t77 = 0.5*R0_8;
+    switch (frame) {
+    case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66;
+        tw[4] = t67;
+        tw[5] = t68;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 36 operations */
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66 + vb0x_4*(-t69 + 0.2*R0_0) + (t70 - t71)*vb0x_3 + (0.1*R0_2 - 0.2*R0_1)*vb0x_5;
+        tw[4] = t67 + vb0x_4*(-t74 + 0.2*R0_3) + (t72 - t73)*vb0x_3 + (0.1*R0_5 - 0.2*R0_4)*vb0x_5;
+        tw[5] = t68 + vb0x_4*(-t77 + 0.2*R0_6) + (t75 - t76)*vb0x_3 + (0.1*R0_8 - 0.2*R0_7)*vb0x_5;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 45 operations */
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66 + (R0_0*pb2_2 - R0_2*pb2_0)*vb0x_4 + (-R0_0*pb2_1 + R0_1*pb2_0)*vb0x_3 + (-R0_1*pb2_2 + R0_2*pb2_1)*vb0x_5;
+        tw[4] = t67 + (-R0_3*pb2_1 + R0_4*pb2_0)*vb0x_3 + (-R0_4*pb2_2 + R0_5*pb2_1)*vb0x_5 + (R0_3*pb2_2 - R0_5*pb2_0)*vb0x_4;
+        tw[5] = t68 + (-R0_6*pb2_1 + R0_7*pb2_0)*vb0x_3 + (R0_6*pb2_2 - R0_8*pb2_0)*vb0x_4 + (-R0_7*pb2_2 + R0_8*pb2_1)*vb0x_5;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 45 operations */
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66 + (-R0_0*pb3_1 + R0_1*pb3_0)*vb0x_3 + (R0_0*pb3_2 - R0_2*pb3_0)*vb0x_4 + (-R0_1*pb3_2 + R0_2*pb3_1)*vb0x_5;
+        tw[4] = t67 + (R0_3*pb3_2 - R0_5*pb3_0)*vb0x_4 + (-R0_3*pb3_1 + R0_4*pb3_0)*vb0x_3 + (-R0_4*pb3_2 + R0_5*pb3_1)*vb0x_5;
+        tw[5] = t68 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 22 operations */
+        const double t78 = 0.1*vb0x_5;
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66 - t70*vb0x_3 - t78*R0_1 + (t69 + t71)*vb0x_4;
+        tw[4] = t67 - t72*vb0x_3 - t78*R0_4 + (t73 + t74)*vb0x_4;
+        tw[5] = t68 - t75*vb0x_3 - t78*R0_7 + (t76 + t77)*vb0x_4;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 51 operations */
+        const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
+        const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
+        const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66 + (-R0_0*pf_tool_1 + R0_1*pf_tool_0)*vb0x_3 + (R0_0*pf_tool_2 - R0_2*pf_tool_0)*vb0x_4 + (-R0_1*pf_tool_2 + R0_2*pf_tool_1)*vb0x_5;
+        tw[4] = t67 + (-R0_3*pf_tool_1 + R0_4*pf_tool_0)*vb0x_3 + (R0_3*pf_tool_2 - R0_5*pf_tool_0)*vb0x_4 + (-R0_4*pf_tool_2 + R0_5*pf_tool_1)*vb0x_5;
+        tw[5] = t68 + (-R0_6*pf_tool_1 + R0_7*pf_tool_0)*vb0x_3 + (R0_6*pf_tool_2 - R0_8*pf_tool_0)*vb0x_4 + (-R0_7*pf_tool_2 + R0_8*pf_tool_1)*vb0x_5;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 72 operations */
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.03695701352462508;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
+        const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
+        const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        tw[0] = t63;
+        tw[1] = t64;
+        tw[2] = t65;
+        tw[3] = t66 + (-R0_0*pf_tcp_1 + R0_1*pf_tcp_0)*vb0x_3 + (R0_0*pf_tcp_2 - R0_2*pf_tcp_0)*vb0x_4 + (-R0_1*pf_tcp_2 + R0_2*pf_tcp_1)*vb0x_5;
+        tw[4] = t67 + (R0_3*pf_tcp_2 - R0_5*pf_tcp_0)*vb0x_4 + (-R0_3*pf_tcp_1 + R0_4*pf_tcp_0)*vb0x_3 + (-R0_4*pf_tcp_2 + R0_5*pf_tcp_1)*vb0x_5;
+        tw[5] = t68 + (-R0_6*pf_tcp_1 + R0_7*pf_tcp_0)*vb0x_3 + (-R0_7*pf_tcp_2 + R0_8*pf_tcp_1)*vb0x_5 + (R0_6*pf_tcp_2 - R0_8*pf_tcp_0)*vb0x_4;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw)
+{
+    int i;
+    if (frame < 0 || frame >= SCRATCH_TREE_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)scratch_tree_momentum_frame_twist(q + (long)i * 11, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
 }

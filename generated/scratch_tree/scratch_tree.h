@@ -12,7 +12,7 @@
  * Arrays are row-major; every function is reentrant, allocation-free and writes every output entry.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (scratch_tree_jacobian_local, scratch_tree_jacobian_world, scratch_tree_generalized_jacobian) take a frame id `int frame`
+ * Frame families (scratch_tree_jacobian_local, scratch_tree_jacobian_world, scratch_tree_generalized_jacobian, scratch_tree_momentum_frame_twist) take a frame id `int frame`
  * (enum scratch_tree_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -147,6 +147,10 @@ int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double 
 /* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1082 + the case of the frame (base 0, l1 90, l2 129, l3 162, l4 81, tool 168, tcp 174); 1886 in all */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J);
 int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
+
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 606 + the case of the frame (base 0, l1 36, l2 45, l3 45, l4 22, tool 51, tcp 72); 877 in all */
+int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
+int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 
 #ifdef __cplusplus
 }

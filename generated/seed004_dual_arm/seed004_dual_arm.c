@@ -34,6 +34,7 @@
  *   seed004_dual_arm_jacobian_local          99 / 114 / 0 / 0 / 12 / 0 = 225
  *   seed004_dual_arm_jacobian_world          131 / 203 / 1 / 0 / 12 / 0 = 347
  *   seed004_dual_arm_generalized_jacobian    469 / 481 / 4 / 0 / 12 / 0 = 966
+ *   seed004_dual_arm_momentum_frame_twist    276 / 354 / 7 / 0 / 12 / 0 = 649
  */
 #include <math.h>
 #include "seed004_dual_arm.h"
@@ -12216,6 +12217,356 @@ int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int fram
     if (frame < 0 || frame >= SEED004_DUAL_ARM_N_FRAMES) return 1;
     for (i = 0; i < n; ++i) {
         (void)seed004_dual_arm_generalized_jacobian(q + (long)i * 13, frame, J + (long)i * 36);
+    }
+    return 0;
+}
+
+/*
+ * momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes
+ *   in  q[13]
+ *   in  h[6]
+ *   out tw[6]
+ *   operations: 649 (276 add, 354 mul, 7 div, 0 sqrt, 12 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 441 + the frame's case:
+ *     SEED004_DUAL_ARM_FRAME_BASE              0
+ *     SEED004_DUAL_ARM_FRAME_LINK1             6
+ *     SEED004_DUAL_ARM_FRAME_LINK2             29
+ *     SEED004_DUAL_ARM_FRAME_LINK3             29
+ *     SEED004_DUAL_ARM_FRAME_LINK4             6
+ *     SEED004_DUAL_ARM_FRAME_LINK5             29
+ *     SEED004_DUAL_ARM_FRAME_LINK6             29
+ *     SEED004_DUAL_ARM_FRAME_TARGET            0
+ *     SEED004_DUAL_ARM_FRAME_EE1               0
+ *     SEED004_DUAL_ARM_FRAME_EE2               38
+ *     SEED004_DUAL_ARM_FRAME_GRASP2            42
+ */
+int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
+{
+    const double q_3 = q[3];
+    const double q_4 = q[4];
+    const double q_5 = q[5];
+    const double q_6 = q[6];
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    const double q_11 = q[11];
+    const double q_12 = q[12];
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
+    const double t0 = pow(q_3, 2);
+    const double t1 = pow(q_5, 2);
+    const double t3 = pow(q_4, 2);
+    const double t4 = pow(q_6, 2);
+    const double t5 = -t3 + t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    const double c5 = cos(q_11);
+    const double s5 = sin(q_11);
+    const double c6 = cos(q_12);
+    const double s6 = sin(q_12);
+    const double Rh5_0 = -150 - 50*c6;
+    const double t16 = -50*s6;
+    const double t17 = pow(s6, 2);
+    const double t18 = pow(c6, 2);
+    const double RJ5_00 = 33 + 58*t17 + 33*t18;
+    const double RJ5_01 = t16 - 25*s6*c6;
+    const double t19 = 100*c6;
+    const double RJ5_11 = 158 + 33*t17 + 58*t18 + t19;
+    const double RJ5_22 = 216 + t19;
+    const double t20 = c5*Rh5_0 - s5*t16;
+    const double Rh4_0 = -250 + t20;
+    const double t21 = c5*t16 + s5*Rh5_0;
+    const double t22 = c5*RJ5_01;
+    const double t23 = t22 - s5*RJ5_11;
+    const double t24 = s5*RJ5_01;
+    const double t25 = -t24 + c5*RJ5_00;
+    const double RJ4_00 = 33 + c5*t25 - s5*t23;
+    const double RJ4_01 = t21 + c5*t23 + s5*t25;
+    const double t26 = 258 - 2*t20;
+    const double RJ4_11 = t26 + c5*(t24 + c5*RJ5_11) + s5*(t22 + s5*RJ5_00);
+    const double RJ4_22 = RJ5_22 + t26;
+    const double t27 = c3*336.3013604775476 - s3*86.32540286453572;
+    const double Rh2_0 = 350 + t27;
+    const double t28 = c3*86.32540286453572 + s3*336.3013604775476;
+    const double t29 = 2*t27;
+    const double t30 = -c3*123.5754014194448;
+    const double t31 = t30 - s3*617.8423450564732;
+    const double t32 = s3*123.5754014194448;
+    const double t33 = t32 + c3*220.26037589862196;
+    const double RJ2_00 = 33 + t29 + c3*t33 - s3*t31 - (c3*672.6027209550952 - s3*172.65080572907144);
+    const double RJ2_01 = -t28 + c3*t31 + s3*t33;
+    const double RJ2_11 = 358 + t29 + c3*(-t32 + c3*617.8423450564732) + s3*(t30 + s3*220.26037589862196);
+    const double RJ2_22 = 1013.1027209550952 + t29;
+    const double t34 = s2*t28;
+    const double t35 = c2*Rh2_0;
+    const double t36 = -t34 + t35;
+    const double Rh1_0 = 450 + t36;
+    const double t37 = c2*t28 + s2*Rh2_0;
+    const double t38 = 2*t36;
+    const double t39 = c2*RJ2_01;
+    const double t40 = t39 - s2*RJ2_11;
+    const double t41 = s2*RJ2_01;
+    const double t42 = -t41 + c2*RJ2_00;
+    const double RJ1_00 = 33 + t38 + c2*t42 - s2*t40 - (-2*t34 + 2*t35);
+    const double RJ1_01 = -t37 + c2*t40 + s2*t42;
+    const double t43 = 458 + t38;
+    const double RJ1_11 = t43 + c2*(t41 + c2*RJ2_11) + s2*(t39 + s2*RJ2_00);
+    const double RJ1_22 = RJ2_22 + t43;
+    const double t44 = c4*Rh4_0 - s4*t21;
+    const double t45 = c1*Rh1_0 - s1*t37;
+    const double Rh0_0 = 100 + t44 + t45;
+    const double t46 = c4*t21 + s4*Rh4_0;
+    const double t47 = c1*t37 + s1*Rh1_0;
+    const double Rh0_1 = t46 + t47;
+    const double t48 = s4*RJ4_01;
+    const double t49 = -t48 + c4*RJ4_00;
+    const double t50 = c1*RJ1_01;
+    const double t51 = t50 - s1*RJ1_11;
+    const double t52 = c4*RJ4_01;
+    const double t53 = t52 - s4*RJ4_11;
+    const double t54 = s1*RJ1_01;
+    const double t55 = -t54 + c1*RJ1_00;
+    const double RJ0_00 = 1250 + c1*t55 + c4*t49 - s1*t51 - s4*t53;
+    const double RJ0_01 = 0.5*t46 - 0.5*t47 + c1*t51 + c4*t53 + s1*t55 + s4*t49;
+    const double t56 = 1450 - t44 + t45;
+    const double RJ0_11 = t56 + c1*(t54 + c1*RJ1_11) + c4*(t48 + c4*RJ4_11) + s1*(t50 + s1*RJ1_00) + s4*(t52 + s4*RJ4_00);
+    const double RJ0_22 = RJ1_22 + RJ4_22 + t56;
+    const double Hbdi0 = 1/RJ0_00;
+    const double HbL10 = Hbdi0*RJ0_01;
+    const double HbL50 = Hbdi0*Rh0_1;
+    const double Hbd1 = RJ0_11 - pow(HbL10, 2)*RJ0_00;
+    const double Hbdi1 = 1/Hbd1;
+    const double HbL51 = Hbdi1*(-Rh0_0 - HbL50*HbL10*RJ0_00);
+    const double Hbdi2 = 1/RJ0_22;
+    const double HbL32 = -Hbdi2*Rh0_1;
+    const double HbL42 = Hbdi2*Rh0_0;
+    const double Hbd3 = 1800 - pow(HbL32, 2)*RJ0_22;
+    const double Hbdi3 = 1/Hbd3;
+    const double HbL43 = -HbL32*HbL42*Hbdi3*RJ0_22;
+    const double Hbd4 = 1800 - pow(HbL42, 2)*RJ0_22 - Hbd3*pow(HbL43, 2);
+    const double Hbdi4 = 1/Hbd4;
+    const double Hbd5 = 1800 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2);
+    const double Hbdi5 = 1/Hbd5;
+    const double t57 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
+    const double t58 = Rh0_1*0.0005555555555555556;
+    const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t57*t58;
+    const double t59 = Rh0_0*0.0005555555555555556;
+    const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t57*t59;
+    const double t60 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
+    const double t61 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double ho_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 - t58*t61 + t59*t60;
+    const double t62 = ho_1 - ho_0*HbL10;
+    const double t63 = t61 - ho_2*HbL32;
+    const double vb0y_4 = t60 - ho_2*HbL42 - t63*HbL43;
+    const double vb0y_5 = t57 - ho_0*HbL50 - t62*HbL51;
+    const double vb0x = Hbdi5*vb0y_5;
+    const double vb0x_1 = Hbdi4*vb0y_4;
+    const double vb0x_2 = -HbL43*vb0x_1 + t63*Hbdi3;
+    const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
+    const double vb0x_4 = t62*Hbdi1 - vb0x*HbL51;
+    const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
+    const double t64 = c1*c2 - s1*s2;
+    const double t65 = s2*c1;
+    const double t66 = s1*c2;
+    const double Rb2_1 = -t65 - t66;
+    const double Rb2_3 = t65 + t66;
+    const double pb2_0 = 0.5 + c1;
+    const double Rb3_0 = c3*t64 + s3*Rb2_1;
+    const double Rb3_3 = c3*Rb2_3 + s3*t64;
+    const double pb3_0 = pb2_0 + t64;
+    const double pb3_1 = Rb2_3 + s1;
+    const double t67 = c4*c5 - s4*s5;
+    const double t68 = s5*c4;
+    const double t69 = s4*c5;
+    const double Rb5_3 = t68 + t69;
+    const double pb5_0 = -0.5 - c4;
+    const double pb6_0 = pb5_0 - t67;
+    const double pb6_1 = -Rb5_3 - s4;
+    const double pf_target_0 = Rb3_0 + pb3_0;
+    const double pf_target_1 = Rb3_3 + pb3_1;
+    const double t70 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double t71 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double t72 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double t73 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double t74 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double t75 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double t76 = 0.5*vb0x_3;
+    const double t77 = t76*R0_1;
+    const double t78 = R0_2*vb0x_4;
+    const double t79 = 0.5*t78;
+    const double t80 = t76*R0_4;
+    const double t81 = R0_5*vb0x_4;
+    const double t82 = 0.5*t81;
+    const double t83 = t76*R0_7;
+    const double t84 = R0_8*vb0x_4;
+    const double t85 = 0.5*t84;
+    const double t90 = R0_8*vb0x_5;
+    const double t95 = vb0x_5*pf_target_1;
+    const double t96 = t73 - t78*pf_target_0 + t95*R0_2 + (-R0_0*pf_target_1 + R0_1*pf_target_0)*vb0x_3;
+    const double t97 = t74 - t81*pf_target_0 + t95*R0_5 + (-R0_3*pf_target_1 + R0_4*pf_target_0)*vb0x_3;
+    const double t98 = t75 - t84*pf_target_0 + t90*pf_target_1 + (-R0_6*pf_target_1 + R0_7*pf_target_0)*vb0x_3;
+    switch (frame) {
+    case SEED004_DUAL_ARM_FRAME_BASE: {  /* 'base': 0 operations */
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73;
+        tw[4] = t74;
+        tw[5] = t75;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 6 operations */
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 + t77 - t79;
+        tw[4] = t74 + t80 - t82;
+        tw[5] = t75 + t83 - t85;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 29 operations */
+        const double t86 = s1*vb0x_5;
+        const double t87 = pb2_0*vb0x_4;
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 + t86*R0_2 - t87*R0_2 + vb0x_3*(R0_1*pb2_0 - s1*R0_0);
+        tw[4] = t74 + t86*R0_5 - t87*R0_5 + vb0x_3*(R0_4*pb2_0 - s1*R0_3);
+        tw[5] = t75 - t84*pb2_0 + t86*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 29 operations */
+        const double t88 = pb3_0*vb0x_4;
+        const double t89 = pb3_1*vb0x_5;
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 - t88*R0_2 + t89*R0_2 + (-R0_0*pb3_1 + R0_1*pb3_0)*vb0x_3;
+        tw[4] = t74 - t88*R0_5 + t89*R0_5 + (-R0_3*pb3_1 + R0_4*pb3_0)*vb0x_3;
+        tw[5] = t75 - t84*pb3_0 + t90*pb3_1 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 6 operations */
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 - t77 + t79;
+        tw[4] = t74 - t80 + t82;
+        tw[5] = t75 - t83 + t85;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 29 operations */
+        const double t91 = s4*vb0x_5;
+        const double t92 = pb5_0*vb0x_4;
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 - t91*R0_2 - t92*R0_2 + vb0x_3*(R0_1*pb5_0 + s4*R0_0);
+        tw[4] = t74 - t91*R0_5 - t92*R0_5 + vb0x_3*(R0_4*pb5_0 + s4*R0_3);
+        tw[5] = t75 - t84*pb5_0 - t91*R0_8 + vb0x_3*(R0_7*pb5_0 + s4*R0_6);
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 29 operations */
+        const double t93 = pb6_0*vb0x_4;
+        const double t94 = pb6_1*vb0x_5;
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 - t93*R0_2 + t94*R0_2 + (-R0_0*pb6_1 + R0_1*pb6_0)*vb0x_3;
+        tw[4] = t74 - t93*R0_5 + t94*R0_5 + (-R0_3*pb6_1 + R0_4*pb6_0)*vb0x_3;
+        tw[5] = t75 + t90*pb6_1 - t93*R0_8 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 0 operations */
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t96;
+        tw[4] = t97;
+        tw[5] = t98;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 0 operations */
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t96;
+        tw[4] = t97;
+        tw[5] = t98;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 38 operations */
+        const double Rb5_1 = -t68 - t69;
+        const double Rb6_0 = c6*t67 + s6*Rb5_1;
+        const double Rb6_3 = c6*Rb5_3 + s6*t67;
+        const double pf_ee2_0 = -Rb6_0 + pb6_0;
+        const double pf_ee2_1 = -Rb6_3 + pb6_1;
+        const double t99 = vb0x_4*pf_ee2_0;
+        const double t100 = vb0x_5*pf_ee2_1;
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 + t100*R0_2 - t99*R0_2 + (-R0_0*pf_ee2_1 + R0_1*pf_ee2_0)*vb0x_3;
+        tw[4] = t74 + t100*R0_5 - t99*R0_5 + (-R0_3*pf_ee2_1 + R0_4*pf_ee2_0)*vb0x_3;
+        tw[5] = t75 + t100*R0_8 - t99*R0_8 + (-R0_6*pf_ee2_1 + R0_7*pf_ee2_0)*vb0x_3;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 42 operations */
+        const double Rb3_1 = c3*Rb2_1 - s3*t64;
+        const double Rb3_4 = c3*t64 - s3*Rb2_3;
+        const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
+        const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
+        const double t101 = vb0x_5*pf_grasp2_1;
+        tw[0] = t70;
+        tw[1] = t71;
+        tw[2] = t72;
+        tw[3] = t73 + t101*R0_2 - t78*pf_grasp2_0 + (-R0_0*pf_grasp2_1 + R0_1*pf_grasp2_0)*vb0x_3;
+        tw[4] = t74 + t101*R0_5 - t81*pf_grasp2_0 + (-R0_3*pf_grasp2_1 + R0_4*pf_grasp2_0)*vb0x_3;
+        tw[5] = t75 - t84*pf_grasp2_0 + t90*pf_grasp2_1 + (-R0_6*pf_grasp2_1 + R0_7*pf_grasp2_0)*vb0x_3;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw)
+{
+    int i;
+    if (frame < 0 || frame >= SEED004_DUAL_ARM_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)seed004_dual_arm_momentum_frame_twist(q + (long)i * 13, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
 }

@@ -12,7 +12,7 @@
  * Arrays are row-major; every function is reentrant, allocation-free and writes every output entry.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (seed004_dual_arm_jacobian_local, seed004_dual_arm_jacobian_world, seed004_dual_arm_generalized_jacobian) take a frame id `int frame`
+ * Frame families (seed004_dual_arm_jacobian_local, seed004_dual_arm_jacobian_world, seed004_dual_arm_generalized_jacobian, seed004_dual_arm_momentum_frame_twist) take a frame id `int frame`
  * (enum seed004_dual_arm_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -151,6 +151,10 @@ int seed004_dual_arm_jacobian_world_batch(int n, const double *q, int frame, dou
 /* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 493 + the case of the frame (base 0, link1 18, link2 55, link3 69, link4 18, link5 55, link6 69, target 0, ee1 0, ee2 92, grasp2 97); 966 in all */
 int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
+
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 441 + the case of the frame (base 0, link1 6, link2 29, link3 29, link4 6, link5 29, link6 29, target 0, ee1 0, ee2 38, grasp2 42); 649 in all */
+int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
+int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,7 @@
  *   seed004_example1_jacobian_local          6 / 8 / 0 / 0 / 2 / 0 = 16
  *   seed004_example1_jacobian_world          24 / 41 / 1 / 0 / 2 / 0 = 68
  *   seed004_example1_generalized_jacobian    51 / 68 / 4 / 0 / 2 / 0 = 125
+ *   seed004_example1_momentum_frame_twist    90 / 139 / 7 / 0 / 2 / 0 = 238
  */
 #include <math.h>
 #include "seed004_example1.h"
@@ -3024,6 +3025,155 @@ int seed004_example1_generalized_jacobian_batch(int n, const double *q, int fram
     if (frame < 0 || frame >= SEED004_EXAMPLE1_N_FRAMES) return 1;
     for (i = 0; i < n; ++i) {
         (void)seed004_example1_generalized_jacobian(q + (long)i * 8, frame, J + (long)i * 6);
+    }
+    return 0;
+}
+
+/*
+ * momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes
+ *   in  q[8]
+ *   in  h[6]
+ *   out tw[6]
+ *   operations: 238 (90 add, 139 mul, 7 div, 0 sqrt, 2 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 194 + the frame's case:
+ *     SEED004_EXAMPLE1_FRAME_BASE              0
+ *     SEED004_EXAMPLE1_FRAME_LINK1             14
+ *     SEED004_EXAMPLE1_FRAME_EE                30
+ */
+int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
+{
+    const double q_3 = q[3];
+    const double q_4 = q[4];
+    const double q_5 = q[5];
+    const double q_6 = q[6];
+    const double q_7 = q[7];
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
+    const double t0 = pow(q_3, 2);
+    const double t1 = pow(q_5, 2);
+    const double t3 = pow(q_4, 2);
+    const double t4 = pow(q_6, 2);
+    const double t5 = -t3 + t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double t16 = 5*c1;
+    const double Rh0_0 = 5 + t16;
+    const double Rh0_1 = 5*s1;
+    const double t17 = pow(s1, 2);
+    const double t18 = pow(c1, 2);
+    const double RJ0_00 = 16 + t17*3.35 + t18*0.02;
+    const double RJ0_01 = -s1*2.5 - s1*c1*3.33;
+    const double RJ0_11 = 18.5 + t16 + t17*0.02 + t18*3.35;
+    const double RJ0_22 = 21.85 + t16;
+    const double Hbdi0 = 1/RJ0_00;
+    const double HbL10 = Hbdi0*RJ0_01;
+    const double HbL50 = Hbdi0*Rh0_1;
+    const double Hbd1 = RJ0_11 - pow(HbL10, 2)*RJ0_00;
+    const double Hbdi1 = 1/Hbd1;
+    const double HbL51 = Hbdi1*(-Rh0_0 - HbL50*HbL10*RJ0_00);
+    const double Hbdi2 = 1/RJ0_22;
+    const double HbL32 = -Hbdi2*Rh0_1;
+    const double HbL42 = Hbdi2*Rh0_0;
+    const double Hbd3 = 110 - pow(HbL32, 2)*RJ0_22;
+    const double Hbdi3 = 1/Hbd3;
+    const double HbL43 = -HbL32*HbL42*Hbdi3*RJ0_22;
+    const double Hbd4 = 110 - pow(HbL42, 2)*RJ0_22 - Hbd3*pow(HbL43, 2);
+    const double Hbdi4 = 1/Hbd4;
+    const double Hbd5 = 110 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2);
+    const double Hbdi5 = 1/Hbd5;
+    const double t19 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
+    const double t20 = Rh0_1*0.00909090909090909;
+    const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t20*t19;
+    const double t21 = Rh0_0*0.00909090909090909;
+    const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t21*t19;
+    const double t22 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
+    const double t23 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double ho_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 + t22*t21 - t23*t20;
+    const double t24 = ho_1 - ho_0*HbL10;
+    const double t25 = t23 - ho_2*HbL32;
+    const double vb0y_4 = t22 - ho_2*HbL42 - t25*HbL43;
+    const double vb0y_5 = t19 - ho_0*HbL50 - t24*HbL51;
+    const double vb0x = Hbdi5*vb0y_5;
+    const double vb0x_1 = Hbdi4*vb0y_4;
+    const double vb0x_2 = -HbL43*vb0x_1 + t25*Hbdi3;
+    const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
+    const double vb0x_4 = t24*Hbdi1 - vb0x*HbL51;
+    const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
+    const double t26 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double t27 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double t28 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double t29 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double t30 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double t31 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double t34 = R0_5*vb0x_4;
+    switch (frame) {
+    case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
+        tw[0] = t26;
+        tw[1] = t27;
+        tw[2] = t28;
+        tw[3] = t29;
+        tw[4] = t30;
+        tw[5] = t31;
+        break;
+    }
+    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 14 operations */
+        const double t32 = 0.5*vb0x_3;
+        const double t33 = 0.5*vb0x_4;
+        tw[0] = t26;
+        tw[1] = t27;
+        tw[2] = t28;
+        tw[3] = t29 + t32*R0_1 - t33*R0_2;
+        tw[4] = t30 - 0.5*t34 + t32*R0_4;
+        tw[5] = t31 + t32*R0_7 - t33*R0_8;
+        break;
+    }
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 30 operations */
+        const double pf_ee_0 = 0.5 + c1;
+        const double t35 = vb0x_4*pf_ee_0;
+        const double t36 = s1*vb0x_5;
+        tw[0] = t26;
+        tw[1] = t27;
+        tw[2] = t28;
+        tw[3] = t29 - t35*R0_2 + t36*R0_2 + (R0_1*pf_ee_0 - s1*R0_0)*vb0x_3;
+        tw[4] = t30 - t34*pf_ee_0 + t36*R0_5 + (R0_4*pf_ee_0 - s1*R0_3)*vb0x_3;
+        tw[5] = t31 - t35*R0_8 + t36*R0_8 + (R0_7*pf_ee_0 - s1*R0_6)*vb0x_3;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int seed004_example1_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw)
+{
+    int i;
+    if (frame < 0 || frame >= SEED004_EXAMPLE1_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)seed004_example1_momentum_frame_twist(q + (long)i * 8, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
 }

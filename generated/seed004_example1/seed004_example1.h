@@ -12,7 +12,7 @@
  * Arrays are row-major; every function is reentrant, allocation-free and writes every output entry.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (seed004_example1_jacobian_local, seed004_example1_jacobian_world, seed004_example1_generalized_jacobian) take a frame id `int frame`
+ * Frame families (seed004_example1_jacobian_local, seed004_example1_jacobian_world, seed004_example1_generalized_jacobian, seed004_example1_momentum_frame_twist) take a frame id `int frame`
  * (enum seed004_example1_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -143,6 +143,10 @@ int seed004_example1_jacobian_world_batch(int n, const double *q, int frame, dou
 /* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 92 + the case of the frame (base 0, link1 7, ee 26); 125 in all */
 int seed004_example1_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_example1_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
+
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 194 + the case of the frame (base 0, link1 14, ee 30); 238 in all */
+int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
+int seed004_example1_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 
 #ifdef __cplusplus
 }

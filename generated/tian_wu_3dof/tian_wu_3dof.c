@@ -34,6 +34,7 @@
  *   tian_wu_3dof_jacobian_local              39 / 46 / 0 / 0 / 6 / 0 = 91
  *   tian_wu_3dof_jacobian_world              62 / 99 / 1 / 0 / 6 / 0 = 168
  *   tian_wu_3dof_generalized_jacobian        181 / 207 / 4 / 0 / 6 / 0 = 398
+ *   tian_wu_3dof_momentum_frame_twist        156 / 218 / 7 / 0 / 6 / 0 = 387
  */
 #include <math.h>
 #include "tian_wu_3dof.h"
@@ -6310,6 +6311,222 @@ int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, d
     if (frame < 0 || frame >= TIAN_WU_3DOF_N_FRAMES) return 1;
     for (i = 0; i < n; ++i) {
         (void)tian_wu_3dof_generalized_jacobian(q + (long)i * 10, frame, J + (long)i * 18);
+    }
+    return 0;
+}
+
+/*
+ * momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes
+ *   in  q[10]
+ *   in  h[6]
+ *   out tw[6]
+ *   operations: 387 (156 add, 218 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 275 + the frame's case:
+ *     TIAN_WU_3DOF_FRAME_BASE                  0
+ *     TIAN_WU_3DOF_FRAME_LINK1                 14
+ *     TIAN_WU_3DOF_FRAME_LINK2                 29
+ *     TIAN_WU_3DOF_FRAME_LINK3                 29
+ *     TIAN_WU_3DOF_FRAME_EE                    40
+ */
+int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
+{
+    const double q_3 = q[3];
+    const double q_4 = q[4];
+    const double q_5 = q[5];
+    const double q_6 = q[6];
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
+    const double t0 = pow(q_4, 2);
+    const double t2 = pow(q_5, 2);
+    const double t4 = pow(q_6, 2);
+    const double t5 = pow(q_3, 2);
+    const double t6 = t4 + t5;
+    const double t7 = 1/(t0 + t2 + t6);
+    const double R0_0 = t7*(-t0 - t2 + t6);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double t13 = t4 - t5;
+    const double R0_4 = t7*(t0 + t13 - t2);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t13 + t2);
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double t16 = s3*1.25;
+    const double Rh2_2 = 10 + c3*1.25;
+    const double t17 = pow(c3, 2);
+    const double t18 = pow(s3, 2);
+    const double t19 = c3*2.5;
+    const double RJ2_00 = 8.34 + t19 + t17*0.4225 + t18*0.0063;
+    const double RJ2_02 = -t16 - s3*c3*0.4162;
+    const double RJ2_11 = 8.7625 + t19;
+    const double RJ2_22 = 0.013 + t17*0.0063 + t18*0.4225;
+    const double t20 = c2*t16 + s2*Rh2_2;
+    const double t21 = s2*t16;
+    const double t22 = c2*Rh2_2;
+    const double t23 = -t21 + t22;
+    const double Rh1_2 = 20 + t23;
+    const double t24 = s2*RJ2_02;
+    const double t25 = t24 + c2*RJ2_00;
+    const double t26 = c2*RJ2_02;
+    const double t27 = t26 + s2*RJ2_22;
+    const double t28 = 2*t23;
+    const double t29 = 18.34 + t28;
+    const double RJ1_00 = t29 + c2*t25 + s2*t27;
+    const double RJ1_02 = -t20 + c2*t27 - s2*t25;
+    const double RJ1_11 = RJ2_11 + t29;
+    const double RJ1_22 = 0.013 + t28 + c2*(-t24 + c2*RJ2_22) - s2*(t26 - s2*RJ2_00) - (-2*t21 + 2*t22);
+    const double t30 = c1*Rh1_2 - s1*t20;
+    const double Rh0_0 = 12.5 + t30;
+    const double t31 = c1*t20 + s1*Rh1_2;
+    const double t32 = c1*RJ1_02;
+    const double t33 = t32 - s1*RJ1_00;
+    const double t34 = s1*RJ1_02;
+    const double t35 = -t34 + c1*RJ1_22;
+    const double RJ0_00 = 8.33 + c1*t35 - s1*t33;
+    const double RJ0_01 = -0.5*t31 + c1*t33 + s1*t35;
+    const double t36 = 14.58 + t30;
+    const double RJ0_11 = t36 + c1*(t34 + c1*RJ1_00) + s1*(t32 + s1*RJ1_22);
+    const double RJ0_22 = RJ1_11 + t36;
+    const double Hbdi0 = 1/RJ0_00;
+    const double HbL10 = Hbdi0*RJ0_01;
+    const double HbL50 = t31*Hbdi0;
+    const double Hbd1 = RJ0_11 - pow(HbL10, 2)*RJ0_00;
+    const double Hbdi1 = 1/Hbd1;
+    const double HbL51 = Hbdi1*(-Rh0_0 - HbL50*HbL10*RJ0_00);
+    const double Hbdi2 = 1/RJ0_22;
+    const double HbL32 = -t31*Hbdi2;
+    const double HbL42 = Hbdi2*Rh0_0;
+    const double Hbd3 = 75 - pow(HbL32, 2)*RJ0_22;
+    const double Hbdi3 = 1/Hbd3;
+    const double HbL43 = -HbL32*HbL42*Hbdi3*RJ0_22;
+    const double Hbd4 = 75 - pow(HbL42, 2)*RJ0_22 - Hbd3*pow(HbL43, 2);
+    const double Hbdi4 = 1/Hbd4;
+    const double Hbd5 = 75 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2);
+    const double Hbdi5 = 1/Hbd5;
+    const double t37 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
+    const double t38 = t31*0.013333333333333334;
+    const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t37*t38;
+    const double t39 = Rh0_0*0.013333333333333334;
+    const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t39*t37;
+    const double t40 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
+    const double t41 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double ho_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 + t40*t39 - t41*t38;
+    const double t42 = ho_1 - ho_0*HbL10;
+    const double t43 = t41 - ho_2*HbL32;
+    const double vb0y_4 = t40 - ho_2*HbL42 - t43*HbL43;
+    const double vb0y_5 = t37 - ho_0*HbL50 - t42*HbL51;
+    const double vb0x = Hbdi5*vb0y_5;
+    const double vb0x_1 = Hbdi4*vb0y_4;
+    const double vb0x_2 = -HbL43*vb0x_1 + t43*Hbdi3;
+    const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
+    const double vb0x_4 = t42*Hbdi1 - vb0x*HbL51;
+    const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
+    const double t44 = s1*c2;
+    const double t45 = s2*c1;
+    const double t46 = c1*c2 - s1*s2;
+    const double Rb2_5 = t44 + t45;
+    const double pb2_0 = 0.5 + c1;
+    const double pb3_0 = pb2_0 + t46;
+    const double pb3_1 = Rb2_5 + s1;
+    const double t47 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double t48 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double t49 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double t50 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double t51 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double t52 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    switch (frame) {
+    case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
+        tw[0] = t47;
+        tw[1] = t48;
+        tw[2] = t49;
+        tw[3] = t50;
+        tw[4] = t51;
+        tw[5] = t52;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 14 operations */
+        const double t53 = 0.5*vb0x_3;
+        const double t54 = 0.5*vb0x_4;
+        tw[0] = t47;
+        tw[1] = t48;
+        tw[2] = t49;
+        tw[3] = t50 + t53*R0_1 - t54*R0_2;
+        tw[4] = t51 + t53*R0_4 - t54*R0_5;
+        tw[5] = t52 + t53*R0_7 - t54*R0_8;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 29 operations */
+        const double t55 = s1*vb0x_5;
+        const double t56 = pb2_0*vb0x_4;
+        tw[0] = t47;
+        tw[1] = t48;
+        tw[2] = t49;
+        tw[3] = t50 + t55*R0_2 - t56*R0_2 + vb0x_3*(R0_1*pb2_0 - s1*R0_0);
+        tw[4] = t51 + t55*R0_5 - t56*R0_5 + vb0x_3*(R0_4*pb2_0 - s1*R0_3);
+        tw[5] = t52 + t55*R0_8 - t56*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 29 operations */
+        const double t57 = pb3_0*vb0x_4;
+        const double t58 = pb3_1*vb0x_5;
+        tw[0] = t47;
+        tw[1] = t48;
+        tw[2] = t49;
+        tw[3] = t50 - t57*R0_2 + t58*R0_2 + (-R0_0*pb3_1 + R0_1*pb3_0)*vb0x_3;
+        tw[4] = t51 - t57*R0_5 + t58*R0_5 + (-R0_3*pb3_1 + R0_4*pb3_0)*vb0x_3;
+        tw[5] = t52 - t57*R0_8 + t58*R0_8 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 40 operations */
+        const double Rb2_0 = -t44 - t45;
+        const double Rb3_2 = c3*t46 + s3*Rb2_0;
+        const double Rb3_5 = c3*Rb2_5 + s3*t46;
+        const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
+        const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
+        const double t59 = vb0x_4*pf_ee_0;
+        const double t60 = vb0x_5*pf_ee_1;
+        tw[0] = t47;
+        tw[1] = t48;
+        tw[2] = t49;
+        tw[3] = t50 - t59*R0_2 + t60*R0_2 + (-R0_0*pf_ee_1 + R0_1*pf_ee_0)*vb0x_3;
+        tw[4] = t51 - t59*R0_5 + t60*R0_5 + (-R0_3*pf_ee_1 + R0_4*pf_ee_0)*vb0x_3;
+        tw[5] = t52 - t59*R0_8 + t60*R0_8 + (-R0_6*pf_ee_1 + R0_7*pf_ee_0)*vb0x_3;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int tian_wu_3dof_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw)
+{
+    int i;
+    if (frame < 0 || frame >= TIAN_WU_3DOF_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)tian_wu_3dof_momentum_frame_twist(q + (long)i * 10, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
 }
