@@ -259,62 +259,38 @@ def inertia_problem(I: np.ndarray, triangle: bool = True) -> str | None:
     return None
 
 
-def _motion_xform(X: Placement) -> np.ndarray:
-    """6x6 transform of motion vectors [w; v] from parent coordinates to a child frame placed at ``X``."""
-    Rt = X.R.T
-    px = np.array([[0.0, -X.p[2], X.p[1]], [X.p[2], 0.0, -X.p[0]], [-X.p[1], X.p[0], 0.0]])
-    out = np.zeros((6, 6))
-    out[:3, :3] = Rt
-    out[3:, 3:] = Rt
-    out[3:, :3] = -Rt @ px
-    return out
-
-
-def _joint_motion(j: Joint, qj: float) -> Placement:
-    if j.type == "prismatic":
-        return Placement(np.eye(3), qj * np.asarray(j.axis, dtype=float))
-    a = np.asarray(j.axis, dtype=float)
-    ax = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-    R = np.eye(3) + math.sin(qj) * ax + (1.0 - math.cos(qj)) * ax @ ax
-    return Placement(R, np.zeros(3))
-
-
 def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | None:
     """Find a joint (or the free base) whose articulated inertia is singular, i.e. a singular mass matrix.
 
-    Runs the tip-to-base articulated-body inertia recursion (seed 000, Alg. 2: P(k), D(k) = H P H*) at
-    the neutral configuration and at a fixed pseudo-random one.  Returns ``(k, problem)`` for the first
-    body ``k`` whose hinge inertia ``D(k)`` vanishes (``k = 0``: the free base's 6x6 articulated
+    Runs the articulated-body recursion (seed 000, Alg. 2: P(k), D(k) = H P H*) at the neutral
+    configuration and at a fixed pseudo-random one.  Returns ``(k, problem)`` for the first body ``k``
+    (tip to base) whose hinge inertia ``D(k)`` vanishes (``k = 0``: the free base's 6x6 articulated
     inertia is singular), else None.  M is positive definite iff every D(k) is (innovations
-    factorisation, seed 000 Lemma 2.1).
+    factorisation, seed 000 Lemma 2.1).  A vanishing D(k) only spoils the quantities inboard of k, which
+    are checked after it.
     """
+    from .algorithms import articulated_body
+    from .scalar import NUMERIC
+
     rng = np.random.default_rng(12345)
     for c in range(n_configs):
-        P = [ine.spatial() for ine in robot.inertias]
+        q = robot.neutral()
+        if c > 0:
+            q[robot.base_nq:] = rng.uniform(-1.0, 1.0, robot.n_joints)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ab = articulated_body(robot, NUMERIC, q)
         for k in range(robot.n_bodies - 1, 0, -1):
-            j = robot.joints[k]
-            s = np.zeros(6)
-            if j.type == "revolute":
-                s[:3] = j.axis
-            else:
-                s[3:] = j.axis
-            Pk = P[k]
-            D = float(s @ Pk @ s)
-            norm = float(np.max(np.abs(Pk)))
+            D, norm = float(ab.D[k]), float(np.max(np.abs(ab.P[k])))
             if not D > 1e-10 * norm or D <= 0.0:
+                j = robot.joints[k]
                 what = ("moment of inertia about its axis" if j.type == "revolute"
                         else "mass along its axis")
                 return k, (f"joint {j.name!r} carries zero {what} (body {robot.body_names[k]!r} and "
-                           f"everything "
-                           "outboard of it), so the mass matrix would be singular; give a moving body "
-                           "outboard of the joint mass and inertia, or make the joint fixed")
-            Pk_s = Pk @ s
-            Pa = Pk - np.outer(Pk_s, Pk_s) / D
-            qj = 0.0 if c == 0 else float(rng.uniform(-1.0, 1.0))
-            X = _motion_xform(j.placement * _joint_motion(j, qj))
-            P[robot.parent[k]] = P[robot.parent[k]] + X.T @ Pa @ X
+                           "everything outboard of it), so the mass matrix would be singular; give a "
+                           "moving body outboard of the joint mass and inertia, or make the joint fixed")
         if robot.is_free:
-            ev = np.linalg.eigvalsh(0.5 * (P[0] + P[0].T))
+            P0 = np.asarray(ab.P[0], dtype=float)
+            ev = np.linalg.eigvalsh(0.5 * (P0 + P0.T))
             if not ev[0] > 1e-10 * max(ev[-1], 0.0):
                 return 0, (f"the free-floating base's articulated inertia is singular (eigenvalues "
                            f"{', '.join(f'{e:.3g}' for e in ev)}): the base body {robot.body_names[0]!r} and "

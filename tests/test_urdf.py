@@ -171,6 +171,15 @@ def test_triangle_violation_is_a_warning(tmp_path: Path) -> None:
         load_robot(_urdf(tmp_path, body))
 
 
+def test_massless_free_base_on_one_hinge_is_singular(tmp_path: Path) -> None:
+    """A massless free base carried by one revolute link: the base's articulated inertia P(0) = P+(1) has
+    rank 5, so the mass matrix is singular and the reader must say so; with a fixed base it is fine."""
+    body = '<link name="b"/>' f'<link name="l1">{_inertial(1.0)}</link>' + _joint("j1", "b", "l1")
+    with pytest.raises(RobotFileError, match="base's articulated inertia is singular"):
+        load_robot(_urdf(tmp_path, body))
+    assert load_robot(_urdf(tmp_path, body), base="fixed").nv == 1
+
+
 URDF_CASES = [
     ("planar", '<joint name="j2"> (line 8)', "joint type 'planar' is not supported"),
     ("floating", '<joint name="j2"> (line 8)', "joint type 'floating' is not supported"),
