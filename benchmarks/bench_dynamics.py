@@ -36,8 +36,8 @@ sys.path.insert(0, str(HERE))
 
 import bench_pinocchio as bp  # noqa: E402
 from soadyn.codegen import compile as soadyn_compile  # noqa: E402
-from soadyn.symbolic import load_robot  # noqa: E402
-from soadyn.symbolic.structure import lock_joints  # noqa: E402
+from soadyn.model import load_robot  # noqa: E402
+from soadyn.structure.operations import lock_joints  # noqa: E402
 
 #: soadyn function -> Pinocchio algorithm it is compared with
 PAIRS = {"inverse_dynamics": "rnea", "mass_matrix": "crba", "forward_dynamics": "aba",

@@ -3,9 +3,9 @@
 ``compile(robot_or_path, out_dir=None, base=None)`` -> imported module; ``load(path)`` -> module.
 """
 
-from .build import CompileError
-from .load import load
-from .pipeline import compile_robot
+from soadyn.codegen.build import CompileError
+from soadyn.codegen.load import load
+from soadyn.codegen.pipeline import compile_robot
 
 compile = compile_robot  # noqa: A001 - the public name of the API
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 import symengine as se
-from soadyn.symbolic.model import Robot
+from soadyn.model.robot import Robot
 from soadyn.symbolic.scalar import Assignment, Symbolic
 
-from .functions import RESERVED, FunctionSpec
+from soadyn.codegen.functions import RESERVED, FunctionSpec
 
 #: number of symbolic derivations run in this process (tests use it to show that a cached compile derives
 #: nothing)

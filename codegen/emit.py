@@ -18,11 +18,12 @@ from typing import Any
 
 import jinja2
 import symengine as se
-from soadyn.symbolic.model import Robot
+from soadyn.model.robot import Robot
 
-from .derive import DerivationError, Program
-from .functions import Arg, FunctionSpec, c_identifier, frame_enum
-from .optimise import split_cases
+from soadyn.codegen.derive import DerivationError, Program
+from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
+from soadyn._version import __version__
+from soadyn.codegen.optimise import split_cases
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -30,9 +31,7 @@ _C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow"})
 
 
 def generator_version() -> str:
-    import soadyn
-
-    return str(soadyn.__version__)
+    return __version__
 
 
 @dataclass

@@ -5,7 +5,7 @@ robot, the algorithm of :mod:`soadyn.symbolic.algorithms` that computes it, the 
 to that algorithm and the public Python-level function it backs.
 
 Public (Python-level) API of a compiled module, with the names of the reference path
-:mod:`soadyn.symbolic.reference`:
+:mod:`soadyn.reference.dense`:
 
 =========================  ==============================================  ============================
 Python function            C functions                                     outputs
@@ -62,7 +62,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from soadyn.symbolic.model import Robot
+from soadyn.model.robot import Robot
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import symengine as se
 
-from .derive import Program
+from soadyn.codegen.derive import Program
 
 OP_KINDS = ("add", "mul", "div", "sqrt", "trig", "other")
 
@@ -384,7 +384,7 @@ def split_cases(program: Program, n_cases: int) -> CaseSplit:
     the prefix.  Dependencies of a prefix assignment are needed by at least the same cases, so they are in
     the prefix too, and each part keeps the program's topological order.
     """
-    from .derive import CASE_SEP
+    from soadyn.codegen.derive import CASE_SEP
 
     need: dict = {}
     case_outputs: list[list[tuple[str, list[se.Basic]]]] = [[] for _ in range(n_cases)]

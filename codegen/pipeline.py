@@ -33,14 +33,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from soadyn.symbolic.model import Robot
+from soadyn.model.robot import Robot
 
-from . import build as _build
-from .derive import derive, has_algorithm, rename_reserved
-from .emit import emit_module, emit_wrapper, generator_version, split_units
-from .functions import FunctionSpec, c_identifier, function_table, select_functions
-from .load import load
-from .optimise import optimise
+from soadyn.codegen import build as _build
+from soadyn.codegen.derive import derive, has_algorithm, rename_reserved
+from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version, split_units
+from soadyn.codegen.functions import FunctionSpec, c_identifier, function_table, select_functions
+from soadyn.codegen.load import load
+from soadyn.codegen.optimise import optimise
 
 STAMP = "soadyn_stamp.json"
 DEFAULT_OUT_DIR = "generated"
@@ -251,7 +251,7 @@ def resolve_robot(robot_or_path: Robot | str | os.PathLike, base: str | None = N
         if base is not None and base != robot.base:
             robot = robot.with_base(base)
     else:
-        from soadyn.symbolic import load_robot
+        from soadyn.model import load_robot
 
         robot = load_robot(robot_or_path, None, **load_kw)
         file_base = robot.base

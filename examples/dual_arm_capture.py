@@ -13,7 +13,7 @@ drift 0.02 m/s along x: the momentum taken over from the target) and the joints 
 ``A sin(w_i t)`` (A = 10 N m by default, w_i as in docs/structure-changes.md), base wrench zero.  The
 stabilisation is the one of docs/structure-changes.md: ``projection`` (default: Newton on ``g(q) = 0`` and
 the dependent velocities recomputed after every step), ``none``, or ``baumgarte`` / ``both`` (these two use
-the reference path ``soadyn.symbolic.closed_loop.forward_dynamics``, since the generated function has no
+the reference path ``soadyn.runtime.closed_loop.forward_dynamics``, since the generated function has no
 Baumgarte terms; slower).
 
 Printed: the partition, max |g| (position level), max |J_c v| (velocity level) and the drift of the
@@ -48,8 +48,8 @@ OMEGA = np.array([1.0, 2.0, 3.0, 1.5, 2.5, 0.7])  # torque frequencies [rad/s] (
 
 def captured_system():
     """(tree robot, robot with the capture weld, capture configuration)."""
-    from soadyn.symbolic import load_robot
-    from soadyn.symbolic import structure as st
+    from soadyn.model import load_robot
+    from soadyn.structure import operations as st
 
     tree = load_robot(HERE / "seed004_dual_arm.yaml")
     closed = st.close_loop(tree, "ee2", "grasp2", "weld", name="capture")
@@ -71,7 +71,7 @@ def joint_torques(nv: int, amplitude: float):
 def run(module, closed, q0, v0, duration: float, dt: float, stabilisation: str,
         amplitude: float = 10.0) -> dict:
     """Simulate and measure constraint violation and momentum drift."""
-    from soadyn.symbolic import closed_loop as cl
+    from soadyn.runtime import closed_loop as cl
 
     ccl = cl.CompiledClosedLoop(module, closed)
     if stabilisation in ("none", "projection"):
@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--duration ({args.duration}) and --dt ({args.dt}) must be positive with dt <= duration")
 
     from soadyn.codegen import compile as compile_robot
-    from soadyn.symbolic import closed_loop as cl
-    from soadyn.symbolic import structure as st
+    from soadyn.runtime import closed_loop as cl
+    from soadyn.structure import operations as st
 
     tree, closed, q0 = captured_system()
     print(f"dual-arm capture: {tree.nv} tree coordinates, {cl.n_constraints(closed)} weld constraint rows")

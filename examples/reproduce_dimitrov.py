@@ -30,8 +30,8 @@ R_G_TF = np.array([2.0, -1.2, 1.54])                           # grasping point 
 
 
 def module_for(python: bool = False, cache: str | None = None):
-    from soadyn.symbolic import load_robot
-    from soadyn.symbolic.numeric_module import NumericModule
+    from soadyn.model import load_robot
+    from soadyn.runtime.numeric_module import NumericModule
 
     robot = load_robot(HERE / "dimitrov_7dof_rw.yaml")
     if python:
@@ -47,7 +47,7 @@ _ROBOT = None
 def _robot():
     global _ROBOT
     if _ROBOT is None:
-        from soadyn.symbolic import load_robot
+        from soadyn.model import load_robot
 
         _ROBOT = load_robot(HERE / "dimitrov_7dof_rw.yaml")
     return _ROBOT
@@ -55,7 +55,7 @@ def _robot():
 
 def ee_position(module, q) -> np.ndarray:
     """End-effector position (inertial frame) at configuration q."""
-    from soadyn.symbolic.reference import frame_pose
+    from soadyn.reference.dense import frame_pose
 
     return frame_pose(_robot(), q, "ee")[1]
 
@@ -67,8 +67,8 @@ def initial_state(robot) -> tuple[np.ndarray, np.ndarray]:
 
 
 def reactionless(module, robot, duration: float = 10.0, dt: float = 0.01) -> dict:
-    from soadyn.codegen.control import ReactionlessController
-    from soadyn.codegen.simulate import simulate
+    from soadyn.runtime.control import ReactionlessController
+    from soadyn.runtime.simulate import simulate
 
     q0, v0 = initial_state(robot)
     xi = lambda t, q, v: 0.02 * np.sin(0.5 * t + np.arange(7))  # noqa: E731 - arbitrary smooth input
@@ -81,8 +81,8 @@ def reactionless(module, robot, duration: float = 10.0, dt: float = 0.01) -> dic
 
 def bias_momentum(module, robot, duration: float = 30.0, dt: float = 0.01,
                   kinematic_dt: float = 0.05) -> dict:
-    from soadyn.codegen.control import ReactionNullSpaceControl, partial_momenta, simulate_momentum_management
-    from soadyn.codegen.simulate import simulate
+    from soadyn.runtime.control import ReactionNullSpaceControl, partial_momenta, simulate_momentum_management
+    from soadyn.runtime.simulate import simulate
 
     q0, v0 = initial_state(robot)
     ctrl = ReactionNullSpaceControl(module, WHEELS, tau_r=[-0.1, -0.1, -0.1], K_b=25.0, K_m=10.0)
@@ -100,8 +100,8 @@ def bias_momentum(module, robot, duration: float = 30.0, dt: float = 0.01,
 def generalized_jacobian_prediction(module, robot, duration: float = 5.0, dt: float = 0.005) -> dict:
     """Free-floating motion with non-zero momentum (a tumbling base) under constant joint torques; the
     end-effector velocity predicted by eq. E.6 is integrated (Simpson) and compared with the motion."""
-    from soadyn.codegen.control import frame_twist
-    from soadyn.codegen.simulate import simulate
+    from soadyn.runtime.control import frame_twist
+    from soadyn.runtime.simulate import simulate
 
     q0, v0 = initial_state(robot)
     v0[:3] = [0.01, -0.02, 0.015]

@@ -21,8 +21,8 @@ HERE = Path(__file__).resolve().parent
 
 def module_for(path: Path, python: bool = False, cache: str | None = None):
     """A compiled module for the robot file (or the pure-Python stand-in)."""
-    from soadyn.symbolic import load_robot
-    from soadyn.symbolic.numeric_module import NumericModule
+    from soadyn.model import load_robot
+    from soadyn.runtime.numeric_module import NumericModule
 
     robot = load_robot(path)
     if python:
@@ -33,7 +33,7 @@ def module_for(path: Path, python: bool = False, cache: str | None = None):
 
 
 def run(module, robot, duration: float = 5.0, dt: float = 1e-3) -> dict:
-    from soadyn.codegen.simulate import simulate
+    from soadyn.runtime.simulate import simulate
 
     q0 = robot.neutral()
     q0[7:] = [np.pi / 2, 0.0, np.pi / 2]

@@ -11,7 +11,7 @@ through a one-DOF fixture.  Instead of constraining the free flyer, the seed cha
 
 The reference is the same system as a closed loop (III-D): the 7-DOF free flyer whose ``ee`` is held by a
 revolute cut joint about z at the inertial origin (5 constraint rows, 2 independent coordinates), solved by
-``soadyn.symbolic.closed_loop`` (reference path) and by the generated closed-loop C functions.
+``soadyn.runtime.closed_loop`` (reference path) and by the generated closed-loop C functions.
 
 Checks: (a) on random constraint-consistent states the pose, velocity and acceleration of every frame
 (base, link1, ee) agree between the 2-DOF model (generated ``forward_dynamics``) and the constrained free
@@ -38,9 +38,9 @@ Q_J1 = 0.7  # initial joint angle [rad]
 
 def models():
     """(free flyer, 2-DOF grappled fixed-base model, free flyer with the revolute cut joint)."""
-    from soadyn.symbolic import load_robot
-    from soadyn.symbolic import structure as st
-    from soadyn.symbolic.model import Joint, Placement
+    from soadyn.model import load_robot
+    from soadyn.structure import operations as st
+    from soadyn.model.robot import Joint, Placement
 
     flyer = load_robot(HERE / "seed004_example1.yaml")
     fixture = st.add_body(flyer, "fixture", "ee",
@@ -54,7 +54,7 @@ def models():
 
 def grappled_start(flyer) -> np.ndarray:
     """Free-flyer configuration with j1 = Q_J1 and the base placed so that ``ee`` is the inertial frame."""
-    from soadyn.symbolic import structure as st
+    from soadyn.structure import operations as st
 
     q = flyer.neutral()
     q[7] = Q_J1
@@ -67,14 +67,14 @@ def grappled_start(flyer) -> np.ndarray:
 def to_grappled(flyer, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The 2-DOF state [jf, j1] of a free-flyer state whose ``ee`` sits on the grapple frame: the fixture
     joint turns the fixture relative to ``ee``, so its angle and rate are minus those of ``ee``."""
-    from soadyn.symbolic import structure as st
+    from soadyn.structure import operations as st
 
     m = st.frame_motion(flyer, q, v, frame="ee")
     return np.array([-np.arctan2(m.R[1, 0], m.R[0, 0]), q[7]]), np.array([-m.w[2], v[6]])
 
 
 def frame_error(flyer, grappled, q, v, a, qg, vg, ag) -> float:
-    from soadyn.symbolic import structure as st
+    from soadyn.structure import operations as st
 
     f1 = st.frame_motion(flyer, q, v, a)
     f2 = st.frame_motion(grappled, qg, vg, ag)
@@ -93,9 +93,9 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--duration ({args.duration}) and --dt ({args.dt}) must be positive with dt <= duration")
 
     from soadyn.codegen import compile as compile_robot
-    from soadyn.codegen.simulate import simulate
-    from soadyn.symbolic import closed_loop as cl
-    from soadyn.symbolic import structure as st
+    from soadyn.runtime.simulate import simulate
+    from soadyn.runtime import closed_loop as cl
+    from soadyn.structure import operations as st
 
     flyer, grappled, closed = models()
     print(f"free flyer: {flyer.base} base, nv = {flyer.nv} ({flyer.joint_names}); grappled model: "

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from soadyn.symbolic import load_robot
+from soadyn.model import load_robot
 from soadyn.symbolic.algorithms import bias_forces as bias_numeric
 from soadyn.symbolic.algorithms import forward_dynamics as fd_numeric
 from soadyn.symbolic.algorithms import mass_matrix as mm_numeric
-from soadyn.symbolic.model import Robot
+from soadyn.model.robot import Robot
 from soadyn.symbolic.scalar import Numeric
-from soadyn.symbolic.structure import connectivity_table, format_connectivity, lock_joints, map_state
+from soadyn.structure.operations import connectivity_table, format_connectivity, lock_joints, map_state
 
 HERE = Path(__file__).resolve().parent
 ACTIVE = ["a1_j1", "a1_j2", "a1_j3"]

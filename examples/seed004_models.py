@@ -20,9 +20,9 @@ import math
 from pathlib import Path
 
 import numpy as np
-from soadyn.symbolic import load_robot
-from soadyn.symbolic.model import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.symbolic.structure import frame_motion, to_yaml
+from soadyn.model import load_robot
+from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
+from soadyn.structure.operations import frame_motion, to_yaml
 
 HERE = Path(__file__).resolve().parent
 D = math.pi / 180.0

@@ -1,22 +1,28 @@
 """soadyn: spatial-operator dynamics of space manipulators, derived symbolically, emitted as verified C.
 
-The root package is a thin face over :mod:`soadyn.symbolic` and :mod:`soadyn.codegen`.
+The root package is a thin face that re-exports the public API of the layers:
+
+=====================  ==========================================================================
+``load_robot``, ``Robot``   :mod:`soadyn.model` (robot files, the model)
+``compile``, ``load``       :mod:`soadyn.codegen` (robot -> verified, importable C module)
+``simulate``, ``Trajectory`` :mod:`soadyn.runtime.simulate` (what users run with a compiled module)
+=====================  ==========================================================================
 """
 
-from soadyn.symbolic import Robot, load_robot
+from importlib import import_module
+from typing import Any
 
-__version__ = "0.1.0"
+from soadyn._version import __version__
+from soadyn.model import Robot, load_robot
+
 __all__ = ["Robot", "load_robot", "compile", "load", "simulate", "Trajectory", "__version__"]
 
+#: names resolved on first use (keeps ``import soadyn`` light: no SymEngine, cffi or Jinja until needed)
+_LAZY = {"compile": "soadyn.codegen", "load": "soadyn.codegen",
+         "simulate": "soadyn.runtime.simulate", "Trajectory": "soadyn.runtime.simulate"}
 
-def __getattr__(name: str):
-    # compile / load come from soadyn.codegen, imported on first use (keeps ``import soadyn`` light)
-    if name in ("compile", "load"):
-        from soadyn import codegen
 
-        return getattr(codegen, name)
-    if name in ("simulate", "Trajectory"):
-        from soadyn.codegen import simulate as _sim
-
-        return getattr(_sim, name)
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'soadyn' has no attribute {name!r}")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.symbolic import load_robot
-from soadyn.symbolic.model import Robot
+from soadyn.model import load_robot
+from soadyn.model.robot import Robot
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -15,9 +15,9 @@ import re
 import numpy as np
 import pytest
 from conftest import load_urdf, record, rel_err, with_gravity
-from soadyn.symbolic import reference as ref
-from soadyn.symbolic.conventions import MujocoMap
-from soadyn.symbolic.model import skew3
+from soadyn.reference import dense as ref
+from soadyn.model.conventions import MujocoMap
+from soadyn.model.robot import skew3
 
 mujoco = pytest.importorskip("mujoco")
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from conftest import TEST_ARM, URDFS, load_urdf, with_gravity
 from soadyn.symbolic import algorithms as alg
-from soadyn.symbolic import load_robot, reference
+from soadyn.reference import dense as reference
+from soadyn.model import load_robot
 from soadyn.symbolic.scalar import Numeric
 
 CTX = Numeric()

@@ -3,7 +3,7 @@ dynamics, operational-space inertias, change of base body.
 
 Every check compares two independent routes: the O(N) recursions of ``soadyn.symbolic.algorithms``
 against the conventional O(N) forward dynamics, against the dense operator reference
-(``soadyn.symbolic.reference`` / ``reference_invariant``) or against the same system re-rooted at another
+(``soadyn.reference.dense`` / ``reference_invariant``) or against the same system re-rooted at another
 body.  Tolerances are relative (``_close``), 1e-10.
 """
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symengine as se
-from soadyn.symbolic import load_robot, reference
-from soadyn.symbolic import reference_invariant as ri
+from soadyn.reference import dense as reference
+from soadyn.model import load_robot
+from soadyn.reference import invariant as ri
 from soadyn.symbolic.algorithms import forward_dynamics, jacobian, mass_matrix, momentum
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
 from soadyn.symbolic.algorithms.decoupled import (
@@ -34,10 +35,10 @@ from soadyn.symbolic.algorithms.operational_space import (
     inverse_operational_space_inertias_dual,
     operational_space_inertias,
 )
-from soadyn.symbolic.model import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.symbolic.rebase import rebase, rebase_transform
+from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
+from soadyn.structure.rebase import rebase, rebase_transform
 from soadyn.symbolic.scalar import NUMERIC, Symbolic
-from soadyn.symbolic.structure import frame_motion, map_state
+from soadyn.structure.operations import frame_motion, map_state
 
 EX = Path(__file__).resolve().parents[1] / "examples"
 TOL = 1e-10

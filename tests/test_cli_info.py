@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from soadyn.codegen.cli import main
+from soadyn.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 ARM = ROOT / "examples" / "test_arm.yaml"
@@ -106,7 +106,7 @@ def test_info_bad_file(fixture: str, capsys: pytest.CaptureFixture[str]) -> None
 
 def test_info_subprocess_bad_and_good() -> None:
     exe = shutil.which("soadyn")
-    cmd = [exe] if exe else [sys.executable, "-m", "soadyn.codegen.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "soadyn.cli.main"]
     bad = subprocess.run([*cmd, "info", str(BAD / "cycle.yaml")], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines() == [

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, TEST_ARM
-from soadyn.symbolic import closed_loop as cl
-from soadyn.symbolic import load_robot
-from soadyn.symbolic import reference as ref
-from soadyn.symbolic import structure as st
+from soadyn.runtime import closed_loop as cl
+from soadyn.model import load_robot
+from soadyn.reference import dense as ref
+from soadyn.structure import operations as st
 from soadyn.symbolic.algorithms import closed_loop as gcl
-from soadyn.symbolic.model import Inertia, Joint, Placement
+from soadyn.model.robot import Inertia, Joint, Placement
 from soadyn.symbolic.scalar import Numeric
 
 CTX = Numeric()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import symengine as se
 from soadyn.codegen import build, derive, load
-from soadyn.codegen.commands import check_function, random_inputs, reference_function, rel_err
+from soadyn.cli.commands import check_function, random_inputs, reference_function, rel_err
 from soadyn.codegen.derive import Program
 from soadyn.codegen.functions import (
     c_identifier,
@@ -30,8 +30,8 @@ from soadyn.codegen.functions import (
 )
 from soadyn.codegen.optimise import count_ops, optimise
 from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
-from soadyn.codegen.regenerate import REPO, example_robots, generate_example
-from soadyn.symbolic import load_robot
+from soadyn.cli.regenerate import REPO, example_robots, generate_example
+from soadyn.model import load_robot
 
 TEST_ARM = REPO / "examples" / "test_arm.yaml"
 TOL = 1e-10
@@ -304,7 +304,7 @@ def test_changed_robot_recompiles_and_failures_leave_module_intact(tmp_path, mon
     assert m2 is not m1 and not np.allclose(m2.mass_matrix(q), M1)
     assert np.array_equal(m1.mass_matrix(q), M1)  # the old module object keeps working
     ref = load_robot(path)
-    from soadyn.symbolic import reference
+    from soadyn.reference import dense as reference
 
     assert rel_err(m2.mass_matrix(q), reference.mass_matrix(ref, q)) < TOL
     before = sorted(p.name for p in (out / "tiny_arm").iterdir())
@@ -326,12 +326,12 @@ def test_cache_key_hashes_only_what_the_generator_uses():
     names = {n for n, _ in generator_files()}
     for used in ("soadyn.codegen.derive", "soadyn.codegen.optimise", "soadyn.codegen.emit",
                  "soadyn.symbolic.algorithms.jacobians", "soadyn.symbolic.algorithms.kinematics",
-                 "soadyn.symbolic.scalar", "soadyn.symbolic.spatial", "soadyn.symbolic.model",
+                 "soadyn.symbolic.scalar", "soadyn.symbolic.spatial", "soadyn.model.robot",
                  "soadyn.templates/module.c.j2", "soadyn.templates/__init__.py.j2"):
         assert used in names, used
-    for unused in ("soadyn.codegen.simulate", "soadyn.codegen.control", "soadyn.codegen.commands",
-                   "soadyn.codegen.cli", "soadyn.codegen.regenerate", "soadyn.symbolic.describe",
-                   "soadyn.symbolic.numeric_module", "soadyn.symbolic.reference_free_floating"):
+    for unused in ("soadyn.runtime.simulate", "soadyn.runtime.control", "soadyn.cli.commands",
+                   "soadyn.cli.main", "soadyn.cli.regenerate", "soadyn.cli.describe",
+                   "soadyn.runtime.numeric_module", "soadyn.reference.free_floating"):
         assert unused not in names, unused
 
 
@@ -555,7 +555,7 @@ COMMITTED_EXAMPLES = [p.stem for p in example_robots(REPO / "examples")]
 
 
 def test_committed_examples_are_the_documented_ones():
-    from soadyn.codegen.regenerate import ON_DEMAND
+    from soadyn.cli.regenerate import ON_DEMAND
 
     assert set(COMMITTED_EXAMPLES) >= {"test_arm", "tian_wu_3dof", "dimitrov_7dof_rw", "seed004_example1",
                                        "seed004_dual_arm"}
@@ -570,10 +570,10 @@ def test_generated_sources_exist_and_match_robot_files():
     for path in examples:
         robot, name = resolve_robot(path)
         c = REPO / "generated" / name / f"{name}.c"
-        assert c.is_file(), f"{c} missing: run python -m soadyn.codegen.regenerate"
+        assert c.is_file(), f"{c} missing: run python -m soadyn.cli.regenerate"
         head = c.read_text(encoding="utf-8")[:2000]
         assert f"Robot fingerprint:  {robot.fingerprint()}" in head, (
-            f"{c} is stale ({path.name} changed): run python -m soadyn.codegen.regenerate")
+            f"{c} is stale ({path.name} changed): run python -m soadyn.cli.regenerate")
 
 
 @pytest.mark.parametrize("stem", COMMITTED_EXAMPLES)
@@ -585,11 +585,11 @@ def test_generated_sources_are_current(stem):
     for fname, text in files.items():
         committed = REPO / "generated" / name / fname
         same = committed.is_file() and committed.read_text(encoding="utf-8") == text
-        assert same, f"{committed} is stale: run python -m soadyn.codegen.regenerate"  # no MB-sized diff
+        assert same, f"{committed} is stale: run python -m soadyn.cli.regenerate"  # no MB-sized diff
 
 
 def test_stale_detection_catches_an_edit(tmp_path):
-    from soadyn.codegen.regenerate import stale
+    from soadyn.cli.regenerate import stale
 
     ex = tmp_path / "examples"
     ex.mkdir()
@@ -597,7 +597,7 @@ def test_stale_detection_catches_an_edit(tmp_path):
     out = tmp_path / "generated"
     assert stale(ex, out) == [f"{out / 'tiny_arm' / 'tiny_arm.c'}: missing",
                               f"{out / 'tiny_arm' / 'tiny_arm.h'}: missing"]
-    from soadyn.codegen.regenerate import main
+    from soadyn.cli.regenerate import main
 
     assert main(["--examples", str(ex), "--out", str(out)]) == 0
     assert stale(ex, out) == []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from soadyn.codegen import build, derive
-from soadyn.codegen.cli import main
+from soadyn.cli.main import main
 from test_codegen import TINY_YAML
 
 

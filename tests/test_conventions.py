@@ -1,13 +1,13 @@
-"""The state conventions (docs/conventions.md) and the converters of soadyn.symbolic.conventions."""
+"""The state conventions (docs/conventions.md) and the converters of soadyn.model.conventions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import TEST_ARM, load_urdf, rel_err
-from soadyn.symbolic import load_robot
-from soadyn.symbolic import reference as ref
-from soadyn.symbolic.conventions import (
+from soadyn.model import load_robot
+from soadyn.reference import dense as ref
+from soadyn.model.conventions import (
     MujocoMap,
     PinocchioMap,
     from_pinocchio,
@@ -17,7 +17,7 @@ from soadyn.symbolic.conventions import (
     to_pinocchio,
     to_spacedyn,
 )
-from soadyn.symbolic.model import BodySpec, Inertia, Joint, Placement, Robot
+from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
 from soadyn.symbolic.spatial import quaternion_to_matrix
 
 TOL = 1e-12

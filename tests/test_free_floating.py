@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, TEST_ARM, rel_err
 from soadyn.codegen import control as C
-from soadyn.symbolic import load_robot
-from soadyn.symbolic import reference as ref
-from soadyn.symbolic import reference_free_floating as rff
+from soadyn.model import load_robot
+from soadyn.reference import dense as ref
+from soadyn.reference import free_floating as rff
 from soadyn.symbolic.algorithms import free_floating as ff
 from soadyn.symbolic.algorithms import generalized_jacobian, jacobian, mass_matrix, momentum
-from soadyn.symbolic.numeric_module import NumericModule
+from soadyn.runtime.numeric_module import NumericModule
 from soadyn.symbolic.scalar import NUMERIC
 
 ROBOTS = {"test_arm": TEST_ARM, "tian_wu": EXAMPLES / "tian_wu_3dof.yaml",

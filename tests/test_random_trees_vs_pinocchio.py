@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import yaml
 from soadyn.symbolic import algorithms as alg
-from soadyn.symbolic import load_robot
-from soadyn.symbolic.conventions import PinocchioMap
-from soadyn.symbolic.model import rpy_to_matrix
+from soadyn.model import load_robot
+from soadyn.model.conventions import PinocchioMap
+from soadyn.model.robot import rpy_to_matrix
 from soadyn.symbolic.scalar import Numeric
 
 pin = pytest.importorskip("pinocchio")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TEST_ARM, rel_err, with_gravity
-from soadyn.symbolic import load_robot
-from soadyn.symbolic import reference as ref
+from soadyn.model import load_robot
+from soadyn.reference import dense as ref
 from soadyn.symbolic.spatial import quaternion_to_matrix
 
 TOL = 1e-10

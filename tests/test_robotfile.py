@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.symbolic import RobotFileError, load_robot
+from soadyn.model import RobotFileError, load_robot
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "tests" / "data" / "bad"
@@ -247,8 +247,8 @@ def test_loops_section_is_read(tmp_path: Path) -> None:
 
 def test_loops_from_file_equal_close_loop(tmp_path: Path) -> None:
     """A hand-written loops section gives the same model as structure.close_loop on the tree."""
-    from soadyn.symbolic import structure as st
-    from soadyn.symbolic.model import Placement
+    from soadyn.structure import operations as st
+    from soadyn.model.robot import Placement
 
     text = VALID + ("loops:\n"
                     "  - {name: hold, frame_a: tip, frame_b: world, type: prismatic, axis: [0.3, 0.5, 0.8],\n"
@@ -272,7 +272,7 @@ def test_world_loop_refuses_a_body_named_world(tmp_path: Path) -> None:
 
 def test_loops_from_doc_checks_unvalidated_input() -> None:
     """structure.loops_from_doc is also safe on documents that did not pass the schema."""
-    from soadyn.symbolic import structure as st
+    from soadyn.structure import operations as st
 
     tree = load_robot(ARM)
     cases = [

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.symbolic import load_robot, reference
-from soadyn.symbolic import reference_invariant as ri
+from soadyn.reference import dense as reference
+from soadyn.model import load_robot
+from soadyn.reference import invariant as ri
 from soadyn.symbolic.algorithms import forward_dynamics
 from soadyn.symbolic.algorithms.schur import (
     complement_basis,
     forward_dynamics_schur,
     mass_matrix_inverse_schur,
 )
-from soadyn.symbolic.model import Inertia
+from soadyn.model.robot import Inertia
 from soadyn.symbolic.scalar import NUMERIC
 from test_base_invariant import SERIAL, TREE, _close, _state, random_robot
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from conftest import TEST_ARM
-from soadyn.codegen.simulate import (
+from soadyn.runtime.simulate import (
     SimulationError,
     Trajectory,
     add_simulate_parser,
@@ -18,8 +18,8 @@ from soadyn.codegen.simulate import (
     rotation_matrix,
     simulate,
 )
-from soadyn.symbolic import load_robot
-from soadyn.symbolic.numeric_module import NumericModule
+from soadyn.model import load_robot
+from soadyn.runtime.numeric_module import NumericModule
 from soadyn.symbolic.spatial import quaternion_to_matrix
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TEST_ARM
-from soadyn.symbolic import load_robot
-from soadyn.symbolic import structure as st
+from soadyn.model import load_robot
+from soadyn.structure import operations as st
 from soadyn.symbolic.algorithms import (
     bias_forces,
     forward_dynamics,
@@ -18,7 +18,7 @@ from soadyn.symbolic.algorithms import (
     mass_matrix,
     momentum,
 )
-from soadyn.symbolic.model import Placement
+from soadyn.model.robot import Placement
 from soadyn.symbolic.scalar import Numeric
 
 CTX = Numeric()
@@ -247,7 +247,7 @@ def test_fix_base_is_joint_rows_of_free_equations(arm):
 
 def test_free_base_needs_mass(arm):
     fixed = st.fix_base(arm)
-    from soadyn.symbolic.model import Inertia
+    from soadyn.model.robot import Inertia
 
     fixed.inertias[0] = Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
     with pytest.raises(st.StructureError, match="needs both"):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.symbolic import RobotFileError, load_robot
-from soadyn.symbolic.model import Placement, Robot
+from soadyn.model import RobotFileError, load_robot
+from soadyn.model.robot import Placement, Robot
 
 pin = pytest.importorskip("pinocchio")
 

@@ -4,15 +4,15 @@ Every function takes ``(robot, ctx, ...)``; ``ctx`` is :class:`soadyn.symbolic.s
 or :class:`soadyn.symbolic.scalar.Symbolic` for a staged symbolic run (what :mod:`soadyn.codegen` emits).
 """
 
-from .articulated_body import ArticulatedBody, articulated_body
-from .closed_loop import (
+from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body
+from soadyn.symbolic.algorithms.closed_loop import (
                           closed_loop_constraints,
                           closed_loop_dependent_velocities,
                           closed_loop_forward_dynamics,
 )
-from .decoupled import forward_dynamics_decoupled
-from .forward_dynamics import forward_dynamics
-from .free_floating import (
+from soadyn.symbolic.algorithms.decoupled import forward_dynamics_decoupled
+from soadyn.symbolic.algorithms.forward_dynamics import forward_dynamics
+from soadyn.symbolic.algorithms.free_floating import (
                           angular_reduced_dynamics,
                           base_inertia,
                           base_velocity,
@@ -22,13 +22,13 @@ from .free_floating import (
                           generalized_inertia,
                           momentum_frame_twist,
 )
-from .innovations import innovations_factors, mass_matrix_inverse
-from .jacobians import generalized_jacobian, jacobian
-from .kinematics import joint_transforms, link_poses, velocities
-from .momentum import center_of_mass, kinetic_energy, momentum
-from .newton_euler import bias_forces, inverse_dynamics, mass_matrix
-from .operational_space import inverse_operational_space_inertias, operational_space_inertias
-from .schur import forward_dynamics_schur
+from soadyn.symbolic.algorithms.innovations import innovations_factors, mass_matrix_inverse
+from soadyn.symbolic.algorithms.jacobians import generalized_jacobian, jacobian
+from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses, velocities
+from soadyn.symbolic.algorithms.momentum import center_of_mass, kinetic_energy, momentum
+from soadyn.symbolic.algorithms.newton_euler import bias_forces, inverse_dynamics, mass_matrix
+from soadyn.symbolic.algorithms.operational_space import inverse_operational_space_inertias, operational_space_inertias
+from soadyn.symbolic.algorithms.schur import forward_dynamics_schur
 
 __all__ = [
     "closed_loop_constraints", "closed_loop_dependent_velocities", "closed_loop_forward_dynamics",

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .kinematics import Kinematics, joint_transforms, unit_hinge_index
-from .linalg import LDL, ldl
+from soadyn.symbolic.algorithms.kinematics import Kinematics, joint_transforms, unit_hinge_index
+from soadyn.symbolic.algorithms.linalg import LDL, ldl
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Closed-loop forward dynamics in independent coordinates, generic over the scalar (for code generation).
 
-The same equations as the reference path :mod:`soadyn.symbolic.closed_loop` (see its docstring: cut-joint
+The same equations as the reference path :mod:`soadyn.runtime.closed_loop` (see its docstring: cut-joint
 constraints, seed 003 eq. 2.44-2.58, seed 004 eq. 5), written so that a symbolic run gives a straight-line
 program:
 
@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ..closed_loop import constraint_rows, perpendicular_basis
-from ..model import Robot
-from ..spatial import cross, skew
-from .kinematics import joint_transforms, link_poses, velocities
-from .linalg import ldl
-from .newton_euler import _newton_euler, mass_matrix_from
+from soadyn.runtime.closed_loop import constraint_rows, perpendicular_basis
+from soadyn.model.robot import Robot
+from soadyn.symbolic.spatial import cross, skew
+from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses, velocities
+from soadyn.symbolic.algorithms.linalg import ldl
+from soadyn.symbolic.algorithms.newton_euler import _newton_euler, mass_matrix_from
 
 
 def _frame_world(robot: Robot, ctx: Any, Rw: list, pw: list, name: str) -> tuple[int, Any, Any, Any]:
@@ -128,7 +128,7 @@ def constraint_terms(
         Jrel = np.concatenate([RaT @ (Jb[:3] - Ja[:3]), RaT @ (Jb[3:] - Ja[3:] + skew(d) @ Ja[:3])])
         Sc = ctx.const(S)
         Jrows.append(ctx.stage(f"clJ{li}", Sc @ Jrel))
-        # gamma0 = S d/dt V_rel at dv/dt = 0 (see soadyn.symbolic.closed_loop)
+        # gamma0 = S d/dt V_rel at dv/dt = 0 (see soadyn.runtime.closed_loop)
         wloc = RaT @ wa
         dw = wb - wa
         u = vb - va - cross(wa, d)
@@ -162,7 +162,7 @@ def generation_partition(
     ``q`` (default: a fixed pseudo-random configuration, i.e. a generic one): redundant constraint rows
     are dropped (``rows``: the kept ones, None if all), then the dependent columns are the pivots, joints
     from the last backwards first, then the base (seed 004 eq. 5 keeps the base independent when it can)."""
-    from ..closed_loop import partition
+    from soadyn.runtime.closed_loop import partition
 
     if not robot.loops:
         raise ValueError(f"robot {robot.name!r} has no loop closures")

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import articulated_body
-from .dual import _require_free, conventional_residuals, dual_articulated_body, dual_residual_forces
-from .kinematics import gravity_acceleration, joint_transforms, velocities
-from .linalg import ldl
+from soadyn.symbolic.algorithms.articulated_body import articulated_body
+from soadyn.symbolic.algorithms.dual import _require_free, conventional_residuals, dual_articulated_body, dual_residual_forces
+from soadyn.symbolic.algorithms.kinematics import gravity_acceleration, joint_transforms, velocities
+from soadyn.symbolic.algorithms.linalg import ldl
 
 
 def _decoupled(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,

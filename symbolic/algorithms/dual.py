@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import ArticulatedBody, articulate_hinge
-from .forward_dynamics import residual_forces
-from .kinematics import Kinematics
+from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulate_hinge
+from soadyn.symbolic.algorithms.forward_dynamics import residual_forces
+from soadyn.symbolic.algorithms.kinematics import Kinematics
 
 
 def _require_free(robot: Any, what: str) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import ArticulatedBody, articulated_body, solve_D
-from .kinematics import gravity_acceleration, joint_transforms, velocities
+from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body, solve_D
+from soadyn.symbolic.algorithms.kinematics import gravity_acceleration, joint_transforms, velocities
 
 
 def residual_forces(ab: ArticulatedBody, T: np.ndarray, a: list[Any] | None, b: list[Any] | None,

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from .jacobians import _jacobian
-from .kinematics import joint_transforms, velocities
-from .linalg import ldl
-from .newton_euler import _newton_euler, composite_inertias, mass_matrix_from
+from soadyn.symbolic.algorithms.jacobians import _jacobian
+from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
+from soadyn.symbolic.algorithms.linalg import ldl
+from soadyn.symbolic.algorithms.newton_euler import _newton_euler, composite_inertias, mass_matrix_from
 
 
 def _require_free(robot: Any, what: str) -> None:
@@ -164,7 +164,7 @@ def _base_momentum_from_com(ctx: Any, robot: Any, R0: np.ndarray, Hb: np.ndarray
     r = np.array([B[2, 1], B[0, 2], B[1, 0]], dtype=object if ctx.symbolic else float) * inv_m
     Lb = R0.T @ h[:3]
     Pb = R0.T @ h[3:6]
-    from ..spatial import cross
+    from soadyn.symbolic.spatial import cross
 
     return np.concatenate([Lb + cross(r, Pb), Pb])
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import ArticulatedBody, articulated_body
+from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body
 
 
 def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:

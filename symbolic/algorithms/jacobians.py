@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..spatial import cross, skew
-from .kinematics import joint_transforms, link_poses
-from .linalg import ldl
-from .newton_euler import mass_matrix_from
+from soadyn.symbolic.spatial import cross, skew
+from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
+from soadyn.symbolic.algorithms.linalg import ldl
+from soadyn.symbolic.algorithms.newton_euler import mass_matrix_from
 
 
 def _frame_pose(robot: Any, ctx: Any, Rw: list, pw: list, frame: str) -> tuple[int, np.ndarray, np.ndarray]:

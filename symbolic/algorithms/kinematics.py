@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model import Robot
-from ..spatial import Xform, cross, quaternion_to_matrix, rotation_about_axis
+from soadyn.model.robot import Robot
+from soadyn.symbolic.spatial import Xform, cross, quaternion_to_matrix, rotation_about_axis
 
 
 def hinge_map(robot: Robot, k: int) -> np.ndarray:

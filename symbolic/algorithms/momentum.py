@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..spatial import cross
-from .kinematics import joint_transforms, velocities
+from soadyn.symbolic.spatial import cross
+from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
 
 
 def _to_inertial(kin: Any, x: np.ndarray, point: bool) -> np.ndarray:

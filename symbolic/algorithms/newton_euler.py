@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..spatial import RigidInertia
-from .kinematics import Kinematics, gravity_acceleration, joint_transforms, velocities
+from soadyn.symbolic.spatial import RigidInertia
+from soadyn.symbolic.algorithms.kinematics import Kinematics, gravity_acceleration, joint_transforms, velocities
 
 
 def _hinge_force(kin: Kinematics, k: int, f: np.ndarray) -> np.ndarray:

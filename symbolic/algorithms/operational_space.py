@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .articulated_body import articulated_body
-from .dual import _require_free, dual_articulated_body
-from .kinematics import joint_transforms
-from .linalg import ldl
+from soadyn.symbolic.algorithms.articulated_body import articulated_body
+from soadyn.symbolic.algorithms.dual import _require_free, dual_articulated_body
+from soadyn.symbolic.algorithms.kinematics import joint_transforms
+from soadyn.symbolic.algorithms.linalg import ldl
 
 
 def _congruence(fn: Any, Y: np.ndarray) -> np.ndarray:

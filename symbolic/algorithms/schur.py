@@ -28,7 +28,7 @@ couples them): that is seed 002's rank-one (block) modification A' = A + W I0^-1
 fixed base M(0)^-1 is replaced by 0 (the ground does not accelerate) and A' = A.  Then
 ``x(k) = h_hat . Delta(k)`` and, for a free base, ``x(0) = alpha(0)``.  In matrix form this is
 ``M^-1 = C - B^T A'^-1 B`` (eq. 3.20): C maps F to x with F_S = 0, B = W^T(Delta_T as a function of F),
-see :func:`soadyn.symbolic.reference_invariant.schur_factors`.
+see :func:`soadyn.reference.invariant.schur_factors`.
 
 Structure and cost: on a serial chain A' is block tridiagonal (5x5 blocks).  On a tree, hinge k couples
 to its parent hinge, its children and its *siblings* (through the parent's M^-1); eliminating the hinges
@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from .kinematics import Kinematics, hinge_map, joint_transforms, velocities
-from .linalg import ldl
-from .newton_euler import _newton_euler
+from soadyn.symbolic.algorithms.kinematics import Kinematics, hinge_map, joint_transforms, velocities
+from soadyn.symbolic.algorithms.linalg import ldl
+from soadyn.symbolic.algorithms.newton_euler import _newton_euler
 
 
 def complement_basis(h: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""URDF import into :class:`~soadyn.symbolic.model.Robot`.
+"""URDF import into :class:`~soadyn.model.robot.Robot`.
 
 Library choice: the URDF is parsed with ``yourdfpy`` (maintained, pure Python on lxml, BSD/MIT), with
 ``load_meshes=False, build_scene_graph=False, load_collision_meshes=False`` and a null filename handler,
@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from .model import BodySpec, Inertia, Joint, Placement, Robot, snap
-from .robotfile import RobotFileError, check_base, check_mass_matrix, inertia_problem, read_bytes
+from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
+from soadyn.model.robotfile import RobotFileError, check_base, check_mass_matrix, inertia_problem, read_bytes
 
 MIMIC_MODES = ("error", "independent", "fixed")
 

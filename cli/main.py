@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from soadyn.symbolic import load_robot
-from soadyn.symbolic.robotfile import RobotFileError
+from soadyn.model import load_robot
+from soadyn.model.robotfile import RobotFileError
 
 
 def _add_robot_args(p: argparse.ArgumentParser) -> None:
@@ -40,8 +40,8 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from soadyn.symbolic.describe import describe
-    from soadyn.symbolic.structure import StructureError
+    from soadyn.cli.describe import describe
+    from soadyn.structure.operations import StructureError
 
     robot = load_robot(args.robot, base=args.base, mimic=args.mimic)
     locked = [n.strip() for item in args.locked for n in item.split(",") if n.strip()]
@@ -56,11 +56,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 # ---- dispatcher ------------------------------------------------------------------------------------
 
-from soadyn.codegen.commands import add_compile, add_verify  # noqa: E402
+from soadyn.cli.commands import add_compile, add_verify  # noqa: E402
 
 
 def _add_simulate(sub: argparse._SubParsersAction) -> None:
-    from .simulate import add_simulate_parser
+    from soadyn.runtime.simulate import add_simulate_parser
 
     add_simulate_parser(sub)
 

@@ -2,8 +2,8 @@
 fix / free the base, close a loop; the connectivity description of seed 004 (section II-A.2, Tables
 II-III); YAML output of any model; and the maps between the states of two models of the same system.
 
-Every operation returns a *new* :class:`~soadyn.symbolic.model.Robot` (the input is not changed) that
-obeys the conventions of :mod:`soadyn.symbolic.model` (depth-first body order, body frame = joint frame)
+Every operation returns a *new* :class:`~soadyn.model.robot.Robot` (the input is not changed) that
+obeys the conventions of :mod:`soadyn.model.robot` (depth-first body order, body frame = joint frame)
 and that :func:`to_yaml` writes to a robot file which ``load_robot`` reads back to the same model.
 
 Chain inversion (seed 004 III-B) in our frame convention
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .model import LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot, snap
-from .spatial import quaternion_to_matrix
+from soadyn.model.robot import LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot, snap
+from soadyn.symbolic.spatial import quaternion_to_matrix
 
 __all__ = [
     "ConnectivityRow",
@@ -282,7 +282,7 @@ def to_yaml(robot: Robot, path: str | Path | None = None) -> str:
     representable by rpy angles and come back to about 1e-16 (and their inertias, made exactly
     symmetric by the reader, to about 1e-16 relative).
     """
-    text = "# written by soadyn.symbolic.structure.to_yaml\n" + yaml.safe_dump(
+    text = "# written by soadyn.structure.operations.to_yaml\n" + yaml.safe_dump(
         to_dict(robot), sort_keys=False, default_flow_style=None, width=120
     )
     if path is not None:
@@ -525,7 +525,7 @@ def close_loop(
     ``joint``: ``weld`` | ``revolute`` | ``prismatic`` | ``spherical``; ``axis`` (frame-a coordinates) for
     revolute and prismatic.  ``frame_b`` may be ``"world"`` (the inertial frame: grappling a fixed point),
     then ``world_placement`` is the pose of the grapple point in the inertial frame (default identity).
-    The model's tree is unchanged; the constraint is used by :mod:`soadyn.symbolic.closed_loop`.
+    The model's tree is unchanged; the constraint is used by :mod:`soadyn.runtime.closed_loop`.
     """
     if joint not in LOOP_TYPES:
         raise StructureError(f"close_loop: joint type {joint!r} is not one of {LOOP_TYPES}")
@@ -570,7 +570,7 @@ def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") 
     duplicate loop names.  The schema of the file reader checks the types first; the checks here are
     repeated so that the function is safe on any parsed document.
     """
-    from .robotfile import RobotFileError, unit_axis
+    from soadyn.model.robotfile import RobotFileError, unit_axis
 
     if items is None:
         return []

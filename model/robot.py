@@ -173,7 +173,7 @@ class LoopClosure:
     6 constraints), ``revolute`` (rotation about ``axis``, 5), ``prismatic`` (translation along
     ``axis``, 5), ``spherical`` (any rotation about the common origin, 3).  ``axis`` is a unit vector in
     frame a.  ``frame_b = "world"`` attaches frame a to the inertial frame at ``world_placement``
-    (identity if None).  See :mod:`soadyn.symbolic.closed_loop` and docs/structure-changes.md.
+    (identity if None).  See :mod:`soadyn.runtime.closed_loop` and docs/structure-changes.md.
     """
 
     name: str
@@ -316,52 +316,52 @@ class Robot:
 
     def rebase(self, body: str) -> Robot:
         """The same free-floating system with ``body`` as its base (seed 000 Appendix A);
-        see :func:`soadyn.symbolic.rebase.rebase`."""
-        from .rebase import rebase
+        see :func:`soadyn.structure.rebase.rebase`."""
+        from soadyn.structure.rebase import rebase
 
         return rebase(self, body)
 
-    # ---- structure changes (seed 004 section III; thin wrappers of soadyn.symbolic.structure) -------
+    # ---- structure changes (seed 004 section III; thin wrappers of soadyn.structure.operations) -------
     def lock_joints(self, names: Sequence[str], at: Any = None) -> Robot:
-        """See :func:`soadyn.symbolic.structure.lock_joints`."""
-        from .structure import lock_joints
+        """See :func:`soadyn.structure.operations.lock_joints`."""
+        from soadyn.structure.operations import lock_joints
 
         return lock_joints(self, names, at)
 
     def invert(self, new_base: str, at: Any = None) -> Robot:
-        """See :func:`soadyn.symbolic.structure.invert`."""
-        from .structure import invert
+        """See :func:`soadyn.structure.operations.invert`."""
+        from soadyn.structure.operations import invert
 
         return invert(self, new_base, at)
 
     def fix_base(self, base_orientation: Sequence[float] | None = None) -> Robot:
-        """See :func:`soadyn.symbolic.structure.fix_base`."""
-        from .structure import fix_base
+        """See :func:`soadyn.structure.operations.fix_base`."""
+        from soadyn.structure.operations import fix_base
 
         return fix_base(self, base_orientation)
 
     def free_base(self) -> Robot:
-        """See :func:`soadyn.symbolic.structure.free_base`."""
-        from .structure import free_base
+        """See :func:`soadyn.structure.operations.free_base`."""
+        from soadyn.structure.operations import free_base
 
         return free_base(self)
 
     def close_loop(self, frame_a: str, frame_b: str, joint: str = "weld", axis: Sequence[float] | None = None,
                    name: str | None = None, world_placement: Placement | None = None) -> Robot:
-        """See :func:`soadyn.symbolic.structure.close_loop`."""
-        from .structure import close_loop
+        """See :func:`soadyn.structure.operations.close_loop`."""
+        from soadyn.structure.operations import close_loop
 
         return close_loop(self, frame_a, frame_b, joint, axis, name, world_placement)
 
     def connectivity_table(self, locked: Sequence[str] = ()) -> list:
-        """See :func:`soadyn.symbolic.structure.connectivity_table`."""
-        from .structure import connectivity_table
+        """See :func:`soadyn.structure.operations.connectivity_table`."""
+        from soadyn.structure.operations import connectivity_table
 
         return connectivity_table(self, locked)
 
     def to_yaml(self, path: Any = None) -> str:
-        """See :func:`soadyn.symbolic.structure.to_yaml`."""
-        from .structure import to_yaml
+        """See :func:`soadyn.structure.operations.to_yaml`."""
+        from soadyn.structure.operations import to_yaml
 
         return to_yaml(self, path)
 

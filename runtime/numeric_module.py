@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from . import algorithms as alg
-from .model import Robot
-from .scalar import NUMERIC
+from soadyn.symbolic import algorithms as alg
+from soadyn.model.robot import Robot
+from soadyn.symbolic.scalar import NUMERIC
 
 
 class NumericModule:
@@ -26,7 +26,7 @@ class NumericModule:
 
     def __init__(self, robot: Robot | str | Path) -> None:
         if not isinstance(robot, Robot):
-            from . import load_robot
+            from soadyn.model import load_robot
 
             robot = load_robot(robot)
         self.robot = robot

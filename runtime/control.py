@@ -1,10 +1,10 @@
 """Free-floating control toolkit: reaction null space, reactionless motion, RNSC, DMC (seed 003, ch. 3-5).
 
 Every function takes a *module*: a generated module (``soadyn.codegen.compile``) or a
-:class:`~soadyn.symbolic.numeric_module.NumericModule`; only ``mass_matrix``, ``bias_forces``,
+:class:`~soadyn.runtime.numeric_module.NumericModule`; only ``mass_matrix``, ``bias_forces``,
 ``momentum``, ``center_of_mass`` and ``jacobian`` are needed (the generated free-floating functions are
 used when present).  Controllers are objects with ``torque(t, q, v) -> tau (nv)`` for
-:func:`soadyn.codegen.simulate.simulate`.
+:func:`soadyn.runtime.simulate.simulate`.
 
 Frames and points (see :mod:`soadyn.symbolic.algorithms.free_floating`):
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .simulate import _dexpinv_right, quat_exp, quat_mul, rotation_matrix
+from soadyn.runtime.simulate import _dexpinv_right, quat_exp, quat_mul, rotation_matrix
 
 __all__ = [
     "FreeFloatingState", "state", "partial_momenta", "coupling_matrix", "reaction_null_space",

@@ -66,8 +66,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .model import Robot
-from .spatial import phi_matrix, quaternion_to_matrix
+from soadyn.model.robot import Robot
+from soadyn.symbolic.spatial import phi_matrix, quaternion_to_matrix
 
 __all__ = [
     "Operators", "ArticulatedBody", "operators", "mass_matrix", "bias_forces", "inverse_dynamics",

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import reference
-from .model import Robot
+from soadyn.reference import dense as reference
+from soadyn.model.robot import Robot
 
 __all__ = [
     "base_inertia", "coupling_inertia", "generalized_inertia", "generalized_bias", "angular_reduced_dynamics",

@@ -1,12 +1,12 @@
 r"""Dense reference forms for the base-invariant quantities (seed 000 sections 3-4, Appendix A) and the
 Schur-complement factorisation of M^-1 (seed 002).  Plain numpy on floats, built from the dense operators
-of :mod:`soadyn.symbolic.reference` and not from the recursions of :mod:`soadyn.symbolic.algorithms`, so
+of :mod:`soadyn.reference.dense` and not from the recursions of :mod:`soadyn.symbolic.algorithms`, so
 the tests can hold the two routes against each other.  Slow (O(N^3)); for verification only.
 
 * :func:`operational_space_inertias` / :func:`inverse_operational_space_inertias`: eq. 4.2,
   ``Lambda(k)^-1 = J(k) M^-1 J*(k)`` with the body-frame Jacobian of each body.
 * :func:`dual_articulated_inertias`: S(k) by *definition*, without Lemma 4.1: re-root the system at body
-  k (Appendix A, :func:`soadyn.symbolic.structure.invert`); the old parent of k becomes a child of k and
+  k (Appendix A, :func:`soadyn.structure.operations.invert`); the old parent of k becomes a child of k and
   its subtree in the new model is exactly the complement of subtree(k).  Its articulated inertia across
   the (reversed) hinge k, ``P+`` of that child in the new model, moved to O_k, is S(k).
 * :func:`link_motion`: link accelerations alpha (eq. 2.3b) and hinge forces f (eq. 2.3c) of the true
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import reference
-from .model import Robot
-from .spatial import phi_matrix
+from soadyn.reference import dense as reference
+from soadyn.model.robot import Robot
+from soadyn.symbolic.spatial import phi_matrix
 
 __all__ = [
     "LinkMotion", "SchurFactors", "dual_articulated_inertias", "inverse_operational_space_inertias",
@@ -56,7 +56,7 @@ def operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
 
 def dual_articulated_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     """(n_bodies, 6, 6): S(k) (body k frame) from the model re-rooted at k; S(0) = 0.  Free base only."""
-    from .rebase import rebase, rebase_transform
+    from soadyn.structure.rebase import rebase, rebase_transform
 
     out = np.zeros((robot.n_bodies, 6, 6))
     for k in range(1, robot.n_bodies):
@@ -112,8 +112,8 @@ class SchurFactors:
 
 
 def schur_factors(robot: Robot, q: ArrayLike) -> SchurFactors:
-    from .algorithms.kinematics import hinge_map
-    from .algorithms.schur import body_inverse_inertias, complement_basis
+    from soadyn.symbolic.algorithms.kinematics import hinge_map
+    from soadyn.symbolic.algorithms.schur import body_inverse_inertias, complement_basis
 
     o = reference.operators(robot, q)
     n, N = robot.n_bodies, robot.nv

@@ -1,4 +1,4 @@
-"""Robot files (YAML) -> :class:`~soadyn.symbolic.model.Robot`, with validation.
+"""Robot files (YAML) -> :class:`~soadyn.model.robot.Robot`, with validation.
 
 The format is documented in ``docs/robot-format.md``.  Reading happens in three stages, each of which
 stops at the first problem with a :class:`RobotFileError` naming the file, the field (``bodies[3].inertia``)
@@ -9,7 +9,7 @@ and the fix:
 2. structure, against the JSON schema ``schema.json`` (Draft 2020-12, unknown keys are errors);
 3. meaning: a single tree with one root, unique names, physically valid masses and inertias, a
    non-singular mass matrix (:func:`check_mass_matrix`), and loop closures (``loops:``, seed 004 III-D)
-   between known frames (:func:`soadyn.symbolic.structure.loops_from_doc`).
+   between known frames (:func:`soadyn.structure.operations.loops_from_doc`).
 
 Massless bodies: a body may have ``mass: 0`` only if it is attached by a ``fixed`` joint (a massless
 frame such as a tool point), or if it is the root of a robot with a fixed base (the base never moves, so
@@ -33,7 +33,7 @@ import jsonschema
 import numpy as np
 import yaml
 
-from .model import BASE_TYPES, BodySpec, Inertia, Joint, Placement, Robot
+from soadyn.model.robot import BASE_TYPES, BodySpec, Inertia, Joint, Placement, Robot
 
 #: Relative tolerance of the triangle inequality on principal moments (fraction of the trace).
 TRIANGLE_TOL = 1e-6
@@ -115,7 +115,7 @@ def _parse_yaml(path: Path, raw: bytes) -> Any:
 @lru_cache(maxsize=1)
 def schema() -> dict:
     """The JSON schema (Draft 2020-12) of a robot file."""
-    text = resources.files("soadyn.symbolic").joinpath("schema.json").read_text(encoding="utf-8")
+    text = resources.files("soadyn.model").joinpath("schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
@@ -269,8 +269,8 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
     factorisation, seed 000 Lemma 2.1).  A vanishing D(k) only spoils the quantities inboard of k, which
     are checked after it.
     """
-    from .algorithms import articulated_body
-    from .scalar import NUMERIC
+    from soadyn.symbolic.algorithms import articulated_body
+    from soadyn.symbolic.scalar import NUMERIC
 
     rng = np.random.default_rng(12345)
     for c in range(n_configs):
@@ -467,7 +467,7 @@ def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None) -> R
     _check_frames(doc, file)
     robot = _build(doc, base, file, hashlib.sha256(raw).hexdigest())
     if "loops" in doc:
-        from .structure import loops_from_doc
+        from soadyn.structure.operations import loops_from_doc
 
         robot.loops = loops_from_doc(doc["loops"], robot, file)
     return robot

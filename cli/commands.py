@@ -10,7 +10,7 @@
 ``soadyn verify ROBOT [-o DIR] [--states N] [--tol T] [--seed S]``
     compiles (or reuses) the module and compares every generated C function (each frame of a frame family
     on its own), on N random states through
-    the batched entry points, with the dense reference path (:mod:`soadyn.symbolic.reference`) and with the
+    the batched entry points, with the dense reference path (:mod:`soadyn.reference.dense`) and with the
     float run of the same algorithm; prints the worst relative error per function and exits with 1 when
     one exceeds the tolerance (default 1e-10).
 
@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from soadyn.symbolic.model import Robot
+from soadyn.model.robot import Robot
 
-from .build import CompileError
-from .functions import FunctionSpec, expand_family, function_table, select_functions
+from soadyn.codegen.build import CompileError
+from soadyn.codegen.functions import FunctionSpec, expand_family, function_table, select_functions
 
 #: reference modules searched in order for a function of the generated API's name
-REFERENCE_MODULES = ("soadyn.symbolic.reference", "soadyn.symbolic.reference_invariant",
-                     "soadyn.symbolic.reference_free_floating")
+REFERENCE_MODULES = ("soadyn.reference.dense", "soadyn.reference.invariant",
+                     "soadyn.reference.free_floating")
 #: generated functions that compute the same quantity as a differently named reference function
 REFERENCE_ALIASES = {"forward_dynamics_decoupled": "forward_dynamics",
                      "forward_dynamics_schur": "forward_dynamics"}
@@ -124,7 +124,7 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
     the float run of its algorithm."""
     from soadyn.symbolic.scalar import Numeric
 
-    from .derive import algorithms_module
+    from soadyn.codegen.derive import algorithms_module
 
     n = ins["q"].shape[0]
     call, got = _call_generated(module, spec, ins)
@@ -154,7 +154,7 @@ def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None,
            states: int = 100, tol: float = 1e-10, seed: int = 0, progress: bool = False,
            **load_kw: Any) -> list[Check]:
     """Compile (or reuse) the module of a robot and check every generated function (see module doc)."""
-    from .pipeline import compile_robot, resolve_robot
+    from soadyn.codegen.pipeline import compile_robot, resolve_robot
 
     robot, _ = resolve_robot(robot_or_path, base, **load_kw)
     module = compile_robot(robot_or_path, out_dir, base, progress=progress, **load_kw)
@@ -240,8 +240,8 @@ def _summary(module: Any, out: Path, cached: bool) -> str:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from . import derive as _derive
-    from .pipeline import compile_robot, generate, resolve_robot, write_sources
+    from soadyn.codegen import derive as _derive
+    from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot, write_sources
 
     progress = not args.quiet and sys.stderr.isatty()
     out = Path(args.out)

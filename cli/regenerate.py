@@ -1,4 +1,4 @@
-"""Regenerate the committed C sources of the example robots: ``python -m soadyn.codegen.regenerate``.
+"""Regenerate the committed C sources of the example robots: ``python -m soadyn.cli.regenerate``.
 
 For every robot file ``examples/*.yaml`` of the repository (except the ones in :data:`ON_DEMAND`, too big
 to commit) this writes ``generated/<robot>/<robot>.c`` and ``<robot>.h`` (sources only, no compiled
@@ -32,7 +32,7 @@ def example_robots(examples: Path, include_on_demand: bool = False) -> list[Path
 
 def generate_example(path: Path) -> tuple[str, dict[str, str]]:
     """(module name, {file name: text}) for one robot file."""
-    from .pipeline import generate, resolve_robot
+    from soadyn.codegen.pipeline import generate, resolve_robot
 
     robot, name = resolve_robot(path)
     return name, generate(robot, name).files
@@ -53,7 +53,7 @@ def stale(examples: Path, out: Path, include_on_demand: bool = False) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m soadyn.codegen.regenerate",
+    ap = argparse.ArgumentParser(prog="python -m soadyn.cli.regenerate",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=Path, default=REPO / "examples", help="robot files directory")
     ap.add_argument("--out", type=Path, default=REPO / "generated", help="output directory")
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in problems:
             print(p)
         if problems:
-            print("generated sources are stale: run python -m soadyn.codegen.regenerate", file=sys.stderr)
+            print("generated sources are stale: run python -m soadyn.cli.regenerate", file=sys.stderr)
         return 1 if problems else 0
     for path in example_robots(args.examples, args.all):
         name, files = generate_example(path)

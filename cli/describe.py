@@ -1,4 +1,4 @@
-"""Human-readable printout of a :class:`~soadyn.symbolic.model.Robot` (used by ``soadyn info``)."""
+"""Human-readable printout of a :class:`~soadyn.model.robot.Robot` (used by ``soadyn info``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .model import Robot
+from soadyn.model.robot import Robot
 
 
 def _num(x: float) -> str:
@@ -21,9 +21,9 @@ def describe(robot: Robot, locked: Sequence[str] = ()) -> str:
     """Multi-line summary: sizes, the body tree (joint name/type/axis, mass), seed 004's connectivity
     table (``locked``: joints counted as locked in its ``connect`` column), frames and loop closures.
 
-    Raises :class:`~soadyn.symbolic.structure.StructureError` if ``locked`` names an unknown joint.
+    Raises :class:`~soadyn.structure.operations.StructureError` if ``locked`` names an unknown joint.
     """
-    from .structure import connectivity_table, format_connectivity
+    from soadyn.structure.operations import connectivity_table, format_connectivity
 
     base = "free-floating (6 DOF)" if robot.is_free else "fixed"
     lines = [

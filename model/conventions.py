@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .model import Robot
-from .spatial import quaternion_to_matrix
+from soadyn.model.robot import Robot
+from soadyn.symbolic.spatial import quaternion_to_matrix
 
 __all__ = ["PinocchioMap", "to_pinocchio", "from_pinocchio", "MujocoMap", "SpaceDynState",
            "to_spacedyn", "from_spacedyn", "spacedyn_acceleration", "matrix_to_quaternion"]

@@ -1,4 +1,4 @@
-"""Time simulation of a generated module (or :class:`~soadyn.symbolic.numeric_module.NumericModule`).
+"""Time simulation of a generated module (or :class:`~soadyn.runtime.numeric_module.NumericModule`).
 
 ``simulate(module, q0, v0, duration, torques=..., dt=None)`` integrates ``a = forward_dynamics(q, v, tau)``
 (the O(N) articulated-body algorithm of the generated code) with a 4th-order Runge-Kutta-Munthe-Kaas
@@ -19,7 +19,7 @@
 Torques: ``None`` (zero), a constant array (nv entries, or n_joints entries for a free base whose base is
 then unactuated), an array of shape ``(n_steps, nv | n_joints)`` held constant over each step, a function
 ``f(t, q, v) -> tau``, or a controller object with a ``torque(t, q, v)`` method (see
-:mod:`soadyn.codegen.control`).  Functions and controllers are evaluated at every Runge-Kutta stage.
+:mod:`soadyn.runtime.control`).  Functions and controllers are evaluated at every Runge-Kutta stage.
 
 The result is a :class:`Trajectory` with time, q, v, the applied torques, the total momentum
 (``[angular about the system CoM; linear]``, inertial axes), kinetic / potential energy, the work done by
@@ -261,7 +261,7 @@ def simulate(module: Any, q0: Any, v0: Any, duration: float, torques: Any = None
              gravity: Sequence[float] | None = None, total_mass: float | None = None) -> Trajectory:
     """Integrate the forward dynamics of ``module`` from ``(q0, v0)`` for ``duration`` seconds (RKMK4).
 
-    ``module``: a generated module or :class:`~soadyn.symbolic.numeric_module.NumericModule`.
+    ``module``: a generated module or :class:`~soadyn.runtime.numeric_module.NumericModule`.
     ``torques``: see the module docstring.  ``dt``: step (default 1 ms; the last step is shortened to end
     exactly at ``duration``).  ``f_ext``: None, an ``(n_bodies, 6)`` array or ``f(t, q, v)``.
     ``save_every``: keep every k-th step.  ``progress``: tqdm bar (default: on for >= 20000 steps on a
@@ -448,8 +448,8 @@ def _parse_list(text: str | None, what: str) -> np.ndarray | None:
 
 
 def _load_module(args: argparse.Namespace) -> Any:
-    from soadyn.symbolic import load_robot
-    from soadyn.symbolic.numeric_module import NumericModule
+    from soadyn.model import load_robot
+    from soadyn.runtime.numeric_module import NumericModule
 
     robot = load_robot(args.robot, base=args.base)
     if args.python:

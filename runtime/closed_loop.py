@@ -1,6 +1,6 @@
 r"""Closed-loop dynamics in independent coordinates (reference path, floats).
 
-A robot with loop closures (``robot.loops``, added by :func:`soadyn.symbolic.structure.close_loop`) is
+A robot with loop closures (``robot.loops``, added by :func:`soadyn.structure.operations.close_loop`) is
 treated as its spanning tree plus cut-joint constraints (seed 003 section 2.4.2; seed 004 section II-B).
 
 Cut-joint constraints
@@ -64,9 +64,9 @@ from typing import Any
 
 import numpy as np
 
-from .model import LoopClosure, Robot
-from .spatial import quaternion_to_matrix
-from .structure import FrameMotion, _cross, frame_motion
+from soadyn.model.robot import LoopClosure, Robot
+from soadyn.symbolic.spatial import quaternion_to_matrix
+from soadyn.structure.operations import FrameMotion, _cross, frame_motion
 
 __all__ = [
     "ClosedLoopError",
@@ -184,7 +184,7 @@ def constraint_residual(robot: Robot, q: Any) -> np.ndarray:
 def _frame_jacobian(robot: Robot, q: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(J, R_f, p_f): world-aligned 6 x nv Jacobian of a frame's [w; v_origin], from plain forward kinematics
     (columns ``[s; s x (p_f - p_i)]`` / ``[0; s]`` along the path, seed 003 eq. 2.49)."""
-    from .structure import _cross, _motion, _skew
+    from soadyn.structure.operations import _cross, _motion, _skew
 
     R, p = _motion(robot, q, np.zeros(robot.nv), np.zeros(robot.nv))[:2]
     k, X = robot.frame_of(name)
@@ -212,7 +212,7 @@ def _frame_jacobian(robot: Robot, q: np.ndarray, name: str) -> tuple[np.ndarray,
 def constraint_jacobian(robot: Robot, q: Any) -> np.ndarray:
     """``J_c`` (m x nv): ``J_c v = S V_rel`` for every cut joint (rows stacked in loop order);
     ``J_c = S A (J_b - T J_a)`` with world-aligned frame Jacobians (seed 004 eq. 2-3)."""
-    from .structure import _skew
+    from soadyn.structure.operations import _skew
 
     q = np.asarray(q, dtype=float)
     rows = []
@@ -462,7 +462,7 @@ def reduced_dynamics(
     cond_limit: float = COND_LIMIT,
 ) -> ReducedDynamics:
     """The projected equations of seed 004 eq. 5 at ``(q, v)`` (tree terms from the dense reference path)."""
-    from . import reference  # local: keeps the code generator's cache key free of the reference path
+    from soadyn.reference import dense as reference
 
     q = np.asarray(q, dtype=float)
     v = np.asarray(v, dtype=float)
@@ -498,7 +498,7 @@ def forward_dynamics(
 
 def constraint_forces(robot: Robot, q: Any, v: Any, a: Any, tau: Any, f_ext: Any = None) -> np.ndarray:
     """Cut-joint forces ``lambda`` with ``H a + c = tau + J_c^T lambda`` (least squares)."""
-    from . import reference
+    from soadyn.reference import dense as reference
     q, v, a, tau = (np.asarray(x, dtype=float) for x in (q, v, a, tau))
     J = constraint_jacobian(robot, q)
     r = reference.mass_matrix(robot, q) @ a + reference.bias_forces(robot, q, v, f_ext) - tau
@@ -681,7 +681,7 @@ class CompiledClosedLoop:
                     f"module {getattr(module, '__name__', module)!r} has no {fn}: compile a robot "
                     "with loop closures (close_loop(...)) to get the closed-loop functions"
                 )
-        from .algorithms.closed_loop import generation_partition
+        from soadyn.symbolic.algorithms.closed_loop import generation_partition
 
         self.module = module
         self.robot = robot
@@ -699,7 +699,7 @@ class CompiledClosedLoop:
                 f"({self.partition.describe()}) are "
                 f"ill-conditioned at this configuration (min status {worst:.3g} < {self.threshold:.3g}, i.e. "
                 f"cond(J_D) ~ {1 / np.sqrt(max(worst, 1e-300)):.3g}); the loop is near a singular "
-                "configuration for this partition: use the reference path soadyn.symbolic.closed_loop "
+                "configuration for this partition: use the reference path soadyn.runtime.closed_loop "
                 "(which re-partitions), or "
                 "regenerate with another partition"
             )
