@@ -23,10 +23,54 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import symengine as se
+
+
+@runtime_checkable
+class ScalarContext(Protocol):
+    """What an algorithm may ask of its scalar context; nothing else (no "symbolic or not" branch).
+
+    :class:`Numeric` runs the algorithms as float numpy code, :class:`Symbolic` records them as a
+    staged straight-line program.  Arrays an algorithm builds from its own entries go through
+    :meth:`array`, so their dtype is the context's (``float`` or ``object``).
+    """
+
+    def const(self, x: Any) -> np.ndarray:
+        """A robot constant (exact 0 and +-1 stay exact symbolically)."""
+        ...
+
+    def zeros(self, shape: int | tuple[int, ...]) -> np.ndarray: ...
+
+    def eye(self, n: int) -> np.ndarray: ...
+
+    def array(self, values: Any) -> np.ndarray:
+        """A new array of the context's dtype holding ``values`` (a copy)."""
+        ...
+
+    def one(self) -> Any:
+        """The scalar 1 of the context."""
+        ...
+
+    def sin(self, x: Any) -> Any: ...
+
+    def cos(self, x: Any) -> Any: ...
+
+    def sqrt(self, x: Any) -> Any: ...
+
+    def is_zero(self, x: Any) -> bool:
+        """True only for an exact (structural) zero."""
+        ...
+
+    def stage(self, name: str, arr: Any) -> Any:
+        """Name an intermediate (a scalar or an array) of the recursion stage ``name``."""
+        ...
+
+    def stage_symmetric(self, name: str, arr: np.ndarray) -> np.ndarray:
+        """Stage a symmetric matrix, upper triangle named, lower mirrored."""
+        ...
 
 
 class Numeric:
@@ -43,6 +87,12 @@ class Numeric:
 
     def eye(self, n: int) -> np.ndarray:
         return np.eye(n)
+
+    def array(self, values: Any) -> np.ndarray:
+        return np.array(values, dtype=float)
+
+    def one(self) -> Any:
+        return 1.0
 
     def sin(self, x: Any) -> Any:
         return math.sin(x)
@@ -128,6 +178,12 @@ class Symbolic:
         for i in range(n):
             out[i, i] = se.Integer(1)
         return out
+
+    def array(self, values: Any) -> np.ndarray:
+        return np.array(values, dtype=object)
+
+    def one(self) -> Any:
+        return se.Integer(1)
 
     def sin(self, x: Any) -> Any:
         return se.sin(x)

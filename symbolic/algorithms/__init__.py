@@ -27,7 +27,10 @@ from soadyn.symbolic.algorithms.jacobians import generalized_jacobian, jacobian
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses, velocities
 from soadyn.symbolic.algorithms.momentum import center_of_mass, kinetic_energy, momentum
 from soadyn.symbolic.algorithms.newton_euler import bias_forces, inverse_dynamics, mass_matrix
-from soadyn.symbolic.algorithms.operational_space import inverse_operational_space_inertias, operational_space_inertias
+from soadyn.symbolic.algorithms.operational_space import (
+                          inverse_operational_space_inertias,
+                          operational_space_inertias,
+)
 from soadyn.symbolic.algorithms.schur import forward_dynamics_schur
 
 __all__ = [

@@ -22,6 +22,7 @@ import numpy as np
 
 from soadyn.symbolic.algorithms.kinematics import Kinematics, joint_transforms, unit_hinge_index
 from soadyn.symbolic.algorithms.linalg import LDL, ldl
+from soadyn.symbolic.scalar import ScalarContext
 
 
 @dataclass
@@ -44,7 +45,8 @@ class ArticulatedBody:
         return ctx.eye(6) - np.outer(self.G[k], self.kin.hinge(k))
 
 
-def articulated_body(robot: Any, ctx: Any, q: np.ndarray, kin: Kinematics | None = None) -> ArticulatedBody:
+def articulated_body(robot: Any, ctx: ScalarContext, q: np.ndarray,
+                     kin: Kinematics | None = None) -> ArticulatedBody:
     """Run Algorithm 2 (eq. 2.6) over the tree, gathering P+ from the children of each body."""
     kin = joint_transforms(robot, ctx, q) if kin is None else kin
     n = robot.n_bodies
@@ -70,7 +72,7 @@ def articulated_body(robot: Any, ctx: Any, q: np.ndarray, kin: Kinematics | None
     return ArticulatedBody(kin, P, Pplus, U, D, Dinv, G)
 
 
-def articulate_hinge(robot: Any, ctx: Any, kin: Kinematics, k: int, Pk: np.ndarray,
+def articulate_hinge(robot: Any, ctx: ScalarContext, kin: Kinematics, k: int, Pk: np.ndarray,
                      names: tuple[str, str, str, str, str]) -> tuple[Any, Any, Any, Any, np.ndarray]:
     """Articulate the inertia ``Pk`` across the 1-DOF hinge k (eq. 2.6): ``U = P H*``, ``D = H U``,
     ``D^-1``, ``G = U D^-1`` and ``P+ = P - G U*`` (row and column of a unit hinge zeroed exactly), each

@@ -39,12 +39,18 @@ from typing import Any
 import numpy as np
 
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
-from soadyn.symbolic.algorithms.dual import _require_free, conventional_residuals, dual_articulated_body, dual_residual_forces
+from soadyn.symbolic.algorithms.dual import (
+    _require_free,
+    conventional_residuals,
+    dual_articulated_body,
+    dual_residual_forces,
+)
 from soadyn.symbolic.algorithms.kinematics import gravity_acceleration, joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
+from soadyn.symbolic.scalar import ScalarContext
 
 
-def _decoupled(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+def _decoupled(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
                f_ext: np.ndarray | None, marks: dict[str, int] | None) -> tuple[np.ndarray, list[Any]]:
     _require_free(robot, "forward_dynamics_decoupled")
 
@@ -77,7 +83,7 @@ def _decoupled(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarr
     return qdd, alpha
 
 
-def forward_dynamics_decoupled(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+def forward_dynamics_decoupled(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
                                f_ext: np.ndarray | None = None) -> np.ndarray:
     """betadot by seed 000 Algorithm 6 (Lemma 3.2 + eq. 3.13); same result as ``forward_dynamics``.
 
@@ -87,15 +93,15 @@ def forward_dynamics_decoupled(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarra
     return qdd
 
 
-def link_accelerations_decoupled(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
-                                 f_ext: np.ndarray | None = None) -> np.ndarray:
+def link_accelerations_decoupled(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
+                                 tau: np.ndarray, f_ext: np.ndarray | None = None) -> np.ndarray:
     """(n_bodies, 6) spatial accelerations alpha(k) of Lemma 3.2 (eq. 3.12), body coordinates, gravity
     included as in the conventional algorithm (acceleration relative to free fall)."""
     _, alpha = _decoupled(robot, ctx, q, v, tau, f_ext, None)
     return np.stack(alpha)
 
 
-def decoupled_program_blocks(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+def decoupled_program_blocks(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
                              f_ext: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, int]]:
     """Run the decoupled algorithm and return (betadot, marks): ``marks[name]`` is the index in
     ``ctx.program`` at which block ``name`` ('kinematics', 'P', 'S', 'combine', 'end') starts."""

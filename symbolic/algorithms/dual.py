@@ -60,6 +60,7 @@ import numpy as np
 from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulate_hinge
 from soadyn.symbolic.algorithms.forward_dynamics import residual_forces
 from soadyn.symbolic.algorithms.kinematics import Kinematics
+from soadyn.symbolic.scalar import ScalarContext
 
 
 def _require_free(robot: Any, what: str) -> None:
@@ -90,7 +91,7 @@ def _others(robot: Any, p: int, k: int) -> list[int]:
     return [c for c in robot.children[p] if c != k]
 
 
-def dual_articulated_body(robot: Any, ctx: Any, q: np.ndarray, ab: ArticulatedBody,
+def dual_articulated_body(robot: Any, ctx: ScalarContext, q: np.ndarray, ab: ArticulatedBody,
                           kin: Kinematics | None = None) -> DualArticulatedBody:
     """Algorithm 4 of seed 000 in tree (scatter) form: S+(k), D_s, G_s, S(k), base to tip.
 

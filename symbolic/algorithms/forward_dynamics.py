@@ -24,6 +24,7 @@ import numpy as np
 
 from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body, solve_D
 from soadyn.symbolic.algorithms.kinematics import gravity_acceleration, joint_transforms, velocities
+from soadyn.symbolic.scalar import ScalarContext
 
 
 def residual_forces(ab: ArticulatedBody, T: np.ndarray, a: list[Any] | None, b: list[Any] | None,
@@ -87,7 +88,7 @@ def accelerations(ab: ArticulatedBody, nu: list[Any], a: list[Any] | None, with_
     return qdd, alpha
 
 
-def forward_dynamics(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+def forward_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
                      f_ext: np.ndarray | None = None) -> np.ndarray:
     """betadot from eq. 2.11, evaluated in O(N) by Algorithms 1 (velocities), 2 and 3."""
     kin = joint_transforms(robot, ctx, q)

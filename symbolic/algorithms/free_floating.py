@@ -42,6 +42,7 @@ from soadyn.symbolic.algorithms.jacobians import _jacobian
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler, composite_inertias, mass_matrix_from
+from soadyn.symbolic.scalar import ScalarContext
 
 
 def _require_free(robot: Any, what: str) -> None:
@@ -50,7 +51,7 @@ def _require_free(robot: Any, what: str) -> None:
                          f"has base {robot.base!r}")
 
 
-def base_inertia(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def base_inertia(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """``H_b`` (6x6): the locked system's spatial inertia about the base origin, base axes, angular first.
 
     Composite-body inertia of the whole tree at the base, ``R(0)`` (seed 000 eq. 2.4a base block)."""
@@ -58,7 +59,7 @@ def base_inertia(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
     return composite_inertias(joint_transforms(robot, ctx, q))[0]
 
 
-def coupling_inertia(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def coupling_inertia(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """``H_bm`` (6 x n_joints): base-joint coupling inertia (thesis eq. C.16, D.3 B), base axes.
 
     Column j is ``phi(0, j) R(j) H*(j)``, the momentum at the base origin of a unit rate of joint j
@@ -68,7 +69,7 @@ def coupling_inertia(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
     return M[:6, 6:]
 
 
-def _schur(ctx: Any, M: np.ndarray, c: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+def _schur(ctx: ScalarContext, M: np.ndarray, c: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     """``H_m - H_bm^T H_b^-1 H_bm`` and ``c_m - H_bm^T H_b^-1 c_b`` (symmetric: upper triangle mirrored)."""
     Hb, Hbm, Hm = M[:6, :6], M[:6, 6:], M[6:, 6:]
     fac = ldl(ctx, Hb, "Hb")
@@ -84,14 +85,14 @@ def _schur(ctx: Any, M: np.ndarray, c: np.ndarray | None) -> tuple[np.ndarray, n
     return G, cg
 
 
-def generalized_inertia(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def generalized_inertia(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """``H* = H_m - H_bm^T H_b^-1 H_bm`` (thesis eq. E.3, 'generalised inertia matrix'), n_joints^2."""
     _require_free(robot, "generalized_inertia")
     M = mass_matrix_from(joint_transforms(robot, ctx, q))
     return _schur(ctx, M, None)[0]
 
 
-def _mass_and_bias(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
+def _mass_and_bias(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
                    f_ext: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
@@ -99,7 +100,7 @@ def _mass_and_bias(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
     return mass_matrix_from(kin), c
 
 
-def generalized_bias(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
+def generalized_bias(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
                      f_ext: np.ndarray | None = None) -> np.ndarray:
     """``c* = c_m - H_bm^T H_b^-1 c_b`` (thesis eq. E.3, 'generalised nonlinear term'), n_joints.
 
@@ -110,7 +111,7 @@ def generalized_bias(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
     return _schur(ctx, M, c)[1]
 
 
-def angular_reduced_dynamics(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
+def angular_reduced_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
                              f_ext: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Angular-only reduced dynamics (thesis eq. E.2 / 4.4), base axes, about the system CoM.
 
@@ -139,7 +140,7 @@ def angular_reduced_dynamics(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
     return Hb, Hc, Hp, cb, cp
 
 
-def coupling_inertia_rate(robot: Any, ctx: Any, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+def coupling_inertia_rate(robot: Any, ctx: ScalarContext, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
     """``Hdot_bm qd`` (6, base axes, about the base origin), thesis eq. 3.6 / 3.15.
 
     ``H_bm`` depends on the joint angles only, so ``Hdot_bm qd = sum_j (dH_bm/dq_j qd_j) qd``.  With the base
@@ -156,12 +157,12 @@ def coupling_inertia_rate(robot: Any, ctx: Any, q: np.ndarray, qd: np.ndarray) -
     return tau[:6]
 
 
-def _base_momentum_from_com(ctx: Any, robot: Any, R0: np.ndarray, Hb: np.ndarray,
+def _base_momentum_from_com(ctx: ScalarContext, robot: Any, R0: np.ndarray, Hb: np.ndarray,
                             h: np.ndarray) -> np.ndarray:
     """``h_o`` (about the base origin, base axes) from ``h = [L_c; P]`` (about the CoM, inertial axes)."""
     inv_m = 1.0 / robot.total_mass
     B = Hb[:3, 3:]
-    r = np.array([B[2, 1], B[0, 2], B[1, 0]], dtype=object if ctx.symbolic else float) * inv_m
+    r = ctx.array([B[2, 1], B[0, 2], B[1, 0]]) * inv_m
     Lb = R0.T @ h[:3]
     Pb = R0.T @ h[3:6]
     from soadyn.symbolic.spatial import cross
@@ -169,7 +170,7 @@ def _base_momentum_from_com(ctx: Any, robot: Any, R0: np.ndarray, Hb: np.ndarray
     return np.concatenate([Lb + cross(r, Pb), Pb])
 
 
-def base_velocity(robot: Any, ctx: Any, q: np.ndarray, qd: np.ndarray, h: np.ndarray) -> np.ndarray:
+def base_velocity(robot: Any, ctx: ScalarContext, q: np.ndarray, qd: np.ndarray, h: np.ndarray) -> np.ndarray:
     """Base twist ``[w_b; v_b]`` (base axes) from the joint rates and the momentum (momentum conservation).
 
     ``h = [L_c; P]``: angular momentum about the system CoM and linear momentum, inertial axes (the
@@ -184,7 +185,8 @@ def base_velocity(robot: Any, ctx: Any, q: np.ndarray, qd: np.ndarray, h: np.nda
     return ldl(ctx, Hb, "Hb").solve(rhs, "vbase")
 
 
-def momentum_frame_twist(robot: Any, ctx: Any, q: np.ndarray, h: np.ndarray, frame: str) -> np.ndarray:
+def momentum_frame_twist(robot: Any, ctx: ScalarContext, q: np.ndarray, h: np.ndarray,
+                         frame: str) -> np.ndarray:
     """The momentum term of the generalised Jacobian (thesis eq. E.6): ``J_b H_b^-1 h_o`` (6).
 
     The twist ``[w; v]`` (inertial axes, frame origin) of ``frame`` is

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body
+from soadyn.symbolic.scalar import ScalarContext
 
 
 def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
@@ -50,7 +51,7 @@ def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
     return cols
 
 
-def mass_matrix_inverse(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def mass_matrix_inverse(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """M^-1 = Y* D^-1 Y with Y = [I - H psi K] (eq. 2.10c), Y from :func:`innovation_columns`.
 
     Entry (a, b) sums ``Y(i, a) D^-1(i) Y(i, b)`` over the hinges i inboard of (or at) both a and b; for the
@@ -101,7 +102,7 @@ def mass_matrix_inverse(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
     return Minv
 
 
-def innovations_factors(robot: Any, ctx: Any, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def innovations_factors(robot: Any, ctx: ScalarContext, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(L, D) with L = I + H phi K (eq. 2.10a) and D = diag(D(k)), so that M = L D L*."""
     ab = articulated_body(robot, ctx, q)
     kin = ab.kin

@@ -17,20 +17,22 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.symbolic.spatial import cross, skew
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import mass_matrix_from
+from soadyn.symbolic.scalar import ScalarContext
+from soadyn.symbolic.spatial import cross, skew
 
 
-def _frame_pose(robot: Any, ctx: Any, Rw: list, pw: list, frame: str) -> tuple[int, np.ndarray, np.ndarray]:
+def _frame_pose(robot: Any, ctx: ScalarContext, Rw: list, pw: list,
+                frame: str) -> tuple[int, np.ndarray, np.ndarray]:
     k, X = robot.frame_of(frame)
     R = Rw[k] @ ctx.const(X.R) if not np.array_equal(X.R, np.eye(3)) else Rw[k]
     p = pw[k] + Rw[k] @ ctx.const(X.p) if np.any(X.p) else pw[k]
     return k, R, p
 
 
-def _jacobian(robot: Any, ctx: Any, kin: Any, frame: str, world_aligned: bool) -> np.ndarray:
+def _jacobian(robot: Any, ctx: ScalarContext, kin: Any, frame: str, world_aligned: bool) -> np.ndarray:
     """Columns in base coordinates first (the base pose drops out), then one rotation to the frame's
     axes (``R_0f^T``) or the inertial axes (``R_0``)."""
     Rb, pb = link_poses(kin, relative=True)
@@ -56,12 +58,13 @@ def _jacobian(robot: Any, ctx: Any, kin: Any, frame: str, world_aligned: bool) -
     return J
 
 
-def jacobian(robot: Any, ctx: Any, q: np.ndarray, frame: str, world_aligned: bool = False) -> np.ndarray:
+def jacobian(robot: Any, ctx: ScalarContext, q: np.ndarray, frame: str,
+             world_aligned: bool = False) -> np.ndarray:
     """6 x nv Jacobian of the frame's [w; v] (origin velocity), frame or inertial-aligned coordinates."""
     return _jacobian(robot, ctx, joint_transforms(robot, ctx, q), frame, world_aligned)
 
 
-def generalized_jacobian(robot: Any, ctx: Any, q: np.ndarray, frame: str) -> np.ndarray:
+def generalized_jacobian(robot: Any, ctx: ScalarContext, q: np.ndarray, frame: str) -> np.ndarray:
     """Generalised Jacobian (seed 003 eq. E.5), 6 x n_joints, inertial-aligned [w; v] of the frame."""
     if not robot.is_free:
         raise ValueError(f"robot {robot.name!r}: the generalised Jacobian needs a free base")

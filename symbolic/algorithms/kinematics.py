@@ -23,11 +23,11 @@ inertial frame ("link n+1"), so alpha includes it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from soadyn.model.robot import Robot
+from soadyn.symbolic.scalar import ScalarContext
 from soadyn.symbolic.spatial import Xform, cross, quaternion_to_matrix, rotation_about_axis
 
 
@@ -60,7 +60,7 @@ class Kinematics:
     """
 
     robot: Robot
-    ctx: Any
+    ctx: ScalarContext
     X: list[Xform]
     Xp: list[Xform]
     Xj: list[Xform]
@@ -82,11 +82,11 @@ class Kinematics:
         return np.concatenate([J @ w + cross(h, u), inert.mass * u - cross(h, w)])
 
 
-def _const_or_none(ctx: Any, a: np.ndarray, identity: np.ndarray) -> np.ndarray | None:
+def _const_or_none(ctx: ScalarContext, a: np.ndarray, identity: np.ndarray) -> np.ndarray | None:
     return None if np.array_equal(a, identity) else ctx.const(a)
 
 
-def joint_transforms(robot: Robot, ctx: Any, q: np.ndarray) -> Kinematics:
+def joint_transforms(robot: Robot, ctx: ScalarContext, q: np.ndarray) -> Kinematics:
     """phi(parent(k), k) for every body; sin/cos evaluated once per joint."""
     n = robot.n_bodies
     X: list[Xform] = [Xform()] * n

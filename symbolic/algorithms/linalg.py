@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.symbolic.scalar import ScalarContext
+
 
 @dataclass
 class LDL:
     L: np.ndarray       # unit lower triangular
     dinv: np.ndarray    # reciprocals of the pivots
-    ctx: Any
+    ctx: ScalarContext
 
     def solve(self, b: np.ndarray, name: str = "ldl") -> np.ndarray:
         """x = A^-1 b for a vector or a matrix of columns."""
@@ -29,23 +31,23 @@ class LDL:
         for i in range(n):
             for k in range(i):
                 y[i] = y[i] - L[i, k] * y[k]
-        y = ctx.stage(f"{name}y", np.array(y, dtype=object if ctx.symbolic else float))
+        y = ctx.stage(f"{name}y", ctx.array(y))
         x = [y[i] * self.dinv[i] for i in range(n)]
         for i in reversed(range(n)):
             for k in range(i + 1, n):
                 x[i] = x[i] - L[k, i] * x[k]
             x[i] = ctx.stage(f"{name}x", x[i])
-        return np.array(x, dtype=object if ctx.symbolic else float)
+        return ctx.array(x)
 
     def inverse(self, name: str = "inv") -> np.ndarray:
         n = self.L.shape[0]
         return self.solve(self.ctx.eye(n), name)
 
 
-def ldl(ctx: Any, A: np.ndarray, name: str = "ldl") -> LDL:
+def ldl(ctx: ScalarContext, A: np.ndarray, name: str = "ldl") -> LDL:
     """A = L diag(d) L^T (A symmetric positive definite), staged column by column."""
     n = A.shape[0]
-    L = ctx.eye(n) if ctx.symbolic else np.eye(n)
+    L = ctx.eye(n)
     d: list[Any] = [None] * n
     dinv: list[Any] = [None] * n
     for j in range(n):
@@ -59,4 +61,4 @@ def ldl(ctx: Any, A: np.ndarray, name: str = "ldl") -> LDL:
             for k in range(j):
                 lij = lij - L[i, k] * L[j, k] * d[k]
             L[i, j] = ctx.stage(f"{name}L{i}{j}", lij * dinv[j])
-    return LDL(L, np.array(dinv, dtype=object if ctx.symbolic else float), ctx)
+    return LDL(L, ctx.array(dinv), ctx)

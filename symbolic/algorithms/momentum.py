@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.symbolic.spatial import cross
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
+from soadyn.symbolic.scalar import ScalarContext
+from soadyn.symbolic.spatial import cross
 
 
 def _to_inertial(kin: Any, x: np.ndarray, point: bool) -> np.ndarray:
@@ -38,14 +39,14 @@ def first_moment(kin: Any) -> np.ndarray:
     return h[0]
 
 
-def center_of_mass(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def center_of_mass(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """System centre of mass in the inertial frame, ``r_0 + R_0 h(0) / m`` (see :func:`first_moment`)."""
     kin = joint_transforms(robot, ctx, q)
     c = ctx.stage("com_b", first_moment(kin) * (1.0 / robot.total_mass))
     return _to_inertial(kin, c, point=True)
 
 
-def momentum(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+def momentum(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """[angular momentum about the system CoM; linear momentum], inertial coordinates.
 
     The spatial momentum of the whole system at the base origin is the base block row of
@@ -67,7 +68,7 @@ def momentum(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.concatenate([_to_inertial(kin, L, False), _to_inertial(kin, hs[0][3:], False)])
 
 
-def kinetic_energy(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray) -> Any:
+def kinetic_energy(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray) -> Any:
     """1/2 sum_k V(k)* M(k) V(k)."""
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, need_b=False)

@@ -10,8 +10,14 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.symbolic.algorithms.kinematics import (
+    Kinematics,
+    gravity_acceleration,
+    joint_transforms,
+    velocities,
+)
+from soadyn.symbolic.scalar import ScalarContext
 from soadyn.symbolic.spatial import RigidInertia
-from soadyn.symbolic.algorithms.kinematics import Kinematics, gravity_acceleration, joint_transforms, velocities
 
 
 def _hinge_force(kin: Kinematics, k: int, f: np.ndarray) -> np.ndarray:
@@ -21,7 +27,7 @@ def _hinge_force(kin: Kinematics, k: int, f: np.ndarray) -> np.ndarray:
     return np.array([kin.hinge(k) @ f], dtype=f.dtype)
 
 
-def inverse_dynamics(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+def inverse_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, a: np.ndarray,
                      f_ext: np.ndarray | None = None) -> np.ndarray:
     """Generalised forces ``T = M betadot + C`` by Algorithm 1 (eq. 2.1) of seed 000.
 
@@ -58,7 +64,7 @@ def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
     return tau
 
 
-def bias_forces(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray,
+def bias_forces(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
                 f_ext: np.ndarray | None = None) -> np.ndarray:
     """C of eq. 2.4b plus gravity (and minus external wrenches): inverse dynamics with betadot = 0."""
     return inverse_dynamics(robot, ctx, q, v, ctx.zeros(robot.nv), f_ext)
@@ -116,6 +122,6 @@ def _force_cols_to_parent(kin: Kinematics, k: int, F: np.ndarray) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
-def mass_matrix(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def mass_matrix(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """The mass matrix by the Newton-Euler factorisation ``M = H phi M phi* H*`` (eq. 2.4a)."""
     return mass_matrix_from(joint_transforms(robot, ctx, q))

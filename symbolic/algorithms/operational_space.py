@@ -31,6 +31,7 @@ from soadyn.symbolic.algorithms.articulated_body import articulated_body
 from soadyn.symbolic.algorithms.dual import _require_free, dual_articulated_body
 from soadyn.symbolic.algorithms.kinematics import joint_transforms
 from soadyn.symbolic.algorithms.linalg import ldl
+from soadyn.symbolic.scalar import ScalarContext
 
 
 def _congruence(fn: Any, Y: np.ndarray) -> np.ndarray:
@@ -40,8 +41,8 @@ def _congruence(fn: Any, Y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _symmetrize(ctx: Any, name: str, Y: np.ndarray) -> np.ndarray:
-    Y = np.array(Y, dtype=object if ctx.symbolic else float)
+def _symmetrize(ctx: ScalarContext, name: str, Y: np.ndarray) -> np.ndarray:
+    Y = ctx.array(Y)
     for i in range(6):
         for j in range(i + 1, 6):
             Y[j, i] = Y[i, j]
@@ -54,7 +55,7 @@ def _hinge_update(Yp: np.ndarray, g: np.ndarray, h: np.ndarray, dinv: Any) -> np
     return Yp - np.outer(h, Yg) - np.outer(Yg, h) + (g @ Yg) * np.outer(h, h) + dinv * np.outer(h, h)
 
 
-def inverse_operational_space_inertias(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def inverse_operational_space_inertias(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """(n_bodies, 6, 6): Upsilon(k) = Lambda(k)^-1 by eq. 4.7, body frame, angular first."""
     kin = joint_transforms(robot, ctx, q)
     ab = articulated_body(robot, ctx, q, kin)
@@ -74,7 +75,7 @@ def inverse_operational_space_inertias(robot: Any, ctx: Any, q: np.ndarray) -> n
     return out
 
 
-def operational_space_inertias(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def operational_space_inertias(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """(n_bodies, 6, 6): Lambda(k) = P(k) + S(k) (Lemma 4.1), in body_names order, each at its body frame
     origin in body coordinates, angular first.  Free base only."""
     _require_free(robot, "operational_space_inertias (Lambda(k) exists only for a free base; "
@@ -90,7 +91,7 @@ def operational_space_inertias(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarra
     return out
 
 
-def inverse_operational_space_inertias_dual(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def inverse_operational_space_inertias_dual(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """(n_bodies, 6, 6): Upsilon(k) by the dual recursion eq. 4.9 (tip to base).  Free base only."""
     kin = joint_transforms(robot, ctx, q)
     ab = articulated_body(robot, ctx, q, kin)

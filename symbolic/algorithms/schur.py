@@ -48,6 +48,7 @@ import numpy as np
 from soadyn.symbolic.algorithms.kinematics import Kinematics, hinge_map, joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
+from soadyn.symbolic.scalar import ScalarContext
 
 
 def complement_basis(h: np.ndarray) -> np.ndarray:
@@ -214,19 +215,18 @@ def _sym(Y: np.ndarray) -> np.ndarray:
     return Y
 
 
-def forward_dynamics_schur(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+def forward_dynamics_schur(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
                            f_ext: np.ndarray | None = None) -> np.ndarray:
     """betadot by the CF algorithm (seed 002 section IV, steps 1-5): Newton-Euler bias forces, then
     ``M^-1 (tau - C)`` through the Schur-complement factorisation.  Same result as ``forward_dynamics``."""
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
     bias = _newton_euler(kin, vt, ctx.zeros(robot.nv))
-    F = np.array([ctx.stage(f"CfF{i}", tau[i] - bias[i]) for i in range(robot.nv)],
-                 dtype=object if ctx.symbolic else float)
+    F = ctx.array([ctx.stage(f"CfF{i}", tau[i] - bias[i]) for i in range(robot.nv)])
     return schur_solve(kin, F)
 
 
-def mass_matrix_inverse_schur(robot: Any, ctx: Any, q: np.ndarray) -> np.ndarray:
+def mass_matrix_inverse_schur(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """M^-1 column by column through :func:`schur_solve` (for checks; O(N^2))."""
     kin = joint_transforms(robot, ctx, q)
     nv = robot.nv
