@@ -207,6 +207,8 @@ class Robot:
     source: str = ""
     source_hash: str = ""
     loops: list[LoopClosure] = field(default_factory=list)
+    #: bodies whose inertial parameters are run-time inputs (body order; see soadyn.model.parameters)
+    param_bodies: tuple[str, ...] = ()
     children: list[list[int]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -312,7 +314,7 @@ class Robot:
             raise ValueError(f"base must be one of {BASE_TYPES}, got {base!r}")
         return Robot(self.name, base, self.gravity.copy(), list(self.body_names), list(self.parent),
                      list(self.joints), list(self.inertias), list(self.frames), self.source,
-                     self.source_hash, list(self.loops))
+                     self.source_hash, list(self.loops), tuple(self.param_bodies))
 
     def rebase(self, body: str) -> Robot:
         """The same free-floating system with ``body`` as its base (seed 000 Appendix A);
@@ -385,6 +387,8 @@ class Robot:
                 h.update(np.ascontiguousarray(lc.axis, dtype=float).tobytes())
             if lc.world_placement is not None:
                 h.update(np.ascontiguousarray(lc.world_placement.homogeneous()).tobytes())
+        if self.param_bodies:  # only parameterised robots: other fingerprints are unchanged
+            h.update(("params:" + ",".join(self.param_bodies)).encode())
         return h.hexdigest()
 
     # ---- construction -----------------------------------------------------------------------

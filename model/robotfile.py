@@ -470,7 +470,21 @@ def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None) -> R
         from soadyn.structure.operations import loops_from_doc
 
         robot.loops = loops_from_doc(doc["loops"], robot, file)
+    if "parameters" in doc:
+        robot = _with_parameters(robot, doc["parameters"], file)
     return robot
+
+
+def _with_parameters(robot: Robot, value: Any, file: str | Path) -> Robot:
+    """``parameters: [body, ...] | all``: bodies whose inertial parameters are run-time inputs."""
+    from soadyn.model.parameters import with_param_bodies
+
+    try:
+        return with_param_bodies(robot, value)
+    except ValueError as e:
+        raise RobotFileError(file, "parameters", str(e).removeprefix("parameters: ")
+                             + "; list bodies of this file (after fixed joints are merged) or write all"
+                             ) from None
 
 
 def load_yaml(path: str | Path, base: str | None = None) -> Robot:

@@ -16,6 +16,7 @@ from soadyn.symbolic.algorithms.kinematics import (
     joint_transforms,
     velocities,
 )
+from soadyn.symbolic.parameters import body_inertia
 from soadyn.symbolic.scalar import ScalarContext
 from soadyn.symbolic.spatial import RigidInertia
 
@@ -79,8 +80,7 @@ def composite_inertias(kin: Kinematics) -> list[np.ndarray]:
     robot, ctx = kin.robot, kin.ctx
     Rc: list[RigidInertia] = [None] * robot.n_bodies  # type: ignore[list-item]
     for k in reversed(range(robot.n_bodies)):
-        inert = robot.inertias[k]
-        Rk = RigidInertia(inert.mass, ctx.const(inert.mass * inert.com), ctx.const(inert.spatial()[:3, :3]))
+        Rk = body_inertia(robot, ctx, k).rigid()
         for c in robot.children[k]:
             Rk = Rk + Rc[c].to_parent(kin.X[c])
         Rc[k] = RigidInertia(Rk.m, ctx.stage(f"Rh{k}", Rk.h), ctx.stage_symmetric(f"RJ{k}", Rk.J))
