@@ -186,7 +186,8 @@ def _dim(robot: Robot, key: str) -> int:
 def input_arg(robot: Robot, name: str) -> Arg:
     """The input array ``name`` with its shape for ``robot``."""
     shapes = {"q": (robot.nq,), "v": (robot.nv,), "a": (robot.nv,), "tau": (robot.nv,),
-              "f_ext": (robot.n_bodies, 6), "qd": (robot.n_joints,), "h": (6,)}
+              "f_ext": (robot.n_bodies, 6), "qd": (robot.n_joints,), "h": (6,),
+              "params": (len(robot.param_bodies), 10)}
     return Arg(name, shapes[name])
 
 
@@ -224,6 +225,7 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
             "momentum_frame_twist", free_only=True, frames=frames,
             doc="momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum "
                 "h = [L about the CoM; P] (inertial axes), frame family, inertial axes"))
+    specs = with_parameter_inputs(robot, specs)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")
@@ -361,4 +363,32 @@ def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
             out.append(FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
                                     free_only=True, doc=doc + ", with external wrenches f_ext",
                                     fext_input=True))
+    return out
+
+
+# ---- run-time inertial parameters (soadyn.model.parameters) -------------------------------------------
+#: public functions that read no inertia: they never take ``params``
+KINEMATIC_APIS = frozenset({"jacobian", "closed_loop_constraints", "closed_loop_dependent_velocities"})
+#: regressors of a robot with parameterised bodies: (api, inputs, output, shape rows, doc)
+REGRESSORS = (
+    ("inverse_dynamics_regressor", ("q", "v", "a"), "Y", "nv",
+     "torque regressor Y: tau = Y params.ravel() + inverse_dynamics(q, v, a, params=0) (the second term "
+     "vanishes when every body is parameterised)"),
+    ("momentum_regressor", ("q", "v"), "Yh", "6",
+     "momentum regressor Y_h: h_O = Y_h params.ravel() + h_O(params=0), h_O = [angular momentum about the "
+     "inertial origin; linear momentum], inertial axes"),
+)
+
+
+def with_parameter_inputs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]:
+    """For a robot with parameterised bodies: ``params`` (n_param_bodies, 10) appended to the inputs of
+    every function that reads an inertia, and the two regressors added; other robots: ``specs`` as is."""
+    if not robot.param_bodies:
+        return specs
+    params = input_arg(robot, "params")
+    out = [s if s.api in KINEMATIC_APIS else replace(s, inputs=(*s.inputs, params)) for s in specs]
+    ncol = 10 * len(robot.param_bodies)
+    for api, ins, name, rows, doc in REGRESSORS:
+        out.append(FunctionSpec(api, api, tuple(input_arg(robot, n) for n in ins),
+                                (Arg(name, (_dim(robot, rows), ncol)),), api, doc=doc))
     return out

@@ -31,6 +31,7 @@ from soadyn.symbolic.algorithms.operational_space import (
                           inverse_operational_space_inertias,
                           operational_space_inertias,
 )
+from soadyn.symbolic.algorithms.regressors import inverse_dynamics_regressor, momentum_regressor
 from soadyn.symbolic.algorithms.schur import forward_dynamics_schur
 
 __all__ = [
@@ -42,4 +43,5 @@ __all__ = [
     "operational_space_inertias",
     "generalized_jacobian", "innovations_factors", "inverse_dynamics", "jacobian", "joint_transforms",
     "kinetic_energy", "link_poses", "mass_matrix", "mass_matrix_inverse", "momentum", "velocities",
+    "inverse_dynamics_regressor", "momentum_regressor",
 ]

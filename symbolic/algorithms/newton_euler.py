@@ -43,16 +43,7 @@ def inverse_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarra
 def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
-    alpha: list[np.ndarray] = [None] * n  # type: ignore[list-item]
-    for k in range(n):
-        if k == 0:
-            acc = gravity_acceleration(kin) + vt.a[0]
-            if robot.is_free:
-                acc = acc + a[0:6]
-        else:
-            p = robot.parent[k]
-            acc = kin.X[k].motion_to_child(alpha[p]) + kin.hinge(k) * a[robot.v_index(k)][0] + vt.a[k]
-        alpha[k] = ctx.stage(f"alpha{k}", acc)
+    alpha = body_accelerations(kin, vt, a)
     f: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     tau = ctx.zeros(robot.nv)
     for k in reversed(range(n)):
@@ -63,6 +54,24 @@ def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
         if k > 0 or robot.is_free:
             tau[robot.v_index(k)] = _hinge_force(kin, k, f[k])
     return tau
+
+
+def body_accelerations(kin: Kinematics, vt: Any, a: np.ndarray) -> list[np.ndarray]:
+    """Base-to-tip half of Algorithm 1: ``alpha(k) = phi*(k+1,k) alpha(k+1) + H*(k) betadot(k) + a(k)``,
+    gravity entering as the acceleration of the inertial frame."""
+    robot, ctx = kin.robot, kin.ctx
+    n = robot.n_bodies
+    alpha: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    for k in range(n):
+        if k == 0:
+            acc = gravity_acceleration(kin) + vt.a[0]
+            if robot.is_free:
+                acc = acc + a[0:6]
+        else:
+            p = robot.parent[k]
+            acc = kin.X[k].motion_to_child(alpha[p]) + kin.hinge(k) * a[robot.v_index(k)][0] + vt.a[k]
+        alpha[k] = ctx.stage(f"alpha{k}", acc)
+    return alpha
 
 
 def bias_forces(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
