@@ -38,7 +38,7 @@ from soadyn.codegen.functions import FunctionSpec, expand_family, function_table
 
 #: reference modules searched in order for a function of the generated API's name
 REFERENCE_MODULES = ("soadyn.reference.dense", "soadyn.reference.invariant",
-                     "soadyn.reference.free_floating")
+                     "soadyn.reference.free_floating", "soadyn.reference.regressors")
 #: generated functions that compute the same quantity as a differently named reference function
 REFERENCE_ALIASES = {"forward_dynamics_decoupled": "forward_dynamics",
                      "forward_dynamics_schur": "forward_dynamics"}
@@ -81,9 +81,26 @@ def random_inputs(robot: Robot, n: int, rng: np.random.Generator) -> dict[str, n
     q = np.array([robot.random_configuration(rng) for _ in range(n)]).reshape(n, robot.nq)
     if robot.is_free:
         q[:, 3:7] *= rng.uniform(0.5, 2.0, size=(n, 1))
-    return {"q": q, "v": rng.normal(size=(n, robot.nv)), "a": rng.normal(size=(n, robot.nv)),
-            "tau": rng.normal(size=(n, robot.nv)), "f_ext": rng.normal(size=(n, robot.n_bodies, 6)),
-            "qd": rng.normal(size=(n, robot.n_joints)), "h": rng.normal(size=(n, 6))}
+    out = {"q": q, "v": rng.normal(size=(n, robot.nv)), "a": rng.normal(size=(n, robot.nv)),
+           "tau": rng.normal(size=(n, robot.nv)), "f_ext": rng.normal(size=(n, robot.n_bodies, 6)),
+           "qd": rng.normal(size=(n, robot.n_joints)), "h": rng.normal(size=(n, 6))}
+    if robot.param_bodies:   # run-time inertial parameters: random rigid bodies near the file's values
+        from soadyn.model.parameters import random_params
+
+        out["params"] = np.array([random_params(robot, rng) for _ in range(n)])
+    return out
+
+
+def _state_robot(robot: Robot, ins: dict[str, np.ndarray], i: int) -> tuple[Robot, Any]:
+    """(robot with state i's parameter values, numeric context carrying them) for the checks."""
+    from soadyn.symbolic.scalar import Numeric
+
+    if "params" not in ins:
+        return robot, Numeric()
+    from soadyn.model.parameters import param_indices, with_param_values
+
+    p = ins["params"][i]
+    return with_param_values(robot, p), Numeric(dict(zip(param_indices(robot), p)))
 
 
 def reference_function(api: str) -> Callable[..., Any] | None:
@@ -101,13 +118,15 @@ def reference_function(api: str) -> Callable[..., Any] | None:
 
 
 def _call_generated(module: Any, spec: FunctionSpec, ins: dict[str, np.ndarray]) -> tuple[str, Any]:
-    args = [ins[a.name] for a in spec.inputs if a.name != "f_ext"]
+    args = [ins[a.name] for a in spec.inputs if a.name not in ("f_ext", "params")]
     kw: dict[str, Any] = dict(spec.kwargs)
     if spec.fext_input:
         kw["f_ext"] = ins["f_ext"]
+    if any(a.name == "params" for a in spec.inputs):
+        kw["params"] = ins["params"]
     fn = getattr(module, spec.api)
-    shown = [a.name for a in spec.inputs if a.name != "f_ext"]
-    shown += ["f_ext" if k == "f_ext" else f"{k}={v!r}" for k, v in kw.items()]
+    shown = [a.name for a in spec.inputs if a.name not in ("f_ext", "params")]
+    shown += [k if k in ("f_ext", "params") else f"{k}={v!r}" for k, v in kw.items()]
     text = f"{spec.api}({', '.join(shown)})"
     return text, fn(*args, **kw)
 
@@ -122,8 +141,6 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
                    algorithm: bool = True) -> Check:
     """Compare one generated function (batched over all states of ``ins``) with the reference path and
     the float run of its algorithm."""
-    from soadyn.symbolic.scalar import Numeric
-
     from soadyn.codegen.derive import algorithms_module
 
     n = ins["q"].shape[0]
@@ -133,15 +150,16 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
     alg_fn = getattr(algorithms_module(), spec.algorithm, None) if algorithm else None
     err_ref = 0.0 if ref_fn is not None else None
     err_alg = 0.0 if alg_fn is not None else None
-    ctx = Numeric()
     for i in range(n):
-        pos = [ins[a.name][i] for a in spec.inputs if a.name != "f_ext"]
+        robot_i, ctx = _state_robot(robot, ins, i) if any(a.name == "params" for a in spec.inputs) \
+            else _state_robot(robot, {}, i)
+        pos = [ins[a.name][i] for a in spec.inputs if a.name not in ("f_ext", "params")]
         kw: dict[str, Any] = dict(spec.kwargs)
         if spec.fext_input:
             kw["f_ext"] = ins["f_ext"][i]
         mine = [p[i] for p in got_parts]
         if ref_fn is not None:
-            ref = _split(ref_fn(robot, *pos, **kw), len(spec.outputs))
+            ref = _split(ref_fn(robot_i, *pos, **kw), len(spec.outputs))
             err_ref = max(err_ref, *(rel_err(m, r) for m, r in zip(mine, ref)))
         if alg_fn is not None:
             val = _split(alg_fn(robot, ctx, *pos, **kw), len(spec.outputs))
