@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, REPO, TEST_ARM
+
 from soadyn.codegen.pipeline import compile_robot, generate
 from soadyn.model import load_robot
 from soadyn.model.parameters import (
@@ -58,8 +59,8 @@ def test_parameter_vector_roundtrip_and_order():
     c = ine.com
     J = ine.inertia + 2.0 * (c @ c * np.eye(3) - np.outer(c, c))
     assert PARAMETER_NAMES == ("m", "mc_x", "mc_y", "mc_z", "J_xx", "J_xy", "J_xz", "J_yy", "J_yz", "J_zz")
-    np.testing.assert_allclose(pi, [2.0, 0.2, -0.4, 0.6, J[0, 0], J[0, 1], J[0, 2], J[1, 1], J[1, 2], J[2, 2]],
-                               rtol=0, atol=1e-15)
+    want = [2.0, 0.2, -0.4, 0.6, J[0, 0], J[0, 1], J[0, 2], J[1, 1], J[1, 2], J[2, 2]]
+    np.testing.assert_allclose(pi, want, rtol=0, atol=1e-15)
     back = vector_to_inertia(pi)
     np.testing.assert_allclose(back.com, ine.com, atol=1e-15)
     np.testing.assert_allclose(back.inertia, ine.inertia, atol=1e-15)
