@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from soadyn.model import load_robot
 from soadyn.model.robotfile import RobotFileError
@@ -36,6 +37,12 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--locked", action="append", default=[], metavar="J1,J2,...",
                    help="joints to count as locked in the connectivity table's 'connect' column "
                         "(comma-separated; may be repeated)")
+    p.add_argument("--latex", default=None, metavar="FUNCTION",
+                   help="print FUNCTION (e.g. mass_matrix) of the robot as LaTeX instead of the tree: "
+                        "expanded and simplified for up to 3 joints, as staged assignments above "
+                        "(soadyn.symbolic.expressions)")
+    p.add_argument("--symbolic", default="", metavar="parameters,lengths",
+                   help="with --latex: keep the inertial parameters and/or the joint offsets as symbols")
     p.set_defaults(func=_cmd_info)
 
 
@@ -44,6 +51,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from soadyn.structure.operations import StructureError
 
     robot = load_robot(args.robot, base=args.base, mimic=args.mimic)
+    if args.latex:
+        return _print_latex(robot, args.latex, args.symbolic)
     locked = [n.strip() for item in args.locked for n in item.split(",") if n.strip()]
     try:
         text = describe(robot, locked)
@@ -51,6 +60,25 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"error: --locked: {e}", file=sys.stderr)
         return 1
     print(text)
+    return 0
+
+
+def _print_latex(robot: Any, function: str, symbolic: str) -> int:
+    from soadyn.symbolic.expressions import latex, symbol_table
+
+    keep = {s.strip() for s in symbolic.split(",") if s.strip()}
+    if keep - {"parameters", "lengths"}:
+        bad = sorted(keep - {"parameters", "lengths"})
+        print(f"error: --symbolic: unknown {bad}; use parameters,lengths", file=sys.stderr)
+        return 2
+    try:
+        text = latex(robot, function, parameters="parameters" in keep, lengths="lengths" in keep)
+    except ValueError as e:
+        print(f"error: --latex: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    for name, meaning in symbol_table(robot, "parameters" in keep, "lengths" in keep).items():
+        print(f"% {name}: {meaning}")
     return 0
 
 

@@ -106,7 +106,7 @@ def joint_transforms(robot: Robot, ctx: ScalarContext, q: np.ndarray) -> Kinemat
         else:
             Xj[k] = Xform(None, ctx.const(j.axis) * qk)
         Xp[k] = Xform(_const_or_none(ctx, j.placement.R, np.eye(3)),
-                      _const_or_none(ctx, j.placement.p, np.zeros(3)))
+                      ctx.lengths[k] if k in ctx.lengths else _const_or_none(ctx, j.placement.p, np.zeros(3)))
         X[k] = Xp[k].then(Xj[k])
         if X[k].R is not None:
             X[k].R = ctx.stage(f"R{k}", X[k].R)
