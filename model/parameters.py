@@ -140,6 +140,8 @@ def with_param_bodies(robot: Robot, bodies: Sequence[str] | str) -> Robot:
 
     Rows are ordered like the bodies of the robot.  Unknown names raise ``ValueError`` (a body merged
     into its parent by a fixed joint is not a body of the model any more: name the body it was merged into).
+    The structure operations (:mod:`soadyn.structure.operations`) keep the parameterised bodies that remain
+    bodies; a body they merge into its parent (a locked joint) becomes part of a constant inertia.
     """
     if isinstance(bodies, str):
         if bodies != "all":

@@ -173,6 +173,8 @@ def _rebuild(
         source_hash="",
     )
     out.loops = list(robot.loops if loops is None else loops)
+    # run-time inertial parameters stay with the bodies that remain bodies (a merged body's are folded in)
+    out.param_bodies = tuple(b for b in out.body_names if b in robot.param_bodies)
     for lc in out.loops:
         for fr in (lc.frame_a, lc.frame_b):
             if fr != "world":

@@ -173,3 +173,27 @@ def test_invalid_params_raise_before_c(arm_params, rng, row, col, value, words):
         mod.mass_matrix(robot.neutral(), params=P)
     with pytest.raises(ValueError, match="params must have shape"):
         mod.mass_matrix(robot.neutral(), params=P[:2])
+
+
+def test_structure_operations_keep_parameterised_bodies():
+    from soadyn.structure.operations import lock_joints
+
+    robot = with_param_bodies(load_robot(TEST_ARM), ["l2", "l4", "l3"])
+    locked = lock_joints(robot, ["j3"])            # l3 merges into l2
+    assert locked.param_bodies == ("l2", "l4")
+
+
+def test_verify_passes_for_a_parameterised_module(module_dir, tmp_path):
+    """``soadyn verify`` on a robot file with ``parameters: all``: every generated function (regressors
+    included) against the reference path evaluated with the same random parameters."""
+    from soadyn.cli.commands import verify
+
+    p = tmp_path / "tian_wu_params.yaml"
+    text = (EXAMPLES / "tian_wu_3dof.yaml").read_text()
+    p.write_text(text.replace("name: tian_wu_3dof", "name: tian_wu_params") + "\nparameters: all\n")
+    checks = verify(p, module_dir, states=4, tol=1e-10)
+    names = {c.function for c in checks}
+    assert {"inverse_dynamics_regressor", "momentum_regressor", "forward_dynamics_schur"} <= names
+    bad = [(c.function, c.err_reference, c.err_algorithm) for c in checks if not c.ok]
+    assert not bad
+    assert all(c.err_reference is not None for c in checks if "regressor" in c.function)
