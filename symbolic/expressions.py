@@ -61,7 +61,7 @@ def symbol_table(robot: Any, parameters: bool = False, lengths: bool = False) ->
 
 def _run(robot: Any, function: str, parameters: bool, lengths: bool, kwargs: dict[str, Any]
          ) -> tuple[Symbolic, list[np.ndarray]]:
-    from soadyn.symbolic import algorithms
+    import soadyn.symbolic.algorithms as algorithms
 
     fn = getattr(algorithms, function, None)
     if fn is None or not callable(fn):
