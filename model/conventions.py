@@ -27,35 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.model.robot import Robot
-from soadyn.symbolic.spatial import quaternion_to_matrix
+from soadyn.model.robot import Robot, require_free
+from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
 
 __all__ = ["PinocchioMap", "to_pinocchio", "from_pinocchio", "MujocoMap", "SpaceDynState",
            "to_spacedyn", "from_spacedyn", "spacedyn_acceleration", "matrix_to_quaternion"]
-
-
-def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion ``[x, y, z, w]`` (w >= 0) of a rotation matrix (Shepperd's method)."""
-    R = np.asarray(R, dtype=float)
-    if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-9) or np.linalg.det(R) < 0:
-        raise ValueError("matrix_to_quaternion: expected a 3x3 rotation matrix (orthonormal, det +1)")
-    t = np.trace(R)
-    cands = [t, R[0, 0], R[1, 1], R[2, 2]]
-    i = int(np.argmax(cands))
-    if i == 0:
-        w = 0.5 * np.sqrt(1.0 + t)
-        x, y, z = (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)
-    elif i == 1:
-        x = 0.5 * np.sqrt(1.0 + 2 * R[0, 0] - t)
-        w, y, z = (R[2, 1] - R[1, 2]) / (4 * x), (R[0, 1] + R[1, 0]) / (4 * x), (R[0, 2] + R[2, 0]) / (4 * x)
-    elif i == 2:
-        y = 0.5 * np.sqrt(1.0 + 2 * R[1, 1] - t)
-        w, x, z = (R[0, 2] - R[2, 0]) / (4 * y), (R[0, 1] + R[1, 0]) / (4 * y), (R[1, 2] + R[2, 1]) / (4 * y)
-    else:
-        z = 0.5 * np.sqrt(1.0 + 2 * R[2, 2] - t)
-        w, x, y = (R[1, 0] - R[0, 1]) / (4 * z), (R[0, 2] + R[2, 0]) / (4 * z), (R[1, 2] + R[2, 1]) / (4 * z)
-    out = np.array([x, y, z, w])
-    return -out if w < 0 else out
 
 
 def _vec(name: str, x: Any, n: int, who: str) -> np.ndarray:
@@ -315,15 +291,12 @@ class SpaceDynState:
     qd: np.ndarray
 
 
-def _need_free(robot: Robot, who: str) -> None:
-    if not robot.is_free:
-        raise ValueError(f"{who}: robot {robot.name!r} has a fixed base; the SpaceDyn base state "
-                         "applies to a free base (load the robot with base='free')")
+_SPACEDYN = "; the SpaceDyn base state applies to a free base only"
 
 
 def to_spacedyn(robot: Robot, q: Any, v: Any) -> SpaceDynState:
     """soadyn ``(q, v)`` -> SpaceDyn state.  The base CoM is that of body 0 *after* fixed-joint merging."""
-    _need_free(robot, "to_spacedyn")
+    require_free(robot, "to_spacedyn", _SPACEDYN)
     q = _vec("q", q, robot.nq, "to_spacedyn")
     v = _vec("v", v, robot.nv, "to_spacedyn")
     A0 = quaternion_to_matrix(q[3:7])
@@ -335,7 +308,7 @@ def to_spacedyn(robot: Robot, q: Any, v: Any) -> SpaceDynState:
 
 def from_spacedyn(robot: Robot, s: SpaceDynState) -> tuple[np.ndarray, np.ndarray]:
     """SpaceDyn state -> soadyn ``(q, v)`` (quaternion with w >= 0)."""
-    _need_free(robot, "from_spacedyn")
+    require_free(robot, "from_spacedyn", _SPACEDYN)
     A0 = np.asarray(s.A0, float)
     quat = matrix_to_quaternion(A0)
     c0 = np.asarray(robot.inertias[0].com, float)
@@ -353,7 +326,7 @@ def spacedyn_acceleration(robot: Robot, q: Any, v: Any, a: Any) -> tuple[np.ndar
     With body-axes ``w, v_o`` and ``a = d/dt [w; v_o]``: ``wd0 = A0 dw``,
     ``vd0 = A0 (dv_o + w x v_o + dw x c0 + w x (w x c0))``.
     """
-    _need_free(robot, "spacedyn_acceleration")
+    require_free(robot, "spacedyn_acceleration", _SPACEDYN)
     q, v, a = (_vec(n, x, m, "spacedyn_acceleration") for n, x, m in
                (("q", q, robot.nq), ("v", v, robot.nv), ("a", a, robot.nv)))
     A0 = quaternion_to_matrix(q[3:7])

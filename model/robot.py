@@ -35,18 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.rotations import joint_motion, rpy_to_matrix, skew
+
 JOINT_TYPES = ("revolute", "prismatic", "fixed")
 BASE_TYPES = ("free", "fixed")
-
-
-def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
-    """Rotation matrix of URDF roll-pitch-yaw angles: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    r, p, y = (float(a) for a in rpy)
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    return rz @ ry @ rx
 
 
 def snap(x: np.ndarray, tol: float = 1e-14) -> np.ndarray:
@@ -102,7 +94,7 @@ class Inertia:
         """Spatial inertia about the body-frame origin, angular first (seed 000, section 2):
         ``M = [[J, m p~], [-m p~, m I]]`` with ``J = I_c - m p~ p~``."""
         m, c = self.mass, self.com
-        cx = skew3(c)
+        cx = skew(c)
         out = np.zeros((6, 6))
         out[:3, :3] = self.inertia - m * cx @ cx
         out[:3, 3:] = m * cx
@@ -124,10 +116,6 @@ class Inertia:
         return Inertia(m, c, Ic)
 
 
-def skew3(v: Sequence[float]) -> np.ndarray:
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-
-
 @dataclass(frozen=True)
 class Joint:
     """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent."""
@@ -140,6 +128,11 @@ class Joint:
     @property
     def nv(self) -> int:
         return 0 if self.type == "fixed" else 1
+
+    def motion(self, q: float) -> Placement:
+        """The joint motion ``M(axis, q)`` (joint frame) at coordinate ``q``: see
+        :func:`soadyn.model.rotations.joint_motion`."""
+        return Placement(*joint_motion(self.type, self.axis, q))
 
 
 @dataclass(frozen=True)
@@ -159,6 +152,16 @@ class Frame:
     name: str
     body: int
     placement: Placement
+
+
+def require_free(robot: Robot, what: str, note: str = "") -> None:
+    """The one free-base guard: raise ``ValueError`` unless ``robot`` has a free-floating base.
+
+    ``what`` names the quantity or operation; ``note`` (optional) adds why, or what to use instead.
+    """
+    if not robot.is_free:
+        raise ValueError(f"{what} needs a free-floating base (a free base); robot {robot.name!r} has a fixed "
+                         f"base{note}. Load the robot with base='free'")
 
 
 LOOP_TYPES = ("weld", "revolute", "prismatic", "spherical")

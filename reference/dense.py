@@ -66,8 +66,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from soadyn.model.robot import Robot
-from soadyn.symbolic.spatial import phi_matrix, quaternion_to_matrix
+from soadyn.model.robot import Robot, require_free
+from soadyn.model.rotations import quaternion_to_matrix, rodrigues
+from soadyn.symbolic.spatial import phi_matrix
 
 __all__ = [
     "Operators", "ArticulatedBody", "operators", "mass_matrix", "bias_forces", "inverse_dynamics",
@@ -75,15 +76,6 @@ __all__ = [
     "jacobian", "center_of_mass", "momentum", "kinetic_energy", "generalized_jacobian",
     "body_poses", "frame_pose",
 ]
-
-
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
-def _rodrigues(axis: np.ndarray, theta: float) -> np.ndarray:
-    K = _skew(axis)
-    return np.eye(3) + np.sin(theta) * K + (1.0 - np.cos(theta)) * K @ K
 
 
 def _phi_star(R: np.ndarray, l: np.ndarray) -> np.ndarray:
@@ -170,7 +162,7 @@ def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
         axis = np.asarray(j.axis, float)
         h = np.zeros((6, 1))
         if j.type == "revolute":
-            Rk, lk = Rj @ _rodrigues(axis, x), pj
+            Rk, lk = Rj @ rodrigues(axis, x), pj
             h[:3, 0] = axis
         elif j.type == "prismatic":
             Rk, lk = Rj, pj + Rj @ axis * x
@@ -443,9 +435,7 @@ def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     The base rows of ``M v`` are the system momentum about O_0 in base axes, so zero momentum
     means ``v_base = -M_bb^-1 M_bm qdot`` and ``J_g = J_m - J_b M_bb^-1 M_bm``.
     """
-    if not robot.is_free:
-        raise ValueError(f"reference: generalized_jacobian needs a free base; robot {robot.name!r} has "
-                         f"base {robot.base!r} (load it with base='free')")
+    require_free(robot, "reference: generalized_jacobian")
     Mq = mass_matrix(robot, q)
     J = jacobian(robot, q, frame, world_aligned=True)
     return J[:, 6:] - J[:, :6] @ np.linalg.solve(Mq[:6, :6], Mq[:6, 6:])

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from soadyn.model.robot import Robot, require_free
 from soadyn.reference import dense as reference
-from soadyn.model.robot import Robot
 from soadyn.symbolic.spatial import phi_matrix
 
 __all__ = [
@@ -48,9 +48,8 @@ def inverse_operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray
 
 def operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     """(n_bodies, 6, 6): Lambda(k) = (J(k) M^-1 J*(k))^-1; free base only (singular otherwise)."""
-    if not robot.is_free:
-        raise ValueError(f"reference: robot {robot.name!r} has a fixed base; Lambda(k) is not defined "
-                         "(J M^-1 J* is singular); use inverse_operational_space_inertias")
+    require_free(robot, "reference: operational_space_inertias",
+                 " (Lambda(k) is not defined, J M^-1 J* is singular; use inverse_operational_space_inertias)")
     return np.linalg.inv(inverse_operational_space_inertias(robot, q))
 
 

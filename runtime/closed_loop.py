@@ -66,7 +66,8 @@ import numpy as np
 
 from soadyn.model.robot import LoopClosure, Robot
 from soadyn.symbolic.spatial import quaternion_to_matrix
-from soadyn.structure.operations import FrameMotion, _cross, frame_motion
+from soadyn.model.rotations import cross as _cross
+from soadyn.structure.operations import FrameMotion, frame_motion
 
 __all__ = [
     "ClosedLoopError",
@@ -184,7 +185,8 @@ def constraint_residual(robot: Robot, q: Any) -> np.ndarray:
 def _frame_jacobian(robot: Robot, q: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(J, R_f, p_f): world-aligned 6 x nv Jacobian of a frame's [w; v_origin], from plain forward kinematics
     (columns ``[s; s x (p_f - p_i)]`` / ``[0; s]`` along the path, seed 003 eq. 2.49)."""
-    from soadyn.structure.operations import _cross, _motion, _skew
+    from soadyn.model.rotations import skew as _skew
+    from soadyn.structure.operations import _motion
 
     R, p = _motion(robot, q, np.zeros(robot.nv), np.zeros(robot.nv))[:2]
     k, X = robot.frame_of(name)
@@ -212,7 +214,7 @@ def _frame_jacobian(robot: Robot, q: np.ndarray, name: str) -> tuple[np.ndarray,
 def constraint_jacobian(robot: Robot, q: Any) -> np.ndarray:
     """``J_c`` (m x nv): ``J_c v = S V_rel`` for every cut joint (rows stacked in loop order);
     ``J_c = S A (J_b - T J_a)`` with world-aligned frame Jacobians (seed 004 eq. 2-3)."""
-    from soadyn.structure.operations import _skew
+    from soadyn.model.rotations import skew as _skew
 
     q = np.asarray(q, dtype=float)
     rows = []

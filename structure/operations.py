@@ -47,7 +47,7 @@ import numpy as np
 import yaml
 
 from soadyn.model.robot import LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot, snap
-from soadyn.symbolic.spatial import quaternion_to_matrix
+from soadyn.model.rotations import cross, matrix_to_quaternion, matrix_to_rpy, quaternion_to_matrix
 
 __all__ = [
     "ConnectivityRow",
@@ -61,7 +61,6 @@ __all__ = [
     "frame_motion",
     "free_base",
     "invert",
-    "joint_motion",
     "lock_joints",
     "map_state",
     "matrix_to_quaternion",
@@ -73,67 +72,6 @@ __all__ = [
 
 class StructureError(ValueError):
     """A structure change was asked for something the model does not have or cannot do."""
-
-
-# ---- small geometry helpers --------------------------------------------------------------------
-
-
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """3-vector cross product (np.cross is slow for single vectors)."""
-    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
-
-
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
-def joint_motion(joint: Joint, qj: float) -> Placement:
-    """The joint motion ``M(axis, q)``: rotation about / translation along the axis (joint frame)."""
-    a = np.asarray(joint.axis, dtype=float)
-    if joint.type == "prismatic":
-        return Placement(np.eye(3), qj * a)
-    if joint.type == "fixed":
-        return Placement.identity()
-    K = _skew(a)
-    R = np.eye(3) + math.sin(qj) * K + (1.0 - math.cos(qj)) * K @ K
-    return Placement(R, np.zeros(3))
-
-
-def matrix_to_rpy(R: np.ndarray) -> np.ndarray:
-    """URDF roll-pitch-yaw of a rotation, ``R = Rz(yaw) Ry(pitch) Rx(roll)``; robust at pitch = +-pi/2."""
-    R = np.asarray(R, dtype=float)
-    cp = math.hypot(R[0, 0], R[1, 0])
-    pitch = math.atan2(-R[2, 0], cp)
-    if cp > 1e-9:
-        roll = math.atan2(R[2, 1], R[2, 2])
-        yaw = math.atan2(R[1, 0], R[0, 0])
-    else:  # gimbal lock: only yaw -/+ roll is defined; put it all in yaw
-        roll = 0.0
-        yaw = math.atan2(-R[0, 1], R[1, 1])
-    return np.array([roll, pitch, yaw])
-
-
-def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion ``[x, y, z, w]`` (w >= 0) of a rotation matrix (Shepperd's method)."""
-    R = np.asarray(R, dtype=float)
-    tr = np.trace(R)
-    cands = [tr, R[0, 0], R[1, 1], R[2, 2]]
-    i = int(np.argmax(cands))
-    if i == 0:
-        w = 0.5 * math.sqrt(1.0 + tr)
-        x, y, z = (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)
-    elif i == 1:
-        x = 0.5 * math.sqrt(1.0 + 2 * R[0, 0] - tr)
-        w, y, z = (R[2, 1] - R[1, 2]) / (4 * x), (R[0, 1] + R[1, 0]) / (4 * x), (R[0, 2] + R[2, 0]) / (4 * x)
-    elif i == 2:
-        y = 0.5 * math.sqrt(1.0 + 2 * R[1, 1] - tr)
-        w, x, z = (R[0, 2] - R[2, 0]) / (4 * y), (R[0, 1] + R[1, 0]) / (4 * y), (R[1, 2] + R[2, 1]) / (4 * y)
-    else:
-        z = 0.5 * math.sqrt(1.0 + 2 * R[2, 2] - tr)
-        w, x, y = (R[1, 0] - R[0, 1]) / (4 * z), (R[0, 2] + R[2, 0]) / (4 * z), (R[1, 2] + R[2, 1]) / (4 * z)
-    qv = np.array([x, y, z, w])
-    qv /= np.linalg.norm(qv)
-    return -qv if qv[3] < 0 else qv
 
 
 # ---- model <-> specs ---------------------------------------------------------------------------
@@ -346,7 +284,7 @@ def lock_joints(
             b = BodySpec(
                 b.name,
                 b.parent,
-                Joint(j.name, "fixed", np.zeros(3), j.placement * joint_motion(j, vals[j.name])),
+                Joint(j.name, "fixed", np.zeros(3), j.placement * j.motion(vals[j.name])),
                 b.inertia,
             )
         out.append(b)
@@ -788,7 +726,7 @@ def _motion(
         R0 = quaternion_to_matrix(q[3:7])
         R[0], p[0] = R0, q[:3].copy()
         w[0], vo[0] = R0 @ v[0:3], R0 @ v[3:6]
-        wd[0], ao[0] = R0 @ a[0:3], R0 @ (a[3:6] + _cross(v[0:3], v[3:6]))
+        wd[0], ao[0] = R0 @ a[0:3], R0 @ (a[3:6] + cross(v[0:3], v[3:6]))
     else:
         R[0], p[0] = np.eye(3), np.zeros(3)
         w[0] = vo[0] = wd[0] = ao[0] = np.zeros(3)
@@ -796,23 +734,23 @@ def _motion(
         j = robot.joints[k]
         par = robot.parent[k]
         qk, qdk, qddk = q[robot.q_index(k)], v[robot.v_index(k)][0], a[robot.v_index(k)][0]
-        X = j.placement * joint_motion(j, qk)
+        X = j.placement * j.motion(qk)
         R[k] = R[par] @ X.R
         r = R[par] @ X.p
         p[k] = p[par] + r
         s = R[par] @ j.placement.R @ np.asarray(j.axis, dtype=float)
         wp = w[par]
-        base_acc = ao[par] + _cross(wd[par], r) + _cross(wp, _cross(wp, r))
+        base_acc = ao[par] + cross(wd[par], r) + cross(wp, cross(wp, r))
         if j.type == "revolute":
             w[k] = wp + s * qdk
-            vo[k] = vo[par] + _cross(wp, r)
-            wd[k] = wd[par] + s * qddk + _cross(wp, s * qdk)
+            vo[k] = vo[par] + cross(wp, r)
+            wd[k] = wd[par] + s * qddk + cross(wp, s * qdk)
             ao[k] = base_acc
         else:
             w[k] = wp
-            vo[k] = vo[par] + _cross(wp, r) + s * qdk
+            vo[k] = vo[par] + cross(wp, r) + s * qdk
             wd[k] = wd[par]
-            ao[k] = base_acc + 2 * _cross(wp, s * qdk) + s * qddk
+            ao[k] = base_acc + 2 * cross(wp, s * qdk) + s * qddk
     return R, p, w, vo, wd, ao
 
 
@@ -834,7 +772,7 @@ class FrameMotion:
     def body_acceleration(self) -> np.ndarray:
         """Time derivative of :meth:`body_twist` (the free-base acceleration convention)."""
         wb, vb = self.R.T @ self.w, self.R.T @ self.v
-        return np.concatenate([self.R.T @ self.wdot, self.R.T @ self.vdot - _cross(wb, vb)])
+        return np.concatenate([self.R.T @ self.wdot, self.R.T @ self.vdot - cross(wb, vb)])
 
 
 def frame_motion(
@@ -856,9 +794,9 @@ def frame_motion(
             R[k] @ X.R,
             p[k] + d,
             w[k],
-            vo[k] + _cross(w[k], d),
+            vo[k] + cross(w[k], d),
             wd[k],
-            ao[k] + _cross(wd[k], d) + _cross(w[k], _cross(w[k], d)),
+            ao[k] + cross(wd[k], d) + cross(w[k], cross(w[k], d)),
         )
 
     if frame is not None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soadyn.model.robot import Robot
+from soadyn.model.robot import Robot, require_free
 
 
 @dataclass
@@ -57,11 +57,9 @@ class RebaseMap:
 
 def rebase(robot: Robot, body: str) -> Robot:
     """The same free-floating system with ``body`` (a body or named frame) as its free base."""
-    if not robot.is_free:
-        raise ValueError(
-            f"rebase: robot {robot.name!r} has a fixed base; a change of base body (seed 000 Appendix A) "
-            "is a change of coordinates of a free-floating system only. Load the robot with base='free', "
-            "or use soadyn.structure.operations.invert to weld a different body to the ground.")
+    require_free(robot, "rebase", " (a change of base body, seed 000 Appendix A, is a change of "
+                 "coordinates of a free-floating system only; soadyn.structure.invert welds a different body "
+                 "to the ground)")
     from soadyn.structure.operations import invert
 
     return invert(robot, body)

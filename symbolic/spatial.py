@@ -24,20 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.rotations import cross, quaternion_to_matrix, skew
 
-def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """3-vector cross product, generic in the scalar."""
-    return np.array(
-        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]],
-        dtype=np.result_type(a, b) if (a.dtype != object and b.dtype != object) else object,
-    )
-
-
-def skew(a: np.ndarray) -> np.ndarray:
-    """Cross-product matrix ``a~`` with ``a~ b = a x b``."""
-    z = a[0] * 0
-    return np.array([[z, -a[2], a[1]], [a[2], z, -a[0]], [-a[1], a[0], z]],
-                    dtype=object if a.dtype == object else float)
+__all__ = ["RigidInertia", "Xform", "cross", "phi_matrix", "quaternion_to_matrix", "rotation_about_axis",
+           "skew"]
 
 
 def rotation_about_axis(ctx: Any, axis: np.ndarray, c: Any, s: Any) -> np.ndarray:
@@ -61,26 +51,6 @@ def rotation_about_axis(ctx: Any, axis: np.ndarray, c: Any, s: Any) -> np.ndarra
     K = skew(A)
     I3 = ctx.eye(3)
     return c * I3 + s * K + (1 - c) * np.outer(A, A)
-
-
-def quaternion_to_matrix(quat: np.ndarray) -> np.ndarray:
-    """Rotation matrix (body to inertial) of a quaternion ``[x, y, z, w]``.
-
-    Written in the homogeneous form ``((w^2 - e.e) I + 2 e e^T + 2 w e~) / (w^2 + e.e)`` so that it is
-    an exact rotation for any non-zero quaternion: the norm is divided out, the input need not be unit.
-    """
-    x, y, z, w = quat
-    xx, yy, zz, ww = x * x, y * y, z * z, w * w
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    inv = 1 / (xx + yy + zz + ww)
-    return np.array(
-        [
-            [(ww + xx - yy - zz) * inv, 2 * (xy - wz) * inv, 2 * (xz + wy) * inv],
-            [2 * (xy + wz) * inv, (ww - xx + yy - zz) * inv, 2 * (yz - wx) * inv],
-            [2 * (xz - wy) * inv, 2 * (yz + wx) * inv, (ww - xx - yy + zz) * inv],
-        ],
-        dtype=object if isinstance(quat, np.ndarray) and quat.dtype == object else float,
-    )
 
 
 class Xform:

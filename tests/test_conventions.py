@@ -12,13 +12,12 @@ from soadyn.model.conventions import (
     PinocchioMap,
     from_pinocchio,
     from_spacedyn,
-    matrix_to_quaternion,
     spacedyn_acceleration,
     to_pinocchio,
     to_spacedyn,
 )
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.symbolic.spatial import quaternion_to_matrix
+from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
 
 TOL = 1e-12
 
