@@ -8,18 +8,18 @@ import math
 import numpy as np
 import pytest
 from conftest import TEST_ARM
+
+from soadyn.cli.simulate import add_simulate_parser, cmd_simulate
+from soadyn.model import load_robot
+from soadyn.runtime.numeric_module import NumericModule
 from soadyn.runtime.simulate import (
     SimulationError,
     Trajectory,
-    add_simulate_parser,
-    cmd_simulate,
     quat_exp,
     quat_mul,
     rotation_matrix,
     simulate,
 )
-from soadyn.model import load_robot
-from soadyn.runtime.numeric_module import NumericModule
 from soadyn.symbolic.spatial import quaternion_to_matrix
 
 
