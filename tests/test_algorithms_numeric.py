@@ -47,8 +47,7 @@ def _pose(robot, q, frame):
 @pytest.fixture(params=["free", "fixed"])
 def robot(request):
     r = load_robot(ROOT / "examples" / "test_arm.yaml", base=request.param)
-    r.gravity = np.array([0.3, -9.81, 0.5])
-    return r
+    return r.replace(gravity=[0.3, -9.81, 0.5])
 
 
 def _state(robot, seed):
