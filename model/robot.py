@@ -155,6 +155,19 @@ class Frame:
     placement: Placement
 
 
+def state_vector(x: Any, n: int, name: str, who: str) -> np.ndarray:
+    """``x`` as a float vector of shape ``(n,)``; the one check of state-like inputs (q, v, a, tau, ...).
+
+    Raises ``ValueError`` naming ``who`` (the caller) and ``name`` for a wrong shape or a NaN / inf entry.
+    """
+    arr = np.asarray(x, dtype=float)
+    if arr.shape != (n,):
+        raise ValueError(f"{who}: {name} must have shape ({n},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{who}: {name} contains NaN or inf")
+    return arr
+
+
 def require_free(robot: Robot, what: str, note: str = "") -> None:
     """The one free-base guard: raise ``ValueError`` unless ``robot`` has a free-floating base.
 

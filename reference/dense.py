@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from soadyn.model.robot import Robot, require_free
+from soadyn.model.robot import Robot, require_free, state_vector
 from soadyn.model.rotations import quaternion_to_matrix, rodrigues, skew
 
 __all__ = [
@@ -90,17 +90,8 @@ def _phi_star(R: np.ndarray, l: np.ndarray) -> np.ndarray:
     return phi_matrix(R, l).T
 
 
-def _check_vector(name: str, x: ArrayLike, n: int) -> np.ndarray:
-    arr = np.asarray(x, dtype=float)
-    if arr.shape != (n,):
-        raise ValueError(f"reference: {name} must have shape ({n},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"reference: {name} contains NaN or inf")
-    return arr
-
-
 def _check_q(robot: Robot, q: ArrayLike) -> np.ndarray:
-    q = _check_vector("q", q, robot.nq)
+    q = state_vector(q, robot.nq, "q", "reference")
     if robot.is_free and float(q[3:7] @ q[3:7]) == 0.0:
         raise ValueError("reference: q[3:7] (base quaternion [x, y, z, w]) is zero; use e.g. [0, 0, 0, 1]")
     return q
@@ -199,7 +190,7 @@ def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
     if v is None:
         return ops
 
-    v = _check_vector("v", v, nv)
+    v = state_vector(v, nv, "v", "reference")
     V = phi.T @ H.T @ v                                    # eq. 2.3a
     a = np.zeros(6 * n)
     b = np.zeros(6 * n)
@@ -247,7 +238,7 @@ def inverse_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
                      f_ext: ArrayLike | None = None) -> np.ndarray:
     """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``."""
     o = operators(robot, q, v, f_ext)
-    a = _check_vector("a", a, robot.nv)
+    a = state_vector(a, robot.nv, "a", "reference")
     alpha = o.phi.T @ (o.H.T @ a + o.a)
     return o.H @ o.phi @ (o.M @ alpha + o.b)
 
@@ -374,7 +365,7 @@ def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
     """
     ab = articulated_body(robot, q)
     o = operators(robot, q, v, f_ext)
-    T = _check_vector("tau", tau, robot.nv)
+    T = state_vector(tau, robot.nv, "tau", "reference")
     H, psi, K = o.H, ab.psi, ab.K
     Linv = np.eye(robot.nv) - H @ psi @ K
     eps = T - H @ psi @ (K @ T + ab.P @ o.a + o.b)

@@ -25,19 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.model.robot import Robot
+from soadyn.model.robot import Robot, state_vector
 from soadyn.model.rotations import cross, quaternion_to_matrix
 
 __all__ = ["FrameMotion", "body_motion", "frame_motion"]
-
-
-def _check_state(robot: Robot, name: str, x: Any, n: int) -> np.ndarray:
-    arr = np.asarray(x, dtype=float).ravel()
-    if arr.shape != (n,):
-        raise ValueError(f"robot {robot.name!r}: {name} must have {n} entries, got {arr.size}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"robot {robot.name!r}: {name} contains a non-finite value")
-    return arr
 
 
 def body_motion(
@@ -111,9 +102,10 @@ def frame_motion(
     Raises ``ValueError`` for a state of the wrong size or with non-finite entries and ``KeyError``
     (naming the known frames) for an unknown ``frame``.
     """
-    q = _check_state(robot, "q", q, robot.nq)
-    v = np.zeros(robot.nv) if v is None else _check_state(robot, "v", v, robot.nv)
-    a = np.zeros(robot.nv) if a is None else _check_state(robot, "a", a, robot.nv)
+    who = f"frame_motion({robot.name!r})"
+    q = state_vector(q, robot.nq, "q", who)
+    v = np.zeros(robot.nv) if v is None else state_vector(v, robot.nv, "v", who)
+    a = np.zeros(robot.nv) if a is None else state_vector(a, robot.nv, "a", who)
     R, p, w, vo, wd, ao = body_motion(robot, q, v, a)
 
     def one(name: str) -> FrameMotion:

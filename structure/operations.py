@@ -43,24 +43,20 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.model.robot import LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot, snap
+from soadyn.model.robot import (
+    LOOP_TYPES,
+    BodySpec,
+    Inertia,
+    Joint,
+    LoopClosure,
+    Placement,
+    Robot,
+    snap,
+    state_vector,
+)
 from soadyn.model.robotfile import unique_name
 from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
 from soadyn.reference.kinematics import body_motion, frame_motion
-
-__all__ = [
-    "ConnectivityRow",
-    "StructureError",
-    "add_body",
-    "close_loop",
-    "connectivity_table",
-    "fix_base",
-    "format_connectivity",
-    "free_base",
-    "invert",
-    "lock_joints",
-    "map_state",
-]
 
 
 class StructureError(ValueError):
@@ -444,15 +440,6 @@ def format_connectivity(rows: Sequence[ConnectivityRow]) -> str:
 # ---- state maps between two models of the same system ------------------------------------------
 
 
-def _check_state(robot: Robot, name: str, x: Any, n: int) -> np.ndarray:
-    arr = np.asarray(x, dtype=float).ravel()
-    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
-        problem = (f"must have {n} entries, got {arr.size}" if arr.shape != (n,)
-                   else "contains a non-finite value")
-        raise StructureError(f"robot {robot.name!r}: {name} {problem}")
-    return arr
-
-
 def map_state(
     src: Robot, dst: Robot, q: Any, v: Any | None = None, a: Any | None = None
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -468,9 +455,10 @@ def map_state(
     missing = [n for n in dst.joint_names if n not in src.joint_names]
     if missing:
         raise StructureError(f"map_state: joints {missing} of {dst.name!r} are not joints of {src.name!r}")
-    qs = _check_state(src, "q", q, src.nq)
-    vs = None if v is None else _check_state(src, "v", v, src.nv)
-    as_ = None if a is None else _check_state(src, "a", a, src.nv)
+    who = f"map_state({src.name!r})"
+    qs = state_vector(q, src.nq, "q", who)
+    vs = None if v is None else state_vector(v, src.nv, "v", who)
+    as_ = None if a is None else state_vector(a, src.nv, "a", who)
     idx = [src.joint_names.index(n) for n in dst.joint_names]
     qo = np.empty(dst.nq)
     vo = None if vs is None else np.empty(dst.nv)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.symbolic import algorithms as alg
+
 from soadyn.model import load_robot
+from soadyn.symbolic import algorithms as alg
 from soadyn.symbolic.scalar import Numeric
 from soadyn.symbolic.spatial import quaternion_to_matrix
 
