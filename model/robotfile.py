@@ -466,6 +466,63 @@ def unique_name(name: str, taken: set[str]) -> str:
     return out
 
 
+def _check_loop_frames(it: dict, where: str, file: str | Path, names: list[str]) -> None:
+    """frame_a / frame_b of one ``loops`` item: present, names of the robot's bodies or frames (or world)."""
+    for key in ("frame_a", "frame_b"):
+        if key not in it:
+            raise RobotFileError(
+                file, f"{where}.{key}",
+                f"missing required key {key!r}; add it (a body or frame name"
+                + ("" if key == "frame_a" else ", or world for the inertial frame") + ")",
+            )
+        fr = it[key]
+        if not isinstance(fr, str) or not fr:
+            raise RobotFileError(file, f"{where}.{key}", f"expected a body or frame name, got {fr!r}")
+        if fr == "world":
+            if key == "frame_a":
+                raise RobotFileError(
+                    file, f"{where}.frame_a",
+                    "is 'world'; frame_a must be a frame of the robot, put 'world' as frame_b",
+                )
+            if "world" in names:
+                raise RobotFileError(
+                    file, f"{where}.frame_b",
+                    "'world' is ambiguous: the robot has a body or frame named 'world', and frame_b: "
+                    "world means the inertial frame; rename that body or frame",
+                )
+        elif fr not in names:
+            raise RobotFileError(
+                file, f"{where}.{key}",
+                f"unknown frame {fr!r}; use a body or frame name ({', '.join(names)})"
+                + (" or world" if key == "frame_b" else ""),
+            )
+
+
+def _loop_axis(it: dict, kind: str, where: str, file: str | Path) -> Any:
+    """The ``axis`` of one ``loops`` item: required (non-zero, finite) for revolute and prismatic cuts."""
+    axis = it.get("axis")
+    if kind in ("revolute", "prismatic"):
+        if axis is None:
+            raise RobotFileError(
+                file, f"{where}.axis",
+                f"missing required key 'axis' (a {kind} cut joint needs a non-zero axis in frame_a, "
+                "e.g. [0, 0, 1]); add it",
+            )
+        ax = np.asarray(axis, dtype=float)
+        if ax.shape != (3,) or not np.all(np.isfinite(ax)) or not np.linalg.norm(ax) > 0:
+            raise RobotFileError(
+                file, f"{where}.axis",
+                f"must be a non-zero, finite 3-vector, got {axis}; give a direction such as [0, 0, 1] "
+                "(it is normalised)",
+            )
+    elif axis is not None:
+        raise RobotFileError(
+            file, f"{where}.axis",
+            f"a {kind} cut joint takes no axis; remove it (or use type revolute or prismatic)",
+        )
+    return axis
+
+
 def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") -> list[LoopClosure]:
     """Read the ``loops:`` section of a robot file (syntax in docs/robot-format.md) for ``robot``.
 
@@ -486,7 +543,6 @@ def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") 
         )
     allowed = ("name", "frame_a", "frame_b", "type", "axis", "xyz", "rpy")
     names = [*robot.body_names, *robot.frame_names]
-    known = set(names)
     out: list[LoopClosure] = []
     explicit: dict[str, int] = {}
     for i, it in enumerate(items):
@@ -500,34 +556,7 @@ def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") 
                 f"unknown key {extra[0]!r}; allowed keys here: {', '.join(sorted(allowed))} "
                 "(check the spelling)",
             )
-        for key in ("frame_a", "frame_b"):
-            if key not in it:
-                raise RobotFileError(
-                    file, f"{where}.{key}",
-                    f"missing required key {key!r}; add it (a body or frame name"
-                    + ("" if key == "frame_a" else ", or world for the inertial frame") + ")",
-                )
-            fr = it[key]
-            if not isinstance(fr, str) or not fr:
-                raise RobotFileError(file, f"{where}.{key}", f"expected a body or frame name, got {fr!r}")
-            if fr == "world":
-                if key == "frame_a":
-                    raise RobotFileError(
-                        file, f"{where}.frame_a",
-                        "is 'world'; frame_a must be a frame of the robot, put 'world' as frame_b",
-                    )
-                if "world" in known:
-                    raise RobotFileError(
-                        file, f"{where}.frame_b",
-                        "'world' is ambiguous: the robot has a body or frame named 'world', and frame_b: "
-                        "world means the inertial frame; rename that body or frame",
-                    )
-            elif fr not in known:
-                raise RobotFileError(
-                    file, f"{where}.{key}",
-                    f"unknown frame {fr!r}; use a body or frame name ({', '.join(names)})"
-                    + (" or world" if key == "frame_b" else ""),
-                )
+        _check_loop_frames(it, where, file, names)
         if it["frame_a"] == it["frame_b"]:
             raise RobotFileError(
                 file, f"{where}.frame_b",
@@ -538,26 +567,7 @@ def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") 
             raise RobotFileError(
                 file, f"{where}.type", f"{kind!r} is not allowed; use one of: {', '.join(LOOP_TYPES)}"
             )
-        axis = it.get("axis")
-        if kind in ("revolute", "prismatic"):
-            if axis is None:
-                raise RobotFileError(
-                    file, f"{where}.axis",
-                    f"missing required key 'axis' (a {kind} cut joint needs a non-zero axis in frame_a, "
-                    "e.g. [0, 0, 1]); add it",
-                )
-            ax = np.asarray(axis, dtype=float)
-            if ax.shape != (3,) or not np.all(np.isfinite(ax)) or not np.linalg.norm(ax) > 0:
-                raise RobotFileError(
-                    file, f"{where}.axis",
-                    f"must be a non-zero, finite 3-vector, got {axis}; give a direction such as [0, 0, 1] "
-                    "(it is normalised)",
-                )
-        elif axis is not None:
-            raise RobotFileError(
-                file, f"{where}.axis",
-                f"a {kind} cut joint takes no axis; remove it (or use type revolute or prismatic)",
-            )
+        axis = _loop_axis(it, kind, where, file)
         wp = None
         for key in ("xyz", "rpy"):
             if key in it and it["frame_b"] != "world":
