@@ -78,8 +78,8 @@ def models() -> tuple:
     truth = add_body(robot, "payload", "ee", mount, payload)
     locked = [j for j in robot.joint_names if j not in ACTIVE]
     at = {j: float(PHI0[robot.joint_names.index(j)]) for j in locked}
-    t, n = lock_joints(truth, locked, at), lock_joints(robot, locked, at)
-    t.name, n.name = "dimitrov_wrist_payload", "dimitrov_wrist_id"
+    t = lock_joints(truth, locked, at).replace(name="dimitrov_wrist_payload")
+    n = lock_joints(robot, locked, at).replace(name="dimitrov_wrist_id")
     return t, with_param_bodies(n, "all")
 
 

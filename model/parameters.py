@@ -32,7 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from soadyn.model.robot import Inertia, Robot, skew3
+from soadyn.model.robot import Inertia, Robot
+from soadyn.model.rotations import skew as skew3
 
 #: names of the ten parameters of one body, in the order of a row of ``params``
 PARAMETER_NAMES = ("m", "mc_x", "mc_y", "mc_z", "J_xx", "J_xy", "J_xz", "J_yy", "J_yz", "J_zz")
@@ -157,10 +158,7 @@ def with_param_bodies(robot: Robot, bodies: Sequence[str] | str) -> Robot:
                          + (f"; {', '.join(hints)}" if hints else ""))
     if len(set(names)) != len(names):
         raise ValueError(f"parameters: body names repeated in {names}")
-    ordered = tuple(b for b in robot.body_names if b in set(names))
-    out = robot.with_base(robot.base)
-    out.param_bodies = ordered
-    return out
+    return robot.replace(param_bodies=tuple(b for b in robot.body_names if b in set(names)))
 
 
 def with_param_values(robot: Robot, params: np.ndarray) -> Robot:
@@ -170,12 +168,10 @@ def with_param_values(robot: Robot, params: np.ndarray) -> Robot:
     if p.ndim != 2:
         raise ValueError(f"with_param_values: one parameter set of shape {p.shape[-2:]} expected, "
                          f"got {p.shape}")
-    out = robot.with_base(robot.base)
-    inertias = list(out.inertias)
+    inertias = list(robot.inertias)
     for row, k in zip(p, param_indices(robot)):
         inertias[k] = vector_to_inertia(row)
-    out.inertias = inertias
-    return out
+    return robot.replace(inertias=tuple(inertias))
 
 
 def random_params(robot: Robot, rng: np.random.Generator, spread: float = 0.3) -> np.ndarray:

@@ -127,8 +127,7 @@ def test_params_equal_a_recompiled_module(arm_params, module_dir, rng):
     assert mod.param_bodies == list(robot.body_names)
     np.testing.assert_array_equal(mod.default_params(), default_params(robot))
     P = random_params(robot, rng)
-    baked = with_param_bodies(with_param_values(robot, P), [])
-    baked.name = "scratch_tree_baked"
+    baked = with_param_bodies(with_param_values(robot, P), []).replace(name="scratch_tree_baked")
     ref = compile_robot(baked, module_dir, functions=FUNCS, progress=False)
     assert not ref.param_bodies
     n = 20
