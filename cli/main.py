@@ -65,8 +65,14 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     add_simulate_parser(sub)
 
 
+def _add_campaign(sub: argparse._SubParsersAction) -> None:
+    from soadyn.cli.campaign import add_campaign
+
+    add_campaign(sub)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, add_compile, add_verify,
-                                                                   _add_simulate]
+                                                                   _add_simulate, _add_campaign]
 
 
 def build_parser() -> argparse.ArgumentParser:
