@@ -69,15 +69,17 @@ def evaluate(module: str | os.PathLike | Any, function: str, *arrays: Any, **kwa
         raise ValueError(f"evaluate: module {mod.name!r} has no function {function!r}; functions: {names}")
     if not arrays:
         raise ValueError("evaluate: give at least one state array (N, ...)")
+    n = np.shape(arrays[0])[0] if np.ndim(arrays[0]) else None
+    for i, a in enumerate(arrays):
+        if np.ndim(a) < 1 or np.shape(a)[0] != n:
+            raise ValueError(f"evaluate: input {i} has shape {np.shape(a)}; every input needs the same "
+                             f"leading length N = {n}")
     first = next((a for a in arrays if isinstance(a, da.Array)), None)
     chunks0 = first.chunks[0] if first is not None else (np.shape(arrays[0])[0],)
     darrs = []
-    for i, a in enumerate(arrays):
+    for a in arrays:
         d = a if isinstance(a, da.Array) else da.from_array(np.asarray(a, float), chunks=(chunks0,) + tuple(
             (s,) for s in np.shape(a)[1:]))
-        if d.ndim < 1 or d.shape[0] != arrays[0].shape[0]:
-            raise ValueError(f"evaluate: input {i} has shape {d.shape}; every input needs the same leading "
-                             f"length N = {arrays[0].shape[0]}")
         if any(len(c) != 1 for c in d.chunks[1:]):
             d = d.rechunk({k: -1 for k in range(1, d.ndim)})
         if d.chunks[0] != chunks0:

@@ -114,16 +114,23 @@ def prepare_modules(
 ) -> dict[str, str]:
     """Compile (or find in ``cache``) the chaser and one truth model per payload level; returns
     ``{"chaser": dir, "robot": robot file, "truth:<scale>": dir, ...}`` (paths as strings)."""
+    out = Path(cache) if cache is not None else _default_cache()
+    levels = sorted(set(float(x) for x in payload_levels))
+    model_fields = (setup.robot, setup.hand, setup.target_mass, setup.target_inertia, setup.grasp_xyz,
+                    setup.grasp_rpy)
+    key = json.dumps([model_fields, levels, str(out.resolve()), os.stat(setup.robot).st_mtime_ns])
+    hit = _PREPARED.get(key)
+    if hit is not None and all(Path(p).exists() for p in hit.values()):
+        return dict(hit)
     from soadyn.codegen import compile as compile_robot
     from soadyn.model import load_robot
     from soadyn.runtime.impact import attach_target
 
-    out = Path(cache) if cache is not None else _default_cache()
     robot = load_robot(setup.robot)
     chaser = compile_robot(robot, out_dir=out, functions=CHASER_FUNCTIONS, progress=False)
     paths = {"chaser": str(Path(chaser.__file__).parent), "robot": setup.robot}
     inertia = np.array(setup.target_inertia).reshape(3, 3)
-    for s in sorted(set(float(x) for x in payload_levels)):
+    for s in levels:
         model = attach_target(
             robot,
             setup.hand,
@@ -136,7 +143,12 @@ def prepare_modules(
         model.name = f"{robot.name}_capture_{model.fingerprint()[:12]}"
         mod = compile_robot(model, out_dir=out, functions=TRUTH_FUNCTIONS, progress=False)
         paths[f"truth:{s!r}"] = str(Path(mod.__file__).parent)
+    _PREPARED[key] = dict(paths)
     return paths
+
+
+#: prepare_modules results of this process (the compile cache check hashes the generator sources)
+_PREPARED: dict[str, dict[str, str]] = {}
 
 
 _LOADED: dict[str, Any] = {}

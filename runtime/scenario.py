@@ -524,7 +524,8 @@ def run_scenario(sc: Scenario, chaser: Any, truth: Any, robot: Any) -> tuple[dic
     t0 = time.perf_counter()
     row = _empty_row(sc)
     try:
-        traj = _capture(sc, chaser, truth, robot, row)
+        with np.errstate(all="ignore"):
+            traj = _capture(sc, chaser, truth, robot, row)
         row["status"] = "ok"
     except (ArithmeticError, ValueError, RuntimeError, np.linalg.LinAlgError) as e:
         row["status"] = "failed"
@@ -584,7 +585,10 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
     if T_c > 0:
         tau_r = Hrr @ (qd_r_end - qd_r0) / T_c if len(rw) else None
         ctrl = ReactionNullSpaceControl(chaser, wheels, tau_r=tau_r, K_b=g["K_b"], K_m=g["K_m"])
-        app = simulate(chaser, q0, v0, T_c, torques=ctrl, dt=S.approach_dt, progress=False)
+        try:
+            app = simulate(chaser, q0, v0, T_c, torques=ctrl, dt=S.approach_dt, progress=False)
+        except (SimulationError, ArithmeticError, ValueError) as e:
+            raise RuntimeError(f"approach diverged ({type(e).__name__}: {e})") from None
         qc, vc = app.q[-1].copy(), app.v[-1].copy()
     else:
         app = None
@@ -630,8 +634,8 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
         ctrl = ReactionNullSpaceControl(chaser, wheels, K_b=g["K_b"], K_m=g["K_m"])
     try:
         post = simulate(truth, qc, latch.v, S.post_duration, torques=ctrl, dt=S.post_dt, progress=False)
-    except SimulationError as e:
-        raise RuntimeError(f"post-impact diverged: {e}") from None
+    except (SimulationError, ArithmeticError, ValueError) as e:   # NaN/inf states end in math errors
+        raise RuntimeError(f"post-impact diverged ({type(e).__name__}: {e})") from None
     quat0 = q0[3:7]
     ang_post = _attitude_angle(quat0, post.q[:, 3:7])
     row["peak_base_attitude_deg"] = float(np.degrees(ang_post.max()))
