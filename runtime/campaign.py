@@ -340,7 +340,9 @@ def run(
     ``client``: None (embedded LocalCluster, ``workers`` processes, default every core), a scheduler
     address, or a ``distributed.Client``.  ``workers=0``: in-process, no Dask.  ``results``: directory
     (default ``./<name>.campaign``).  ``trajectories``: override the spec's ``outputs.trajectories``.
-    ``batch``: scenarios per task.  ``on_row``: called with every recorded row (e.g. to stop early by
+    A script that lets ``run`` start worker processes needs Python's ``if __name__ == "__main__":`` guard
+    (the processes are spawned and import the main module).  ``batch``: scenarios per task.
+    ``on_row``: called with every recorded row (e.g. to stop early by
     raising; recorded rows are flushed first).
     """
     spec, lst, total, make = _scenario_source(scenarios, n)
@@ -452,7 +454,7 @@ def _run_dask(
     cluster = own = None
     if client is None:
         n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = own = Client(cluster)
     elif isinstance(client, str):
         client = own = Client(client)
@@ -637,7 +639,8 @@ def report(results: str | Path, out: str | Path | None = None) -> list[Path]:
             ax[i, 0].hist(g[m], bins=30, alpha=0.6, color=colors.get(c), label=str(c))
         ax[i, 0].set_xlabel(mlabel)
         ax[i, 0].set_ylabel("scenarios")
-        ax[i, 0].legend(fontsize=7)
+        if ax[i, 0].get_legend_handles_labels()[0]:
+            ax[i, 0].legend(fontsize=7)
         for j, (p, plabel) in enumerate(PARAMS):
             for c, g in ok.groupby("controller"):
                 ax[i, j + 1].scatter(g[p], g[m], s=5, alpha=0.5, color=colors.get(c), label=str(c))
