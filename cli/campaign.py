@@ -67,7 +67,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from soadyn.codegen.build import CompileError
-    from soadyn.runtime.campaign import load_results, run, summary_table
+    from soadyn.runtime.campaign import CampaignError, load_results, run, summary_table
     from soadyn.runtime.scenario import CampaignSpecError, load_spec
 
     spec = load_spec(args.target[0])
@@ -82,12 +82,15 @@ def _run(args: argparse.Namespace) -> int:
         res = run(spec, n=args.n, client=args.scheduler, results=args.results, workers=args.workers,
                   cache=args.cache, trajectories=True if args.trajectories else None,
                   progress=not args.no_progress, batch=args.batch)
-    except CompileError as e:
+    except (CompileError, CampaignError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"{spec.name}: {res.computed} scenarios computed, {res.skipped} already recorded, {res.failed} "
           f"failed; {res.wall:.1f} s wall, {res.throughput:.2f} scenarios/s on "
           f"{res.workers or 'no'} worker(s)")
+    if res.unrecorded:
+        print(f"warning: {res.unrecorded} scenarios not recorded (task errors on the workers, e.g. "
+              f"{res.worker_errors[0][:200]}); rerun the same command to retry them", file=sys.stderr)
     print(f"results: {res.results}/summary (pandas.read_parquet)")
     print(summary_table(load_results(res.results)))
     return 0

@@ -34,7 +34,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ __all__ = [
     "replay",
     "load_results",
     "report",
-    "CampaignResult",
+    "CampaignResult", "CampaignError",
     "prepare_modules",
     "CampaignSpecError",
     "TRUTH_FUNCTIONS",
@@ -79,11 +79,16 @@ TRUTH_FUNCTIONS = ["forward_dynamics", "momentum", "kinetic_energy", "center_of_
 MAX_TRUTH_MODELS = 16
 
 
+class CampaignError(RuntimeError):
+    """The campaign cannot go on (e.g. no worker can run a task); recorded rows are kept."""
+
+
 @dataclass
 class CampaignResult:
     """What :func:`run` did: ``results`` directory, scenarios ``total``, ``computed`` now, ``skipped``
     (recorded before), ``failed`` (among those computed now), ``wall`` seconds, ``workers``, the summed
-    in-task ``compute`` seconds."""
+    in-task ``compute`` seconds, ``unrecorded`` scenarios whose task failed for good on the workers (not
+    recorded: a rerun retries them) and the first ``worker_errors``."""
 
     results: Path
     total: int
@@ -93,6 +98,8 @@ class CampaignResult:
     wall: float
     workers: int
     compute: float
+    unrecorded: int = 0
+    worker_errors: list[str] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -329,7 +336,7 @@ def run(
     trajectories: bool | None = None,
     progress: bool = True,
     part_size: int = 64,
-    flush_seconds: float = 2.0,
+    flush_seconds: float = 5.0,
     batch: int = 1,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> CampaignResult:
@@ -404,7 +411,7 @@ def run(
         from tqdm import tqdm
 
         bar = tqdm(total=total, initial=total - todo, desc="campaign", unit="scn", smoothing=0.05)
-    stats = {"computed": 0, "failed": 0, "compute": 0.0}
+    stats = {"computed": 0, "failed": 0, "compute": 0.0, "unrecorded": 0}
 
     def record(rows: list[dict[str, Any]]) -> None:
         for row in rows:
@@ -417,6 +424,15 @@ def run(
             if on_row is not None:
                 on_row(row)
 
+    errors: list[str] = []
+
+    def lost(chunk: list[Scenario], e: BaseException) -> None:
+        stats["unrecorded"] += len(chunk)
+        errors.append(f"{type(e).__name__}: {e}")
+        if stats["computed"] == 0 and len(errors) >= 3:
+            raise CampaignError(f"every task fails on the workers ({errors[0][:300]}); check that the "
+                                f"workers run this soadyn and see {paths['chaser']} and the results folder")
+
     t0 = time.perf_counter()
     n_workers = 0
     try:
@@ -424,24 +440,18 @@ def run(
             for chunk in pending():
                 record(_task(chunk, paths, zarr_path))
         else:
-            n_workers = _run_dask(pending(), paths, zarr_path, client, workers, record)
+            n_workers = _run_dask(lost, pending(), paths, zarr_path, client, workers, record)
     finally:
         writer.flush()
         if bar is not None:
             bar.close()
-    return CampaignResult(
-        results,
-        total,
-        stats["computed"],
-        total - todo,
-        stats["failed"],
-        time.perf_counter() - t0,
-        n_workers,
-        stats["compute"],
-    )
+    return CampaignResult(results, total, stats["computed"], total - todo, stats["failed"],
+                          time.perf_counter() - t0, n_workers, stats["compute"], stats["unrecorded"],
+                          errors[:5])
 
 
 def _run_dask(
+    lost: Callable[[list[Scenario], BaseException], None],
     chunks: Iterator[list[Scenario]],
     paths: dict[str, str],
     zarr_path: str | None,
@@ -461,32 +471,34 @@ def _run_dask(
     try:
         n_workers = max(1, sum(client.nthreads().values()))
         window = 4 * n_workers
-        pending = as_completed()
+        # results gathered in the background; a task that fails for good (its worker killed more often than
+        # distributed.scheduler.allowed-failures, a worker that cannot load the modules) is not recorded, so a
+        # rerun retries it; scenario failures (divergence...) are rows, not task errors
+        pending = as_completed(with_results=True, raise_errors=False)
+        inflight: dict[str, list[Scenario]] = {}
         it = iter(chunks)
 
         def submit() -> bool:
             chunk = next(it, None)
             if chunk is None:
                 return False
-            pending.add(
-                client.submit(
-                    _task_or_error,
-                    chunk,
-                    paths,
-                    zarr_path,
-                    pure=False,
-                    key=f"soadyn-scenario-{chunk[0].id}-{time.time_ns()}",
-                )
-            )
+            key = f"soadyn-scenario-{chunk[0].id}-{time.time_ns()}"
+            inflight[key] = chunk
+            pending.add(client.submit(_task, chunk, paths, zarr_path, pure=False, key=key))
             return True
 
         for _ in range(window):
             if not submit():
                 break
-        for fut in pending:
-            rows = fut.result()
-            fut.release()
-            record(rows)
+        for fut, rows in pending:
+            chunk = inflight.pop(fut.key)
+            if fut.status != "finished":             # rows is then the exception's (type, value, traceback)
+                err = rows[1] if isinstance(rows, tuple) and len(rows) == 3 else RuntimeError(str(rows))
+                fut.release()
+                lost(chunk, err)
+            else:
+                fut.release()
+                record(rows)
             submit()
         return n_workers
     finally:
@@ -494,24 +506,6 @@ def _run_dask(
             own.close()
         if cluster is not None:
             cluster.close()
-
-
-def _task_or_error(
-    scenarios: list[Scenario], paths: dict[str, str], zarr_path: str | None
-) -> list[dict[str, Any]]:
-    """:func:`_task`, with anything unexpected (missing module file, import error) turned into failed rows
-    so one bad worker environment does not stop the campaign."""
-    try:
-        return _task(scenarios, paths, zarr_path)
-    except Exception as e:  # noqa: BLE001 - recorded per scenario, the campaign goes on
-        from soadyn.runtime.scenario import _empty_row
-
-        out = []
-        for sc in scenarios:
-            row = _empty_row(sc)
-            row.update(status="failed", error=f"{type(e).__name__}: {e}"[:500], compute_s=0.0)
-            out.append(row)
-        return out
 
 
 # ---- replay --------------------------------------------------------------------------------------

@@ -170,16 +170,8 @@ def _directions(directions: Any) -> np.ndarray:
     return D
 
 
-def impact(
-    module: Any,
-    q: Any,
-    v: Any,
-    hand: str,
-    target: RigidBody,
-    point: Any,
-    restitution: float = 0.0,
-    directions: Any = None,
-) -> ImpactResult:
+def impact(module: Any, q: Any, v: Any, hand: str, target: RigidBody, point: Any, restitution: float = 0.0,
+           directions: Any = None) -> ImpactResult:
     """Impulse-momentum contact between the chaser's frame ``hand`` and ``target`` at ``point``, the
     hand-frame origin (inertial; see the module docstring).  ``directions``: None (rigid grasp, 6
     directions) or a 6 x k matrix of wrench directions ``[moment; force]``
@@ -203,30 +195,12 @@ def impact(
     nu_plus = nu + np.concatenate([Mt_inv_w, -(Jt.T @ F)[3:] / target.mass])
     tgt = replace(target, angular_velocity=nu_plus[:3], linear_velocity=nu_plus[3:])
     ke_c = lambda vv: float(np.asarray(module.kinetic_energy(q, vv)))  # noqa: E731
-    return ImpactResult(
-        F,
-        lam,
-        v_plus,
-        tgt,
-        rel,
-        J @ v_plus - Jt @ nu_plus,
-        ke_c(v) + target.kinetic_energy(),
-        ke_c(v_plus) + tgt.kinetic_energy(),
-        G_c,
-        G_t,
-    )
+    return ImpactResult(F, lam, v_plus, tgt, rel, J @ v_plus - Jt @ nu_plus,
+                        ke_c(v) + target.kinetic_energy(), ke_c(v_plus) + tgt.kinetic_energy(), G_c, G_t)
 
 
-def capture(
-    module: Any,
-    q: Any,
-    v: Any,
-    hand: str,
-    target: RigidBody,
-    point: Any,
-    restitution: float = 0.0,
-    directions: Any = None,
-) -> tuple[ImpactResult, ImpactResult]:
+def capture(module: Any, q: Any, v: Any, hand: str, target: RigidBody, point: Any, restitution: float = 0.0,
+            directions: Any = None) -> tuple[ImpactResult, ImpactResult]:
     """Contact (``restitution``, ``directions``) then the gripper's latch (plastic rigid grasp) at
     ``point`` (the hand-frame origin, inertial).  Returns ``(contact, latch)``; ``latch.v`` is the
     post-capture chaser velocity, which is also the velocity of the model with the target attached."""

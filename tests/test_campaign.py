@@ -103,6 +103,16 @@ def test_killed_worker_loses_and_duplicates_nothing(spec, cache, client, serial,
     assert campaign.identical_rows(dist, serial)
 
 
+def test_workers_that_cannot_run_tasks_stop_the_campaign_and_record_nothing(spec, cache, client, tmp_path,
+                                                                         monkeypatch):
+    good = campaign.prepare_modules(spec.setup, spec.payload_levels(), cache)
+    bad = {k: (v if k == "robot" else str(tmp_path / "not_there" / k)) for k, v in good.items()}
+    monkeypatch.setattr(campaign, "prepare_modules", lambda *a, **k: bad)
+    with pytest.raises(campaign.CampaignError, match="every task fails on the workers"):
+        campaign.run(spec, client=client, results=tmp_path / "r", cache=cache, progress=False)
+    assert len(campaign.load_results(tmp_path / "r")) == 0
+
+
 def test_interrupted_campaign_resumes_without_recomputing(cache, serial, tmp_path):
     n = 20
     spec = spec_from_dict(_spec_doc(n=n), base_dir=EXAMPLES, source="twenty.yaml")
