@@ -1,7 +1,7 @@
 """Campaign engine benchmark (issue 14): scenarios/s on 1 and 2 Dask worker processes, speed-up, the engine's
 overhead per scenario, and memory against the number of completed scenarios.
 
-    python benchmarks/bench_campaign.py [--n 200] [--cache DIR]
+    python benchmarks/bench_campaign.py [--n 200] [--batch 1] [--cache DIR]
 
 Scenarios are those of examples/capture_campaign.yaml.  Each cluster is started first and warmed up (every
 worker loads the compiled modules once), so the timed run measures the campaign itself.
@@ -28,7 +28,7 @@ def _rss_mb(pid: int | None = None) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def bench(n: int, workers: int, cache: str | None) -> dict:
+def bench(n: int, workers: int, cache: str | None, batch: int = 1) -> dict:
     from distributed import Client, LocalCluster
 
     from soadyn.campaign import load_spec, run
@@ -53,7 +53,7 @@ def bench(n: int, workers: int, cache: str | None) -> dict:
             t0 = time.perf_counter()
             # the spec's n is 1000; the first n scenarios are timed
             res = run(spec, n=n, client=client, results=Path(out) / "r", cache=cache, progress=False,
-                      on_row=on_row)
+                      on_row=on_row, batch=batch)
             wall = time.perf_counter() - t0
         worker_rss1 = sum(client.run(lambda: psutil.Process().memory_info().rss / 2**20).values())
         load1 = os.getloadavg()[0]
@@ -78,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="scenarios per timed run (default 200)")
     ap.add_argument("--cache", default=None, help="compiled-module cache directory")
+    ap.add_argument("--batch", type=int, default=1, help="scenarios per Dask task (default 1)")
     args = ap.parse_args(argv)
-    print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+    print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; {args.batch} scenario(s) per task")
     ser = serial_compute(min(args.n, 40), args.cache)
     print(f"serial (no Dask): {ser * 1e3:.0f} ms per scenario, {1 / ser:.2f} scenarios/s")
-    rows = [bench(args.n, w, args.cache) for w in (1, 2)]
+    rows = [bench(args.n, w, args.cache, args.batch) for w in (1, 2)]
     print(f"\n{'workers':>7} {'n':>5} {'wall [s]':>9} {'scn/s':>7} {'ms/scn in task':>14} "
           f"{'overhead/scn [ms]':>17} {'load avg':>11}")
     for r in rows:
