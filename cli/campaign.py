@@ -111,6 +111,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     import numpy as np
+
     from soadyn.runtime.campaign import replay
     from soadyn.runtime.scenario import CampaignSpecError
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from soadyn.runtime.scenario import (
     SUMMARY_FIELDS,
     TIMING_FIELDS,
@@ -147,7 +148,7 @@ def prepare_modules(
             setup.grasp_rpy,
             name="tmp",
         )
-        model.name = f"{robot.name}_capture_{model.fingerprint()[:12]}"
+        model = model.replace(name=f"{robot.name}_capture_{model.fingerprint()[:12]}")
         mod = compile_robot(model, out_dir=out, functions=TRUTH_FUNCTIONS, progress=False)
         paths[f"truth:{s!r}"] = str(Path(mod.__file__).parent)
     _PREPARED[key] = dict(paths)

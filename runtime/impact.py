@@ -53,7 +53,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from soadyn.runtime.simulate import rotation_matrix
+
+from soadyn.model.rotations import quaternion_to_matrix as rotation_matrix
 
 __all__ = [
     "RigidBody",
@@ -243,5 +244,4 @@ def attach_target(
         "target_grasp", "fixed", np.array([0.0, 0.0, 1.0]), Placement.from_xyz_rpy(grasp_xyz, grasp_rpy)
     )
     out = add_body(robot, "target", hand, joint, Inertia(float(mass), np.zeros(3), I))
-    out.name = name or f"{robot.name}_with_target"
-    return out
+    return out.replace(name=name or f"{robot.name}_with_target")

@@ -673,6 +673,6 @@ def _rpy(rpy: Any) -> np.ndarray:
 
 
 def _quat(R: np.ndarray) -> np.ndarray:
-    from soadyn.structure.operations import matrix_to_quaternion
+    from soadyn.model.rotations import matrix_to_quaternion
 
     return np.asarray(matrix_to_quaternion(R), float)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import EXAMPLES
+
 from soadyn.runtime import campaign
 from soadyn.runtime.scenario import CampaignSpecError, load_spec, spec_from_dict
 
@@ -230,6 +231,7 @@ def test_cli_runs_a_spec_and_resumes(tmp_path, capsys, cache):
 
 def test_batch_evaluation_over_a_chunked_dask_array(cache, rng):
     import dask.array as da
+
     from soadyn.codegen import compile as compile_robot
     from soadyn.runtime.batch import evaluate
 

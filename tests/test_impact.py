@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import EXAMPLES
+
 from soadyn.model import load_robot
+from soadyn.model.rotations import quaternion_to_matrix as rotation_matrix
 from soadyn.reference.dense import frame_pose
 from soadyn.runtime.campaign import CHASER_FUNCTIONS, TRUTH_FUNCTIONS
 from soadyn.runtime.impact import RigidBody, attach_target, capture, impact, pair_momentum
-from soadyn.runtime.simulate import rotation_matrix
 
 ROBOT = EXAMPLES / "dimitrov_7dof_rw.yaml"
 HAND = "ee"
@@ -129,7 +130,7 @@ def test_captured_state_is_the_attached_model_and_independent_of_the_contact(cha
     truth = compile_robot(model, out_dir=request.config.cache.mkdir("soadyn_campaign"),
                           functions=TRUTH_FUNCTIONS, progress=False)
     from soadyn.model.robot import rpy_to_matrix
-    from soadyn.structure.operations import matrix_to_quaternion
+    from soadyn.model.rotations import matrix_to_quaternion
 
     finals = []
     for e, D in ((0.0, None), (0.6, np.r_[0, 0, 0, 0, 0, 1.0]), (1.0, rng.normal(size=(6, 3)))):
