@@ -3,7 +3,7 @@ overhead per scenario, and memory against the number of completed scenarios.
 
     python benchmarks/bench_campaign.py [--n 200] [--batch 1] [--cache DIR]
 
-Scenarios are those of examples/capture_campaign.yaml.  Each cluster is started first and warmed up (every
+Scenarios are those of examples/campaigns/capture.yaml.  Each cluster is started first and warmed up (every
 worker loads the compiled modules once), so the timed run measures the campaign itself.
 ``overhead/scenario`` = (wall x workers - sum of in-task compute times) / n: the time the engine (Dask
 scheduling and transfer, Parquet parts, progress bar) adds to each scenario's simulation.  The load average
@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
-SPEC = HERE.parent / "examples" / "capture_campaign.yaml"
+SPEC = HERE.parent / "examples" / "campaigns" / "capture.yaml"
 
 
 def _rss_mb(pid: int | None = None) -> float:

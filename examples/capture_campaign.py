@@ -1,6 +1,6 @@
 """Capture campaign (issue 14): the thesis robot (seed 003, App. F) captures a tumbling target, 1,000 times.
 
-Sampled per scenario (examples/capture_campaign.yaml): target spin rate and axis, contact time, payload mass
+Sampled per scenario (examples/campaigns/capture.yaml): target spin rate and axis, contact time, payload mass
 (three levels), restitution and closing speed of the contact, the pre-impact momentum distribution (cases A-D
 of seed 003 Fig. 4.8: non-bias, wheel bias, full arm bias from stored wheel momentum, bias momentum approach
 from rest) and the post-impact controller (DMC eq. 5.6 / RNSC eq. 5.5).  Runs on an embedded Dask
@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", default=str(HERE / "capture_campaign.yaml"), help="campaign spec (YAML)")
+    ap.add_argument("--spec", default=str(HERE / "campaigns" / "capture.yaml"), help="campaign spec (YAML)")
     ap.add_argument("--n", type=int, default=None, help="number of scenarios (default: the spec's, 1000)")
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: every core)")
     ap.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")

@@ -250,7 +250,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
     if not path.is_file():
         raise CampaignSpecError(
             f"{path}: campaign spec not found; give the path of a YAML spec "
-            "(see examples/capture_campaign.yaml)"
+            "(see examples/campaigns/capture.yaml)"
         )
     try:
         doc = yaml.safe_load(path.read_text())

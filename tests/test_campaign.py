@@ -22,7 +22,7 @@ N = 40
 
 def _spec_doc(**changes):
     """The example spec with short phases (a few tens of ms per scenario) and two payload levels."""
-    doc = yaml.safe_load((EXAMPLES / "capture_campaign.yaml").read_text())
+    doc = yaml.safe_load((EXAMPLES / "campaigns" / "capture.yaml").read_text())
     doc["sample"]["contact_time"] = {"uniform": [0.1, 0.3]}
     doc["sample"]["payload_scale"] = {"choice": [0.9, 1.1]}
     doc["post_impact"] = {"duration": 0.3, "dt": 0.05}
@@ -254,6 +254,6 @@ def test_batch_evaluation_over_a_chunked_dask_array(cache, rng):
 
 
 def test_example_spec_loads():
-    s = load_spec(EXAMPLES / "capture_campaign.yaml")
+    s = load_spec(EXAMPLES / "campaigns" / "capture.yaml")
     assert s.n == 1000 and s.payload_levels() == [0.8, 1.0, 1.2]
     assert s.scenario(5) == s.scenario(5) and s.scenario(5).seed != s.scenario(6).seed
