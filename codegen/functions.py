@@ -204,6 +204,7 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
     specs.extend(_invariant_specs(robot))
     specs.extend(_closed_loop_specs(robot))
     specs.extend(_free_floating_specs(robot))
+    specs.extend(_derivative_specs(robot))
     frames = tuple(frame_identifiers(robot))
     q = (input_arg(robot, "q"),)
     for world in (False, True):
@@ -361,4 +362,34 @@ def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
             out.append(FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
                                     free_only=True, doc=doc + ", with external wrenches f_ext",
                                     fext_input=True))
+    return out
+
+
+def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
+    """Derivatives of the dynamics (soadyn.symbolic.algorithms.derivatives: forward mode over the staged
+    recursions; q along the tangent ``q (+) delta`` of docs/conventions.md, v held in base coordinates)."""
+    nv = robot.nv
+    table = [
+        ("inverse_dynamics_derivatives", ("q", "v", "a"), ("dtau_dq", "dtau_dv"),
+         "derivatives dtau/dq, dtau/dv of the inverse dynamics (dtau/da is the mass matrix)"),
+        ("forward_dynamics_derivatives", ("q", "v", "tau"), ("da_dq", "da_dv", "da_dtau"),
+         "derivatives da/dq, da/dv, da/dtau = M^-1 of the forward dynamics"),
+    ]
+    out: list[FunctionSpec] = []
+    for api, ins, outs, doc in table:
+        inputs = tuple(input_arg(robot, n) for n in ins)
+        outputs = tuple(Arg(n, (nv, nv)) for n in outs)
+        out.append(FunctionSpec(api, api, inputs, outputs, api, doc=doc))
+        out.append(FunctionSpec(f"{api}_fext", api, (*inputs, input_arg(robot, "f_ext")), outputs, api,
+                                variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
+                                fext_input=True))
+    out.append(FunctionSpec(
+        "frame_acceleration_derivatives", "frame_acceleration_derivatives",
+        tuple(input_arg(robot, n) for n in ("q", "v", "a")),
+        (Arg("Vf", (6,)), Arg("Af", (6,)), Arg("dVf_dq", (6, nv)), Arg("dAf_dq", (6, nv)),
+         Arg("dAf_dv", (6, nv))),
+        "frame_acceleration_derivatives", frames=tuple(frame_identifiers(robot)),
+        doc="twist Vf = [w; v] of a body or named frame (origin velocity) and its time derivative Af "
+            "(classical acceleration, no gravity), inertial axes, with dVf/dq, dAf/dq, dAf/dv (frame family; "
+            "dVf/dv = dAf/da is jacobian(q, frame, world_aligned=True))"))
     return out
