@@ -178,7 +178,8 @@ def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None,
     module = compile_robot(robot_or_path, out_dir, base, progress=progress, **load_kw)
     rng = np.random.default_rng(seed)
     ins = random_inputs(robot, states, rng)
-    specs = [e for s in function_table(robot) if hasattr(module, s.api) for e in expand_family(s)]
+    specs = [e for s in function_table(robot, derivatives=True) if hasattr(module, s.api)
+             for e in expand_family(s)]
     from tqdm.auto import tqdm
 
     out = []
@@ -267,7 +268,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if functions is not None:
         robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
         try:
-            select_functions(function_table(robot), functions, robot.name)
+            select_functions(function_table(robot, derivatives=True), functions, robot.name)
         except ValueError as e:
             print(f"error: --functions: {e}", file=sys.stderr)
             return 2

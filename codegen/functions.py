@@ -190,8 +190,12 @@ def input_arg(robot: Robot, name: str) -> Arg:
     return Arg(name, shapes[name])
 
 
-def function_table(robot: Robot) -> list[FunctionSpec]:
-    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base)."""
+def function_table(robot: Robot, derivatives: bool = False) -> list[FunctionSpec]:
+    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base).
+
+    ``derivatives=True`` adds the derivative functions (:func:`_derivative_specs`); they are opt-in (built
+    only when named in ``functions``) because they are ten times the size of the dynamics they derive.
+    """
     specs: list[FunctionSpec] = []
     for api, ins, outs, has_fext, doc in _BASE_TABLE:
         inputs = tuple(input_arg(robot, n) for n in ins)
@@ -204,7 +208,8 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
     specs.extend(_invariant_specs(robot))
     specs.extend(_closed_loop_specs(robot))
     specs.extend(_free_floating_specs(robot))
-    specs.extend(_derivative_specs(robot))
+    if derivatives:
+        specs.extend(_derivative_specs(robot))
     frames = tuple(frame_identifiers(robot))
     q = (input_arg(robot, "q"),)
     for world in (False, True):
