@@ -138,8 +138,9 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     ("soadyn.symbolic", "parameters.py"),            # the inertia accessor of the algorithms
     ("soadyn.symbolic", "scalar.py"),
     ("soadyn.symbolic", "spatial.py"),
+    ("soadyn.symbolic", "tangent.py"),               # forward-mode tangents of the derivative functions
     *(("soadyn.symbolic.algorithms", f"{m}.py") for m in (
-        "__init__", "articulated_body", "closed_loop", "decoupled", "dual", "forward_dynamics",
+        "__init__", "articulated_body", "closed_loop", "decoupled", "derivatives", "dual", "forward_dynamics",
         "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
         "operational_space", "regressors", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
