@@ -221,7 +221,7 @@ def resolve_robot(robot_or_path: Robot | str | os.PathLike, base: str | None = N
         if base is not None and base != robot.base:
             robot = robot.with_base(base)
     else:
-        from soadyn.model import load_robot
+        from soadyn.symbolic.checks import load_robot
 
         robot = load_robot(robot_or_path, None, **load_kw)
         file_base = robot.base

@@ -39,6 +39,7 @@ from soadyn.symbolic.algorithms.forward_dynamics import accelerations, residual_
 from soadyn.symbolic.algorithms.innovations import mass_matrix_inverse_from
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses, velocities
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
+from soadyn.symbolic.algorithms.rnea_derivatives import rnea_derivatives
 from soadyn.symbolic.scalar import Symbolic
 from soadyn.symbolic.spatial import cross
 from soadyn.symbolic.tangent import configuration_directions, jacobians, python_function, vector_directions
@@ -54,11 +55,21 @@ def _qv_seeds(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray):
 
 
 def inverse_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
-                                 f_ext: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(dtau/dq, dtau/dv), each (nv, nv), of Algorithm 1 (seed 000 eq. 2.1), q along ``q (+) delta``."""
+                                 f_ext: np.ndarray | None = None, method: str = "analytic"
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(dtau/dq, dtau/dv), each (nv, nv), of Algorithm 1 (seed 000 eq. 2.1), q along ``q (+) delta``.
+
+    ``method="analytic"`` (default): the recursions of Carpentier & Mansard 2018 in base-aligned
+    coordinates (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`); ``method="forward"``: forward mode
+    over the staged body-frame recursions (kept for the operation-count comparison).
+    """
     if not ctx.symbolic:
-        return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext)
+        return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext, method=method)
     kin = joint_transforms(robot, ctx, q)
+    if method == "analytic":
+        return rnea_derivatives(kin, v, a, f_ext)
+    if method != "forward":
+        raise ValueError(f"method must be 'analytic' or 'forward', got {method!r}")
     tau = _newton_euler(kin, velocities(kin, v, f_ext), a)
     seeds, over, n = _qv_seeds(robot, ctx, q, v)
     (J,) = jacobians(ctx, [tau], seeds, n, over, name="dtau")
@@ -88,13 +99,16 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         seeds.update(vector_directions(tau, 2 * nv))
         (J,) = jacobians(ctx, [qdd], seeds, 3 * nv, over, name="dqdd")
         return J[:, :nv], J[:, nv:2 * nv], J[:, 2 * nv:]
-    if method != "inverse":
-        raise ValueError(f"method must be 'inverse' or 'direct', got {method!r}")
+    if method not in ("inverse", "inverse-forward"):
+        raise ValueError(f"method must be 'inverse', 'inverse-forward' or 'direct', got {method!r}")
     acc = ctx.stage("afd", qdd)
-    held = {s for s in acc if not s.is_Number}
-    tau_id = _newton_euler(kin, vt, acc)
-    seeds, over, n = _qv_seeds(robot, ctx, q, v)
-    (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
+    if method == "inverse":
+        J = np.concatenate(rnea_derivatives(kin, v, acc, f_ext), axis=1)
+    else:
+        held = {s for s in acc if not s.is_Number}
+        tau_id = _newton_euler(kin, vt, acc)
+        seeds, over, n = _qv_seeds(robot, ctx, q, v)
+        (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
     Minv = mass_matrix_inverse_from(ab)
     da = ctx.stage("dadx", -(Minv @ J))
     return da[:, :nv], da[:, nv:], Minv
