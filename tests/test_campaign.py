@@ -190,7 +190,8 @@ def test_bad_spec_is_one_line_before_anything_starts(change, field, tmp_path, ca
     monkeypatch.setattr(distributed, "LocalCluster", forbidden)
     monkeypatch.setattr(campaign, "prepare_modules", forbidden)
     doc = _spec_doc(**change)
-    doc["robot"] = str(EXAMPLES / "campaigns" / doc["robot"]) if doc["robot"] != "no_such_robot.yaml" else doc["robot"]
+    if doc["robot"] != "no_such_robot.yaml":
+        doc["robot"] = str(EXAMPLES / "campaigns" / doc["robot"])
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(doc))
     code, out = _cli(["campaign", str(path), "-o", str(tmp_path / "res")], capsys)
