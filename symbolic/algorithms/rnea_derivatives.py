@@ -1,5 +1,5 @@
-"""Analytic derivatives of the recursive Newton-Euler algorithm (Carpentier & Mansard 2018, Algorithm 1
-and its appendix), written in base-aligned spatial coordinates.
+"""Analytic derivatives of the recursive Newton-Euler algorithm (Carpentier & Mansard 2018), written in
+base-aligned spatial coordinates.
 
 Every spatial quantity below is a Featherstone spatial vector ``[w; v]`` (motion) or ``[n; F]`` (force)
 expressed in the axes of the base body at the base origin (the inertial frame for a fixed base).  In
@@ -69,10 +69,10 @@ def inertia_apply(inert: RigidInertia, x: np.ndarray) -> np.ndarray:
 def coriolis_block(inert: RigidInertia, V: np.ndarray) -> np.ndarray:
     """The symmetric block ``C = w~ J - J w~ - (v~ h~ + h~ v~)`` of the Coriolis operator of one body.
 
-    ``BC x = V x* (I x) - I (V x x) + x x* (I V)`` (the operator of Carpentier & Mansard 2018, with Featherstone's
-    cross products) has, for ``I = [[J, h~], [-h~, m]]``, ``V = [w; v]`` and momentum ``I V = [L; P]``,
-    the block form ``BC = [[C - L~, 0], [-2 P~, 0]]``: the columns of the linear part of x vanish because
-    ``P = m v + w x h``.  Only C (6 numbers) and the momentum are carried, never the 6x6.
+    ``BC x = V x* (I x) - I (V x x) + x x* (I V)`` (the operator of Carpentier & Mansard 2018, with
+    Featherstone's cross products) has, for ``I = [[J, h~], [-h~, m]]``, ``V = [w; v]`` and momentum
+    ``I V = [L; P]``, the block form ``BC = [[C - L~, 0], [-2 P~, 0]]``: the columns of the linear part of
+    x vanish because ``P = m v + w x h``.  Only C (6 numbers) and the momentum are carried, never the 6x6.
     ``w~ J - J w~ = M + M^T`` with ``M = w~ J``; ``v~ h~ + h~ v~ = h v^T + v h^T - 2 (v.h) I``.
     """
     w, v, J, h = V[:3], V[3:], inert.J, inert.h
@@ -106,9 +106,12 @@ def _is_path(robot: Any, j: int, i: int) -> bool:
     return False
 
 
-def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray,
-                     f_ext: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(dtau/dq, dtau/dv) of inverse dynamics at (q, v, a) by the analytic recursions (module docstring)."""
+def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.ndarray | None = None,
+                     base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(dtau/dq, dtau/dv) of inverse dynamics at (q, v, a) by the analytic recursions (module docstring).
+
+    ``base_q=False`` leaves the free base's columns of dtau/dq at zero (for a caller that has them in
+    closed form, see :func:`soadyn.symbolic.algorithms.derivatives.forward_dynamics_derivatives`)."""
     robot, ctx = kin.robot, kin.ctx
     n, nv = robot.n_bodies, robot.nv
     Rb, pb = link_poses(kin, relative=True)
@@ -171,8 +174,8 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray,
     for j in range(n):
         if not S[j]:
             continue
-        rows[j] = [(s, ctx.stage(f"Fr{j}", inertia_apply(Ic[j], s)), ctx.stage(f"Gr{j}", coriolis_transpose_apply(Cc[j], Hc[j], s)))
-                   for s in S[j]]
+        rows[j] = [(s, ctx.stage(f"Fr{j}", inertia_apply(Ic[j], s)),
+                    ctx.stage(f"Gr{j}", coriolis_transpose_apply(Cc[j], Hc[j], s))) for s in S[j]]
         p = robot.parent[j]
         vl, al = (zero6, grav) if p < 0 else (V[p], A[p])
         has_anc = any(S[i] for i in range(n) if i != j and _is_path(robot, i, j))
@@ -198,10 +201,12 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray,
             below = _is_path(robot, j, i)
             if not below and not _is_path(robot, i, j):
                 continue
+            skip_q = j == 0 and not base_q
             for r, (s_i, Fr, Gr) in enumerate(ri_):
                 for c, (s, u, alpha, beta, phi, psi) in enumerate(cj):
                     if below:
-                        dq[rs + r, cs + c] = -(Fr @ alpha + Gr @ u)
+                        if not skip_q:
+                            dq[rs + r, cs + c] = -(Fr @ alpha + Gr @ u)
                         dv[rs + r, cs + c] = Gr @ s - Fr @ beta
                     else:
                         dq[rs + r, cs + c] = s_i @ phi
