@@ -196,3 +196,21 @@ def test_verify_passes_for_a_parameterised_module(module_dir, tmp_path):
     bad = [(c.function, c.err_reference, c.err_algorithm) for c in checks if not c.ok]
     assert not bad
     assert all(c.err_reference is not None for c in checks if "regressor" in c.function)
+
+
+def test_derivatives_read_the_parameters(rng):
+    """The derivative algorithms (issue 12) read inertias through the same accessor: with run-time
+    parameters they equal the derivatives of the robot with those values built in."""
+    from soadyn.model.parameters import param_indices
+    from soadyn.symbolic import algorithms as alg
+    from soadyn.symbolic.scalar import Numeric
+
+    robot = with_param_bodies(load_robot(TEST_ARM), "all")
+    P = random_params(robot, rng)
+    baked = with_param_values(robot, P)
+    q, v, a = robot.random_configuration(rng), rng.normal(size=robot.nv), rng.normal(size=robot.nv)
+    for fn in (alg.inverse_dynamics_derivatives, alg.forward_dynamics_derivatives):
+        got = fn(robot, Numeric(dict(zip(param_indices(robot), P))), q, v, a)
+        want = fn(baked, Numeric(), q, v, a)
+        for g, w in zip(got, want):
+            assert np.max(np.abs(g - w)) <= 1e-12 * np.max(np.abs(w))
