@@ -99,7 +99,8 @@ def coriolis_transpose_apply(C: np.ndarray, H: np.ndarray, s: np.ndarray) -> np.
 
 def _base_inertia(robot: Any, ctx: Any, k: int, X: Xform) -> RigidInertia:
     """Body k's inertia about the base origin in base axes, through its centre of mass:
-    ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about O_k)."""
+    ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about
+    O_k)."""
     ri = robot.inertias[k]
     if X.R is None:
         return RigidInertia(ri.mass, ctx.const(ri.mass * ri.com), ctx.const(ri.spatial()[:3, :3]))
