@@ -98,6 +98,23 @@ def coriolis_transpose_apply(C: np.ndarray, H: np.ndarray, s: np.ndarray) -> np.
     return np.concatenate([top, np.zeros_like(top)])
 
 
+def _base_inertia(robot: Any, ctx: Any, k: int, X: Xform) -> RigidInertia:
+    """Body k's inertia about the base origin in base axes, through its centre of mass:
+    ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about
+    O_k)."""
+    ri = robot.inertias[k]
+    if X.R is None:
+        return RigidInertia(ri.mass, ctx.const(ri.mass * ri.com), ctx.const(ri.spatial()[:3, :3]))
+    c = ctx.stage(f"cb{k}", X.R @ ctx.const(ri.com) + X.l)
+    RJ = X.R @ ctx.const(ri.inertia)
+    J = ctx.zeros((3, 3))
+    cc = c @ c
+    for i in range(3):
+        for j in range(i, 3):
+            J[i, j] = J[j, i] = RJ[i] @ X.R[j] + ri.mass * ((cc if i == j else 0) - c[i] * c[j])
+    return RigidInertia(ri.mass, ctx.stage(f"Ibh{k}", ri.mass * c), ctx.stage_symmetric(f"IbJ{k}", J))
+
+
 def _is_path(robot: Any, j: int, i: int) -> bool:
     """True if j is i or an ancestor of i."""
     while i >= 0:
@@ -141,10 +158,14 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
             qd, qdd = v[robot.v_index(k)][0], a[robot.v_index(k)][0]
             V[k] = ctx.stage(f"vb{k}", V[p] + col * qd)
             A[k] = ctx.stage(f"ab{k}", A[p] + col * qdd + motion_cross(V[p], col * qd))
-        body = body_inertia(robot, ctx, k).rigid()      # constants, or the run-time parameters
-        if k > 0:
-            body = body.to_parent(X)
-            body = RigidInertia(body.m, ctx.stage(f"Ibh{k}", body.h), ctx.stage_symmetric(f"IbJ{k}", body.J))
+        if k in ctx.parameters:      # run-time parameters: (m, h, J about O_k) moved to the base
+            body = body_inertia(robot, ctx, k).rigid()
+            if k > 0:
+                body = body.to_parent(X)
+                body = RigidInertia(body.m, ctx.stage(f"Ibh{k}", body.h),
+                                    ctx.stage_symmetric(f"IbJ{k}", body.J))
+        else:
+            body = _base_inertia(robot, ctx, k, X)
         inert[k] = body
         if k == 0 and not robot.is_free:
             continue
