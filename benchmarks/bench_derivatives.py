@@ -142,14 +142,17 @@ int main(int argc, char **argv) {
 
 def compile_args() -> list[str]:
     """``bench_pinocchio.pinocchio_compile_args``, also finding Eigen/Boost headers in this environment's own
-    ``cmeel.prefix`` when the ``pin`` wheel lives in another site-packages (a venv on system packages)."""
+    ``cmeel.prefix`` when the ``pin`` wheel lives in another site-packages (a venv on system packages), or in
+    the ``cmeel.prefix`` directories listed in ``SOADYN_CMEEL_PREFIX`` (``:``-separated)."""
+    import os
     import sysconfig
 
     try:
         return bp.pinocchio_compile_args()
     except bp.BenchError:
         pass
-    prefixes = [bp.cmeel_prefix(), Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix"]
+    extra = [Path(x) for x in os.environ.get("SOADYN_CMEEL_PREFIX", "").split(os.pathsep) if x]
+    prefixes = [bp.cmeel_prefix(), Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix", *extra]
     args = []
     for needed, inc in (("pinocchio", "include"), ("eigen3/Eigen", "include/eigen3"), ("boost", "include")):
         found = next((p / inc for p in prefixes if (p / "include" / needed).exists()), None)
