@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 import symengine as se
+from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.robot import Robot
 
 from soadyn.codegen.derive import DerivationError, Program
@@ -61,7 +62,7 @@ class EmittedFunction:
         """One-line operation count: the total, or prefix + per-frame cases for a family."""
         if self.prefix_ops is None:
             return f"operations: {self.ops['total']}"
-        cases = ", ".join(f"{name} {ops['total']}" for name, _, ops in self.case_ops)
+        cases = ", ".join(f"'{c_comment(name, 60)}' {ops['total']}" for name, _, ops in self.case_ops)
         return (f"operations: shared prefix {self.prefix_ops['total']} + the case of the frame "
                 f"({cases}); {self.ops['total']} in all")
 
@@ -76,12 +77,10 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["c_comment"] = c_comment
     env.filters["pyrepr"] = repr
+    env.filters["pystr"] = py_literal
+    env.filters["pystrs"] = lambda xs: "[" + ", ".join(py_literal(x) for x in xs) + "]"
+    env.filters["pydoc"] = py_doc
     return env
-
-
-def c_comment(text: object) -> str:
-    """Text made safe inside a C block comment (no comment terminator, no line breaks)."""
-    return " ".join(str(text).replace("*/", "* /").replace("/*", "/ *").split())
 
 
 def render(template: str, **kw: Any) -> str:
@@ -177,7 +176,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             body.append(f"const double {t.name} = {pr(e)};")
         body.append("switch (frame) {")
         for (assigns, outs), (fname, enumerator, _), ops in zip(split.cases, enum, split.case_ops):
-            body.append(f"case {enumerator}: {{  /* {c_comment(repr(fname))}: {ops['total']} operations */")
+            body.append(f"case {enumerator}: {{  /* '{c_comment(fname)}': {ops['total']} operations */")
             for t, e in assigns:
                 body.append(f"    const double {t.name} = {pr(e)};")
             for name, es in outs:
@@ -214,8 +213,8 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
-    prototypes = "\n".join(f"/* {f.doc}; {f.ops_text()} */\n{f.prototype}\n{f.batch_prototype}\n"
-                           for f in funcs).rstrip()
+    prototypes = "\n".join(f"/* {c_comment(f.doc)}; {c_comment(f.ops_text(), 1 << 20)} */\n{f.prototype}\n"
+                           f"{f.batch_prototype}\n" for f in funcs).rstrip()
     enum_name = f"{prefix}frame"
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,

@@ -33,12 +33,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from soadyn.model.names import module_name
 from soadyn.model.robot import Robot
 
 from soadyn.codegen import build as _build
 from soadyn.codegen.derive import derive, has_algorithm, rename_reserved
 from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version, split_units
-from soadyn.codegen.functions import FunctionSpec, c_identifier, function_table, select_functions
+from soadyn.codegen.functions import FunctionSpec, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
 
@@ -71,15 +72,12 @@ class Generated:
 
 
 def module_name_for(robot: Robot, file_base: str | None = None) -> str:
-    """Module (and C prefix) name: the robot name as an identifier, ``_<base>`` added for an override.
-
-    A name that would shadow a standard-library module (a robot called ``json``) gets ``_robot`` appended.
-    """
-    name = c_identifier(robot.name)
+    """Module (and C prefix, directory and file stem) name: :func:`soadyn.model.names.module_name` of the
+    robot name (an identifier of bounded length that shadows no standard-library module, e.g. ``json`` ->
+    ``json_robot``), with ``_<base>`` added when ``base`` overrides the robot file's."""
+    name = module_name(robot.name)
     if file_base is not None and robot.base != file_base:
         name = f"{name}_{robot.base}"
-    if name in getattr(sys, "stdlib_module_names", ()) or name in sys.builtin_module_names:
-        name = f"{name}_robot"
     return name
 
 
