@@ -18,13 +18,13 @@ from typing import Any
 
 import jinja2
 import symengine as se
-from soadyn.model.names import c_comment, py_doc, py_literal
-from soadyn.model.robot import Robot
 
+from soadyn._version import __version__
 from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
-from soadyn._version import __version__
 from soadyn.codegen.optimise import split_cases
+from soadyn.model.names import c_comment, py_doc, py_literal
+from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")

@@ -133,7 +133,8 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[str, str]:
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(str(k) for k in inst if k not in allowed)
         return (field_path(parts + [brief(extra[0])[1:-1]]),
-                f"unknown key {brief(extra[0])}; allowed keys here: {', '.join(allowed)} (check the spelling)")
+                f"unknown key {brief(extra[0])}; allowed keys here: {', '.join(allowed)} "
+                "(check the spelling)")
     if v == "required":
         missing = [k for k in err.validator_value if k not in inst]
         key = missing[0] if missing else "?"
@@ -192,8 +193,9 @@ def check_number(x: Any, where: str, file: str | Path) -> None:
         return
     if isinstance(x, int):
         if abs(x) > MAX_MAGNITUDE:
-            raise RobotFileError(file, where, f"is {brief(x)}, beyond the sane range |x| <= {MAX_MAGNITUDE:g} "
-                                 "(SI units: kg, m, kg m^2); check the value and its units")
+            raise RobotFileError(file, where, f"is {brief(x)}, beyond the sane range |x| <= "
+                                 f"{MAX_MAGNITUDE:g} (SI units: kg, m, kg m^2); check the value and its "
+                                 "units")
         return
     if not math.isfinite(x):
         raise RobotFileError(file, where, f"is {x} (not finite); use a finite number")
@@ -289,7 +291,8 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
                 j = robot.joints[k]
                 what = ("moment of inertia about its axis" if j.type == "revolute"
                         else "mass along its axis")
-                return k, (f"joint {brief(j.name)} carries zero {what} (body {brief(robot.body_names[k])} and "
+                return k, (f"joint {brief(j.name)} carries zero {what} (body {brief(robot.body_names[k])} "
+                           "and "
                            "everything outboard of it), so the mass matrix would be singular; give a "
                            "moving body outboard of the joint mass and inertia, or make the joint fixed")
         if robot.is_free:
@@ -297,7 +300,8 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
             ev = np.linalg.eigvalsh(0.5 * (P0 + P0.T))
             if not ev[0] > 1e-10 * max(ev[-1], 0.0):
                 return 0, (f"the free-floating base's articulated inertia is singular (eigenvalues "
-                           f"{', '.join(f'{e:.3g}' for e in ev)}): the base body {brief(robot.body_names[0])} and "
+                           f"{', '.join(f'{e:.3g}' for e in ev)}): the base body "
+                           f"{brief(robot.body_names[0])} and "
                            "the joints cannot resist all base motions; give the base mass and inertia "
                            "(or use base: fixed)")
     return None
@@ -362,7 +366,8 @@ def _check_tree(doc: dict, file: str | Path) -> None:
         if "parent" in b:
             if b["parent"] not in index:
                 raise RobotFileError(file, f"bodies[{i}].parent",
-                                     f"unknown parent {brief(b['parent'])}; known bodies: {_names(list(index))}")
+                                     f"unknown parent {brief(b['parent'])}; known bodies: "
+                                     f"{_names(list(index))}")
             children.setdefault(index[b["parent"]], []).append(i)
     root = roots[0]
     reached = {root}
@@ -452,7 +457,8 @@ def _check_frames(doc: dict, file: str | Path) -> None:
         seen[f["name"]] = i
         if f["body"] not in body_names:
             raise RobotFileError(file, f"frames[{i}].body",
-                                 f"unknown body {brief(f['body'])}; known bodies: {_names(sorted(body_names))}")
+                                 f"unknown body {brief(f['body'])}; known bodies: "
+                                 f"{_names(sorted(body_names))}")
 
 
 def _build(doc: dict, base: str, file: str | Path, source_hash: str) -> Robot:
@@ -488,7 +494,8 @@ def _build(doc: dict, base: str, file: str | Path, source_hash: str) -> Robot:
 
 def check_base(base: str | None, file: str | Path) -> None:
     if base is not None and base not in BASE_TYPES:
-        raise RobotFileError(file, "base (override)", f"{brief(base)} is not allowed; use one of: free, fixed")
+        raise RobotFileError(file, "base (override)",
+                             f"{brief(base)} is not allowed; use one of: free, fixed")
 
 
 def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None) -> Robot:

@@ -35,16 +35,15 @@ from __future__ import annotations
 
 import hashlib
 import io
-import math
 import warnings
 from pathlib import Path
 
 import numpy as np
 from lxml import etree
 
-from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
 from soadyn.model import exact
 from soadyn.model.names import brief, terminal
+from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
 from soadyn.model.robotfile import (
     RobotFileError,
     axis_problem,
@@ -177,20 +176,20 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             raise RobotFileError(path, f"line {el.sourceline}", f"entity {brief(el.text, 40)} is not "
                                  "defined in the file (external entities are not read); write the value")
     _prevalidate(root, path)
-    raw = etree.tostring(root, encoding="utf-8")
+    expanded = etree.tostring(root, encoding="utf-8")
     lines = {(el.tag, el.get("name")): el.sourceline for el in root if el.tag in ("link", "joint")}
 
     def where(tag: str, name: str) -> str:
         return f"<{tag} name={_q(name)}> (line {lines.get((tag, name), '?')})"
 
     try:
-        model = yourdfpy.URDF.load(io.BytesIO(raw), build_scene_graph=False,
+        model = yourdfpy.URDF.load(io.BytesIO(expanded), build_scene_graph=False,
                                    build_collision_scene_graph=False,
                                    load_meshes=False, load_collision_meshes=False,
                                    filename_handler=yourdfpy.filename_handler_null).robot
     except Exception as e:  # yourdfpy raises assorted errors on odd input; report them with the file
-        raise RobotFileError(path, "", f"yourdfpy could not read the URDF ({type(e).__name__}: {brief(str(e), 120)})"
-                             ) from None
+        raise RobotFileError(path, "", f"yourdfpy could not read the URDF ({type(e).__name__}: "
+                             f"{brief(str(e), 120)})") from None
 
     # names and tree shape
     link_names: list[str] = []
@@ -261,7 +260,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         if j.mimic is not None:
             if mimic == "error":
                 raise RobotFileError(path, where("joint", j.name),
-                                     f"mimic joint (follows {brief(j.mimic.joint)}) is not supported; load with "
+                                     f"mimic joint (follows {brief(j.mimic.joint)}) is not supported; load "
+                                     "with "
                                      "mimic='independent' (an ordinary joint, as Pinocchio does) or 'fixed' "
                                      "(locked at 0), e.g. `soadyn info FILE --mimic independent`")
             if mimic == "fixed":
@@ -290,7 +290,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         robot = Robot.from_specs(model.name, base or "free", np.zeros(3), specs, (), source=str(path),
                                  source_hash=hashlib.sha256(raw).hexdigest())
     except ValueError as e:
-        raise RobotFileError(path, "", f"{brief(str(e), 160)[1:-1]}; a URDF must be a single tree rooted at one link") from None
+        raise RobotFileError(path, "", f"{brief(str(e), 160)[1:-1]}; a URDF must be a single tree rooted at "
+                             "one link") from None
     found = check_mass_matrix(robot)
     if found is not None:
         k, problem = found
