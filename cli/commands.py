@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from soadyn.model.names import terminal
 from soadyn.model.robot import Robot
 
 from soadyn.codegen.build import CompileError
@@ -251,7 +252,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         try:
             select_functions(function_table(robot), functions, robot.name)
         except ValueError as e:
-            print(f"error: --functions: {e}", file=sys.stderr)
+            print(terminal(f"error: --functions: {e}", 2000), file=sys.stderr)
             return 2
     try:
         if args.sources_only:
@@ -266,7 +267,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(_summary(module, out.resolve(), _derive.STATS["derivations"] == before))
+    print(terminal(_summary(module, out.resolve(), _derive.STATS["derivations"] == before)))
     return 0
 
 
@@ -279,7 +280,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         checks = verify(args.robot, args.out, args.base, states=args.states, tol=args.tol, seed=args.seed,
                         progress=progress, mimic=args.mimic)
     except CompileError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(terminal(f"error: {e}", 4000), file=sys.stderr)
         return 1
     print(format_checks(checks))
     bad = [c for c in checks if not c.ok]

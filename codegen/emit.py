@@ -299,7 +299,7 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
             else:
                 params = ", ".join([*names, "frame"])
                 doc = f"{first.doc[:1].upper()}{first.doc[1:]} (frame by name): returns {shapes}."
-            apis.append(dict(name=api, kind="family", params=params, outputs=outputs,
+            apis.append(dict(name=api, kind="family", params=params, outputs=outputs, input_names=names,
                              inputs=[_arg_dict(a) for a in first.inputs],
                              local=by_world.get(False), world=by_world.get(True), doc=_doc_text(doc)))
         else:
@@ -307,7 +307,7 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
             fext = next((s for s in group if s.fext_input), None)
             inputs = [_arg_dict(a) for a in plain.inputs]
             names = [a.name for a in plain.inputs]
-            entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name,
+            entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name, input_names=names,
                          doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
             if fext is None:
                 entry.update(kind="plain", params=", ".join(names))

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import json
 import keyword
 import os
 import sys
 import types
 from pathlib import Path
 
-STAMP = "soadyn_stamp.json"
+from soadyn.codegen import cache
+
+STAMP = cache.STAMP
 
 
 def _stamp(path: Path) -> dict:
-    try:
-        return json.loads((path / STAMP).read_text())
-    except (OSError, ValueError):
-        return {}
+    return cache.read_stamp(path) or {}
 
 
 def _importable_as(name: str, init: Path) -> bool:
@@ -52,7 +50,11 @@ def load(path: str | os.PathLike) -> types.ModuleType:
     if not init.is_file():
         raise FileNotFoundError(f"{path} is not a compiled soadyn module (no __init__.py): build it with "
                                 f"'soadyn compile ROBOT -o {path.parent}'")
-    key = _stamp(path).get("key", "")
+    stamp = _stamp(path)
+    key = stamp.get("key", "")
+    if "files" in stamp and not cache.verify(path):
+        raise ImportError(f"{path}: the module's files do not match the sha256 recorded at build time "
+                          "(damaged or edited); rebuild it with 'soadyn compile ROBOT --force'")
     name = path.name
     mod = sys.modules.get(name)
     if mod is not None and getattr(mod, "cache_key", None) == key and key and \
