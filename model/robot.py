@@ -39,6 +39,7 @@ from soadyn.model.exact import congruence, dot, matmul
 from soadyn.model.rotations import joint_motion, rpy_to_matrix, skew
 
 JOINT_TYPES = ("revolute", "prismatic", "fixed")
+_EYE3 = np.eye(3)
 BASE_TYPES = ("free", "fixed")
 
 
@@ -70,7 +71,14 @@ class Placement:
     def from_xyz_rpy(xyz: Sequence[float], rpy: Sequence[float]) -> Placement:
         return Placement(snap(rpy_to_matrix(rpy)), snap(np.asarray(xyz, dtype=float)))
 
+    def is_identity(self) -> bool:
+        return bool(np.array_equal(self.R, _EYE3) and not np.any(self.p))
+
     def __mul__(self, other: Placement) -> Placement:
+        if self.is_identity():
+            return other
+        if other.is_identity():
+            return self
         # exact.matmul: correctly rounded, so model constants do not depend on the machine's BLAS
         return Placement(snap(matmul(self.R, other.R)), snap(matmul(self.R, other.p) + self.p))
 

@@ -75,6 +75,8 @@ def quaternion_to_matrix(quat: Any) -> np.ndarray:
 def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
     """Rotation matrix of URDF roll-pitch-yaw angles: ``R = Rz(yaw) Ry(pitch) Rx(roll)``."""
     r, p, y = (float(a) for a in rpy)
+    if r == p == y == 0.0:
+        return np.eye(3)
     (sr, cr), (sp, cp), (sy, cy) = sin_cos(r), sin_cos(p), sin_cos(y)
     rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
     ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])

@@ -155,8 +155,6 @@ def _placement(T: np.ndarray | None) -> Placement:
 
 def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
     """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``)."""
-    import yourdfpy
-
     path = Path(path)
     check_base(base, path)
     if mimic not in MIMIC_MODES:
@@ -181,6 +179,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
 
     def where(tag: str, name: str) -> str:
         return f"<{tag} name={_q(name)}> (line {lines.get((tag, name), '?')})"
+
+    import yourdfpy  # slow to import: only once the file passed the strict checks
 
     try:
         model = yourdfpy.URDF.load(io.BytesIO(expanded), build_scene_graph=False,
