@@ -10,13 +10,11 @@ import sys
 import types
 from pathlib import Path
 
-from soadyn.codegen import cache
-
-STAMP = cache.STAMP
+from soadyn.codegen.cache import read_stamp, verify
 
 
 def _stamp(path: Path) -> dict:
-    return cache.read_stamp(path) or {}
+    return read_stamp(path) or {}
 
 
 def _importable_as(name: str, init: Path) -> bool:
@@ -52,7 +50,7 @@ def load(path: str | os.PathLike) -> types.ModuleType:
                                 f"'soadyn compile ROBOT -o {path.parent}'")
     stamp = _stamp(path)
     key = stamp.get("key", "")
-    if "files" in stamp and not cache.verify(path):
+    if "files" in stamp and not verify(path):
         raise ImportError(f"{path}: the module's files do not match the sha256 recorded at build time "
                           "(damaged or edited); rebuild it with 'soadyn compile ROBOT --force'")
     name = path.name
