@@ -43,10 +43,12 @@ URDF_SEED = """<?xml version="1.0"?>
     <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.015"/></inertial></link>
   <link name="tool"/>
   <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/>
-    <origin xyz="0 0 0.3" rpy="0 0 0"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="10" velocity="1"/></joint>
+    <origin xyz="0 0 0.3" rpy="0 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/></joint>
   <joint name="j2" type="continuous"><parent link="l1"/><child link="l2"/>
     <origin xyz="0.4 0 0" rpy="1.5707963267948966 0 0"/><axis xyz="0 1 0"/></joint>
-  <joint name="jt" type="fixed"><parent link="l2"/><child link="tool"/><origin xyz="0.3 0 0" rpy="0 0 0"/></joint>
+  <joint name="jt" type="fixed"><parent link="l2"/><child link="tool"/>
+    <origin xyz="0.3 0 0" rpy="0 0 0"/></joint>
 </robot>
 """
 
@@ -63,7 +65,8 @@ class Mutant:
 
 # values that must be refused wherever a number is expected
 BAD_NUMBERS = ["1e308", "-1e308", "1e200", "1e-160", ".nan", ".inf", "-.inf", "9" * 400, "010", "0x10",
-               "1:30", "1_000", "0o17", "0b11", "1e999", "yes", "~", '"1.5"', "[1, 2]", "{a: 1}", "2001-12-14"]
+               "1:30", "1_000", "0o17", "0b11", "1e999", "yes", "~", '"1.5"', "[1, 2]", "{a: 1}",
+               "2001-12-14"]
 BAD_XML_NUMBERS = ["1e308", "nan", "inf", "-inf", "9" * 400, "1e200", "1e-160", "0x10", "1,5", "", "1 2"]
 HOSTILE = ["*/", "/*", "\n", "\"", "'", "\\", "#", "\x00", "\x1b[31m", "\u202e", "\u2028", "\U0001F916",
            "??/", "__attribute__((constructor))", "%s%n", "{{x}}", "\t", "\x7f", "é"]
@@ -72,7 +75,8 @@ HOSTILE = ["*/", "/*", "\n", "\"", "'", "\\", "#", "\x00", "\x1b[31m", "\u202e",
 def _yaml_quote(s: str) -> str:
     import yaml
 
-    return yaml.safe_dump(s, allow_unicode=True, default_style='"', width=1 << 30).strip().removesuffix("...").strip()
+    text = yaml.safe_dump(s, allow_unicode=True, default_style='"', width=1 << 30)
+    return text.strip().removesuffix("...").strip()
 
 
 def yaml_mutants(rng: random.Random, n: int) -> list[Mutant]:
@@ -86,9 +90,7 @@ def yaml_mutants(rng: random.Random, n: int) -> list[Mutant]:
 
     for _ in range(n):
         # numbers: an absurd or non-YAML-1.2 value where a number is expected
-        m = rng.choice(nums)
-        line = base.count("\n", 0, m.start())
-        # a number inside a name (e.g. j1) is excluded by the pattern; every match is a value
+        m = rng.choice(nums)  # a number inside a name (e.g. j1) is excluded by the pattern
         out.append(Mutant("numbers", "bad-number", sub_number(m, rng.choice(BAD_NUMBERS)), "refuse"))
         # numbers, meaning kept: 1.5 -> 1.5e0, 2 -> 2.0
         new = m.group() + ("e0" if "." in m.group() and "e" not in m.group().lower() else ".0"
@@ -125,8 +127,8 @@ def yaml_mutants(rng: random.Random, n: int) -> list[Mutant]:
         hostile = "".join(rng.choice(HOSTILE) for _ in range(rng.randrange(1, 6)))
         if rng.random() < 0.1:
             hostile = hostile * 2000
-        text = re.sub(rf"(name|parent|body): {victim}\b", lambda mm: f"{mm.group(1)}: {_yaml_quote(hostile)}",
-                      base)
+        quoted = _yaml_quote(hostile)
+        text = re.sub(rf"(name|parent|body): {victim}\b", lambda mm, q=quoted: f"{mm.group(1)}: {q}", base)
         out.append(Mutant("names", "hostile-name", text, "any"))
         # meaning kept: a comment
         ls = list(lines)

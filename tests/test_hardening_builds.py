@@ -110,8 +110,8 @@ def _check_c(text: str, module: str) -> None:
     idents = set(re.findall(r"[A-Za-z_]\w*", code))
     for bad in FORBIDDEN_CODE:  # as tokens: a name's letters may survive inside a generated identifier
         assert bad not in idents, f"{bad!r} outside comments and strings"
-    assert set(re.sub(r"[A-Za-z_]\w*|\d+(\.\d*)?([eE][-+]?\d+)?", "", code)) <= set(" \n;,=+-*/()[]{}:#<>.&|\""), \
-        "unexpected punctuation outside comments"
+    rest = set(re.sub(r"[A-Za-z_]\w*|\d+(\.\d*)?([eE][-+]?\d+)?", "", code))
+    assert rest <= set(" \n;,=+-*/()[]{}:#<>.&|\""), "unexpected punctuation outside comments"
     allowed = re.compile(rf"^({module}_\w+|{module.upper()}_\w+|SOADYN_\w+|t\d+|[A-Za-z]+\w*_\d+\w*|"
                          r"const|double|int|void|return|switch|case|default|break|for|if|long|extern|"
                          r"sin|cos|sqrt|pow|n|i|frame|q|v|a|tau|f_ext|h|qd|J|com|tw|enum|__cplusplus|"

@@ -14,8 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TEST_ARM
+
 from soadyn.model import RobotFileError, load_robot
-from soadyn.model.names import brief, c_comment, c_identifier, c_string, module_name, py_doc, py_literal, terminal
+from soadyn.model.names import (
+    brief,
+    c_comment,
+    c_identifier,
+    c_string,
+    module_name,
+    py_doc,
+    py_literal,
+    terminal,
+)
 
 ARM = TEST_ARM.read_text(encoding="utf-8")
 
@@ -115,8 +125,8 @@ def test_numbers_still_read_as_yaml12(tmp_path):
 
 
 def _chain(n: int) -> list[str]:
-    lines = ["name: chain", "base: fixed", "bodies:", "- {name: b0, mass: 1.0, inertia: [[1, 0, 0], [0, 1, 0], "
-             "[0, 0, 1]]}"]
+    lines = ["name: chain", "base: fixed", "bodies:",
+             "- {name: b0, mass: 1.0, inertia: [[1, 0, 0], [0, 1, 0], [0, 0, 1]]}"]
     for i in range(1, n):
         lines.append(f"- {{name: b{i}, parent: b{i - 1}, mass: 1.0, inertia: [[0.1, 0, 0], [0, 0.1, 0], "
                      f"[0, 0, 0.1]], joint: {{name: j{i}, type: revolute, axis: [0, {i % 2}, 1], "
@@ -144,7 +154,8 @@ def test_2000_body_chain_loads_in_linear_time(tmp_path):
     assert t_big < 4.0, f"{t_big:.2f} s"
     assert t_big < 16 * t_small + 0.2, (t_small, t_big)  # linear: 8x; quadratic would be 64x
     # a cycle among 2,000 bodies is found in O(n) with a bounded message
-    cyc = "\n".join(_chain(2000)).replace("- {name: b0, mass: 1.0,", "- {name: b0, parent: b1999, mass: 1.0,")
+    cyc = "\n".join(_chain(2000)).replace("- {name: b0, mass: 1.0,",
+                                         "- {name: b0, parent: b1999, mass: 1.0,")
     cyc += "\n- {name: root, mass: 1.0, inertia: [[1, 0, 0], [0, 1, 0], [0, 0, 1]]}\n"
     err = _one_line_error(_write(tmp_path, cyc), "parents form a cycle", seconds=30.0)
     assert len(str(err)) < 600
@@ -238,7 +249,8 @@ def test_c_string_compiles_to_the_same_bytes(tmp_path):
 # ---- the command line: one error line, never a traceback -----------------------------------------------
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from soadyn.cli.main import main; sys.exit(main())", *args], cwd=cwd, capture_output=True,
+    code = "import sys; from soadyn.cli.main import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300)
 
 
