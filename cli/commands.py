@@ -282,7 +282,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except CompileError as e:
         print(terminal(f"error: {e}", 4000), file=sys.stderr)
         return 1
-    print(format_checks(checks))
+    print(terminal(format_checks(checks)))
     bad = [c for c in checks if not c.ok]
     worst = max((e for c in checks for e in (c.err_reference, c.err_algorithm) if e is not None), default=0.0)
     print(f"{len(checks)} functions, {args.states} states, worst relative error {worst:.2e}, tolerance "
