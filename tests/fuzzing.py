@@ -82,7 +82,9 @@ def _yaml_quote(s: str) -> str:
 def yaml_mutants(rng: random.Random, n: int) -> list[Mutant]:
     base = YAML_SEED.read_text(encoding="utf-8")
     lines = base.splitlines()
-    nums = list(_NUM.finditer(base))
+    # numbers of values only (not those in a comment line)
+    nums = [m for m in _NUM.finditer(base)
+            if not base[base.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("#")]
     out: list[Mutant] = []
 
     def sub_number(m: re.Match, new: str) -> str:
