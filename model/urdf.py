@@ -24,7 +24,8 @@ Mapping to the model (see ``docs/robot-format.md``):
   >= 0 and tensors positive semi-definite (point masses are accepted); a tensor that violates the
   triangle inequality only gives a warning, since several published URDFs do so and the dynamics stay
   well-posed.  A moving joint that carries no inertia (e.g. a massless moving leaf link) makes the mass
-  matrix singular and is an error naming the joint (:func:`~.robotfile.check_mass_matrix`).
+  matrix singular and is an error naming the joint when the checked loader is used
+  (:func:`soadyn.load_robot`, i.e. :func:`soadyn.symbolic.checks.check_mass_matrix`).
 * Body order: depth-first from the root link, siblings in the order their joints appear in the file.
   Pinocchio (urdfdom) also orders depth-first but visits siblings sorted by joint name, so for trees the
   two joint orders can differ (never for serial chains); permute by joint name.
@@ -41,14 +42,14 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from soadyn.model import exact
+import soadyn.model.exact as exact
 from soadyn.model.names import brief, terminal
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
 from soadyn.model.robotfile import (
+    MassCheck,
     RobotFileError,
     axis_problem,
     check_base,
-    check_mass_matrix,
     check_number,
     inertia_problem,
     read_bytes,
@@ -153,8 +154,10 @@ def _placement(T: np.ndarray | None) -> Placement:
     return Placement(snap(T[:3, :3]), snap(T[:3, 3]))
 
 
-def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
-    """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``)."""
+def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error", *,
+               check: MassCheck | None = None) -> Robot:
+    """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``); ``check``
+    (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree."""
     path = Path(path)
     check_base(base, path)
     if mimic not in MIMIC_MODES:
@@ -292,7 +295,7 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
     except ValueError as e:
         raise RobotFileError(path, "", f"{brief(str(e), 160)[1:-1]}; a URDF must be a single tree rooted at "
                              "one link") from None
-    found = check_mass_matrix(robot)
+    found = None if check is None else check(robot)
     if found is not None:
         k, problem = found
         field = (where("link", robot.body_names[0]) if k == 0
@@ -301,7 +304,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
     return robot
 
 
-def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
+def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error", *,
+              check: MassCheck | None = None) -> Robot:
     """Read a URDF file into a Robot (default base 'free'); see the module docstring for the mapping."""
     path = Path(path)
-    return parse_urdf(read_bytes(path), path, base, mimic)
+    return parse_urdf(read_bytes(path), path, base, mimic, check=check)

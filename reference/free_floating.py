@@ -172,8 +172,7 @@ def angular_reduced_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike,
 def coupling_inertia_rate(robot: Robot, q: ArrayLike, qd: ArrayLike) -> np.ndarray:
     """``Hdot_bm qd``: base rows of the dense bias forces at ``v = [0; qd]`` without gravity (eq. 3.6)."""
     require_free(robot, "reference: coupling_inertia_rate")
-    r0 = robot.with_base("free")
-    r0.gravity = np.zeros(3)
+    r0 = robot.replace(gravity=np.zeros(3))
     v = np.concatenate([np.zeros(6), np.asarray(qd, float)])
     return reference.bias_forces(r0, q, v)[:6]
 

@@ -15,7 +15,7 @@ p-coordinates::
 ``phi*(p, k)`` maps the spatial velocity of frame p to that of a frame rigidly
 attached to p at O_k.  The functions below apply these products in factored
 form (rotation, then translation) so that symbolic runs produce few operations;
-:func:`phi_matrix` builds the dense 6x6 for the reference path and tests.
+:func:`soadyn.reference.dense.phi_matrix` is the dense 6x6 of the reference path.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from soadyn.model.rotations import cross, quaternion_to_matrix, skew
 
-__all__ = ["RigidInertia", "Xform", "cross", "phi_matrix", "quaternion_to_matrix", "rotation_about_axis",
+__all__ = ["RigidInertia", "Xform", "cross", "quaternion_to_matrix", "rotation_about_axis",
            "skew"]
 
 
@@ -122,7 +122,7 @@ class Xform:
                      None if self.l is None else -(self.R.T @ self.l if self.R is not None else self.l)
                      ).inertia_to_parent(P)
 
-    # --- composition / dense -----------------------------------------------------------------
+    # --- composition --------------------------------------------------------------------------
     def then(self, inner: Xform) -> Xform:
         """``phi(p, j) phi(j, k)`` where ``self = phi(p, j)`` and ``inner = phi(j, k)``."""
         R1, l1, R2, l2 = self.R, self.l, inner.R, inner.l
@@ -134,27 +134,12 @@ class Xform:
             l = l2p if l1 is None else l1 + l2p
         return Xform(R, l)
 
-    def matrix(self) -> np.ndarray:
-        """Dense float 6x6 ``phi(p, k)``."""
-        R = np.eye(3) if self.R is None else np.asarray(self.R, dtype=float)
-        l = np.zeros(3) if self.l is None else np.asarray(self.l, dtype=float)
-        return phi_matrix(R, l)
-
 
 def _symmetrize(P: np.ndarray) -> np.ndarray:
     for i in range(6):
         for j in range(i + 1, 6):
             P[j, i] = P[i, j]
     return P
-
-
-def phi_matrix(R: np.ndarray, l: np.ndarray) -> np.ndarray:
-    """Dense ``phi(p, k) = [[R, l~ R], [0, R]]`` (floats)."""
-    out = np.zeros((6, 6))
-    out[:3, :3] = R
-    out[3:, 3:] = R
-    out[:3, 3:] = skew(np.asarray(l, dtype=float)).astype(float) @ R
-    return out
 
 
 class RigidInertia:

@@ -259,7 +259,8 @@ def sane(robot) -> str | None:
 
 
 def classify(m: Mutant, path: Path, reference_fp: str) -> str:
-    from soadyn.model import RobotFileError, load_robot
+    from soadyn.model import RobotFileError
+    from soadyn.symbolic.checks import load_robot  # the checked loader users get as soadyn.load_robot
 
     data = m.text.encode("utf-8", "surrogatepass") if isinstance(m.text, str) else m.text
     path.write_bytes(data)

@@ -15,9 +15,10 @@ import re
 import numpy as np
 import pytest
 from conftest import load_urdf, record, rel_err, with_gravity
-from soadyn.reference import dense as ref
+
 from soadyn.model.conventions import MujocoMap
 from soadyn.model.rotations import skew
+from soadyn.reference import dense as ref
 
 mujoco = pytest.importorskip("mujoco")
 

@@ -179,7 +179,7 @@ def test_hostile_names_are_data(tmp_path, fmt, monkeypatch):
                                     "len", "repr", "str", "type", "enumerate", "isinstance", "tuple",
                                     "single", "batch", "_empty", "_fb"}, node.func.id
     assert m.name == names[0]
-    assert m.body_names == robot.body_names and m.frame_names == robot.frame_names
+    assert list(m.body_names) == list(robot.body_names) and list(m.frame_names) == list(robot.frame_names)
     q = robot.neutral()
     q[robot.base_nq:] = [0.3, -0.4]
     Js = {}

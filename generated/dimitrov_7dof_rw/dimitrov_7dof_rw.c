@@ -68,6 +68,7 @@ void dimitrov_7dof_rw_center_of_mass(const double *q, double *com)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -98,6 +99,7 @@ void dimitrov_7dof_rw_center_of_mass(const double *q, double *com)
     const double s6 = sin(q_12);
     const double c7 = cos(q_13);
     const double s7 = sin(q_13);
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm6_1 = 17.135250000000003 + c7*4.806620000000001;
     const double hm6_2 = 7.0784 + s7*4.806620000000001;
     const double hm5_0 = c6*3.6140000000000003 - s6*hm6_1;
@@ -149,6 +151,7 @@ void dimitrov_7dof_rw_mass_matrix(const double *q, double *M)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -170,6 +173,7 @@ void dimitrov_7dof_rw_mass_matrix(const double *q, double *M)
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
     const double t0 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t0;
     const double t1 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t1;
@@ -729,6 +733,7 @@ void dimitrov_7dof_rw_bias_forces(const double *q, const double *v, double *C)
     const double v_13 = v[13];
     const double v_14 = v[14];
     const double v_15 = v[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -749,6 +754,7 @@ void dimitrov_7dof_rw_bias_forces(const double *q, const double *v, double *C)
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -930,6 +936,7 @@ void dimitrov_7dof_rw_bias_forces(const double *q, const double *v, double *C)
     const double a10_3 = -t78*t77;
     const double a10_4 = -t78*t76;
     const double a10_5 = pow(t76, 2)*0.75 + pow(t77, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -981,6 +988,7 @@ void dimitrov_7dof_rw_bias_forces(const double *q, const double *v, double *C)
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = 0.1*a10_0;
     const double f10_1 = 0.1*a10_1;
     const double f9_0 = 0.1*a9_0;
@@ -1130,6 +1138,7 @@ void dimitrov_7dof_rw_inverse_dynamics(const double *q, const double *v, const d
     const double a_13 = a[13];
     const double a_14 = a[14];
     const double a_15 = a[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1150,6 +1159,7 @@ void dimitrov_7dof_rw_inverse_dynamics(const double *q, const double *v, const d
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1335,6 +1345,7 @@ void dimitrov_7dof_rw_inverse_dynamics(const double *q, const double *v, const d
     const double a10_3 = -t82*t81;
     const double a10_4 = -t80*t82;
     const double a10_5 = pow(t80, 2)*0.75 + pow(t81, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -1417,6 +1428,7 @@ void dimitrov_7dof_rw_inverse_dynamics(const double *q, const double *v, const d
     const double alpha10_3 = a10_3 + c10*t100 + s10*t101;
     const double alpha10_4 = a10_4 + c10*t101 - s10*t100;
     const double alpha10_5 = a10_5 + alpha0_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = 0.1*alpha10_0;
     const double f10_1 = 0.1*alpha10_1;
     const double f10_2 = 0.1*alpha10_2;
@@ -1636,6 +1648,7 @@ void dimitrov_7dof_rw_inverse_dynamics_fext(const double *q, const double *v, co
     const double f_ext_63 = f_ext[63];
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1656,6 +1669,7 @@ void dimitrov_7dof_rw_inverse_dynamics_fext(const double *q, const double *v, co
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1841,6 +1855,7 @@ void dimitrov_7dof_rw_inverse_dynamics_fext(const double *q, const double *v, co
     const double a10_3 = -t82*t81;
     const double a10_4 = -t80*t82;
     const double a10_5 = pow(t80, 2)*0.75 + pow(t81, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -1923,6 +1938,7 @@ void dimitrov_7dof_rw_inverse_dynamics_fext(const double *q, const double *v, co
     const double alpha10_3 = a10_3 + c10*t100 + s10*t101;
     const double alpha10_4 = a10_4 + c10*t101 - s10*t100;
     const double alpha10_5 = a10_5 + alpha0_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = -f_ext_60 + 0.1*alpha10_0;
     const double f10_1 = -f_ext_61 + 0.1*alpha10_1;
     const double f10_2 = -f_ext_62 + 0.1*alpha10_2;
@@ -2084,6 +2100,7 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
     const double tau_13 = tau[13];
     const double tau_14 = tau[14];
     const double tau_15 = tau[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -2104,6 +2121,7 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -2297,6 +2315,7 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
     const double t88 = -t86*0.16 + t87*8.957653861929314;
     const double t89 = t84*18.07 + t85*1.783356614673977;
     const double t90 = -t87*2.605862941652164 + t89*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t88*0.16 - t90*0.55);
     const double t91 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t92 = t87*3.6140000000000003;
@@ -2741,6 +2760,7 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
     const double D0L54 = D0di4*(t253 - D0L40*D0L50*P0_00 - D0d1*D0L41*D0L51 - D0d2*D0L42*D0L52 - D0d3*D0L43*D0L53);
     const double D0d5 = P0_55 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2) - D0d2*pow(D0L52, 2) - D0d3*pow(D0L53, 2) - D0d4*pow(D0L54, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z10_0 = 0.1*a10_0;
     const double z10_1 = 0.1*a10_1;
     const double znu10 = 10*tau_15;
@@ -2886,6 +2906,7 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 - D0L52*znu0x + t294*D0di2;
     const double znu0x_4 = -D0L21*znu0x_3 - D0L31*znu0x_2 - D0L41*znu0x_1 - D0L51*znu0x + t293*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L20*znu0x_3 - D0L30*znu0x_2 - D0L40*znu0x_1 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double alpha0_5 = a0_5 + znu0x;
@@ -3121,6 +3142,7 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
     const double f_ext_63 = f_ext[63];
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -3141,6 +3163,7 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -3331,6 +3354,7 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
     const double t85 = -t83*0.16 + t84*8.957653861929314;
     const double t86 = t81*18.07 + t82*1.783356614673977;
     const double t87 = -t84*2.605862941652164 + t86*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t85*0.16 - t87*0.55);
     const double t88 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t89 = t84*3.6140000000000003;
@@ -3775,6 +3799,7 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
     const double D0L54 = (t250 - t268*D0L50 - t271*D0L51 - D0d2*D0L42*D0L52 - D0d3*D0L43*D0L53)*D0di4;
     const double D0d5 = P0_55 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2) - D0d2*pow(D0L52, 2) - D0d3*pow(D0L53, 2) - D0d4*pow(D0L54, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z10_0 = -f_ext_60 + 0.1*a10_0;
     const double z10_1 = -f_ext_61 + 0.1*a10_1;
     const double z10_3 = a10_3 - f_ext_63;
@@ -3935,6 +3960,7 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 - D0L52*znu0x + t291*D0di2;
     const double znu0x_4 = -D0L21*znu0x_3 - D0L31*znu0x_2 - D0L41*znu0x_1 - D0L51*znu0x + t290*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L20*znu0x_3 - D0L30*znu0x_2 - D0L40*znu0x_1 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double alpha0_5 = a0_5 + znu0x;
@@ -4069,6 +4095,7 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -4096,6 +4123,7 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double t4 = -t2*0.16 + t3*8.957653861929314;
     const double t5 = t0*18.07 + t1*1.783356614673977;
     const double t6 = -t3*2.605862941652164 + t5*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t4*0.16 - t6*0.55);
     const double t7 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t8 = t3*3.6140000000000003;
@@ -4541,6 +4569,7 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double D0d5 = P0_55 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2) - D0d2*pow(D0L52, 2) - D0d3*pow(D0L53, 2) - D0d4*pow(D0L54, 2);
     const double D0di5 = 1/D0d5;
     const double t192 = c1*G1_4 + s1*G1_3;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Y1_0_0 = -(-0.75*t192 + c1*G1_0 - s1*G1_1);
     const double t193 = c1*G1_3 - s1*G1_4;
     const double Y1_0_1 = -(-0.65*G1_5 + 0.75*t193 + c1*G1_1 + s1*G1_0);
@@ -5268,6 +5297,7 @@ void dimitrov_7dof_rw_innovations_factors(const double *q, double *L, double *D)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -5295,6 +5325,7 @@ void dimitrov_7dof_rw_innovations_factors(const double *q, double *L, double *D)
     const double t4 = -t2*0.16 + t3*8.957653861929314;
     const double t5 = t0*18.07 + t1*1.783356614673977;
     const double t6 = -t3*2.605862941652164 + t5*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t4*0.16 - t6*0.55);
     const double t7 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t8 = t3*3.6140000000000003;
@@ -5708,6 +5739,7 @@ void dimitrov_7dof_rw_innovations_factors(const double *q, double *L, double *D)
     const double P0_44 = t152 + t159 + t185;
     const double P0_55 = Pp1_55 + t172 + t185;
     const double t186 = c1*G1_4 + s1*G1_3;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Kc1_0_0 = -0.75*t186 + c1*G1_0 - s1*G1_1;
     const double t187 = c1*G1_3 - s1*G1_4;
     const double Kc1_0_1 = -0.65*G1_5 + 0.75*t187 + c1*G1_1 + s1*G1_0;
@@ -6415,6 +6447,7 @@ void dimitrov_7dof_rw_momentum(const double *q, const double *v, double *h)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -6451,6 +6484,7 @@ void dimitrov_7dof_rw_momentum(const double *q, const double *v, double *h)
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
     const double V1_2 = v_2 + v_6;
@@ -6527,6 +6561,7 @@ void dimitrov_7dof_rw_momentum(const double *q, const double *v, double *h)
     const double t34 = t18 + v_4;
     const double V10_3 = c10*t33 + s10*t34;
     const double V10_4 = c10*t34 - s10*t33;
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hv10_0 = 0.1*V10_0;
     const double hv10_1 = 0.1*V10_1;
     const double hv10_2 = 0.1*V10_2;
@@ -6675,6 +6710,7 @@ void dimitrov_7dof_rw_kinetic_energy(const double *q, const double *v, double *T
     const double v_13 = v[13];
     const double v_14 = v[14];
     const double v_15 = v[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -6695,6 +6731,7 @@ void dimitrov_7dof_rw_kinetic_energy(const double *q, const double *v, double *T
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
     const double V1_2 = v_2 + v_6;
@@ -6800,6 +6837,7 @@ void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -6827,6 +6865,7 @@ void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda
     const double t4 = -t2*0.16 + t3*8.957653861929314;
     const double t5 = t0*18.07 + t1*1.783356614673977;
     const double t6 = -t3*2.605862941652164 + t5*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t4*0.16 - t6*0.55);
     const double t7 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t8 = t3*3.6140000000000003;
@@ -7263,6 +7302,7 @@ void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda
     const double t225 = t217 + 0.75*t224;
     const double t226 = t198 + t207;
     const double t227 = t220 + t221*t226;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = 0.75*t217 + t213*t151 + t214*t185 + t220*t221 - (-0.75*t225 - t221*t227);
     const double t228 = s1*c1;
     const double t229 = s1*t179;
@@ -7894,6 +7934,7 @@ void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda
     const double S10_44 = t559 - t570*Sg10_4;
     const double S10_45 = t571 - t194*Sg10_4;
     const double S10_55 = Sp10_55 - t194*Sg10_5;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam1_00 = P1_00 + S1_00;
     const double Lam1_01 = P1_01 + S1_01;
     const double Lam1_03 = S1_03 - t133;
@@ -8461,6 +8502,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double tau_13 = tau[13];
     const double tau_14 = tau[14];
     const double tau_15 = tau[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -8481,6 +8523,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -8672,6 +8715,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double t86 = -t84*0.16 + t85*8.957653861929314;
     const double t87 = t82*18.07 + t83*1.783356614673977;
     const double t88 = -t85*2.605862941652164 + t87*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t86*0.16 - t88*0.55);
     const double t89 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t90 = t85*3.6140000000000003;
@@ -9106,6 +9150,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double t299 = 0.1*a8_0;
     const double t300 = 0.1*a8_1;
     const double t301 = a7_0*2.17136092 + a7_1*0.000781 - a7_4*3.6140000000000003 + a7_5*4.806620000000001;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp7_0 = b7_0 + t301;
     const double t302 = a7_0*0.000781 + a7_1*0.9628000000000001 + a7_3*3.6140000000000003;
     const double Zp7_1 = b7_1 + t302;
@@ -9297,6 +9342,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double t404 = t261 + t280;
     const double t405 = 1001 + t404;
     const double t406 = t398 + t2*t405;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = 0.75*t395 + t2*t398 + t233*t391 + t267*t392 - (-0.75*t403 - t2*t406);
     const double t407 = s1*c1;
     const double t408 = s1*t261;
@@ -9933,6 +9979,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double t752 = a10_5 + t751;
     const double t754 = t372 + t373 - t374 - tau_1 + tau_14;
     const double t755 = t371 + t754 - (-0.65*t752 + 0.75*t749);
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_0 = c1*t746 + s1*t755 - (a1_0*Sp1_00 + a1_1*Sp1_01 + t403*a1_4 + t406*a1_5 + t414*a1_3);
     const double Zsy1_1 = c1*t755 - s1*t746 - (a1_0*Sp1_01 + a1_1*Sp1_11 - t414*a1_4 + t417*a1_3 + t418*a1_5);
     const double t757 = t382 + t384 - tau_2;
@@ -10121,6 +10168,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double Zs10_4 = Zsy10_4 - Sg10_4*Zseps10;
     const double Zs10_5 = Zsy10_5 - Sg10_5*Zseps10;
     const double Zsnu10 = Sdi10*Zseps10;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t359 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t369 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t380 + tau_2;
@@ -10235,7 +10283,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph1x_3 = -Lam1fL32*alph1x_2 - Lam1fL42*alph1x_1 - alph1x*Lam1fL52 + t823*Lam1fdi2;
     const double alph1x_4 = -Lam1fL21*alph1x_3 - Lam1fL31*alph1x_2 - Lam1fL41*alph1x_1 - alph1x*Lam1fL51 + t822*Lam1fdi1;
     const double alph1x_5 = -Lam1fL10*alph1x_4 - Lam1fL20*alph1x_3 - Lam1fL30*alph1x_2 - Lam1fL40*alph1x_1 + Lrhs1_0*Lam1fdi0 - alph1x*Lam1fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_0*alph1x_5 + Sg1_1*alph1x_4 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_00 = P2_00 + S2_00;
     const double Lam2_01 = P2_01 + S2_01;
     const double Lam2_03 = S2_03 + t195;
@@ -10300,7 +10350,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph2x_3 = -Lam2fL32*alph2x_2 - Lam2fL42*alph2x_1 - alph2x*Lam2fL52 + t833*Lam2fdi2;
     const double alph2x_4 = -Lam2fL21*alph2x_3 - Lam2fL31*alph2x_2 - Lam2fL41*alph2x_1 - alph2x*Lam2fL51 + t832*Lam2fdi1;
     const double alph2x_5 = -Lam2fL10*alph2x_4 - Lam2fL20*alph2x_3 - Lam2fL30*alph2x_2 - Lam2fL40*alph2x_1 + Lrhs2_0*Lam2fdi0 - alph2x*Lam2fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_0*alph2x_5 + Sg2_1*alph2x_4 + Sg2_2*alph2x_3 + Sg2_3*alph2x_2 + Sg2_4*alph2x_1 + Sg2_5*alph2x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_00 = P3_00 + S3_00;
     const double Lam3_01 = P3_01 + S3_01;
     const double Lam3_03 = S3_03 + t164;
@@ -10365,7 +10417,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph3x_3 = -Lam3fL32*alph3x_2 - Lam3fL42*alph3x_1 - alph3x*Lam3fL52 + t843*Lam3fdi2;
     const double alph3x_4 = -Lam3fL21*alph3x_3 - Lam3fL31*alph3x_2 - Lam3fL41*alph3x_1 - alph3x*Lam3fL51 + t842*Lam3fdi1;
     const double alph3x_5 = -Lam3fL10*alph3x_4 - Lam3fL20*alph3x_3 - Lam3fL30*alph3x_2 - Lam3fL40*alph3x_1 + Lrhs3_0*Lam3fdi0 - alph3x*Lam3fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_0*alph3x_5 + Sg3_1*alph3x_4 + Sg3_2*alph3x_3 + Sg3_3*alph3x_2 + Sg3_4*alph3x_1 + Sg3_5*alph3x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam4_00 = P4_00 + S4_00;
     const double Lam4_01 = P4_01 + S4_01;
     const double Lam4_03 = S4_03 + t149;
@@ -10430,7 +10484,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph4x_3 = -Lam4fL32*alph4x_2 - Lam4fL42*alph4x_1 - alph4x*Lam4fL52 + t853*Lam4fdi2;
     const double alph4x_4 = -Lam4fL21*alph4x_3 - Lam4fL31*alph4x_2 - Lam4fL41*alph4x_1 - alph4x*Lam4fL51 + t852*Lam4fdi1;
     const double alph4x_5 = -Lam4fL10*alph4x_4 - Lam4fL20*alph4x_3 - Lam4fL30*alph4x_2 - Lam4fL40*alph4x_1 + Lrhs4_0*Lam4fdi0 - alph4x*Lam4fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd4 = Zsnu4 + Sg4_0*alph4x_5 + Sg4_1*alph4x_4 + Sg4_2*alph4x_3 + Sg4_3*alph4x_2 + Sg4_4*alph4x_1 + Sg4_5*alph4x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam5_00 = P5_00 + S5_00;
     const double Lam5_01 = P5_01 + S5_01;
     const double Lam5_03 = S5_03 + t113;
@@ -10495,7 +10551,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph5x_3 = -Lam5fL32*alph5x_2 - Lam5fL42*alph5x_1 - alph5x*Lam5fL52 + t863*Lam5fdi2;
     const double alph5x_4 = -Lam5fL21*alph5x_3 - Lam5fL31*alph5x_2 - Lam5fL41*alph5x_1 - alph5x*Lam5fL51 + t862*Lam5fdi1;
     const double alph5x_5 = -Lam5fL10*alph5x_4 - Lam5fL20*alph5x_3 - Lam5fL30*alph5x_2 - Lam5fL40*alph5x_1 + Lrhs5_0*Lam5fdi0 - alph5x*Lam5fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd5 = Zsnu5 + Sg5_0*alph5x_5 + Sg5_1*alph5x_4 + Sg5_2*alph5x_3 + Sg5_3*alph5x_2 + Sg5_4*alph5x_1 + Sg5_5*alph5x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam6_00 = P6_00 + S6_00;
     const double Lam6_01 = P6_01 + S6_01;
     const double Lam6_04 = P6_04 + S6_04;
@@ -10557,7 +10615,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph6x_3 = -Lam6fL32*alph6x_2 - Lam6fL42*alph6x_1 - alph6x*Lam6fL52 + t873*Lam6fdi2;
     const double alph6x_4 = -Lam6fL21*alph6x_3 - Lam6fL31*alph6x_2 - Lam6fL41*alph6x_1 - alph6x*Lam6fL51 + t872*Lam6fdi1;
     const double alph6x_5 = -Lam6fL10*alph6x_4 - Lam6fL20*alph6x_3 - Lam6fL30*alph6x_2 - Lam6fL40*alph6x_1 + Lrhs6_0*Lam6fdi0 - alph6x*Lam6fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd6 = Zsnu6 + Sg6_0*alph6x_5 + Sg6_1*alph6x_4 + Sg6_2*alph6x_3 + Sg6_3*alph6x_2 + Sg6_4*alph6x_1 + Sg6_5*alph6x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam7_00 = 2.17136092 + S7_00;
     const double Lam7_01 = 0.000781 + S7_01;
     const double Lam7_04 = -3.6140000000000003 + S7_04;
@@ -10616,7 +10676,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph7x_3 = -Lam7fL32*alph7x_2 - Lam7fL42*alph7x_1 - alph7x*Lam7fL52 + t883*Lam7fdi2;
     const double alph7x_4 = -Lam7fL21*alph7x_3 - Lam7fL31*alph7x_2 - Lam7fL41*alph7x_1 - alph7x*Lam7fL51 + t882*Lam7fdi1;
     const double alph7x_5 = -Lam7fL10*alph7x_4 - Lam7fL20*alph7x_3 - Lam7fL30*alph7x_2 - Lam7fL40*alph7x_1 + Lrhs7_0*Lam7fdi0 - alph7x*Lam7fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd7 = Zsnu7 + Sg7_0*alph7x_5 + Sg7_1*alph7x_4 + Sg7_2*alph7x_3 + Sg7_3*alph7x_2 + Sg7_4*alph7x_1 + Sg7_5*alph7x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam8_00 = 0.1 + S8_00;
     const double Lam8_11 = 0.1 + S8_11;
     const double Lam8_33 = 1 + S8_33;
@@ -10654,7 +10716,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph8x_3 = -10*Zs8_2;
     const double alph8x_4 = -Lam8fL31*alph8x_2 - Lam8fL41*alph8x_1 - alph8x*Lam8fL51 + t889*Lam8fdi1;
     const double alph8x_5 = -Lam8fL10*alph8x_4 - Lam8fL30*alph8x_2 - Lam8fL40*alph8x_1 - Zs8_0*Lam8fdi0 - alph8x*Lam8fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd8 = Zsnu8 + Sg8_0*alph8x_5 + Sg8_1*alph8x_4 + Sg8_2*alph8x_3 + Sg8_3*alph8x_2 + Sg8_4*alph8x_1 + Sg8_5*alph8x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam9_00 = 0.1 + S9_00;
     const double Lam9_11 = 0.1 + S9_11;
     const double Lam9_33 = 1 + S9_33;
@@ -10692,7 +10756,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph9x_3 = -10*Zs9_2;
     const double alph9x_4 = -Lam9fL31*alph9x_2 - Lam9fL41*alph9x_1 - alph9x*Lam9fL51 + t895*Lam9fdi1;
     const double alph9x_5 = -Lam9fL10*alph9x_4 - Lam9fL30*alph9x_2 - Lam9fL40*alph9x_1 - Zs9_0*Lam9fdi0 - alph9x*Lam9fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd9 = Zsnu9 + Sg9_0*alph9x_5 + Sg9_1*alph9x_4 + Sg9_2*alph9x_3 + Sg9_3*alph9x_2 + Sg9_4*alph9x_1 + Sg9_5*alph9x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam10_00 = 0.1 + S10_00;
     const double Lam10_11 = 0.1 + S10_11;
     const double Lam10_33 = 1 + S10_33;
@@ -10730,6 +10796,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double alph10x_3 = -10*Zs10_2;
     const double alph10x_4 = -Lam10fL51*alph10x - alph10x_1*Lam10fL41 - alph10x_2*Lam10fL31 + t901*Lam10fdi1;
     const double alph10x_5 = -Lam10fL50*alph10x - Lam10fdi0*Zs10_0 - alph10x_1*Lam10fL40 - alph10x_2*Lam10fL30 - alph10x_4*Lam10fL10;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd10 = Zsnu10 + Sg10_5*alph10x + alph10x_1*Sg10_4 + alph10x_2*Sg10_3 + alph10x_3*Sg10_2 + alph10x_4*Sg10_1 + alph10x_5*Sg10_0;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -10876,6 +10943,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double f_ext_63 = f_ext[63];
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -10896,6 +10964,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -11087,6 +11156,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t86 = -t84*0.16 + t85*8.957653861929314;
     const double t87 = t82*18.07 + t83*1.783356614673977;
     const double t88 = -t85*2.605862941652164 + t87*0.55;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P6_00 = 3.2190582500000002 - (t86*0.16 - t88*0.55);
     const double t89 = c7*0.356207115207996 - s7*0.049131474734268016;
     const double t90 = t85*3.6140000000000003;
@@ -11515,6 +11585,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t294 = t280 + t293;
     const double P0_55 = t261 + t294;
     const double t295 = 0.1*a10_0;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp10_0 = -f_ext_60 + t295;
     const double t296 = 0.1*a10_1;
     const double Zp10_1 = -f_ext_61 + t296;
@@ -11734,6 +11805,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t411 = 1001 + t410;
     const double t412 = 0.65*t411;
     const double t413 = t404 + s1*t412;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = 0.75*t401 + t2*t404 + t233*t397 + t267*t398 - (-0.75*t409 - t2*t413);
     const double t414 = s1*c1;
     const double t415 = s1*t261;
@@ -12369,6 +12441,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t758 = Zp10_5 + t757;
     const double t760 = Zpp9_2 - f_ext_1 - t374 + t376 + t377 - tau_1;
     const double t761 = t373 + t760 - (-0.65*t758 + 0.75*t755);
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_0 = c1*t752 + s1*t761 - (a1_0*Sp1_00 + a1_1*Sp1_01 + t409*a1_4 + t413*a1_5 + t421*a1_3);
     const double Zsy1_1 = c1*t761 - s1*t752 - (a1_0*Sp1_01 + a1_1*Sp1_11 - t421*a1_4 + t424*a1_3 + t425*a1_5);
     const double t763 = -f_ext_2 + t385 + t387 - tau_2;
@@ -12557,6 +12630,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double Zs10_4 = Zsy10_4 - Sg10_4*Zseps10;
     const double Zs10_5 = Zsy10_5 - Sg10_5*Zseps10;
     const double Zsnu10 = Sdi10*Zseps10;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t360 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t371 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t383 + tau_2;
@@ -12671,7 +12745,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph1x_3 = -Lam1fL32*alph1x_2 - Lam1fL42*alph1x_1 - alph1x*Lam1fL52 + t829*Lam1fdi2;
     const double alph1x_4 = -Lam1fL21*alph1x_3 - Lam1fL31*alph1x_2 - Lam1fL41*alph1x_1 - alph1x*Lam1fL51 + t828*Lam1fdi1;
     const double alph1x_5 = -Lam1fL10*alph1x_4 - Lam1fL20*alph1x_3 - Lam1fL30*alph1x_2 - Lam1fL40*alph1x_1 + Lrhs1_0*Lam1fdi0 - alph1x*Lam1fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_0*alph1x_5 + Sg1_1*alph1x_4 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_00 = P2_00 + S2_00;
     const double Lam2_01 = P2_01 + S2_01;
     const double Lam2_03 = S2_03 + t195;
@@ -12736,7 +12812,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph2x_3 = -Lam2fL32*alph2x_2 - Lam2fL42*alph2x_1 - alph2x*Lam2fL52 + t839*Lam2fdi2;
     const double alph2x_4 = -Lam2fL21*alph2x_3 - Lam2fL31*alph2x_2 - Lam2fL41*alph2x_1 - alph2x*Lam2fL51 + t838*Lam2fdi1;
     const double alph2x_5 = -Lam2fL10*alph2x_4 - Lam2fL20*alph2x_3 - Lam2fL30*alph2x_2 - Lam2fL40*alph2x_1 + Lrhs2_0*Lam2fdi0 - alph2x*Lam2fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_0*alph2x_5 + Sg2_1*alph2x_4 + Sg2_2*alph2x_3 + Sg2_3*alph2x_2 + Sg2_4*alph2x_1 + Sg2_5*alph2x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_00 = P3_00 + S3_00;
     const double Lam3_01 = P3_01 + S3_01;
     const double Lam3_03 = S3_03 + t164;
@@ -12801,7 +12879,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph3x_3 = -Lam3fL32*alph3x_2 - Lam3fL42*alph3x_1 - alph3x*Lam3fL52 + t849*Lam3fdi2;
     const double alph3x_4 = -Lam3fL21*alph3x_3 - Lam3fL31*alph3x_2 - Lam3fL41*alph3x_1 - alph3x*Lam3fL51 + t848*Lam3fdi1;
     const double alph3x_5 = -Lam3fL10*alph3x_4 - Lam3fL20*alph3x_3 - Lam3fL30*alph3x_2 - Lam3fL40*alph3x_1 + Lrhs3_0*Lam3fdi0 - alph3x*Lam3fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_0*alph3x_5 + Sg3_1*alph3x_4 + Sg3_2*alph3x_3 + Sg3_3*alph3x_2 + Sg3_4*alph3x_1 + Sg3_5*alph3x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam4_00 = P4_00 + S4_00;
     const double Lam4_01 = P4_01 + S4_01;
     const double Lam4_03 = S4_03 + t149;
@@ -12866,7 +12946,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph4x_3 = -Lam4fL32*alph4x_2 - Lam4fL42*alph4x_1 - alph4x*Lam4fL52 + t859*Lam4fdi2;
     const double alph4x_4 = -Lam4fL21*alph4x_3 - Lam4fL31*alph4x_2 - Lam4fL41*alph4x_1 - alph4x*Lam4fL51 + t858*Lam4fdi1;
     const double alph4x_5 = -Lam4fL10*alph4x_4 - Lam4fL20*alph4x_3 - Lam4fL30*alph4x_2 - Lam4fL40*alph4x_1 + Lrhs4_0*Lam4fdi0 - alph4x*Lam4fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd4 = Zsnu4 + Sg4_0*alph4x_5 + Sg4_1*alph4x_4 + Sg4_2*alph4x_3 + Sg4_3*alph4x_2 + Sg4_4*alph4x_1 + Sg4_5*alph4x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam5_00 = P5_00 + S5_00;
     const double Lam5_01 = P5_01 + S5_01;
     const double Lam5_03 = S5_03 + t113;
@@ -12931,7 +13013,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph5x_3 = -Lam5fL32*alph5x_2 - Lam5fL42*alph5x_1 - alph5x*Lam5fL52 + t869*Lam5fdi2;
     const double alph5x_4 = -Lam5fL21*alph5x_3 - Lam5fL31*alph5x_2 - Lam5fL41*alph5x_1 - alph5x*Lam5fL51 + t868*Lam5fdi1;
     const double alph5x_5 = -Lam5fL10*alph5x_4 - Lam5fL20*alph5x_3 - Lam5fL30*alph5x_2 - Lam5fL40*alph5x_1 + Lrhs5_0*Lam5fdi0 - alph5x*Lam5fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd5 = Zsnu5 + Sg5_0*alph5x_5 + Sg5_1*alph5x_4 + Sg5_2*alph5x_3 + Sg5_3*alph5x_2 + Sg5_4*alph5x_1 + Sg5_5*alph5x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam6_00 = P6_00 + S6_00;
     const double Lam6_01 = P6_01 + S6_01;
     const double Lam6_04 = P6_04 + S6_04;
@@ -12993,7 +13077,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph6x_3 = -Lam6fL32*alph6x_2 - Lam6fL42*alph6x_1 - alph6x*Lam6fL52 + t879*Lam6fdi2;
     const double alph6x_4 = -Lam6fL21*alph6x_3 - Lam6fL31*alph6x_2 - Lam6fL41*alph6x_1 - alph6x*Lam6fL51 + t878*Lam6fdi1;
     const double alph6x_5 = -Lam6fL10*alph6x_4 - Lam6fL20*alph6x_3 - Lam6fL30*alph6x_2 - Lam6fL40*alph6x_1 + Lrhs6_0*Lam6fdi0 - alph6x*Lam6fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd6 = Zsnu6 + Sg6_0*alph6x_5 + Sg6_1*alph6x_4 + Sg6_2*alph6x_3 + Sg6_3*alph6x_2 + Sg6_4*alph6x_1 + Sg6_5*alph6x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam7_00 = 2.17136092 + S7_00;
     const double Lam7_01 = 0.000781 + S7_01;
     const double Lam7_04 = -3.6140000000000003 + S7_04;
@@ -13052,7 +13138,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph7x_3 = -Lam7fL32*alph7x_2 - Lam7fL42*alph7x_1 - alph7x*Lam7fL52 + t889*Lam7fdi2;
     const double alph7x_4 = -Lam7fL21*alph7x_3 - Lam7fL31*alph7x_2 - Lam7fL41*alph7x_1 - alph7x*Lam7fL51 + t888*Lam7fdi1;
     const double alph7x_5 = -Lam7fL10*alph7x_4 - Lam7fL20*alph7x_3 - Lam7fL30*alph7x_2 - Lam7fL40*alph7x_1 + Lrhs7_0*Lam7fdi0 - alph7x*Lam7fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd7 = Zsnu7 + Sg7_0*alph7x_5 + Sg7_1*alph7x_4 + Sg7_2*alph7x_3 + Sg7_3*alph7x_2 + Sg7_4*alph7x_1 + Sg7_5*alph7x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam8_00 = 0.1 + S8_00;
     const double Lam8_11 = 0.1 + S8_11;
     const double Lam8_33 = 1 + S8_33;
@@ -13096,7 +13184,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph8x_3 = 10*Lrhs8_2;
     const double alph8x_4 = -Lam8fL31*alph8x_2 - Lam8fL41*alph8x_1 - alph8x*Lam8fL51 + t895*Lam8fdi1;
     const double alph8x_5 = -Lam8fL10*alph8x_4 - Lam8fL30*alph8x_2 - Lam8fL40*alph8x_1 + Lrhs8_0*Lam8fdi0 - alph8x*Lam8fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd8 = Zsnu8 + Sg8_0*alph8x_5 + Sg8_1*alph8x_4 + Sg8_2*alph8x_3 + Sg8_3*alph8x_2 + Sg8_4*alph8x_1 + Sg8_5*alph8x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam9_00 = 0.1 + S9_00;
     const double Lam9_11 = 0.1 + S9_11;
     const double Lam9_33 = 1 + S9_33;
@@ -13140,7 +13230,9 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph9x_3 = 10*Lrhs9_2;
     const double alph9x_4 = -Lam9fL31*alph9x_2 - Lam9fL41*alph9x_1 - alph9x*Lam9fL51 + t901*Lam9fdi1;
     const double alph9x_5 = -Lam9fL10*alph9x_4 - Lam9fL30*alph9x_2 - Lam9fL40*alph9x_1 + Lrhs9_0*Lam9fdi0 - alph9x*Lam9fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd9 = Zsnu9 + Sg9_0*alph9x_5 + Sg9_1*alph9x_4 + Sg9_2*alph9x_3 + Sg9_3*alph9x_2 + Sg9_4*alph9x_1 + Sg9_5*alph9x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam10_00 = 0.1 + S10_00;
     const double Lam10_11 = 0.1 + S10_11;
     const double Lam10_33 = 1 + S10_33;
@@ -13184,6 +13276,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph10x_3 = 10*Lrhs10_2;
     const double alph10x_4 = -Lam10fL51*alph10x - alph10x_1*Lam10fL41 - alph10x_2*Lam10fL31 + t907*Lam10fdi1;
     const double alph10x_5 = -Lam10fL50*alph10x + Lam10fdi0*Lrhs10_0 - alph10x_1*Lam10fL40 - alph10x_2*Lam10fL30 - alph10x_4*Lam10fL10;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd10 = Zsnu10 + Sg10_5*alph10x + alph10x_1*Sg10_4 + alph10x_2*Sg10_3 + alph10x_3*Sg10_2 + alph10x_4*Sg10_1 + alph10x_5*Sg10_0;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -13263,6 +13356,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double tau_13 = tau[13];
     const double tau_14 = tau[14];
     const double tau_15 = tau[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -13283,6 +13377,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -13469,6 +13564,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double a10_3 = -t83*t82;
     const double a10_4 = -t83*t81;
     const double a10_5 = pow(t81, 2)*0.75 + pow(t82, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -13520,6 +13616,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = 0.1*a10_0;
     const double f10_1 = 0.1*a10_1;
     const double f9_0 = 0.1*a9_0;
@@ -13591,6 +13688,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double f0_3 = 1000*a0_3 + alpha8_5 + t105 + t107 + t109;
     const double f0_4 = 1000*a0_4 + alpha9_5 + t102 + t104 + t108;
     const double f0_5 = 1000*a0_5 + alpha10_5 + f1_5 + t103 + t106;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -15482,6 +15580,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double f_ext_63 = f_ext[63];
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -15502,6 +15601,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -15688,6 +15788,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double a10_3 = -t83*t82;
     const double a10_4 = -t83*t81;
     const double a10_5 = pow(t81, 2)*0.75 + pow(t82, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -15739,6 +15840,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = -f_ext_60 + 0.1*a10_0;
     const double f10_1 = -f_ext_61 + 0.1*a10_1;
     const double f10_3 = alpha10_3 - f_ext_63;
@@ -15819,6 +15921,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double f0_3 = 1000*a0_3 + f8_5 - f_ext_3 + t105 + t107 + t108;
     const double f0_4 = 1000*a0_4 + f9_5 - f_ext_4 + t102 + t104 + t109;
     const double f0_5 = 1000*a0_5 + f10_5 + f1_5 - f_ext_5 + t103 + t106;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -17612,6 +17715,7 @@ void dimitrov_7dof_rw_base_inertia(const double *q, double *Hb_o)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -17632,6 +17736,7 @@ void dimitrov_7dof_rw_base_inertia(const double *q, double *Hb_o)
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + c7*4.806620000000001;
     const double Rh6_2 = 7.0784 + s7*4.806620000000001;
     const double t0 = 2*(c7*2.6436410000000006 + s7*0.7690592);
@@ -17797,6 +17902,7 @@ void dimitrov_7dof_rw_coupling_inertia(const double *q, double *Hbm_o)
     const double q_11 = q[11];
     const double q_12 = q[12];
     const double q_13 = q[13];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -17812,6 +17918,7 @@ void dimitrov_7dof_rw_coupling_inertia(const double *q, double *Hbm_o)
     const double c7 = cos(q_13);
     const double s7 = sin(q_13);
     const double t0 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t0;
     const double t1 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t1;
@@ -18124,6 +18231,7 @@ void dimitrov_7dof_rw_generalized_inertia(const double *q, double *Hg_o)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -18145,6 +18253,7 @@ void dimitrov_7dof_rw_generalized_inertia(const double *q, double *Hg_o)
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
     const double t0 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t0;
     const double t1 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t1;
@@ -18403,6 +18512,7 @@ void dimitrov_7dof_rw_generalized_inertia(const double *q, double *Hg_o)
     const double t120 = c1*t116 - s1*t118;
     const double F7_0_1 = -0.65*F7_1_5 + 0.75*t120 + c1*F7_1_1 + s1*F7_1_0;
     const double F7_0_2 = F7_1_2 + 0.65*t119;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -18730,6 +18840,7 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double v_13 = v[13];
     const double v_14 = v[14];
     const double v_15 = v[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -18750,6 +18861,7 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -18935,6 +19047,7 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double a10_3 = -t82*t81;
     const double a10_4 = -t80*t82;
     const double a10_5 = pow(t80, 2)*0.75 + pow(t81, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -18986,6 +19099,7 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = 0.1*a10_0;
     const double f10_1 = 0.1*a10_1;
     const double f9_0 = 0.1*a9_0;
@@ -19058,6 +19172,7 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double f0_4 = 1000*a0_4 + alpha9_5 + t101 + t103 + t108;
     const double f0_5 = 1000*a0_5 + alpha10_5 + f1_5 + t102 + t105;
     const double t109 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t109;
     const double t110 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t110;
@@ -19316,6 +19431,7 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double t229 = c1*t225 - s1*t227;
     const double F7_0_1 = -0.65*F7_1_5 + 0.75*t229 + c1*F7_1_1 + s1*F7_1_0;
     const double F7_0_2 = F7_1_2 + 0.65*t228;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -19580,6 +19696,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double f_ext_63 = f_ext[63];
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -19600,6 +19717,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -19785,6 +19903,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double a10_3 = -t82*t81;
     const double a10_4 = -t80*t82;
     const double a10_5 = pow(t80, 2)*0.75 + pow(t81, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -19836,6 +19955,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = -f_ext_60 + 0.1*a10_0;
     const double f10_1 = -f_ext_61 + 0.1*a10_1;
     const double f10_3 = alpha10_3 - f_ext_63;
@@ -19917,6 +20037,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double f0_4 = 1000*a0_4 + f9_5 - f_ext_4 + t101 + t104 + t111;
     const double f0_5 = 1000*a0_5 + f10_5 + f1_5 - f_ext_5 + t103 + t106;
     const double t112 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t112;
     const double t113 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t113;
@@ -20175,6 +20296,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double t232 = c1*t228 - s1*t230;
     const double F7_0_1 = -0.65*F7_1_5 + 0.75*t232 + c1*F7_1_1 + s1*F7_1_0;
     const double F7_0_2 = F7_1_2 + 0.65*t231;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -20372,6 +20494,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v,
     const double v_13 = v[13];
     const double v_14 = v[14];
     const double v_15 = v[15];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -20392,6 +20515,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v,
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -20578,6 +20702,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v,
     const double a10_3 = -t83*t82;
     const double a10_4 = -t83*t81;
     const double a10_5 = pow(t81, 2)*0.75 + pow(t82, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -20629,6 +20754,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v,
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = 0.1*a10_0;
     const double f10_1 = 0.1*a10_1;
     const double f9_0 = 0.1*a9_0;
@@ -20701,6 +20827,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v,
     const double f0_4 = 1000*a0_4 + alpha9_5 + t102 + t104 + t108;
     const double f0_5 = 1000*a0_5 + alpha10_5 + f1_5 + t103 + t106;
     const double t110 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t110;
     const double t111 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t111;
@@ -21255,6 +21382,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f_ext_63 = f_ext[63];
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -21275,6 +21403,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -21460,6 +21589,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
     const double a10_3 = -t82*t81;
     const double a10_4 = -t80*t82;
     const double a10_5 = pow(t80, 2)*0.75 + pow(t81, 2)*0.75;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -21511,6 +21641,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
     const double alpha10_3 = a10_3 + c10*a0_3 + s10*a0_4;
     const double alpha10_4 = a10_4 + c10*a0_4 - s10*a0_3;
     const double alpha10_5 = a0_5 + a10_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f10_0 = -f_ext_60 + 0.1*a10_0;
     const double f10_1 = -f_ext_61 + 0.1*a10_1;
     const double f10_3 = alpha10_3 - f_ext_63;
@@ -21592,6 +21723,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f0_4 = 1000*a0_4 + f9_5 - f_ext_4 + t101 + t104 + t111;
     const double f0_5 = 1000*a0_5 + f10_5 + f1_5 - f_ext_5 + t103 + t106;
     const double t112 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t112;
     const double t113 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t113;
@@ -22063,6 +22195,7 @@ void dimitrov_7dof_rw_coupling_inertia_rate(const double *q, const double *qd, d
     const double qd_4 = qd[4];
     const double qd_5 = qd[5];
     const double qd_6 = qd[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -22078,6 +22211,7 @@ void dimitrov_7dof_rw_coupling_inertia_rate(const double *q, const double *qd, d
     const double c7 = cos(q_13);
     const double s7 = sin(q_13);
     const double t0 = pow(qd_0, 2);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_0 = -t0*0.1132;
     const double b1_1 = t0*0.00071;
     const double t1 = c2*qd_0;
@@ -22208,6 +22342,7 @@ void dimitrov_7dof_rw_coupling_inertia_rate(const double *q, const double *qd, d
     const double b7_4 = -t58*4.806620000000001 + t59*V7_2;
     const double b7_5 = -t58*3.6140000000000003 - t59*t51;
     const double t60 = s3*a2_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha3_0 = a3_0 + t60;
     const double t61 = c3*a2_0;
     const double alpha3_1 = a3_1 + t61;
@@ -22241,6 +22376,7 @@ void dimitrov_7dof_rw_coupling_inertia_rate(const double *q, const double *qd, d
     const double alpha7_3 = a7_3 - c7*t68 + s7*t67;
     const double alpha7_4 = a7_4 + c7*t67 + s7*t68;
     const double alpha7_5 = a7_5 + alpha6_3 + 0.16*alpha6_1 - 0.55*alpha5_1;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f7_0 = b7_0 - 0.0145*alpha6_0 + 2.17136092*alpha7_0 - 3.6140000000000003*alpha7_4 + 4.806620000000001*alpha7_5 + alpha7_1*0.000781;
     const double f7_1 = b7_1 - 0.9614610000000001*alpha6_0 + 0.9628000000000001*alpha7_1 + 3.6140000000000003*alpha7_3 + alpha7_0*0.000781;
     const double f7_2 = b7_2 - 0.0145*alpha7_0 - 0.9614610000000001*alpha7_1 + 1.4185609200000004*alpha6_0 - 4.806620000000001*alpha7_3;
@@ -22358,6 +22494,7 @@ void dimitrov_7dof_rw_base_velocity(const double *q, const double *qd, const dou
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -22395,6 +22532,7 @@ void dimitrov_7dof_rw_base_velocity(const double *q, const double *qd, const dou
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
     const double t16 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t16;
     const double t17 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t17;
@@ -22655,6 +22793,7 @@ void dimitrov_7dof_rw_base_velocity(const double *q, const double *qd, const dou
     const double F7_0_2 = F7_1_2 + 0.65*t135;
     const double t137 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t138 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t137*Rh0_1*0.0008524640473288038 - t138*Rh0_2*0.0008524640473288038 - (0.1*qd_7 + qd_0*F1_0_0 + qd_1*F2_0_0 + qd_2*F3_0_0 + qd_3*F4_0_0 + qd_4*F5_0_0 + qd_5*F6_0_0 + qd_6*F7_0_0);
     const double t139 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
     const double t140 = t139*0.0008524640473288038;
@@ -22753,6 +22892,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -22767,6 +22907,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     const double s6 = sin(q_12);
     const double c7 = cos(q_13);
     const double s7 = sin(q_13);
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = -s1*s2;
     const double Rb2_1 = -s1*c2;
     const double Rb2_3 = s2*c1;
@@ -23737,6 +23878,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 2 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c8 = cos(q_14);
         const double s8 = sin(q_14);
         J[0] = 0;
@@ -23838,6 +23980,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_RW_Y: {  /* 'rw_y': 2 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c9 = cos(q_15);
         const double s9 = sin(q_15);
         J[0] = c9;
@@ -23939,6 +24082,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 4 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c10 = cos(q_16);
         const double s10 = sin(q_16);
         const double t145 = s10*0.75;
@@ -24042,6 +24186,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 202 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
@@ -24236,6 +24381,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     const double t5 = pow(q_3, 2);
     const double t6 = t4 + t5;
     const double t7 = 1/(t0 + t2 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(-t0 - t2 + t6);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -24265,6 +24411,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = -s1*s2;
     const double Rb2_1 = -s1*c2;
     const double Rb2_3 = s2*c1;
@@ -25524,8 +25671,10 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 212 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c7 = cos(q_13);
         const double s7 = sin(q_13);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
@@ -25726,6 +25875,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -25762,6 +25912,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = -s1*s2;
     const double Rb2_1 = -s1*c2;
     const double Rb2_3 = s2*c1;
@@ -25809,6 +25960,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
     const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
     const double t19 = c7*4.806620000000001;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t19;
     const double t20 = s7*4.806620000000001;
     const double Rh6_2 = 7.0784 + t20;
@@ -26067,6 +26219,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double t138 = c1*t134 - s1*t136;
     const double F7_0_1 = -0.65*F7_1_5 + 0.75*t138 + c1*F7_1_1 + s1*F7_1_0;
     const double F7_0_2 = F7_1_2 + 0.65*t137;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -27236,6 +27389,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 412 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
@@ -27417,6 +27571,7 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -27453,6 +27608,7 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + c7*4.806620000000001;
     const double Rh6_2 = 7.0784 + s7*4.806620000000001;
     const double t16 = 2*(c7*2.6436410000000006 + s7*0.7690592);
@@ -27557,6 +27713,7 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double RJ0_11 = 1369.18145 + t63 + t65 + c1*(t59 + c1*RJ1_11) + s1*(t61 + s1*RJ1_00);
     const double RJ0_12 = c1*RJ1_12 + s1*RJ1_02 - t57*0.75;
     const double RJ0_22 = 1273.954575 + RJ1_22 + t64 + t65 - 1.5*Rh1_2;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -27607,6 +27764,7 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t78*Hbdi2 - vb0x*HbL52;
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t77*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = -s1*s2;
     const double Rb2_1 = -s1*c2;
     const double Rb2_3 = s2*c1;
@@ -27774,6 +27932,7 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 75 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
         const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
         const double Rb6_6 = c6*Rb5_6 - s6*s2;

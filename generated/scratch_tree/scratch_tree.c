@@ -65,6 +65,7 @@ void scratch_tree_center_of_mass(const double *q, double *com)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -110,6 +111,7 @@ void scratch_tree_center_of_mass(const double *q, double *com)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double hm1_0 = 2 + 0.04*R2_2 + R2_0*hm2_0 + R2_1*0.0038941834230865058;
     const double hm1_1 = 0.03 + 0.04*R2_5 + R2_3*hm2_0 + R2_4*0.0038941834230865058;
@@ -145,6 +147,7 @@ void scratch_tree_mass_matrix(const double *q, double *M)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -174,6 +177,7 @@ void scratch_tree_mass_matrix(const double *q, double *M)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -392,6 +396,7 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double v_7 = v[7];
     const double v_8 = v[8];
     const double v_9 = v[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -421,6 +426,7 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -530,6 +536,7 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -t59*V4_1;
     const double b4_5 = -t59*t53;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -546,6 +553,7 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -637,6 +645,7 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double a_7 = a[7];
     const double a_8 = a[8];
     const double a_9 = a[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -666,6 +675,7 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -775,6 +785,7 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -t59*V4_1;
     const double b4_5 = -t59*t53;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -809,6 +820,7 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double alpha4_3 = a4_3 + c4*t68 - s4*t69;
     const double alpha4_4 = a4_4 + alpha0_4 - t61 - t63;
     const double alpha4_5 = a4_5 + c4*t69 + s4*t68;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = 0.02*alpha4_0;
     const double f4_1 = b4_1 + 0.065*alpha4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 + 0.065*alpha4_2 - 0.15000000000000002*alpha4_4;
@@ -931,6 +943,7 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_27 = f_ext[27];
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -960,6 +973,7 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1069,6 +1083,7 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -f_ext_28 - t59*V4_1;
     const double b4_5 = -f_ext_29 - t59*t53;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -1103,6 +1118,7 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double alpha4_3 = a4_3 + c4*t68 - s4*t69;
     const double alpha4_4 = a4_4 + alpha0_4 - t61 - t63;
     const double alpha4_5 = a4_5 + c4*t69 + s4*t68;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = -f_ext_24 + 0.02*alpha4_0;
     const double f4_1 = b4_1 + 0.065*alpha4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 + 0.065*alpha4_2 - 0.15000000000000002*alpha4_4;
@@ -1194,6 +1210,7 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -1223,6 +1240,7 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1331,6 +1349,7 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double t58 = t51*0.15000000000000002;
     const double b4_4 = -t58*V4_1;
     const double b4_5 = -t58*t52;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t59 = 1.5*l3_0;
     const double t61 = l3_0*0.10921060994002887;
@@ -1548,6 +1567,7 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double D0L54 = D0di4*(t110 - t153*D0L50 - D0d1*D0L41*D0L51 - D0d2*D0L42*D0L52 - D0d3*D0L43*D0L53);
     const double D0d5 = P0_55 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2) - D0d2*pow(D0L52, 2) - D0d3*pow(D0L53, 2) - D0d4*pow(D0L54, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z4_0 = 0.02*a4_0;
     const double z4_1 = b4_1 + a4_5*0.15000000000000002;
     const double z4_2 = b4_2 + a4_2*0.065 - a4_4*0.15000000000000002;
@@ -1626,6 +1646,7 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 - D0L52*znu0x + t165*D0di2;
     const double znu0x_4 = -D0L21*znu0x_3 - D0L31*znu0x_2 - D0L41*znu0x_1 - D0L51*znu0x + t164*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L20*znu0x_3 - D0L30*znu0x_2 - D0L40*znu0x_1 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double alpha0_5 = a0_5 + znu0x;
@@ -1745,6 +1766,7 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_27 = f_ext[27];
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -1774,6 +1796,7 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1883,6 +1906,7 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -f_ext_28 - t59*V4_1;
     const double b4_5 = -f_ext_29 - t59*t53;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t60 = 1.5*l3_0;
     const double t62 = l3_0*0.10921060994002887;
@@ -2100,6 +2124,7 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double D0L54 = D0di4*(t111 - t153*D0L40 - D0d1*D0L41*D0L51 - D0d2*D0L42*D0L52 - D0d3*D0L43*D0L53);
     const double D0d5 = P0_55 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2) - D0d2*pow(D0L52, 2) - D0d3*pow(D0L53, 2) - D0d4*pow(D0L54, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z4_0 = -f_ext_24 + 0.02*a4_0;
     const double z4_1 = b4_1 + a4_5*0.15000000000000002;
     const double z4_2 = b4_2 + a4_2*0.065 - a4_4*0.15000000000000002;
@@ -2178,6 +2203,7 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 - D0L52*znu0x + t166*D0di2;
     const double znu0x_4 = -D0L21*znu0x_3 - D0L31*znu0x_2 - D0L41*znu0x_1 - D0L51*znu0x + t165*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L20*znu0x_3 - D0L30*znu0x_2 - D0L40*znu0x_1 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double alpha0_5 = a0_5 + znu0x;
@@ -2244,6 +2270,7 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -2273,6 +2300,7 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
     const double t9 = l3_0*0.10921060994002887;
@@ -2492,6 +2520,7 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double D0di5 = 1/D0d5;
     const double t105 = G1_3*R1_6 + G1_4*R1_7 + G1_5*0.975170327201816;
     const double t106 = G1_3*R1_3 + G1_4*R1_4 - G1_5*0.036957013524625076;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Y1_0_0 = -(0.1*t105 - 0.2*t106 + G1_0*R1_0 + G1_1*R1_1 + G1_2*0.21835066314633444);
     const double t107 = G1_3*R1_0 + G1_4*R1_1 + G1_5*0.21835066314633444;
     const double Y1_0_1 = -(0.2*t107 - 0.5*t105 + G1_0*R1_3 + G1_1*R1_4 - G1_2*0.036957013524625076);
@@ -2761,6 +2790,7 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -2790,6 +2820,7 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
     const double t9 = l3_0*0.10921060994002887;
@@ -2977,6 +3008,7 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     const double P0_55 = 50 + t61 + t91;
     const double t99 = G1_3*R1_6 + G1_4*R1_7 + G1_5*0.975170327201816;
     const double t100 = G1_3*R1_3 + G1_4*R1_4 - G1_5*0.036957013524625076;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Kc1_0_0 = 0.1*t99 - 0.2*t100 + G1_0*R1_0 + G1_1*R1_1 + G1_2*0.21835066314633444;
     const double t101 = G1_3*R1_0 + G1_4*R1_1 + G1_5*0.21835066314633444;
     const double Kc1_0_1 = 0.2*t101 - 0.5*t99 + G1_0*R1_3 + G1_1*R1_4 - G1_2*0.036957013524625076;
@@ -3249,6 +3281,7 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -3294,6 +3327,7 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = v_0*R1_0 + v_1*R1_3 + v_2*R1_6;
     const double V1_1 = v_0*R1_1 + v_1*R1_4 + v_2*R1_7;
     const double V1_2 = v_6 + v_0*0.21835066314633444 - v_1*0.036957013524625076 + v_2*0.975170327201816;
@@ -3325,6 +3359,7 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double V4_3 = c4*t31 - s4*t32;
     const double V4_4 = -t24 - t26 + v_4;
     const double V4_5 = c4*t32 + s4*t31;
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hv4_0 = 0.02*V4_0;
     const double hv4_1 = V4_1*0.065 + V4_5*0.15000000000000002;
     const double hv4_2 = V4_2*0.065 - V4_4*0.15000000000000002;
@@ -3414,6 +3449,7 @@ void scratch_tree_kinetic_energy(const double *q, const double *v, double *T)
     const double v_7 = v[7];
     const double v_8 = v[8];
     const double v_9 = v[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -3443,6 +3479,7 @@ void scratch_tree_kinetic_energy(const double *q, const double *v, double *T)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = v_0*R1_0 + v_1*R1_3 + v_2*R1_6;
     const double V1_1 = v_0*R1_1 + v_1*R1_4 + v_2*R1_7;
     const double V1_2 = v_6 + v_0*0.21835066314633444 - v_1*0.036957013524625076 + v_2*0.975170327201816;
@@ -3497,6 +3534,7 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -3526,6 +3564,7 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
     const double t9 = l3_0*0.10921060994002887;
@@ -3741,6 +3780,7 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double t132 = t125 - t130*t126 + t131*0.3005136956610679;
     const double t133 = 0.07033977370595502 + 0.21835066314633444*(t116*0.21835066314633444 - t80*0.3375589594160133) + 0.975170327201816*(t118*0.975170327201816 - t80*0.07558292185834656);
     const double t134 = t127 + t130*0.3005136956610679 - t133*t126;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = t119*R1_0 + t120*R1_3 + t121*R1_6 + t125*0.3005136956610679 - t126*t127 - (-t132*0.3005136956610679 + t134*t126);
     const double t135 = R1_7 + t106*R1_4;
     const double t136 = -R1_1 + t107*R1_4;
@@ -4012,6 +4052,7 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double S4_44 = t244 - t275*Sg4_4;
     const double S4_45 = t252 - t269*Sg4_4;
     const double S4_55 = t268 - t269*Sg4_5;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam1_00 = P1_00 + S1_00;
     const double Lam1_01 = P1_01 + S1_01;
     const double Lam1_03 = P1_03 + S1_03;
@@ -4275,6 +4316,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -4304,6 +4346,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -4413,6 +4456,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -t59*V4_1;
     const double b4_5 = -t59*t53;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t60 = 1.5*l3_0;
     const double t62 = l3_0*0.10921060994002887;
@@ -4615,6 +4659,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double P0_55 = t116 + t171;
     const double t172 = 0.02*a4_0;
     const double t173 = a4_5*0.15000000000000002;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp4_1 = b4_1 + t173;
     const double t174 = a4_2*0.065 - a4_4*0.15000000000000002;
     const double Zp4_2 = b4_2 + t174;
@@ -4720,6 +4765,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double t230 = t224 - t18*t228 + t229*0.3005136956610679;
     const double t231 = 0.07033977370595502 + 0.975170327201816*(-t133*0.07558292185834656 + t171*0.975170327201816) + (-t133*0.3375589594160133 + t169*0.21835066314633444)*0.21835066314633444;
     const double t232 = t225 - t18*t231 + t228*0.3005136956610679;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = -t18*t225 + t218*R1_0 + t219*R1_3 + t220*R1_6 + t224*0.3005136956610679 - (t18*t232 - t230*0.3005136956610679);
     const double t233 = R1_7 + t159*R1_4;
     const double t234 = -R1_1 + t160*R1_4;
@@ -5000,6 +5046,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double t378 = t209 + t377 - (0.2*t376 - 0.5*t370);
     const double t379 = b0_2 - tau_2;
     const double t380 = t213 + t379 - (-0.1*t376 + 0.5*t372);
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_0 = t374*R1_0 + t378*R1_3 + t380*R1_6 - (a1_0*Sp1_00 + a1_1*Sp1_01 + t230*a1_4 + t232*a1_5 + t244*a1_3);
     const double Zsy1_1 = t374*R1_1 + t378*R1_4 + t380*R1_7 - (a1_0*Sp1_01 + a1_1*Sp1_11 + t255*a1_3 + t256*a1_5 + t259*a1_4);
     const double Zsy1_2 = t374*0.21835066314633444 - t378*0.036957013524625076 + t380*0.975170327201816 - (a1_0*Sp1_02 + a1_1*Sp1_12 + a1_5*Sp1_25 + t260*a1_3 + t261*a1_4);
@@ -5069,6 +5116,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double Zs4_4 = Zsy4_4 - Sg4_4*Zseps4;
     const double Zs4_5 = Zsy4_5 - Sg4_5*Zseps4;
     const double Zsnu4 = Sdi4*Zseps4;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t201 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t206 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t212 + tau_2;
@@ -5185,7 +5233,9 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph1x_3 = -Lam1fL32*alph1x_2 - Lam1fL42*alph1x_1 - alph1x*Lam1fL52 + t411*Lam1fdi2;
     const double alph1x_4 = -Lam1fL21*alph1x_3 - Lam1fL31*alph1x_2 - Lam1fL41*alph1x_1 - alph1x*Lam1fL51 + t410*Lam1fdi1;
     const double alph1x_5 = -Lam1fL10*alph1x_4 - Lam1fL20*alph1x_3 - Lam1fL30*alph1x_2 - Lam1fL40*alph1x_1 + Lrhs1_0*Lam1fdi0 - alph1x*Lam1fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_0*alph1x_5 + Sg1_1*alph1x_4 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1 + Sg1_5*alph1x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_00 = 0.05183032932906528 + S2_00;
     const double Lam2_01 = P2_01 + S2_01;
     const double Lam2_05 = 0.0038941834230865058 + S2_05;
@@ -5244,7 +5294,9 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph2x_3 = -Lam2fL32*alph2x_2 - Lam2fL42*alph2x_1 - alph2x*Lam2fL52 + t421*Lam2fdi2;
     const double alph2x_4 = -Lam2fL21*alph2x_3 - Lam2fL31*alph2x_2 - Lam2fL41*alph2x_1 - alph2x*Lam2fL51 + t420*Lam2fdi1;
     const double alph2x_5 = -Lam2fL10*alph2x_4 - Lam2fL20*alph2x_3 - Lam2fL30*alph2x_2 - Lam2fL40*alph2x_1 + Lrhs2_0*Lam2fdi0 - alph2x*Lam2fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_0*alph2x_5 + Sg2_1*alph2x_4 + Sg2_2*alph2x_3 + Sg2_3*alph2x_2 + Sg2_4*alph2x_1 + Sg2_5*alph2x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_00 = 0.011030329329065284 + S3_00;
     const double Lam3_01 = -0.00046115395139860287 + S3_01;
     const double Lam3_05 = 0.0038941834230865058 + S3_05;
@@ -5300,7 +5352,9 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph3x_3 = -Lam3fL32*alph3x_2 - Lam3fL42*alph3x_1 - alph3x*Lam3fL52 + t430*Lam3fdi2;
     const double alph3x_4 = -Lam3fL21*alph3x_3 - Lam3fL41*alph3x_1 - alph3x*Lam3fL51 + t429*Lam3fdi1;
     const double alph3x_5 = -Lam3fL10*alph3x_4 - Lam3fL20*alph3x_3 - Lam3fL40*alph3x_1 + Lrhs3_0*Lam3fdi0 - alph3x*Lam3fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_0*alph3x_5 + Sg3_1*alph3x_4 + Sg3_2*alph3x_3 + Sg3_3*alph3x_2 + Sg3_4*alph3x_1 + Sg3_5*alph3x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam4_00 = 0.02 + S4_00;
     const double Lam4_22 = 0.065 + S4_22;
     const double Lam4_24 = -0.15000000000000002 + S4_24;
@@ -5344,6 +5398,7 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph4x_3 = -Lam4fL32*alph4x_2 - Lam4fL42*alph4x_1 - alph4x*Lam4fL52 + t436*Lam4fdi2;
     const double alph4x_4 = Lrhs4_1*15.384615384615383 - alph4x*2.307692307692308;
     const double alph4x_5 = -Lam4fL20*alph4x_3 - Lam4fL30*alph4x_2 - Lam4fL40*alph4x_1 - Zs4_0*Lam4fdi0 - alph4x*Lam4fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd4 = Zsnu4 + Sg4_0*alph4x_5 + Sg4_1*alph4x_4 + Sg4_2*alph4x_3 + Sg4_3*alph4x_2 + Sg4_4*alph4x_1 + Sg4_5*alph4x;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -5430,6 +5485,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double f_ext_27 = f_ext[27];
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -5459,6 +5515,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -5568,6 +5625,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -f_ext_28 - t59*V4_1;
     const double b4_5 = -f_ext_29 - t59*t53;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t60 = 1.5*l3_0;
     const double t62 = l3_0*0.10921060994002887;
@@ -5769,6 +5827,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t171 = 50 + t145;
     const double P0_55 = t116 + t171;
     const double t172 = 0.02*a4_0;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp4_0 = -f_ext_24 + t172;
     const double t173 = a4_5*0.15000000000000002;
     const double Zp4_1 = b4_1 + t173;
@@ -5876,6 +5935,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t230 = t224 - t18*t228 + t229*0.3005136956610679;
     const double t231 = 0.07033977370595502 + 0.975170327201816*(-t133*0.07558292185834656 + t171*0.975170327201816) + (-t133*0.3375589594160133 + t169*0.21835066314633444)*0.21835066314633444;
     const double t232 = t225 - t18*t231 + t228*0.3005136956610679;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = -t18*t225 + t218*R1_0 + t219*R1_3 + t220*R1_6 + t224*0.3005136956610679 - (t18*t232 - t230*0.3005136956610679);
     const double t233 = R1_7 + t159*R1_4;
     const double t234 = -R1_1 + t160*R1_4;
@@ -6156,6 +6216,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t378 = t209 + t377 - (0.2*t376 - 0.5*t370);
     const double t379 = b0_2 - tau_2;
     const double t380 = t213 + t379 - (-0.1*t376 + 0.5*t372);
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_0 = t374*R1_0 + t378*R1_3 + t380*R1_6 - (a1_0*Sp1_00 + a1_1*Sp1_01 + t230*a1_4 + t232*a1_5 + t244*a1_3);
     const double Zsy1_1 = t374*R1_1 + t378*R1_4 + t380*R1_7 - (a1_0*Sp1_01 + a1_1*Sp1_11 + t255*a1_3 + t256*a1_5 + t259*a1_4);
     const double Zsy1_2 = t374*0.21835066314633444 - t378*0.036957013524625076 + t380*0.975170327201816 - (a1_0*Sp1_02 + a1_1*Sp1_12 + a1_5*Sp1_25 + t260*a1_3 + t261*a1_4);
@@ -6225,6 +6286,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double Zs4_4 = Zsy4_4 - Sg4_4*Zseps4;
     const double Zs4_5 = Zsy4_5 - Sg4_5*Zseps4;
     const double Zsnu4 = Sdi4*Zseps4;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t201 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t206 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t212 + tau_2;
@@ -6341,7 +6403,9 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph1x_3 = -Lam1fL32*alph1x_2 - Lam1fL42*alph1x_1 - alph1x*Lam1fL52 + t411*Lam1fdi2;
     const double alph1x_4 = -Lam1fL21*alph1x_3 - Lam1fL31*alph1x_2 - Lam1fL41*alph1x_1 - alph1x*Lam1fL51 + t410*Lam1fdi1;
     const double alph1x_5 = -Lam1fL10*alph1x_4 - Lam1fL20*alph1x_3 - Lam1fL30*alph1x_2 - Lam1fL40*alph1x_1 + Lrhs1_0*Lam1fdi0 - alph1x*Lam1fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_0*alph1x_5 + Sg1_1*alph1x_4 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1 + Sg1_5*alph1x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_00 = 0.05183032932906528 + S2_00;
     const double Lam2_01 = P2_01 + S2_01;
     const double Lam2_05 = 0.0038941834230865058 + S2_05;
@@ -6400,7 +6464,9 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph2x_3 = -Lam2fL32*alph2x_2 - Lam2fL42*alph2x_1 - alph2x*Lam2fL52 + t421*Lam2fdi2;
     const double alph2x_4 = -Lam2fL21*alph2x_3 - Lam2fL31*alph2x_2 - Lam2fL41*alph2x_1 - alph2x*Lam2fL51 + t420*Lam2fdi1;
     const double alph2x_5 = -Lam2fL10*alph2x_4 - Lam2fL20*alph2x_3 - Lam2fL30*alph2x_2 - Lam2fL40*alph2x_1 + Lrhs2_0*Lam2fdi0 - alph2x*Lam2fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_0*alph2x_5 + Sg2_1*alph2x_4 + Sg2_2*alph2x_3 + Sg2_3*alph2x_2 + Sg2_4*alph2x_1 + Sg2_5*alph2x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_00 = 0.011030329329065284 + S3_00;
     const double Lam3_01 = -0.00046115395139860287 + S3_01;
     const double Lam3_05 = 0.0038941834230865058 + S3_05;
@@ -6456,7 +6522,9 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph3x_3 = -Lam3fL32*alph3x_2 - Lam3fL42*alph3x_1 - alph3x*Lam3fL52 + t430*Lam3fdi2;
     const double alph3x_4 = -Lam3fL21*alph3x_3 - Lam3fL41*alph3x_1 - alph3x*Lam3fL51 + t429*Lam3fdi1;
     const double alph3x_5 = -Lam3fL10*alph3x_4 - Lam3fL20*alph3x_3 - Lam3fL40*alph3x_1 + Lrhs3_0*Lam3fdi0 - alph3x*Lam3fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_0*alph3x_5 + Sg3_1*alph3x_4 + Sg3_2*alph3x_3 + Sg3_3*alph3x_2 + Sg3_4*alph3x_1 + Sg3_5*alph3x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam4_00 = 0.02 + S4_00;
     const double Lam4_22 = 0.065 + S4_22;
     const double Lam4_24 = -0.15000000000000002 + S4_24;
@@ -6501,6 +6569,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph4x_3 = -Lam4fL32*alph4x_2 - Lam4fL42*alph4x_1 - alph4x*Lam4fL52 + t436*Lam4fdi2;
     const double alph4x_4 = Lrhs4_1*15.384615384615383 - alph4x*2.307692307692308;
     const double alph4x_5 = -Lam4fL20*alph4x_3 - Lam4fL30*alph4x_2 - Lam4fL40*alph4x_1 + Lrhs4_0*Lam4fdi0 - alph4x*Lam4fL50;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd4 = Zsnu4 + Sg4_0*alph4x_5 + Sg4_1*alph4x_4 + Sg4_2*alph4x_3 + Sg4_3*alph4x_2 + Sg4_4*alph4x_1 + Sg4_5*alph4x;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -6556,6 +6625,7 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -6585,6 +6655,7 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -6695,6 +6766,7 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double b4_3 = pow(V4_1, 2)*0.15000000000000002 + pow(t52, 2)*0.15000000000000002;
     const double b4_4 = -t60*0.15000000000000002;
     const double b4_5 = -t59*0.15000000000000002;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -6711,6 +6783,7 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -6748,6 +6821,7 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double f0_3 = 50*a0_3 + b0_3 + t66 + t68;
     const double f0_4 = 50*a0_4 + b0_4 + f4_4 + t65;
     const double f0_5 = 50*a0_5 + b0_5 + t64 + t67;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -7441,6 +7515,7 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f_ext_27 = f_ext[27];
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -7470,6 +7545,7 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -7580,6 +7656,7 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double t60 = t51*0.15000000000000002;
     const double b4_4 = -f_ext_28 - t60*V4_1;
     const double b4_5 = -f_ext_29 - t52*t60;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -7596,6 +7673,7 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = -f_ext_24 + 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -7633,6 +7711,7 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f0_3 = 50*a0_3 + b0_3 + t66 + t68;
     const double f0_4 = 50*a0_4 + b0_4 + f4_4 + t65;
     const double f0_5 = 50*a0_5 + b0_5 + t64 + t67;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -8273,6 +8352,7 @@ void scratch_tree_base_inertia(const double *q, double *Hb_o)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -8302,6 +8382,7 @@ void scratch_tree_base_inertia(const double *q, double *Hb_o)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -8406,6 +8487,7 @@ void scratch_tree_coupling_inertia(const double *q, double *Hbm_o)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -8435,6 +8517,7 @@ void scratch_tree_coupling_inertia(const double *q, double *Hbm_o)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -8530,6 +8613,7 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -8559,6 +8643,7 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -8644,6 +8729,7 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double F3_0_1 = 0.2*t46 - 0.5*t44 - F3_1_2*0.036957013524625076 + R1_3*F3_1_0 + R1_4*F3_1_1;
     const double F3_0_2 = -0.1*t46 + 0.5*t45 + F3_1_2*0.975170327201816 + R1_6*F3_1_0 + R1_7*F3_1_1;
     const double F4_0_1 = 0.065 + t29;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -8772,6 +8858,7 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double v_7 = v[7];
     const double v_8 = v[8];
     const double v_9 = v[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -8801,6 +8888,7 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -8910,6 +8998,7 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -t59*V4_1;
     const double b4_5 = -t59*t53;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -8926,6 +9015,7 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -8963,6 +9053,7 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double f0_3 = 50*a0_3 + b0_3 + t65 + t67;
     const double f0_4 = 50*a0_4 + b0_4 + f4_4 + t64;
     const double f0_5 = 50*a0_5 + b0_5 + t63 + t66;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t68 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -9048,6 +9139,7 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double F3_0_1 = 0.2*t107 - 0.5*t105 - F3_1_2*0.036957013524625076 + R1_3*F3_1_0 + R1_4*F3_1_1;
     const double F3_0_2 = -0.1*t107 + 0.5*t106 + F3_1_2*0.975170327201816 + R1_6*F3_1_0 + R1_7*F3_1_1;
     const double F4_0_1 = 0.065 + t90;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -9189,6 +9281,7 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double f_ext_27 = f_ext[27];
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -9218,6 +9311,7 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -9328,6 +9422,7 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double t60 = t53*0.15000000000000002;
     const double b4_4 = -f_ext_28 - t60*V4_1;
     const double b4_5 = -f_ext_29 - t54*t60;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -9344,6 +9439,7 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = -f_ext_24 + 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -9381,6 +9477,7 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double f0_3 = 50*a0_3 + b0_3 + t66 + t68;
     const double f0_4 = 50*a0_4 + b0_4 + f4_4 + t65;
     const double f0_5 = 50*a0_5 + b0_5 + t64 + t67;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t69 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -9466,6 +9563,7 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double F3_0_1 = 0.2*t108 - 0.5*t106 - F3_1_2*0.036957013524625076 + R1_3*F3_1_0 + R1_4*F3_1_1;
     const double F3_0_2 = -0.1*t108 + 0.5*t107 + F3_1_2*0.975170327201816 + R1_6*F3_1_0 + R1_7*F3_1_1;
     const double F4_0_1 = 0.065 + t91;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -9580,6 +9678,7 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double v_7 = v[7];
     const double v_8 = v[8];
     const double v_9 = v[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -9609,6 +9708,7 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -9719,6 +9819,7 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double t60 = t53*0.15000000000000002;
     const double b4_4 = -t60*V4_1;
     const double b4_5 = -t54*t60;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -9735,6 +9836,7 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -9772,6 +9874,7 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double f0_3 = 50*a0_3 + b0_3 + t66 + t68;
     const double f0_4 = 50*a0_4 + b0_4 + f4_4 + t65;
     const double f0_5 = 50*a0_5 + b0_5 + t64 + t67;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t69 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -9982,6 +10085,7 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f_ext_27 = f_ext[27];
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -10011,6 +10115,7 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -10120,6 +10225,7 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double t59 = t52*0.15000000000000002;
     const double b4_4 = -f_ext_28 - t59*V4_1;
     const double b4_5 = -f_ext_29 - t59*t53;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + a0_3*R1_0 + a0_4*R1_3 + a0_5*R1_6;
     const double alpha1_4 = a1_4 + a0_3*R1_1 + a0_4*R1_4 + a0_5*R1_7;
     const double alpha1_5 = a1_5 + a0_3*0.21835066314633444 - a0_4*0.036957013524625076 + a0_5*0.975170327201816;
@@ -10136,6 +10242,7 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double alpha4_3 = a4_3 + c4*a0_3 - s4*a0_5;
     const double alpha4_4 = a0_4 + a4_4;
     const double alpha4_5 = a4_5 + c4*a0_5 + s4*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f4_0 = -f_ext_24 + 0.02*a4_0;
     const double f4_1 = b4_1 + 0.15000000000000002*alpha4_5;
     const double f4_2 = b4_2 - 0.15000000000000002*alpha4_4 + a4_2*0.065;
@@ -10173,6 +10280,7 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f0_3 = 50*a0_3 + b0_3 + t65 + t67;
     const double f0_4 = 50*a0_4 + b0_4 + f4_4 + t64;
     const double f0_5 = 50*a0_5 + b0_5 + t63 + t66;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t68 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -10342,6 +10450,7 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double qd_1 = qd[1];
     const double qd_2 = qd[2];
     const double qd_3 = qd[3];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -10372,6 +10481,7 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
     const double t7 = pow(qd_0, 2);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_3 = -t7*0.6000000000000001;
     const double b1_4 = -t7*0.03;
     const double t8 = qd_1*0.3030457633656632;
@@ -10424,9 +10534,11 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double b3_4 = -t26*0.0038941834230865058 - t32*V2_0;
     const double b3_5 = t25*0.0038941834230865058 + t30*0.10921060994002887;
     const double b4_3 = pow(qd_3, 2)*0.15000000000000002;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha3_3 = a2_3 + a3_3;
     const double alpha3_4 = a2_4 + a3_4 + l3_0*a2_2;
     const double alpha3_5 = a2_5 + a3_5 - l3_0*a2_1;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.0038941834230865058*alpha3_5 + a2_0*0.011030329329065284 - a2_1*0.00046115395139860287;
     const double f3_1 = b3_1 - 0.10921060994002887*alpha3_5 - a2_0*0.00046115395139860287 + a2_1*0.03051179265894049;
     const double f3_2 = b3_2 - 0.0038941834230865058*alpha3_3 + 0.10921060994002887*alpha3_4 + a2_2*0.030542121988005773;
@@ -10507,6 +10619,7 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -10552,6 +10665,7 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t23 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -10641,6 +10755,7 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double t64 = t63*0.017241379310344827;
     const double t65 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
     const double t66 = t65*0.017241379310344827;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t64*Rh0_1 - t66*Rh0_2 - (qd_0*F1_0_0 + qd_1*F2_0_0 + qd_2*F3_0_0);
     const double t67 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
     const double t68 = t67*0.017241379310344827;
@@ -10727,6 +10842,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -10754,6 +10870,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
     const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
     const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
@@ -11063,6 +11180,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 8 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c4 = cos(q_10);
         const double s4 = sin(q_10);
         J[0] = c4;
@@ -11128,6 +11246,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 87 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
@@ -11206,6 +11325,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
@@ -11330,6 +11450,7 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -11373,6 +11494,7 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
     const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
     const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
@@ -11744,6 +11866,7 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 87 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
@@ -11822,6 +11945,7 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
@@ -11947,6 +12071,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -11992,6 +12117,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
     const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
     const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
@@ -12007,6 +12133,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double pb3_0 = pb2_0 + l3_0*Rb2_0;
     const double pb3_1 = pb2_1 + l3_0*Rb2_3;
     const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t23 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -12092,6 +12219,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double F3_0_1 = 0.2*t62 - 0.5*t60 - F3_1_2*0.036957013524625076 + R1_3*F3_1_0 + R1_4*F3_1_1;
     const double F3_0_2 = -0.1*t62 + 0.5*t61 + F3_1_2*0.975170327201816 + R1_6*F3_1_0 + R1_7*F3_1_1;
     const double F4_0_1 = 0.065 + t45;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -12398,6 +12526,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 168 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
@@ -12449,6 +12578,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 174 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
@@ -12554,6 +12684,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -12599,6 +12730,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t23 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
@@ -12645,6 +12777,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double RJ0_11 = 7.390000000000001 + t43 - t47 + t44*R1_3 + t45*R1_4 - t46*0.036957013524625076;
     const double RJ0_12 = -0.05000000000000003 + t44*R1_6 + t45*R1_7 + t46*0.975170327201816 - (t47 + 0.1*t37);
     const double RJ0_22 = 8.09 + t43 - 0.4*t37 + 0.975170327201816*(R1_6*RJ1_02 + R1_7*RJ1_12 + RJ1_22*0.975170327201816) + R1_6*(R1_6*RJ1_00 + R1_7*RJ1_01 + RJ1_02*0.975170327201816) + R1_7*(R1_6*RJ1_01 + R1_7*RJ1_11 + RJ1_12*0.975170327201816) - s4*0.030000000000000006 + t38*0.065 + t39*0.02;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL20 = Hbdi0*RJ0_02;
@@ -12695,6 +12828,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t60*Hbdi2 - vb0x*HbL52;
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t59*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
     const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
     const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
@@ -12767,6 +12901,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         break;
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 51 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
@@ -12779,6 +12914,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         break;
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 72 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
         const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
         const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;

@@ -66,6 +66,7 @@ void seed004_dual_arm_center_of_mass(const double *q, double *com)
     const double t4 = pow(q_6, 2);
     const double t5 = t0 + t4;
     const double t6 = 1/(t1 + t2 + t5);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = (-t0 + t1 - t2 + t4)*t6;
     const double t7 = q_5*q_6;
     const double t8 = q_3*q_4;
@@ -87,6 +88,7 @@ void seed004_dual_arm_center_of_mass(const double *q, double *com)
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm5_0 = -150 - 50*c6;
     const double hm5_1 = -50*s6;
     const double hm4_0 = -250 + c5*hm5_0 - s5*hm5_1;
@@ -126,6 +128,7 @@ void seed004_dual_arm_mass_matrix(const double *q, double *M)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -139,6 +142,7 @@ void seed004_dual_arm_mass_matrix(const double *q, double *M)
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
     const double t0 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
     const double t2 = 50*s6;
     const double t4 = pow(s6, 2);
@@ -426,6 +430,7 @@ void seed004_dual_arm_bias_forces(const double *q, const double *v, double *C)
     const double v_9 = v[9];
     const double v_10 = v[10];
     const double v_11 = v[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -438,6 +443,7 @@ void seed004_dual_arm_bias_forces(const double *q, const double *v, double *C)
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -551,6 +557,7 @@ void seed004_dual_arm_bias_forces(const double *q, const double *v, double *C)
     const double t42 = 50*t38;
     const double b6_4 = -t42*t39;
     const double b6_5 = -t42*V6_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -577,6 +584,7 @@ void seed004_dual_arm_bias_forces(const double *q, const double *v, double *C)
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = -50*alpha6_4 + b6_2;
@@ -687,6 +695,7 @@ void seed004_dual_arm_inverse_dynamics(const double *q, const double *v, const d
     const double a_9 = a[9];
     const double a_10 = a[10];
     const double a_11 = a[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -699,6 +708,7 @@ void seed004_dual_arm_inverse_dynamics(const double *q, const double *v, const d
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -812,6 +822,7 @@ void seed004_dual_arm_inverse_dynamics(const double *q, const double *v, const d
     const double t42 = 50*t38;
     const double b6_4 = -t42*t39;
     const double b6_5 = -t42*V6_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -859,6 +870,7 @@ void seed004_dual_arm_inverse_dynamics(const double *q, const double *v, const d
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*t50;
     const double alpha6_4 = a6_4 + c6*t50 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = 58*alpha6_2 - 50*alpha6_4 + b6_2;
@@ -1012,6 +1024,7 @@ void seed004_dual_arm_inverse_dynamics_fext(const double *q, const double *v, co
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1024,6 +1037,7 @@ void seed004_dual_arm_inverse_dynamics_fext(const double *q, const double *v, co
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1137,6 +1151,7 @@ void seed004_dual_arm_inverse_dynamics_fext(const double *q, const double *v, co
     const double b6_3 = -f_ext_39 + 50*pow(V6_2, 2) + 50*pow(t39, 2);
     const double b6_4 = -f_ext_40 - 50*t42;
     const double b6_5 = -f_ext_41 - 50*t41;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -1184,6 +1199,7 @@ void seed004_dual_arm_inverse_dynamics_fext(const double *q, const double *v, co
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*t50;
     const double alpha6_4 = a6_4 + c6*t50 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0 - f_ext_36;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = 58*alpha6_2 - 50*alpha6_4 + b6_2;
@@ -1294,6 +1310,7 @@ void seed004_dual_arm_forward_dynamics(const double *q, const double *v, const d
     const double tau_9 = tau[9];
     const double tau_10 = tau[10];
     const double tau_11 = tau[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1306,6 +1323,7 @@ void seed004_dual_arm_forward_dynamics(const double *q, const double *v, const d
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1421,6 +1439,7 @@ void seed004_dual_arm_forward_dynamics(const double *q, const double *v, const d
     const double b6_5 = -50*t41;
     const double t43 = pow(c6, 2);
     const double t44 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t43 + 58*t44;
     const double t45 = s6*c6;
     const double t46 = -50*s6;
@@ -1573,6 +1592,7 @@ void seed004_dual_arm_forward_dynamics(const double *q, const double *v, const d
     const double D0di4 = 1/D0d4;
     const double D0d5 = 1800 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z6_0 = 33*a6_0;
     const double z6_1 = 58*a6_1 + 50*a6_5 + b6_1;
     const double z6_2 = -50*a6_4 + b6_2;
@@ -1666,6 +1686,7 @@ void seed004_dual_arm_forward_dynamics(const double *q, const double *v, const d
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 + D0di2*zeps0_2;
     const double znu0x_4 = -D0L51*znu0x + t116*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double t118 = 0.5*znu0x_3;
@@ -1808,6 +1829,7 @@ void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, co
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1820,6 +1842,7 @@ void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, co
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1935,6 +1958,7 @@ void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, co
     const double b6_5 = -f_ext_41 - t42*V6_2;
     const double t43 = pow(c6, 2);
     const double t44 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t43 + 58*t44;
     const double t45 = s6*c6;
     const double t46 = -50*s6;
@@ -2087,6 +2111,7 @@ void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, co
     const double D0di4 = 1/D0d4;
     const double D0d5 = 1800 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z6_0 = 33*a6_0 - f_ext_36;
     const double z6_1 = 58*a6_1 + 50*a6_5 + b6_1;
     const double z6_2 = -50*a6_4 + b6_2;
@@ -2180,6 +2205,7 @@ void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, co
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 + D0di2*zeps0_2;
     const double znu0x_4 = -D0L51*znu0x + t116*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double t118 = 0.5*znu0x_3;
@@ -2253,6 +2279,7 @@ void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -2267,6 +2294,7 @@ void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
     const double s6 = sin(q_12);
     const double t0 = pow(c6, 2);
     const double t1 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t0 + 58*t1;
     const double t2 = s6*c6;
     const double t3 = -50*s6;
@@ -2420,6 +2448,7 @@ void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
     const double D0d5 = 1800 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
     const double t67 = c1*G1_4 + s1*G1_3;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Y1_0_2 = -(G1_2 + 0.5*t67);
     const double Y1_0_3 = -(c1*G1_3 - s1*G1_4);
     const double t68 = c2*G2_4 + s2*G2_3;
@@ -2709,6 +2738,7 @@ void seed004_dual_arm_innovations_factors(const double *q, double *L, double *D)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -2723,6 +2753,7 @@ void seed004_dual_arm_innovations_factors(const double *q, double *L, double *D)
     const double s6 = sin(q_12);
     const double t0 = pow(c6, 2);
     const double t1 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t0 + 58*t1;
     const double t2 = s6*c6;
     const double t3 = -50*s6;
@@ -2860,6 +2891,7 @@ void seed004_dual_arm_innovations_factors(const double *q, double *L, double *D)
     const double P0_34 = t63 + t66;
     const double P0_44 = 1000 + t57 + t60;
     const double t67 = c1*G1_4 + s1*G1_3;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Kc1_0_2 = G1_2 + 0.5*t67;
     const double Kc1_0_3 = c1*G1_3 - s1*G1_4;
     const double t68 = c2*G2_4 + s2*G2_3;
@@ -3231,6 +3263,7 @@ void seed004_dual_arm_momentum(const double *q, const double *v, double *h)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -3259,6 +3292,7 @@ void seed004_dual_arm_momentum(const double *q, const double *v, double *h)
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
     const double V1_2 = v_2 + v_6;
@@ -3303,6 +3337,7 @@ void seed004_dual_arm_momentum(const double *q, const double *v, double *h)
     const double V6_3 = c6*V5_3 + s6*t23;
     const double V6_4 = c6*t23 - s6*V5_3;
     const double V6_5 = V5_1 + V5_5;
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hv6_0 = 33*V6_0;
     const double hv6_1 = 58*V6_1 + 50*V6_5;
     const double hv6_2 = 58*V6_2 - 50*V6_4;
@@ -3409,6 +3444,7 @@ void seed004_dual_arm_kinetic_energy(const double *q, const double *v, double *T
     const double v_9 = v[9];
     const double v_10 = v[10];
     const double v_11 = v[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -3421,6 +3457,7 @@ void seed004_dual_arm_kinetic_energy(const double *q, const double *v, double *T
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
     const double V1_2 = v_2 + v_6;
@@ -3490,6 +3527,7 @@ void seed004_dual_arm_operational_space_inertias(const double *q, double *Lambda
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -3504,6 +3542,7 @@ void seed004_dual_arm_operational_space_inertias(const double *q, double *Lambda
     const double s6 = sin(q_12);
     const double t0 = pow(c6, 2);
     const double t1 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t0 + 58*t1;
     const double t2 = s6*c6;
     const double t3 = -50*s6;
@@ -3661,6 +3700,7 @@ void seed004_dual_arm_operational_space_inertias(const double *q, double *Lambda
     const double t89 = s1*t57;
     const double t90 = 1250 + t53;
     const double t91 = t89 + c1*t90;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = c1*t91 + s1*t88 + t84*t86 + t86*t85;
     const double t92 = c1*0.5;
     const double t93 = c1*t59 - s1*t56;
@@ -3847,6 +3887,7 @@ void seed004_dual_arm_operational_space_inertias(const double *q, double *Lambda
     const double S6_33 = t213 - t215*Sg6_3;
     const double S6_34 = t214 - t217*Sg6_3;
     const double S6_44 = t216 - t217*Sg6_4;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam1_00 = P1_00 + Sp1_00;
     const double Lam1_01 = P1_01 + Sp1_01;
     const double Lam1_05 = t36 + t85;
@@ -4193,6 +4234,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double tau_9 = tau[9];
     const double tau_10 = tau[10];
     const double tau_11 = tau[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -4205,6 +4247,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -4320,6 +4363,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double b6_5 = -50*t41;
     const double t43 = pow(c6, 2);
     const double t44 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t43 + 58*t44;
     const double t45 = s6*c6;
     const double t46 = -50*s6;
@@ -4465,6 +4509,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double P0_34 = t113 + t116;
     const double t122 = 1000 + t105;
     const double P0_44 = t109 + t122;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp6_0 = 33*a6_0;
     const double Zp6_1 = 58*a6_1 + 50*a6_5 + b6_1;
     const double t123 = -50*a6_4;
@@ -4576,6 +4621,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double t172 = t164 - t2*t171 - t3*t170;
     const double t173 = c1*(-t165 + c1*t168) - s1*(t167 - s1*t120);
     const double t174 = t163 - t2*t170 - t3*t173;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_22 = t110 - t2*t164 - t3*t163 - (t2*t172 + t3*t174);
     const double Sdi1 = 1/Sp1_22;
     const double Sg1_2 = Sdi1*Sp1_22;
@@ -4681,6 +4727,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double S6_34 = t227 - t230*Sg6_3;
     const double S6_44 = t229 - t230*Sg6_4;
     const double t233 = t154 - tau_4;
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_2 = t155 - tau_2 - 0.5*t233 - (t172*a1_3 + t174*a1_4);
     const double t235 = t158 - tau_3;
     const double Zsy1_3 = c1*t235 + s1*t233 - (t170*a1_4 + t171*a1_3);
@@ -4740,6 +4787,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double Zs6_3 = Zsy6_3 - Sg6_3*Zseps6;
     const double Zs6_4 = Zsy6_4 - Sg6_4*Zseps6;
     const double Zsnu6 = Sdi6*Zseps6;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t151 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t152 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t153 + tau_2;
@@ -4793,7 +4841,9 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double alph1x_1 = Lam1fdi4*alph1y_4;
     const double alph1x_2 = -Lam1fL43*alph1x_1 + t248*Lam1fdi3;
     const double alph1x_3 = -Lam1fL32*alph1x_2 - Lam1fL42*alph1x_1 + t90*Lrhs1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_33 = P2_33 + S2_33;
     const double Lam2_34 = S2_34 + t76;
     const double Lam2_44 = P2_44 + S2_44;
@@ -4812,7 +4862,9 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double alph2x_1 = Lam2fdi4*alph2y_4;
     const double alph2x_2 = -Lam2fL43*alph2x_1 + t249*Lam2fdi3;
     const double alph2x_3 = -Lam2fL32*alph2x_2 - Lam2fL42*alph2x_1 + t77*Lrhs2_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_2*alph2x_3 + Sg2_3*alph2x_2 + Sg2_4*alph2x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_33 = 300 + S3_33;
     const double Lam3_44 = 300 + S3_44;
     const double Lrhs3_2 = -Zp3_2 - Zs3_2 + t137;
@@ -4828,7 +4880,9 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double alph3x_1 = Lam3fdi4*alph3y_4;
     const double alph3x_2 = -Lam3fL43*alph3x_1 + t250*Lam3fdi3;
     const double alph3x_3 = 0.13177384264055442*alph3x_2 - 0.5133566839521643*alph3x_1 + Lrhs3_2*0.0015264781659616194;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_2*alph3x_3 + Sg3_3*alph3x_2 + Sg3_4*alph3x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam4_33 = P4_33 + S4_33;
     const double Lam4_34 = S4_34 + t63;
     const double Lam4_44 = P4_44 + S4_44;
@@ -4847,7 +4901,9 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double alph4x_1 = Lam4fdi4*alph4y_4;
     const double alph4x_2 = -Lam4fL43*alph4x_1 + t251*Lam4fdi3;
     const double alph4x_3 = -Lam4fL32*alph4x_2 - Lam4fL42*alph4x_1 + t64*Lrhs4_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd4 = Zsnu4 + Sg4_2*alph4x_3 + Sg4_3*alph4x_2 + Sg4_4*alph4x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam5_33 = P5_33 + S5_33;
     const double Lam5_34 = S5_34 + t49;
     const double Lam5_44 = P5_44 + S5_44;
@@ -4866,7 +4922,9 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double alph5x_1 = Lam5fdi4*alph5y_4;
     const double alph5x_2 = -Lam5fL43*alph5x_1 + t252*Lam5fdi3;
     const double alph5x_3 = -Lam5fL32*alph5x_2 - Lam5fL42*alph5x_1 + t50*Lrhs5_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd5 = Zsnu5 + Sg5_2*alph5x_3 + Sg5_3*alph5x_2 + Sg5_4*alph5x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam6_33 = 100 + S6_33;
     const double Lam6_44 = 100 + S6_44;
     const double Lrhs6_2 = -Zp6_2 - Zs6_2 + t123;
@@ -4880,6 +4938,7 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double alph6x_1 = Lam6fdi4*alph6y_4;
     const double alph6x_2 = -Lam6fL43*alph6x_1 + Lrhs6_3*Lam6fdi3;
     const double alph6x_3 = (1.0/58.0)*Lrhs6_2 + (25.0/29.0)*alph6x_1;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd6 = Zsnu6 + Sg6_2*alph6x_3 + Sg6_3*alph6x_2 + Sg6_4*alph6x_1;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -4986,6 +5045,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -4998,6 +5058,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -5112,6 +5173,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double b6_5 = -f_ext_41 - 50*t40;
     const double t42 = pow(c6, 2);
     const double t43 = pow(s6, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P5_00 = 33 + 33*t42 + 58*t43;
     const double t44 = s6*c6;
     const double t45 = -50*s6;
@@ -5257,6 +5319,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double P0_34 = t112 + t115;
     const double t121 = 1000 + t104;
     const double P0_44 = t108 + t121;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp6_0 = 33*a6_0 - f_ext_36;
     const double Zp6_1 = 58*a6_1 + 50*a6_5 + b6_1;
     const double t122 = -50*a6_4;
@@ -5368,6 +5431,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t174 = t166 - t2*t173 - t3*t172;
     const double t175 = c1*(-t167 + c1*t170) - s1*(t169 - s1*t119);
     const double t176 = t165 - t2*t172 - t3*t175;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_22 = t109 - t2*t166 - t3*t165 - (t2*t174 + t3*t176);
     const double Sdi1 = 1/Sp1_22;
     const double Sg1_2 = Sdi1*Sp1_22;
@@ -5475,6 +5539,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t233 = -f_ext_4 - tau_4;
     const double t234 = t156 + t233;
     const double t235 = -f_ext_2 - tau_2;
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_2 = t157 + t235 - 0.5*t234 - (t174*a1_3 + t176*a1_4);
     const double t236 = -f_ext_3 - tau_3;
     const double t237 = t160 + t236;
@@ -5535,6 +5600,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double Zs6_3 = Zsy6_3 - Sg6_3*Zseps6;
     const double Zs6_4 = Zsy6_4 - Sg6_4*Zseps6;
     const double Zsnu6 = Sdi6*Zseps6;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t150 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t151 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t153 + tau_2;
@@ -5588,7 +5654,9 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph1x_1 = Lam1fdi4*alph1y_4;
     const double alph1x_2 = -Lam1fL43*alph1x_1 + t250*Lam1fdi3;
     const double alph1x_3 = -Lam1fL32*alph1x_2 - Lam1fL42*alph1x_1 + t89*Lrhs1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_33 = P2_33 + S2_33;
     const double Lam2_34 = S2_34 + t75;
     const double Lam2_44 = P2_44 + S2_44;
@@ -5607,7 +5675,9 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph2x_1 = Lam2fdi4*alph2y_4;
     const double alph2x_2 = -Lam2fL43*alph2x_1 + t251*Lam2fdi3;
     const double alph2x_3 = -Lam2fL32*alph2x_2 - Lam2fL42*alph2x_1 + t76*Lrhs2_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_2*alph2x_3 + Sg2_3*alph2x_2 + Sg2_4*alph2x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_33 = 300 + S3_33;
     const double Lam3_44 = 300 + S3_44;
     const double Lrhs3_2 = -Zp3_2 - Zs3_2 + t136;
@@ -5623,7 +5693,9 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph3x_1 = Lam3fdi4*alph3y_4;
     const double alph3x_2 = -Lam3fL43*alph3x_1 + t252*Lam3fdi3;
     const double alph3x_3 = 0.13177384264055442*alph3x_2 - 0.5133566839521643*alph3x_1 + Lrhs3_2*0.0015264781659616194;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_2*alph3x_3 + Sg3_3*alph3x_2 + Sg3_4*alph3x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam4_33 = P4_33 + S4_33;
     const double Lam4_34 = S4_34 + t62;
     const double Lam4_44 = P4_44 + S4_44;
@@ -5642,7 +5714,9 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph4x_1 = Lam4fdi4*alph4y_4;
     const double alph4x_2 = -Lam4fL43*alph4x_1 + t253*Lam4fdi3;
     const double alph4x_3 = -Lam4fL32*alph4x_2 - Lam4fL42*alph4x_1 + t63*Lrhs4_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd4 = Zsnu4 + Sg4_2*alph4x_3 + Sg4_3*alph4x_2 + Sg4_4*alph4x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam5_33 = P5_33 + S5_33;
     const double Lam5_34 = S5_34 + t48;
     const double Lam5_44 = P5_44 + S5_44;
@@ -5661,7 +5735,9 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph5x_1 = Lam5fdi4*alph5y_4;
     const double alph5x_2 = -Lam5fL43*alph5x_1 + t254*Lam5fdi3;
     const double alph5x_3 = -Lam5fL32*alph5x_2 - Lam5fL42*alph5x_1 + t49*Lrhs5_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd5 = Zsnu5 + Sg5_2*alph5x_3 + Sg5_3*alph5x_2 + Sg5_4*alph5x_1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam6_33 = 100 + S6_33;
     const double Lam6_44 = 100 + S6_44;
     const double Lrhs6_2 = -Zp6_2 - Zs6_2 + t122;
@@ -5675,6 +5751,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph6x_1 = Lam6fdi4*alph6y_4;
     const double alph6x_2 = -Lam6fL43*alph6x_1 + Lrhs6_3*Lam6fdi3;
     const double alph6x_3 = (1.0/58.0)*Lrhs6_2 + (25.0/29.0)*alph6x_1;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd6 = Zsnu6 + Sg6_2*alph6x_3 + Sg6_3*alph6x_2 + Sg6_4*alph6x_1;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -5738,6 +5815,7 @@ void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, c
     const double tau_9 = tau[9];
     const double tau_10 = tau[10];
     const double tau_11 = tau[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -5750,6 +5828,7 @@ void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, c
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -5863,6 +5942,7 @@ void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, c
     const double b6_3 = 50*pow(V6_2, 2) + 50*pow(t39, 2);
     const double b6_4 = -50*t42;
     const double b6_5 = -50*t41;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -5889,6 +5969,7 @@ void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, c
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = -50*alpha6_4 + b6_2;
@@ -5937,6 +6018,7 @@ void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, c
     const double f0_3 = 1000*a0_3 + c1*f1_3 + c4*f4_3 - s1*f1_4 - s4*f4_4;
     const double f0_4 = 1000*a0_4 + t47 + t48;
     const double f0_5 = 1000*a0_5 + f1_5 + f4_5;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -6491,6 +6573,7 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -6503,6 +6586,7 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -6616,6 +6700,7 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
     const double t42 = 50*t38;
     const double b6_4 = -f_ext_40 - t42*t39;
     const double b6_5 = -f_ext_41 - t42*V6_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -6642,6 +6727,7 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0 - f_ext_36;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = -50*alpha6_4 + b6_2;
@@ -6690,6 +6776,7 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
     const double f0_3 = 1000*a0_3 - f_ext_3 + c1*f1_3 + c4*f4_3 - s1*f1_4 - s4*f4_4;
     const double f0_4 = 1000*a0_4 - f_ext_4 + t47 + t48;
     const double f0_5 = 1000*a0_5 + f1_5 + f4_5 - f_ext_5;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -7175,6 +7262,7 @@ void seed004_dual_arm_base_inertia(const double *q, double *Hb_o)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -7187,6 +7275,7 @@ void seed004_dual_arm_base_inertia(const double *q, double *Hb_o)
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - 50*c6;
     const double t0 = -50*s6;
     const double t1 = pow(s6, 2);
@@ -7314,6 +7403,7 @@ void seed004_dual_arm_coupling_inertia(const double *q, double *Hbm_o)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -7327,6 +7417,7 @@ void seed004_dual_arm_coupling_inertia(const double *q, double *Hbm_o)
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
     const double t0 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
     const double t2 = 50*s6;
     const double RJ5_22 = 216 + 100*c6;
@@ -7439,6 +7530,7 @@ void seed004_dual_arm_generalized_inertia(const double *q, double *Hg_o)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -7452,6 +7544,7 @@ void seed004_dual_arm_generalized_inertia(const double *q, double *Hg_o)
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
     const double t0 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
     const double t2 = 50*s6;
     const double RJ5_22 = 216 + 100*c6;
@@ -7511,6 +7604,7 @@ void seed004_dual_arm_generalized_inertia(const double *q, double *Hg_o)
     const double t23 = c4*t22 + s4*F6_4_3;
     const double F6_0_2 = F6_4_2 - 0.5*t23;
     const double F6_0_3 = c4*F6_4_3 - s4*t22;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -7637,6 +7731,7 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double v_9 = v[9];
     const double v_10 = v[10];
     const double v_11 = v[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -7649,6 +7744,7 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_0 + s1*v_1;
@@ -7720,6 +7816,7 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double b6_2 = 25*t32;
     const double b6_3 = 50*pow(V6_2, 2) + 50*pow(t30, 2);
     const double b6_4 = -50*t32;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha2_3 = a2_3 + c2*alpha1_3 + s2*alpha1_4;
@@ -7732,6 +7829,7 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double alpha5_4 = a5_4 + c5*alpha4_4 - s5*alpha4_3;
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_2 = -50*alpha6_4 + b6_2;
     const double f6_3 = 100*alpha6_3 + b6_3;
     const double f6_4 = 100*alpha6_4 + b6_4;
@@ -7760,6 +7858,7 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double f0_3 = 1000*a0_3 + c1*f1_3 + c4*f4_3 - s1*f1_4 - s4*f4_4;
     const double f0_4 = 1000*a0_4 + t37 + t38;
     const double t39 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t39;
     const double t41 = 50*s6;
     const double RJ5_22 = 216 + 100*c6;
@@ -7819,6 +7918,7 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double t62 = c4*t61 + s4*F6_4_3;
     const double F6_0_2 = F6_4_2 - 0.5*t62;
     const double F6_0_3 = c4*F6_4_3 - s4*t61;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -7922,6 +8022,7 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double f_ext_38 = f_ext[38];
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -7934,6 +8035,7 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_0 + s1*v_1;
@@ -8006,6 +8108,7 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double b6_2 = -f_ext_38 + 25*t33;
     const double b6_3 = -f_ext_39 + 50*pow(V6_2, 2) + 50*pow(t31, 2);
     const double b6_4 = -f_ext_40 - 50*t33;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha2_3 = a2_3 + c2*alpha1_3 + s2*alpha1_4;
@@ -8018,6 +8121,7 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double alpha5_4 = a5_4 + c5*alpha4_4 - s5*alpha4_3;
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_2 = -50*alpha6_4 + b6_2;
     const double f6_3 = 100*alpha6_3 + b6_3;
     const double f6_4 = 100*alpha6_4 + b6_4;
@@ -8046,6 +8150,7 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double f0_3 = 1000*a0_3 - f_ext_3 + c1*f1_3 + c4*f4_3 - s1*f1_4 - s4*f4_4;
     const double f0_4 = 1000*a0_4 - f_ext_4 + t38 + t39;
     const double t40 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t40;
     const double t42 = 50*s6;
     const double RJ5_22 = 216 + 100*c6;
@@ -8105,6 +8210,7 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double t63 = c4*t62 + s4*F6_4_3;
     const double F6_0_2 = F6_4_2 - 0.5*t63;
     const double F6_0_3 = c4*F6_4_3 - s4*t62;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -8190,6 +8296,7 @@ void seed004_dual_arm_angular_reduced_dynamics(const double *q, const double *v,
     const double v_9 = v[9];
     const double v_10 = v[10];
     const double v_11 = v[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -8202,6 +8309,7 @@ void seed004_dual_arm_angular_reduced_dynamics(const double *q, const double *v,
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -8314,6 +8422,7 @@ void seed004_dual_arm_angular_reduced_dynamics(const double *q, const double *v,
     const double b6_3 = 50*pow(V6_2, 2) + 50*pow(t38, 2);
     const double b6_4 = -50*t41;
     const double b6_5 = -50*t40;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -8340,6 +8449,7 @@ void seed004_dual_arm_angular_reduced_dynamics(const double *q, const double *v,
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = -50*alpha6_4 + b6_2;
@@ -8389,6 +8499,7 @@ void seed004_dual_arm_angular_reduced_dynamics(const double *q, const double *v,
     const double f0_4 = 1000*a0_4 + t46 + t47;
     const double f0_5 = 1000*a0_5 + f1_5 + f4_5;
     const double t48 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t48;
     const double t50 = 50*s6;
     const double t52 = pow(s6, 2);
@@ -8670,6 +8781,7 @@ void seed004_dual_arm_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -8682,6 +8794,7 @@ void seed004_dual_arm_angular_reduced_dynamics_fext(const double *q, const doubl
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -8794,6 +8907,7 @@ void seed004_dual_arm_angular_reduced_dynamics_fext(const double *q, const doubl
     const double b6_3 = -f_ext_39 + 50*pow(V6_2, 2) + 50*pow(t38, 2);
     const double b6_4 = -f_ext_40 - 50*t41;
     const double b6_5 = -f_ext_41 - 50*t40;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
@@ -8820,6 +8934,7 @@ void seed004_dual_arm_angular_reduced_dynamics_fext(const double *q, const doubl
     const double alpha6_3 = a6_3 + c6*alpha5_3 + s6*alpha5_4;
     const double alpha6_4 = a6_4 + c6*alpha5_4 - s6*alpha5_3;
     const double alpha6_5 = a6_5 + alpha5_1 + alpha5_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_0 = 33*alpha6_0 - f_ext_36;
     const double f6_1 = 58*alpha6_1 + 50*alpha6_5 + b6_1;
     const double f6_2 = -50*alpha6_4 + b6_2;
@@ -8869,6 +8984,7 @@ void seed004_dual_arm_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f0_4 = 1000*a0_4 - f_ext_4 + t46 + t47;
     const double f0_5 = 1000*a0_5 + f1_5 + f4_5 - f_ext_5;
     const double t48 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t48;
     const double t50 = 50*s6;
     const double t52 = pow(s6, 2);
@@ -9097,6 +9213,7 @@ void seed004_dual_arm_coupling_inertia_rate(const double *q, const double *qd, d
     const double qd_3 = qd[3];
     const double qd_4 = qd[4];
     const double qd_5 = qd[5];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -9110,6 +9227,7 @@ void seed004_dual_arm_coupling_inertia_rate(const double *q, const double *qd, d
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
     const double t0 = pow(qd_0, 2);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_3 = -50*t0;
     const double V2_2 = qd_0 + qd_1;
     const double a2_3 = -t0*c2;
@@ -9133,10 +9251,12 @@ void seed004_dual_arm_coupling_inertia_rate(const double *q, const double *qd, d
     const double a6_3 = t4*c6;
     const double a6_4 = -s6*t4;
     const double b6_3 = 50*pow(V6_2, 2);
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha3_3 = a3_3 + c3*a2_3 + s3*a2_4;
     const double alpha3_4 = a3_4 + c3*a2_4 - s3*a2_3;
     const double alpha6_3 = a6_3 + c6*a5_3 + s6*a5_4;
     const double alpha6_4 = a6_4 + c6*a5_4 - s6*a5_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f6_2 = -50*alpha6_4;
     const double f6_3 = 100*alpha6_3 + b6_3;
     const double f6_4 = 100*alpha6_4;
@@ -9217,6 +9337,7 @@ void seed004_dual_arm_base_velocity(const double *q, const double *qd, const dou
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -9246,6 +9367,7 @@ void seed004_dual_arm_base_velocity(const double *q, const double *qd, const dou
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
     const double t16 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t16;
     const double t18 = 50*s6;
     const double t20 = pow(s6, 2);
@@ -9354,6 +9476,7 @@ void seed004_dual_arm_base_velocity(const double *q, const double *qd, const dou
     const double F6_0_3 = c4*F6_4_3 - s4*t74;
     const double t76 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t77 = Rh0_1*0.0005555555555555556;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t76*t77;
     const double t78 = Rh0_0*0.0005555555555555556;
     const double ho_rhs_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t78*t76;
@@ -9431,6 +9554,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -9446,6 +9570,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     const double t0 = c1*c2 - s1*s2;
     const double t1 = s2*c1;
     const double t2 = s1*c2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_1 = -t1 - t2;
     const double Rb2_3 = t1 + t2;
     const double pb2_0 = 0.5 + c1;
@@ -10177,6 +10302,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 29 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee2_0 = -Rb6_0 + pb6_0;
         const double pf_ee2_1 = -Rb6_3 + pb6_1;
         const double t45 = -Rb6_0*pf_ee2_1;
@@ -10261,6 +10387,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 47 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
         const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
         const double t52 = -Rb3_0*0.9396926207859084 + Rb3_1*0.3420201433256685;
@@ -10402,6 +10529,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -10431,6 +10559,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     const double t16 = c1*c2 - s1*s2;
     const double t17 = s2*c1;
     const double t18 = s1*c2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_1 = -t17 - t18;
     const double Rb2_3 = t17 + t18;
     const double pb2_0 = 0.5 + c1;
@@ -11176,8 +11305,10 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 55 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c6 = cos(q_12);
         const double s6 = sin(q_12);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb5_1 = -t20 - t21;
         const double Rb6_0 = c6*t19 + s6*Rb5_1;
         const double Rb6_3 = c6*Rb5_3 + s6*t19;
@@ -11266,6 +11397,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 58 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb3_1 = c3*Rb2_1 - s3*t16;
         const double Rb3_4 = c3*t16 - s3*Rb2_3;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
@@ -11406,6 +11538,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -11437,6 +11570,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double t16 = c1*c2 - s1*s2;
     const double t17 = s2*c1;
     const double t18 = s1*c2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_1 = -t17 - t18;
     const double Rb2_3 = t17 + t18;
     const double pb2_0 = 0.5 + c1;
@@ -11452,6 +11586,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double pb6_0 = pb5_0 - t19;
     const double pb6_1 = -Rb5_3 - s4;
     const double t22 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t22;
     const double t24 = 50*s6;
     const double RJ5_22 = 216 + 100*c6;
@@ -11511,6 +11646,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double t45 = c4*t44 + s4*F6_4_3;
     const double F6_0_2 = F6_4_2 - 0.5*t45;
     const double F6_0_3 = c4*F6_4_3 - s4*t44;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -11549,6 +11685,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double HbiHbmc5x_1 = Hbdi4*HbiHbmc5y_4;
     const double HbiHbmc5x_2 = -HbL43*HbiHbmc5x_1 + t51*Hbdi3;
     const double HbiHbmc5x_3 = -HbL32*HbiHbmc5x_2 - HbL42*HbiHbmc5x_1 + Hbdi2*F6_0_2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double pf_target_0 = Rb3_0 + pb3_0;
     const double pf_target_1 = Rb3_3 + pb3_1;
     const double t52 = -R0_2*HbiHbmc0x_3;
@@ -12044,6 +12181,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 92 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb5_1 = -t20 - t21;
         const double Rb6_0 = c6*t19 + s6*Rb5_1;
         const double Rb6_3 = c6*Rb5_3 + s6*t19;
@@ -12099,6 +12237,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 97 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb3_1 = c3*Rb2_1 - s3*t16;
         const double Rb3_4 = c3*t16 - s3*Rb2_3;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
@@ -12213,6 +12352,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -12241,6 +12381,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - 50*c6;
     const double t16 = -50*s6;
     const double t17 = pow(s6, 2);
@@ -12308,6 +12449,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double t56 = 1450 - t44 + t45;
     const double RJ0_11 = t56 + c1*(t54 + c1*RJ1_11) + c4*(t48 + c4*RJ4_11) + s1*(t50 + s1*RJ1_00) + s4*(t52 + s4*RJ4_00);
     const double RJ0_22 = RJ1_22 + RJ4_22 + t56;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL50 = Hbdi0*Rh0_1;
@@ -12345,6 +12487,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double t64 = c1*c2 - s1*s2;
     const double t65 = s2*c1;
     const double t66 = s1*c2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_1 = -t65 - t66;
     const double Rb2_3 = t65 + t66;
     const double pb2_0 = 0.5 + c1;
@@ -12473,6 +12616,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         break;
     }
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 38 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb5_1 = -t68 - t69;
         const double Rb6_0 = c6*t67 + s6*Rb5_1;
         const double Rb6_3 = c6*Rb5_3 + s6*t67;
@@ -12489,6 +12633,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         break;
     }
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 42 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb3_1 = c3*Rb2_1 - s3*t64;
         const double Rb3_4 = c3*t64 - s3*Rb2_3;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;

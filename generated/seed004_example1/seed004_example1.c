@@ -61,6 +61,7 @@ void seed004_example1_center_of_mass(const double *q, double *com)
     const double t3 = pow(q_6, 2);
     const double t4 = -t2 + t3;
     const double t5 = 1/(t0 + t1 + t2 + t3);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t5*(-t0 + t1 + t4);
     const double t6 = q_5*q_6;
     const double t7 = q_3*q_4;
@@ -72,6 +73,7 @@ void seed004_example1_center_of_mass(const double *q, double *com)
     const double R0_7 = t8*(q_3*q_6 + q_4*q_5);
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm0_0 = 5 + 5*c1;
     const double hm0_1 = 5*s1;
     const double com_b_0 = hm0_0*0.00909090909090909;
@@ -98,9 +100,11 @@ void seed004_example1_center_of_mass_batch(int n, const double *q, double *com)
 void seed004_example1_mass_matrix(const double *q, double *M)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t0 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t0;
     const double t1 = 5*s1;
     const double t2 = pow(s1, 2);
@@ -186,8 +190,10 @@ void seed004_example1_bias_forces(const double *q, const double *v, double *C)
     const double v_4 = v[4];
     const double v_5 = v[5];
     const double v_6 = v[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -210,9 +216,11 @@ void seed004_example1_bias_forces(const double *q, const double *v, double *C)
     const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double b1_4 = 5*t7;
     const double b1_5 = 5*t6;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
@@ -268,8 +276,10 @@ void seed004_example1_inverse_dynamics(const double *q, const double *v, const d
     const double a_4 = a[4];
     const double a_5 = a[5];
     const double a_6 = a[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -292,6 +302,7 @@ void seed004_example1_inverse_dynamics(const double *q, const double *v, const d
     const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double b1_4 = 5*t7;
     const double b1_5 = 5*t6;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -302,6 +313,7 @@ void seed004_example1_inverse_dynamics(const double *q, const double *v, const d
     const double alpha1_3 = a1_3 + c1*alpha0_3 + s1*t8;
     const double alpha1_4 = a1_4 - s1*alpha0_3 + t8*c1;
     const double alpha1_5 = a1_5 + alpha0_5 - a_1*0.5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = 0.02*alpha1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*alpha1_1;
     const double f1_2 = 5*alpha1_4 + b1_2 + 3.35*alpha1_2;
@@ -370,8 +382,10 @@ void seed004_example1_inverse_dynamics_fext(const double *q, const double *v, co
     const double f_ext_9 = f_ext[9];
     const double f_ext_10 = f_ext[10];
     const double f_ext_11 = f_ext[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -394,6 +408,7 @@ void seed004_example1_inverse_dynamics_fext(const double *q, const double *v, co
     const double t7 = 5*t0;
     const double b1_4 = -f_ext_10 + t7*t1;
     const double b1_5 = -f_ext_11 + t7*V1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -404,6 +419,7 @@ void seed004_example1_inverse_dynamics_fext(const double *q, const double *v, co
     const double alpha1_3 = a1_3 + c1*alpha0_3 + s1*t8;
     const double alpha1_4 = a1_4 - s1*alpha0_3 + t8*c1;
     const double alpha1_5 = a1_5 + alpha0_5 - a_1*0.5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = -f_ext_6 + 0.02*alpha1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*alpha1_1;
     const double f1_2 = 5*alpha1_4 + b1_2 + 3.35*alpha1_2;
@@ -459,8 +475,10 @@ void seed004_example1_forward_dynamics(const double *q, const double *v, const d
     const double tau_4 = tau[4];
     const double tau_5 = tau[5];
     const double tau_6 = tau[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -485,6 +503,7 @@ void seed004_example1_forward_dynamics(const double *q, const double *v, const d
     const double b1_5 = 5*t6;
     const double t8 = pow(c1, 2);
     const double t9 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t8*0.02 + t9*3.35;
     const double t10 = s1*c1;
     const double P0_01 = -s1*2.5 - t10*3.33;
@@ -514,6 +533,7 @@ void seed004_example1_forward_dynamics(const double *q, const double *v, const d
     const double D0di4 = 1/D0d4;
     const double D0d5 = 110 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z1_0 = 0.02*a1_0;
     const double z1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
     const double z1_2 = 5*a1_4 + b1_2;
@@ -547,6 +567,7 @@ void seed004_example1_forward_dynamics(const double *q, const double *v, const d
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 + D0di2*zeps0_2;
     const double znu0x_4 = -D0L51*znu0x + t14*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double ap1_4 = c1*(alpha0_4 + 0.5*znu0x_3) - s1*alpha0_3;
@@ -606,8 +627,10 @@ void seed004_example1_forward_dynamics_fext(const double *q, const double *v, co
     const double f_ext_9 = f_ext[9];
     const double f_ext_10 = f_ext[10];
     const double f_ext_11 = f_ext[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -632,6 +655,7 @@ void seed004_example1_forward_dynamics_fext(const double *q, const double *v, co
     const double b1_5 = -f_ext_11 + t7*V1_2;
     const double t8 = pow(c1, 2);
     const double t9 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t8*0.02 + t9*3.35;
     const double t10 = s1*c1;
     const double P0_01 = -s1*2.5 - t10*3.33;
@@ -661,6 +685,7 @@ void seed004_example1_forward_dynamics_fext(const double *q, const double *v, co
     const double D0di4 = 1/D0d4;
     const double D0d5 = 110 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z1_0 = -f_ext_6 + 0.02*a1_0;
     const double z1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
     const double z1_2 = 5*a1_4 + b1_2;
@@ -694,6 +719,7 @@ void seed004_example1_forward_dynamics_fext(const double *q, const double *v, co
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 + D0di2*zeps0_2;
     const double znu0x_4 = -D0L51*znu0x + t14*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double ap1_4 = c1*(alpha0_4 + 0.5*znu0x_3) - s1*alpha0_3;
@@ -724,10 +750,12 @@ void seed004_example1_forward_dynamics_fext_batch(int n, const double *q, const 
 void seed004_example1_mass_matrix_inverse(const double *q, double *Minv)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t0 = pow(c1, 2);
     const double t1 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t0*0.02 + t1*3.35;
     const double t2 = s1*c1;
     const double P0_01 = -s1*2.5 - t2*3.33;
@@ -757,6 +785,7 @@ void seed004_example1_mass_matrix_inverse(const double *q, double *Minv)
     const double D0di4 = 1/D0d4;
     const double D0d5 = 110 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Y1_0_2 = -(0.9999999999999999 + c1*0.7462686567164178);
     const double Y1_0_3 = s1*1.4925373134328357;
     const double Y1_0_4 = -c1*1.4925373134328357;
@@ -851,10 +880,12 @@ void seed004_example1_mass_matrix_inverse_batch(int n, const double *q, double *
 void seed004_example1_innovations_factors(const double *q, double *L, double *D)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t0 = pow(c1, 2);
     const double t1 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t0*0.02 + t1*3.35;
     const double t2 = s1*c1;
     const double P0_01 = -s1*2.5 - t2*3.33;
@@ -868,6 +899,7 @@ void seed004_example1_innovations_factors(const double *q, double *L, double *D)
     const double P0_33 = 100 + 10*t0 + t1*2.5373134328358216;
     const double P0_34 = t2*7.462686567164178;
     const double P0_44 = 100 + t4;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Kc1_0_2 = 0.9999999999999999 + c1*0.7462686567164178;
     const double Kc1_0_3 = -s1*1.4925373134328357;
     const double Kc1_0_4 = c1*1.4925373134328357;
@@ -1007,6 +1039,7 @@ void seed004_example1_momentum(const double *q, const double *v, double *h)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -1025,6 +1058,7 @@ void seed004_example1_momentum(const double *q, const double *v, double *h)
     const double R0_8 = t7*(-t0 + t1 + t5);
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
     const double V1_2 = v_2 + v_6;
@@ -1032,6 +1066,7 @@ void seed004_example1_momentum(const double *q, const double *v, double *h)
     const double V1_3 = c1*v_3 + s1*t16;
     const double V1_4 = c1*t16 - s1*v_3;
     const double V1_5 = v_5 - v_1*0.5;
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hv1_0 = 0.02*V1_0;
     const double hv1_1 = -5*V1_5 + 3.35*V1_1;
     const double hv1_2 = 5*V1_4 + 3.35*V1_2;
@@ -1085,8 +1120,10 @@ void seed004_example1_kinetic_energy(const double *q, const double *v, double *T
     const double v_4 = v[4];
     const double v_5 = v[5];
     const double v_6 = v[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
     const double V1_2 = v_2 + v_6;
@@ -1114,10 +1151,12 @@ void seed004_example1_kinetic_energy_batch(int n, const double *q, const double 
 void seed004_example1_operational_space_inertias(const double *q, double *Lambda)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t0 = pow(c1, 2);
     const double t1 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t0*0.02 + t1*3.35;
     const double t2 = s1*c1;
     const double P0_01 = -s1*2.5 - t2*3.33;
@@ -1131,6 +1170,7 @@ void seed004_example1_operational_space_inertias(const double *q, double *Lambda
     const double P0_33 = 100 + 10*t0 + t1*2.5373134328358216;
     const double P0_34 = t2*7.462686567164178;
     const double P0_44 = 100 + t4;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = 16*t0 + 41*t1;
     const double Sp1_01 = 25*t2;
     const double Sp1_05 = 50*s1;
@@ -1148,6 +1188,7 @@ void seed004_example1_operational_space_inertias(const double *q, double *Lambda
     const double S1_33 = t5 - Sg1_3*Sp1_23;
     const double S1_34 = -Sg1_3*Sp1_24;
     const double S1_44 = t5 - Sg1_4*Sp1_24;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam1_00 = 0.02 + Sp1_00;
     const double Lam1_11 = 3.35 + Sp1_11;
     const double Lam1_15 = -5 + Sp1_15;
@@ -1260,8 +1301,10 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double tau_4 = tau[4];
     const double tau_5 = tau[5];
     const double tau_6 = tau[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1286,6 +1329,7 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double b1_5 = 5*t6;
     const double t8 = pow(c1, 2);
     const double t9 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t8*0.02 + t9*3.35;
     const double t10 = s1*c1;
     const double P0_01 = -s1*2.5 - t10*3.33;
@@ -1299,6 +1343,7 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double P0_33 = 100 + 10*t8 + t9*2.5373134328358216;
     const double P0_34 = t10*7.462686567164178;
     const double P0_44 = 100 + t12;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp1_0 = 0.02*a1_0;
     const double Zp1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
     const double t13 = 5*a1_4;
@@ -1326,6 +1371,7 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double Zp0_5 = Zp1_5 + t23;
     const double t24 = 100*t8 + 100*t9;
     const double t25 = t24*0.25;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_22 = 16 - (-t8*t25 - t9*t25);
     const double t26 = 0.5*t24;
     const double Sp1_23 = -s1*t26;
@@ -1337,6 +1383,7 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double S1_33 = t24 - Sg1_3*Sp1_23;
     const double S1_34 = -Sg1_3*Sp1_24;
     const double S1_44 = t24 - Sg1_4*Sp1_24;
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_2 = -tau_2 + 0.5*tau_4 - (a1_3*Sp1_23 + a1_4*Sp1_24);
     const double Zsy1_3 = -c1*tau_3 - s1*tau_4 - t24*a1_3;
     const double Zsy1_4 = -c1*tau_4 + s1*tau_3 - t24*a1_4;
@@ -1345,6 +1392,7 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double Zs1_3 = Zsy1_3 - Sg1_3*Zseps1;
     const double Zs1_4 = Zsy1_4 - Sg1_4*Zseps1;
     const double Zsnu1 = Sdi1*Zseps1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t17 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t18 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t20 + tau_2;
@@ -1393,6 +1441,7 @@ void seed004_example1_forward_dynamics_decoupled(const double *q, const double *
     const double alph1x_1 = Lam1fdi4*alph1y_4;
     const double alph1x_2 = -Lam1fL43*alph1x_1 + Lrhs1_3*Lam1fdi3;
     const double alph1x_3 = -1.4925373134328357*alph1x_1 + Lrhs1_2*0.29850746268656714;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -1449,8 +1498,10 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double f_ext_9 = f_ext[9];
     const double f_ext_10 = f_ext[10];
     const double f_ext_11 = f_ext[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1475,6 +1526,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double b1_5 = -f_ext_11 + 5*t6;
     const double t8 = pow(c1, 2);
     const double t9 = pow(s1, 2);
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P0_00 = 16 + t8*0.02 + t9*3.35;
     const double t10 = s1*c1;
     const double P0_01 = -s1*2.5 - t10*3.33;
@@ -1488,6 +1540,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double P0_33 = 100 + 10*t8 + t9*2.5373134328358216;
     const double P0_34 = t10*7.462686567164178;
     const double P0_44 = 100 + t12;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp1_0 = -f_ext_6 + 0.02*a1_0;
     const double Zp1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
     const double t13 = 5*a1_4;
@@ -1515,6 +1568,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double Zp0_5 = Zp1_5 - f_ext_5 + t26;
     const double t27 = 100*t8 + 100*t9;
     const double t28 = t27*0.25;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_22 = 16 - (-t8*t28 - t9*t28);
     const double t29 = 0.5*t27;
     const double Sp1_23 = -s1*t29;
@@ -1527,6 +1581,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double S1_34 = -Sg1_3*Sp1_24;
     const double S1_44 = t27 - Sg1_4*Sp1_24;
     const double t30 = -f_ext_4 - tau_4;
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_2 = -f_ext_2 - tau_2 - 0.5*t30 - (a1_3*Sp1_23 + a1_4*Sp1_24);
     const double t31 = -f_ext_3 - tau_3;
     const double Zsy1_3 = c1*t31 + s1*t30 - t27*a1_3;
@@ -1536,6 +1591,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double Zs1_3 = Zsy1_3 - Sg1_3*Zseps1;
     const double Zs1_4 = Zsy1_4 - Sg1_4*Zseps1;
     const double Zsnu1 = Sdi1*Zseps1;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t17 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t18 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t21 + tau_2;
@@ -1584,6 +1640,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double alph1x_1 = Lam1fdi4*alph1y_4;
     const double alph1x_2 = -Lam1fL43*alph1x_1 + Lrhs1_3*Lam1fdi3;
     const double alph1x_3 = -1.4925373134328357*alph1x_1 + Lrhs1_2*0.29850746268656714;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -1627,8 +1684,10 @@ void seed004_example1_forward_dynamics_schur(const double *q, const double *v, c
     const double tau_4 = tau[4];
     const double tau_5 = tau[5];
     const double tau_6 = tau[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1651,9 +1710,11 @@ void seed004_example1_forward_dynamics_schur(const double *q, const double *v, c
     const double t7 = 5*t0;
     const double b1_4 = t7*t1;
     const double b1_5 = t7*V1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
@@ -1667,6 +1728,7 @@ void seed004_example1_forward_dynamics_schur(const double *q, const double *v, c
     const double f0_3 = 100*a0_3 + c1*f1_3 - s1*f1_4;
     const double f0_4 = 100*a0_4 + t8;
     const double f0_5 = 100*a0_5 + f1_5;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -1778,8 +1840,10 @@ void seed004_example1_forward_dynamics_schur_fext(const double *q, const double 
     const double f_ext_9 = f_ext[9];
     const double f_ext_10 = f_ext[10];
     const double f_ext_11 = f_ext[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1802,9 +1866,11 @@ void seed004_example1_forward_dynamics_schur_fext(const double *q, const double 
     const double t7 = 5*t0;
     const double b1_4 = -f_ext_10 + t7*t1;
     const double b1_5 = -f_ext_11 + t7*V1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = -f_ext_6 + 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
@@ -1818,6 +1884,7 @@ void seed004_example1_forward_dynamics_schur_fext(const double *q, const double 
     const double f0_3 = 100*a0_3 - f_ext_3 + c1*f1_3 - s1*f1_4;
     const double f0_4 = 100*a0_4 - f_ext_4 + t8;
     const double f0_5 = 100*a0_5 + f1_5 - f_ext_5;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -1900,9 +1967,11 @@ void seed004_example1_forward_dynamics_schur_fext_batch(int n, const double *q, 
 void seed004_example1_base_inertia(const double *q, double *Hb_o)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t0 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t0;
     const double Rh0_1 = 5*s1;
     const double t1 = pow(s1, 2);
@@ -1966,8 +2035,10 @@ void seed004_example1_base_inertia_batch(int n, const double *q, double *Hb_o)
 void seed004_example1_coupling_inertia(const double *q, double *Hbm_o)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double F1_0_2 = 3.35 + c1*2.5;
     const double F1_0_3 = -5*s1;
     const double F1_0_4 = 5*c1;
@@ -1996,13 +2067,16 @@ void seed004_example1_coupling_inertia_batch(int n, const double *q, double *Hbm
 void seed004_example1_generalized_inertia(const double *q, double *Hg_o)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t0 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t0;
     const double t1 = 5*s1;
     const double RJ0_22 = 21.85 + t0;
     const double F1_0_2 = 3.35 + c1*2.5;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -t1*Hbdi2;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -2044,8 +2118,10 @@ void seed004_example1_generalized_bias(const double *q, const double *v, double 
     const double v_4 = v[4];
     const double v_5 = v[5];
     const double v_6 = v[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_0 + s1*v_1;
@@ -2061,8 +2137,10 @@ void seed004_example1_generalized_bias(const double *q, const double *v, double 
     const double b1_2 = t6*3.33;
     const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double b1_4 = 5*t6;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_2 = 5*alpha1_4 + b1_2;
     const double f1_3 = 10*alpha1_3 + b1_3;
     const double f1_4 = 10*alpha1_4 + b1_4;
@@ -2071,10 +2149,12 @@ void seed004_example1_generalized_bias(const double *q, const double *v, double 
     const double f0_3 = 100*a0_3 + c1*f1_3 - s1*f1_4;
     const double f0_4 = 100*a0_4 + t7;
     const double t8 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t8;
     const double t9 = 5*s1;
     const double RJ0_22 = 21.85 + t8;
     const double F1_0_2 = 3.35 + c1*2.5;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -t9*Hbdi2;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -2123,8 +2203,10 @@ void seed004_example1_generalized_bias_fext(const double *q, const double *v, co
     const double f_ext_8 = f_ext[8];
     const double f_ext_9 = f_ext[9];
     const double f_ext_10 = f_ext[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_0 + s1*v_1;
@@ -2140,8 +2222,10 @@ void seed004_example1_generalized_bias_fext(const double *q, const double *v, co
     const double b1_2 = -f_ext_8 + t6*3.33;
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double b1_4 = -f_ext_10 + 5*t6;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_2 = 5*alpha1_4 + b1_2;
     const double f1_3 = 10*alpha1_3 + b1_3;
     const double f1_4 = 10*alpha1_4 + b1_4;
@@ -2150,10 +2234,12 @@ void seed004_example1_generalized_bias_fext(const double *q, const double *v, co
     const double f0_3 = 100*a0_3 - f_ext_3 + c1*f1_3 - s1*f1_4;
     const double f0_4 = 100*a0_4 - f_ext_4 + t7;
     const double t8 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t8;
     const double t9 = 5*s1;
     const double RJ0_22 = 21.85 + t8;
     const double F1_0_2 = 3.35 + c1*2.5;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -t9*Hbdi2;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -2199,8 +2285,10 @@ void seed004_example1_angular_reduced_dynamics(const double *q, const double *v,
     const double v_4 = v[4];
     const double v_5 = v[5];
     const double v_6 = v[6];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -2223,9 +2311,11 @@ void seed004_example1_angular_reduced_dynamics(const double *q, const double *v,
     const double t7 = 5*t0;
     const double b1_4 = t7*t1;
     const double b1_5 = t7*V1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
@@ -2240,6 +2330,7 @@ void seed004_example1_angular_reduced_dynamics(const double *q, const double *v,
     const double f0_4 = 100*a0_4 + t8;
     const double f0_5 = 100*a0_5 + f1_5;
     const double t9 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t9;
     const double t10 = 5*s1;
     const double t11 = pow(s1, 2);
@@ -2314,8 +2405,10 @@ void seed004_example1_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f_ext_9 = f_ext[9];
     const double f_ext_10 = f_ext[10];
     const double f_ext_11 = f_ext[11];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -2338,9 +2431,11 @@ void seed004_example1_angular_reduced_dynamics_fext(const double *q, const doubl
     const double t7 = 5*t0;
     const double b1_4 = -f_ext_10 + t7*t1;
     const double b1_5 = -f_ext_11 + t7*V1_2;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f1_0 = -f_ext_6 + 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
@@ -2355,6 +2450,7 @@ void seed004_example1_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f0_4 = 100*a0_4 - f_ext_4 + t8;
     const double f0_5 = 100*a0_5 + f1_5 - f_ext_5;
     const double t9 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t9;
     const double t10 = 5*s1;
     const double t11 = pow(s1, 2);
@@ -2406,10 +2502,13 @@ void seed004_example1_coupling_inertia_rate(const double *q, const double *qd, d
 {
     const double q_7 = q[7];
     const double qd_0 = qd[0];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_3 = -5*pow(qd_0, 2);
     const double t0 = s1*b1_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f0_2 = t0*0.5;
     const double f0_3 = c1*b1_3;
     Hdq_o[0] = 0;
@@ -2457,6 +2556,7 @@ void seed004_example1_base_velocity(const double *q, const double *qd, const dou
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -2476,6 +2576,7 @@ void seed004_example1_base_velocity(const double *q, const double *qd, const dou
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t16 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t16;
     const double t17 = 5*s1;
     const double t18 = pow(s1, 2);
@@ -2487,6 +2588,7 @@ void seed004_example1_base_velocity(const double *q, const double *qd, const dou
     const double F1_0_2 = 3.35 + c1*2.5;
     const double t20 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t21 = t17*0.00909090909090909;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t21*t20;
     const double t22 = Rh0_0*0.00909090909090909;
     const double ho_rhs_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t22*t20;
@@ -2551,6 +2653,7 @@ void seed004_example1_base_velocity_batch(int n, const double *q, const double *
 int seed004_example1_jacobian_local(const double *q, int frame, double *J)
 {
     const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     switch (frame) {
@@ -2645,6 +2748,7 @@ int seed004_example1_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 12 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
         const double t1 = -s1*c1;
         const double t2 = -0.5 + pf_ee_0;
@@ -2734,6 +2838,7 @@ int seed004_example1_jacobian_world(const double *q, int frame, double *J)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -2842,8 +2947,10 @@ int seed004_example1_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 25 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c1 = cos(q_7);
         const double s1 = sin(q_7);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
         const double t16 = -s1*R0_0;
         const double t17 = -0.5 + pf_ee_0;
@@ -2934,6 +3041,7 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -2953,10 +3061,12 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t16 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t16;
     const double t17 = 5*s1;
     const double RJ0_22 = 21.85 + t16;
     const double F1_0_2 = 3.35 + c1*2.5;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -t17*Hbdi2;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -3000,6 +3110,7 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 26 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
         const double t29 = -s1*R0_0;
         const double t30 = -0.5 + pf_ee_0;
@@ -3061,6 +3172,7 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -3080,6 +3192,7 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double t16 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh0_0 = 5 + t16;
     const double Rh0_1 = 5*s1;
     const double t17 = pow(s1, 2);
@@ -3088,6 +3201,7 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
     const double RJ0_01 = -s1*2.5 - s1*c1*3.33;
     const double RJ0_11 = 18.5 + t16 + t17*0.02 + t18*3.35;
     const double RJ0_22 = 21.85 + t16;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL50 = Hbdi0*Rh0_1;
@@ -3151,6 +3265,7 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
         break;
     }
     case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 30 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
         const double t35 = vb0x_4*pf_ee_0;
         const double t36 = s1*vb0x_5;

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.model import exact
+import soadyn.model.exact as exact
 from soadyn.symbolic.algorithms.kinematics import Kinematics, hinge_map, joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
