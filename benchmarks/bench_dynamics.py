@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_pinocchio as bp  # noqa: E402
+
 from soadyn.codegen import compile as soadyn_compile  # noqa: E402
 from soadyn.model import load_robot  # noqa: E402
 from soadyn.structure.operations import lock_joints  # noqa: E402

@@ -94,7 +94,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if functions is not None:
         robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
         try:
-            select_functions(function_table(robot), functions, robot.name)
+            select_functions(function_table(robot, derivatives=True), functions, robot.name)
         except ValueError as e:
             print(terminal(f"error: --functions: {e}", 2000), file=sys.stderr)
             return 2

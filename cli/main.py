@@ -57,11 +57,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 # ---- dispatcher ------------------------------------------------------------------------------------
 
+from soadyn.cli.campaign import add_campaign  # noqa: E402
 from soadyn.cli.commands import add_compile, add_verify  # noqa: E402
 from soadyn.cli.simulate import add_simulate_parser  # noqa: E402
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, add_compile, add_verify,
-                                                                   add_simulate_parser]
+                                                                   add_simulate_parser, add_campaign]
 
 
 def build_parser() -> argparse.ArgumentParser:

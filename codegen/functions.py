@@ -103,6 +103,11 @@ class Registration:
     when: str
     reference: str | None
     unchecked: str = ""
+    #: tolerance of the reference check when it is looser than verify's (finite differences)
+    reference_tol: float | None = None
+    #: at most this many states are checked against the reference (None: all; finite differences cost
+    #: O(nv) reference runs per state)
+    max_states: int | None = None
 
     def applies(self, robot: Robot) -> bool:
         """Whether the function is generated for ``robot``."""
@@ -149,7 +154,13 @@ def _registrations() -> dict[str, Registration]:
         ("closed_loop_dependent_velocities", "loops", None),
         ("closed_loop_constraints", "loops", None),
     ]
-    return {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
+    regs = {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
+    # derivatives (opt-in): central differences on the manifold (soadyn.reference.derivatives), tol 1e-6
+    for api in ("inverse_dynamics_derivatives", "forward_dynamics_derivatives",
+                "frame_acceleration_derivatives"):
+        regs[api] = Registration(api, api, "any", "soadyn.reference.derivatives." + api,
+                                 reference_tol=1e-6, max_states=3)
+    return regs
 
 
 #: every public function a compiled module can have, by API name (see the module docstring)
@@ -274,8 +285,12 @@ def input_arg(robot: Robot, name: str) -> Arg:
     return Arg(name, shapes[name])
 
 
-def function_table(robot: Robot) -> list[FunctionSpec]:
-    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base)."""
+def function_table(robot: Robot, derivatives: bool = False) -> list[FunctionSpec]:
+    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base).
+
+    ``derivatives=True`` adds the derivative functions (:func:`_derivative_specs`); they are opt-in (built
+    only when named in ``functions``) because they are ten times the size of the dynamics they derive.
+    """
     specs: list[FunctionSpec] = []
     for api, ins, outs, has_fext, doc in _BASE_TABLE:
         inputs = tuple(input_arg(robot, n) for n in ins)
@@ -288,6 +303,8 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
     specs.extend(_invariant_specs(robot))
     specs.extend(_closed_loop_specs(robot))
     specs.extend(_free_floating_specs(robot))
+    if derivatives:
+        specs.extend(_derivative_specs(robot))
     frames = tuple(frame_identifiers(robot))
     q = (input_arg(robot, "q"),)
     for world in (False, True):
@@ -446,4 +463,34 @@ def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
             out.append(FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
                                     free_only=True, doc=doc + ", with external wrenches f_ext",
                                     fext_input=True))
+    return out
+
+
+def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
+    """Derivatives of the dynamics (soadyn.symbolic.algorithms.derivatives: forward mode over the staged
+    recursions; q along the tangent ``q (+) delta`` of docs/conventions.md, v held in base coordinates)."""
+    nv = robot.nv
+    table = [
+        ("inverse_dynamics_derivatives", ("q", "v", "a"), ("dtau_dq", "dtau_dv"),
+         "derivatives dtau/dq, dtau/dv of the inverse dynamics (dtau/da is the mass matrix)"),
+        ("forward_dynamics_derivatives", ("q", "v", "tau"), ("da_dq", "da_dv", "da_dtau"),
+         "derivatives da/dq, da/dv, da/dtau = M^-1 of the forward dynamics"),
+    ]
+    out: list[FunctionSpec] = []
+    for api, ins, outs, doc in table:
+        inputs = tuple(input_arg(robot, n) for n in ins)
+        outputs = tuple(Arg(n, (nv, nv)) for n in outs)
+        out.append(FunctionSpec(api, api, inputs, outputs, api, doc=doc))
+        out.append(FunctionSpec(f"{api}_fext", api, (*inputs, input_arg(robot, "f_ext")), outputs, api,
+                                variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
+                                fext_input=True))
+    out.append(FunctionSpec(
+        "frame_acceleration_derivatives", "frame_acceleration_derivatives",
+        tuple(input_arg(robot, n) for n in ("q", "v", "a")),
+        (Arg("Vf", (6,)), Arg("Af", (6,)), Arg("dVf_dq", (6, nv)), Arg("dAf_dq", (6, nv)),
+         Arg("dAf_dv", (6, nv))),
+        "frame_acceleration_derivatives", frames=tuple(frame_identifiers(robot)),
+        doc="twist Vf = [w; v] of a body or named frame (origin velocity) and its time derivative Af "
+            "(classical acceleration, no gravity), inertial axes, with dVf/dq, dAf/dq, dAf/dv (frame family; "
+            "dVf/dv = dAf/da is jacobian(q, frame, world_aligned=True))"))
     return out

@@ -102,7 +102,8 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
     """
     module_name = module_name or module_name_for(robot)
     if specs is None:
-        specs = select_functions(function_table(robot), functions, robot.name)
+        table = function_table(robot, derivatives=functions is not None)   # derivatives only on request
+        specs = select_functions(table, functions, robot.name)
     for s in specs:
         algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
     programs = []
@@ -141,8 +142,9 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     ("soadyn.symbolic", "__init__.py"),
     ("soadyn.symbolic", "scalar.py"),
     ("soadyn.symbolic", "spatial.py"),
+    ("soadyn.symbolic", "tangent.py"),               # forward-mode tangents of the derivative functions
     *(("soadyn.symbolic.algorithms", f"{m}.py") for m in (
-        "__init__", "articulated_body", "closed_loop", "decoupled", "dual", "forward_dynamics",
+        "__init__", "articulated_body", "closed_loop", "decoupled", "derivatives", "dual", "forward_dynamics",
         "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
         "operational_space", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
@@ -246,7 +248,7 @@ def _normalise_functions(robot: Robot,
     """The requested API names, validated against the robot's table (``None`` = all)."""
     if functions is None:
         return None
-    specs = select_functions(function_table(robot), functions, robot.name)
+    specs = select_functions(function_table(robot, derivatives=functions is not None), functions, robot.name)
     names: list[str] = []
     for s in specs:
         if s.api not in names:

@@ -44,7 +44,8 @@ def _erd_robots_dir() -> Path | None:
     try:
         import pinocchio
 
-        cands.append(Path(pinocchio.__file__).resolve().parents[4])
+        here = Path(pinocchio.__file__).resolve()
+        cands += [here.parents[4], here.parents[5]]   # .../site-packages[/cmeel.prefix]
     except Exception:  # pragma: no cover - pinocchio missing
         pass
     for base in cands:
