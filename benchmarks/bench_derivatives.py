@@ -219,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     robot = lock_joints(load_robot(path, base=args.base, mimic="independent"), lock)
     model = bp.load_pin_model(path, args.base, lock)
-    robot = robot.with_base(robot.base)                 # a copy, with Pinocchio's gravity (URDF has none)
-    robot.gravity = np.array(model.gravity.linear, dtype=float)
+    robot = robot.replace(gravity=np.array(model.gravity.linear, dtype=float))   # Pinocchio's (URDF has none)
 
     # ---- soadyn: fresh derive + compile of the derivative functions only ----------------------------
     fresh = Path(tempfile.mkdtemp(prefix="soadyn_deriv_", dir=work))

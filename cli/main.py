@@ -13,19 +13,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from soadyn.model import load_robot
+from soadyn.cli.options import add_robot_args
 from soadyn.model.names import terminal
 from soadyn.model.robotfile import RobotFileError
-
-
-def _add_robot_args(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by every sub-command that loads a robot."""
-    p.add_argument("robot", help="robot file: .yaml/.yml (soadyn format) or .urdf")
-    p.add_argument("--base", choices=("free", "fixed"), default=None,
-                   help="override the base type (default: the file's; 'free' for URDF)")
-    p.add_argument("--mimic", choices=("error", "independent", "fixed"), default="error",
-                   help="URDF <mimic> joints: error (default), independent joints, or fixed at 0")
-
+from soadyn.symbolic.checks import load_robot
 
 # ---- info ------------------------------------------------------------------------------------------
 
@@ -33,7 +24,7 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="validate a robot file and print its tree",
                        description="Validate a robot file and print bodies, joints, DOF, masses, the "
                                    "seed 004 connectivity table, frames and loop closures.")
-    _add_robot_args(p)
+    add_robot_args(p)
     p.add_argument("--locked", action="append", default=[], metavar="J1,J2,...",
                    help="joints to count as locked in the connectivity table's 'connect' column "
                         "(comma-separated; may be repeated)")

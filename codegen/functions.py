@@ -125,8 +125,9 @@ class Registration:
 def _registrations() -> dict[str, Registration]:
     dense, ff = "soadyn.reference.dense.", "soadyn.reference.free_floating."
     inv = "soadyn.reference.invariant."
-    loop_why = ("no independent closed-loop reference in soadyn.reference: checked against the float run of "
-                "the same algorithm only")
+    loop_why = ("depends on the generation-time partition of the coordinates (and returns its status): "
+                "checked against the float run of the same algorithm only; the partition-free constraint "
+                "rows are checked against soadyn.reference.closed_loop")
     rows = [
         ("center_of_mass", "any", dense + "center_of_mass"),
         ("mass_matrix", "any", dense + "mass_matrix"),
@@ -152,7 +153,7 @@ def _registrations() -> dict[str, Registration]:
         ("base_velocity", "free", ff + "base_velocity"),
         ("closed_loop_forward_dynamics", "loops", None),
         ("closed_loop_dependent_velocities", "loops", None),
-        ("closed_loop_constraints", "loops", None),
+        ("closed_loop_constraints", "loops", "soadyn.reference.closed_loop.closed_loop_constraints"),
     ]
     regs = {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
     # derivatives (opt-in): central differences on the manifold (soadyn.reference.derivatives), tol 1e-6

@@ -146,7 +146,7 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     *(("soadyn.symbolic.algorithms", f"{m}.py") for m in (
         "__init__", "articulated_body", "closed_loop", "decoupled", "derivatives", "dual", "forward_dynamics",
         "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
-        "operational_space", "schur")),
+        "operational_space", "rnea_derivatives", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
         "load")),                                    # load: imported by the package for its public load()
@@ -223,7 +223,7 @@ def resolve_robot(robot_or_path: Robot | str | os.PathLike, base: str | None = N
         if base is not None and base != robot.base:
             robot = robot.with_base(base)
     else:
-        from soadyn.model import load_robot
+        from soadyn.symbolic.checks import load_robot
 
         robot = load_robot(robot_or_path, None, **load_kw)
         file_base = robot.base

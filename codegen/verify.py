@@ -96,7 +96,9 @@ def reference_function(reg: Registration) -> Callable[..., Any] | None:
 
 def _call_generated(module: Any, spec: FunctionSpec, ins: dict[str, np.ndarray]) -> tuple[str, Any]:
     args = [ins[a.name] for a in spec.inputs if a.name != "f_ext"]
-    kw: dict[str, Any] = dict(spec.kwargs)
+    # the Python API takes the variant's arguments (frame, world_aligned); other kwargs (a closed loop's
+    # generation-time partition) are the algorithm's, baked into the C
+    kw: dict[str, Any] = {k: v for k, v in spec.kwargs if k in dict(spec.variant)}
     if spec.fext_input:
         kw["f_ext"] = ins["f_ext"]
     fn = getattr(module, spec.api)

@@ -131,8 +131,8 @@ def prepare_modules(
     if hit is not None and all(Path(p).exists() for p in hit.values()):
         return dict(hit)
     from soadyn.codegen import compile as compile_robot
-    from soadyn.model import load_robot
     from soadyn.runtime.impact import attach_target
+    from soadyn.symbolic.checks import load_robot
 
     robot = load_robot(setup.robot)
     chaser = compile_robot(robot, out_dir=out, functions=CHASER_FUNCTIONS, progress=False)
@@ -167,7 +167,7 @@ def _load(path: str, kind: str) -> Any:
     key = f"{kind}:{path}"
     if key not in _LOADED:
         if kind == "robot":
-            from soadyn.model import load_robot
+            from soadyn.symbolic.checks import load_robot
 
             _LOADED[key] = load_robot(path)
         else:

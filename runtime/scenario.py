@@ -263,8 +263,8 @@ def load_spec(path: str | Path) -> CampaignSpec:
 
 def spec_from_dict(doc: Any, base_dir: str | Path = ".", source: str = "<dict>") -> CampaignSpec:
     """Validate a spec given as a dict (the YAML content); relative robot paths resolve from ``base_dir``."""
-    from soadyn.model import load_robot
     from soadyn.model.robotfile import RobotFileError
+    from soadyn.symbolic.checks import load_robot
 
     def fail(fld: str, msg: str) -> CampaignSpecError:
         return CampaignSpecError(f"{source}: field '{fld}': {msg}")

@@ -120,3 +120,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
     tr.section("soadyn reference agreement (worst relative error)")
     for (src, qty), err in sorted(AGREEMENT.items()):
         tr.write_line(f"{src:28s} {qty:28s} {err:.2e}")
+
+
+def pinocchio_pair(name: str, base: str, gravity) -> tuple[Robot, object]:
+    """The example-robot-data URDF ``name`` (panda, ur5) as a soadyn robot and as a Pinocchio model, both with
+    ``gravity``; skips when Pinocchio or example-robot-data is not installed."""
+    pin = pytest.importorskip("pinocchio")
+    path = URDFS[name]
+    if path is None or not path.is_file():
+        pytest.skip("example-robot-data not installed")
+    robot = with_gravity(load_urdf(path, base), gravity)
+    model = (pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if base == "free"
+             else pin.buildModelFromUrdf(str(path)))
+    model.gravity.linear = np.asarray(gravity, dtype=float).copy()
+    return robot, model

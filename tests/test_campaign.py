@@ -38,7 +38,7 @@ def cache(request):
 
 @pytest.fixture(scope="module")
 def spec():
-    return spec_from_dict(_spec_doc(), base_dir=EXAMPLES, source="test_spec.yaml")
+    return spec_from_dict(_spec_doc(), base_dir=EXAMPLES / "campaigns", source="test_spec.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_serial_run_is_complete_and_sane(serial):
     assert serial["capture_model_error"].max() < 1e-11
     assert (serial["impact_energy_loss"] >= -1e-9).all()
     # the seeds regenerate the sampled parameters
-    spec = spec_from_dict(_spec_doc(), base_dir=EXAMPLES, source="again.yaml")
+    spec = spec_from_dict(_spec_doc(), base_dir=EXAMPLES / "campaigns", source="again.yaml")
     for i in (0, 17, 39):
         sc = spec.scenario_from_seed(i, int(serial.loc[i, "seed"]))
         assert sc.spin_rate_deg_s == serial.loc[i, "spin_rate_deg_s"] and sc.case == serial.loc[i, "case"]
@@ -116,7 +116,7 @@ def test_workers_that_cannot_run_tasks_stop_the_campaign_and_record_nothing(spec
 
 def test_interrupted_campaign_resumes_without_recomputing(cache, serial, tmp_path):
     n = 20
-    spec = spec_from_dict(_spec_doc(n=n), base_dir=EXAMPLES, source="twenty.yaml")
+    spec = spec_from_dict(_spec_doc(n=n), base_dir=EXAMPLES / "campaigns", source="twenty.yaml")
 
     class Stop(KeyboardInterrupt):
         pass
@@ -135,13 +135,13 @@ def test_interrupted_campaign_resumes_without_recomputing(cache, serial, tmp_pat
     out = campaign.load_results(tmp_path)
     assert len(out) == n and out["id"].is_unique
     assert campaign.identical_rows(out, serial[serial["id"] < n])         # scenario i does not depend on n
-    other = spec_from_dict(_spec_doc(n=n, seed=7), base_dir=EXAMPLES, source="other.yaml")
+    other = spec_from_dict(_spec_doc(n=n, seed=7), base_dir=EXAMPLES / "campaigns", source="other.yaml")
     with pytest.raises(CampaignSpecError, match="holds a different campaign"):
         campaign.run(other, workers=0, results=tmp_path, cache=cache, progress=False)
 
 
 def test_replay_reproduces_a_recorded_row(serial, tmp_path, cache):
-    spec = spec_from_dict(_spec_doc(n=5), base_dir=EXAMPLES, source="five.yaml")
+    spec = spec_from_dict(_spec_doc(n=5), base_dir=EXAMPLES / "campaigns", source="five.yaml")
     campaign.run(spec, workers=0, results=tmp_path, cache=cache, progress=False, trajectories=True)
     for sid in (1, 4):
         row, traj = campaign.replay(tmp_path, sid)
@@ -190,7 +190,8 @@ def test_bad_spec_is_one_line_before_anything_starts(change, field, tmp_path, ca
     monkeypatch.setattr(distributed, "LocalCluster", forbidden)
     monkeypatch.setattr(campaign, "prepare_modules", forbidden)
     doc = _spec_doc(**change)
-    doc["robot"] = str(EXAMPLES / doc["robot"]) if doc["robot"] != "no_such_robot.yaml" else doc["robot"]
+    if doc["robot"] != "no_such_robot.yaml":
+        doc["robot"] = str(EXAMPLES / "campaigns" / doc["robot"])
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(doc))
     code, out = _cli(["campaign", str(path), "-o", str(tmp_path / "res")], capsys)
@@ -218,7 +219,7 @@ def test_report_plots_and_table(serial, tmp_path, capsys):
 
 def test_cli_runs_a_spec_and_resumes(tmp_path, capsys, cache):
     doc = _spec_doc(n=4)
-    doc["robot"] = str(EXAMPLES / doc["robot"])
+    doc["robot"] = str(EXAMPLES / "campaigns" / doc["robot"])
     path = tmp_path / "small.yaml"
     path.write_text(yaml.safe_dump(doc))
     args = ["campaign", str(path), "-o", str(tmp_path / "res"), "--workers", "0", "--cache", str(cache),

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import TEST_ARM, URDFS, load_urdf, record, rel_err, with_gravity
+from conftest import TEST_ARM, pinocchio_pair, record, rel_err, with_gravity
 
 from soadyn.codegen.pipeline import compile_robot, resolve_robot
 from soadyn.model import load_robot
@@ -126,11 +126,7 @@ def _is_ancestor(robot, a, k):
 # ---- tangent convention --------------------------------------------------------------------------
 def test_integrate_matches_pinocchio_to_first_order():
     pin = pytest.importorskip("pinocchio")
-    path = URDFS["ur5"]
-    if path is None or not path.is_file():
-        pytest.skip("example-robot-data not installed")
-    robot = load_urdf(path, "free")
-    model = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer())
+    robot, model = pinocchio_pair("ur5", "free", np.zeros(3))
     pm = PinocchioMap(robot, model)
     rng = np.random.default_rng(3)
     q = robot.random_configuration(rng)
@@ -199,14 +195,7 @@ def _pin_compare(robot, model, seed, n):
 @pytest.mark.parametrize("base", ["free", "fixed"])
 @pytest.mark.parametrize("name", ["panda", "ur5"])
 def test_derivatives_match_pinocchio(name, base):
-    pin = pytest.importorskip("pinocchio")
-    path = URDFS[name]
-    if path is None or not path.is_file():
-        pytest.skip("example-robot-data not installed")
-    robot = with_gravity(load_urdf(path, base), GRAVITY)
-    model = (pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if base == "free"
-             else pin.buildModelFromUrdf(str(path)))
-    model.gravity.linear = GRAVITY.copy()
+    robot, model = pinocchio_pair(name, base, GRAVITY)
     worst = _pin_compare(robot, model, 21 if base == "free" else 22, 10)
     for k, e in worst.items():
         record(f"pinocchio {name}/{base}", k, e)

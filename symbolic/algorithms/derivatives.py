@@ -1,23 +1,25 @@
-"""Derivatives of the dynamics: forward-mode differentiation of the staged recursions.
-
-The O(N) recursions of seed 000 (Algorithm 1 for inverse dynamics, Algorithms 2-3 for forward
-dynamics, eq. 2.1, 2.6, 2.11-2.13) run on a :class:`~soadyn.symbolic.scalar.Symbolic` context and their
-staged programs are differentiated assignment by assignment (:mod:`soadyn.symbolic.tangent`), keeping
-exact zeros, so the result is again a straight-line program with the tree's sparsity.
+"""Derivatives of the dynamics: analytic recursions, and forward-mode differentiation of staged recursions.
 
 Derivatives with respect to q are taken along the tangent ``q (+) delta`` of docs/conventions.md
 (size nv, ordered like v; base attitude ``R exp(delta_w~)``, base position ``p + R delta_v``, joints
 ``q_j + delta_j``), with v held fixed in base coordinates.
 
-* ``inverse_dynamics_derivatives``: ``dtau/dq``, ``dtau/dv`` of Algorithm 1 (``dtau/da = M``).
+* ``inverse_dynamics_derivatives``: ``dtau/dq``, ``dtau/dv`` of Algorithm 1 of seed 000 (``dtau/da = M``) by
+  the analytic recursions of Carpentier & Mansard 2018 in base-aligned coordinates
+  (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`).  ``method="forward"`` differentiates the staged
+  body-frame recursions (seed 000 eq. 2.1) assignment by assignment instead
+  (:mod:`soadyn.symbolic.tangent`); both keep exact zeros, so the tree's sparsity survives.
 * ``forward_dynamics_derivatives``: from ``M(q) a + C(q, v) = tau``, at ``a = FD(q, v, tau)``::
 
       da/dx = -M^-1 dtau/dx |_(a held)      (x = q, v),        da/dtau = M^-1,
 
-  with ``a`` from Algorithm 3, ``dtau/dx`` the forward-mode derivative of Algorithm 1 at that ``a``, and
-  ``M^-1`` from the innovations factorisation (eq. 2.10c) of the same articulated-body run (Carpentier &
-  Mansard 2018 use the same identity).  Differentiating Algorithm 3 directly costs more operations (see
-  ``docs/conventions.md``, "Derivatives", for the counts).
+  with ``a`` from Algorithm 3, ``dtau/dx`` the analytic derivatives above at that ``a``, and ``M^-1`` from
+  the innovations factorisation (eq. 2.10c) of the same articulated-body run (Carpentier & Mansard 2018
+  use the same identity).  For a free base the attitude columns are in closed form: the attitude only
+  turns gravity, which enters as a base acceleration, so ``da/d delta_w = -[0; e_m x g_b; 0]`` and the
+  position columns vanish.  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
+  ``method="direct"`` differentiates Algorithms 2-3 in forward mode (both kept for the operation-count
+  comparison in ``docs/conventions.md``).
 * ``frame_acceleration_derivatives``: a frame's twist ``V = [w; v_o]`` and its time derivative
   ``A = dV/dt`` (inertial derivatives of the angular velocity and of the frame origin's velocity:
   classical accelerations, gravity not included), both in inertial axes, and ``dV/dq``, ``dA/dq``,
@@ -37,8 +39,14 @@ import numpy as np
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
 from soadyn.symbolic.algorithms.forward_dynamics import accelerations, residual_forces
 from soadyn.symbolic.algorithms.innovations import mass_matrix_inverse_from
-from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses, velocities
+from soadyn.symbolic.algorithms.kinematics import (
+    gravity_acceleration,
+    joint_transforms,
+    link_poses,
+    velocities,
+)
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
+from soadyn.symbolic.algorithms.rnea_derivatives import rnea_derivatives
 from soadyn.symbolic.scalar import Symbolic
 from soadyn.symbolic.spatial import cross
 from soadyn.symbolic.tangent import configuration_directions, jacobians, python_function, vector_directions
@@ -54,11 +62,21 @@ def _qv_seeds(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray):
 
 
 def inverse_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
-                                 f_ext: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(dtau/dq, dtau/dv), each (nv, nv), of Algorithm 1 (seed 000 eq. 2.1), q along ``q (+) delta``."""
+                                 f_ext: np.ndarray | None = None, method: str = "analytic"
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(dtau/dq, dtau/dv), each (nv, nv), of Algorithm 1 (seed 000 eq. 2.1), q along ``q (+) delta``.
+
+    ``method="analytic"`` (default): the recursions of Carpentier & Mansard 2018 in base-aligned
+    coordinates (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`); ``method="forward"``: forward mode
+    over the staged body-frame recursions (kept for the operation-count comparison).
+    """
     if not ctx.symbolic:
-        return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext)
+        return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext, method=method)
     kin = joint_transforms(robot, ctx, q)
+    if method == "analytic":
+        return rnea_derivatives(kin, v, a, f_ext)
+    if method != "forward":
+        raise ValueError(f"method must be 'analytic' or 'forward', got {method!r}")
     tau = _newton_euler(kin, velocities(kin, v, f_ext), a)
     seeds, over, n = _qv_seeds(robot, ctx, q, v)
     (J,) = jacobians(ctx, [tau], seeds, n, over, name="dtau")
@@ -72,8 +90,9 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     """(da/dq, da/dv, da/dtau = M^-1), each (nv, nv), at ``a = FD(q, v, tau)`` (Algorithms 1-3).
 
     ``method="inverse"`` (default): ``-M^-1 dtau/dx`` of Algorithm 1 at the forward-dynamics ``a`` (module
-    docstring); ``method="direct"``: forward mode straight through Algorithms 2-3 (kept for the operation
-    count comparison).
+    docstring), with the analytic ``dtau/dx``; ``method="inverse-forward"``: the same with forward-mode
+    ``dtau/dx``; ``method="direct"``: forward mode straight through Algorithms 2-3 (both kept for the
+    operation count comparison).
     """
     if not ctx.symbolic:
         return _float_run("forward_dynamics_derivatives", robot, (q, v, tau), f_ext, method=method)
@@ -88,15 +107,28 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         seeds.update(vector_directions(tau, 2 * nv))
         (J,) = jacobians(ctx, [qdd], seeds, 3 * nv, over, name="dqdd")
         return J[:, :nv], J[:, nv:2 * nv], J[:, 2 * nv:]
-    if method != "inverse":
-        raise ValueError(f"method must be 'inverse' or 'direct', got {method!r}")
+    if method not in ("inverse", "inverse-forward"):
+        raise ValueError(f"method must be 'inverse', 'inverse-forward' or 'direct', got {method!r}")
     acc = ctx.stage("afd", qdd)
-    held = {s for s in acc if not s.is_Number}
-    tau_id = _newton_euler(kin, vt, acc)
-    seeds, over, n = _qv_seeds(robot, ctx, q, v)
-    (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
+    if method == "inverse":
+        J = np.concatenate(rnea_derivatives(kin, v, acc, f_ext, base_q=not robot.is_free), axis=1)
+    else:
+        held = {s for s in acc if not s.is_Number}
+        tau_id = _newton_euler(kin, vt, acc)
+        seeds, over, n = _qv_seeds(robot, ctx, q, v)
+        (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
     Minv = mass_matrix_inverse_from(ab)
-    da = ctx.stage("dadx", -(Minv @ J))
+    da = -(Minv @ J)
+    if robot.is_free and method == "inverse":
+        # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
+        # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
+        # and the position columns are zero.
+        grav = gravity_acceleration(kin)[3:]
+        for m in range(3):
+            e = ctx.zeros(3)
+            e[m] = ctx.one()
+            da[3:6, m] = cross(e, grav)
+    da = ctx.stage("dadx", da)
     return da[:, :nv], da[:, nv:], Minv
 
 
