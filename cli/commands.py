@@ -25,6 +25,7 @@ from soadyn.cli.options import add_robot_args
 from soadyn.codegen.build import CompileError
 from soadyn.codegen.functions import function_table, select_functions
 from soadyn.codegen.verify import format_checks, summary, verify
+from soadyn.model.names import terminal
 
 
 # --------------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         try:
             select_functions(function_table(robot, derivatives=True), functions, robot.name)
         except ValueError as e:
-            print(f"error: --functions: {e}", file=sys.stderr)
+            print(terminal(f"error: --functions: {e}", 2000), file=sys.stderr)
             return 2
     try:
         if args.sources_only:
@@ -101,7 +102,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(_summary(module, out.resolve(), _derive.STATS["derivations"] == before))
+    print(terminal(_summary(module, out.resolve(), _derive.STATS["derivations"] == before)))
     return 0
 
 
@@ -114,8 +115,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         checks = verify(args.robot, args.out, args.base, states=args.states, tol=args.tol, seed=args.seed,
                         progress=progress, mimic=args.mimic)
     except CompileError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(terminal(f"error: {e}", 4000), file=sys.stderr)
         return 1
-    print(format_checks(checks))
+    print(terminal(format_checks(checks)))
     print(summary(checks, args.states, args.tol))
     return 0 if all(c.ok for c in checks) else 1

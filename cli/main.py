@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from soadyn.cli.options import add_robot_args
+from soadyn.model.names import terminal
 from soadyn.model.robotfile import RobotFileError
 from soadyn.symbolic.checks import load_robot
 
@@ -50,7 +51,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     except StructureError as e:
         print(f"error: --locked: {e}", file=sys.stderr)
         return 1
-    print(text)
+    print(terminal(text))
     return 0
 
 
@@ -94,18 +95,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: object) -> None:
+    """One ``error:`` line on stderr: terminal-safe (no control characters from a robot file) and
+    bounded."""
+    text = terminal(str(message).strip(), limit=2000)
+    print("error: " + text, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``soadyn`` console script; returns the exit code."""
+    """Entry point of the ``soadyn`` console script; returns the exit code.
+
+    Every failure is one ``error:`` line on stderr and exit code 1, never a traceback: a bad robot
+    file (:class:`RobotFileError`), a compiler failure or a module-name collision, an unusable output
+    directory (``OSError``), an invalid argument (``ValueError``).  ``SOADYN_DEBUG=1`` re-raises
+    unexpected exceptions instead (for bug reports).
+    """
+    from soadyn.codegen.build import CompileError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except RobotFileError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _error(e)
         return 1
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except CompileError as e:
+        _error(e)
+        return 1
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else ""
+        _error(f"cannot access{where}: {e.strerror or e}; check the path and its permissions")
+        return 1
+    except (ValueError, KeyError) as e:
+        _error(e.args[0] if isinstance(e, KeyError) and e.args else e)
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except Exception as e:  # last resort: still one line (SOADYN_DEBUG=1 shows the traceback)
+        if os.environ.get("SOADYN_DEBUG"):
+            raise
+        _error(f"internal error ({type(e).__name__}: {e}); please report it with the input file "
+               "(SOADYN_DEBUG=1 shows the traceback)")
+        return 3
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ other than Linux/macOS cffi's own (setuptools) compiler driver is used.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import shlex
@@ -42,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import cffi
+from cffi.recompiler import make_c_source
 
 #: number of C compilations run in this process (tests use it to prove that a cached compile builds nothing)
 STATS = {"compilations": 0}
@@ -115,8 +115,11 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     ffi.set_source(ext_name, f'#include "{header_file}"\n', include_dirs=[str(module_dir)],
                    sources=[str(module_dir / source_file)] if source_file else [], extra_compile_args=flags)
     wrapper = module_dir / f"{ext_name}.c"
-    with contextlib.redirect_stdout(io.StringIO()):  # cffi announces "generating ..."
-        ffi.emit_c_code(str(wrapper))
+    # cffi's emit_c_code prints "generating ..." on sys.stdout; make_c_source with verbose=False does
+    # the same work silently, without redirecting the (process-wide) sys.stdout of other threads
+    text = io.StringIO()
+    make_c_source(ffi, ext_name, f'#include "{header_file}"\n', text, verbose=False)
+    wrapper.write_text(text.getvalue(), encoding="utf-8")
     target = module_dir / f"{ext_name}{extension_suffix()}"
     if sys.platform.startswith("linux") or sys.platform == "darwin":
         sources = [wrapper]

@@ -25,6 +25,7 @@ from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
 from soadyn.model.parameters import default_params
+from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -63,7 +64,7 @@ class EmittedFunction:
         """One-line operation count: the total, or prefix + per-frame cases for a family."""
         if self.prefix_ops is None:
             return f"operations: {self.ops['total']}"
-        cases = ", ".join(f"{name} {ops['total']}" for name, _, ops in self.case_ops)
+        cases = ", ".join(f"'{c_comment(name, 60)}' {ops['total']}" for name, _, ops in self.case_ops)
         return (f"operations: shared prefix {self.prefix_ops['total']} + the case of the frame "
                 f"({cases}); {self.ops['total']} in all")
 
@@ -78,12 +79,10 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["c_comment"] = c_comment
     env.filters["pyrepr"] = repr
+    env.filters["pystr"] = py_literal
+    env.filters["pystrs"] = lambda xs: "[" + ", ".join(py_literal(x) for x in xs) + "]"
+    env.filters["pydoc"] = py_doc
     return env
-
-
-def c_comment(text: object) -> str:
-    """Text made safe inside a C block comment (no comment terminator, no line breaks)."""
-    return " ".join(str(text).replace("*/", "* /").replace("/*", "/ *").split())
 
 
 def render(template: str, **kw: Any) -> str:
@@ -192,7 +191,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
         body += _assignments(split.prefix, pr, program.stages)
         body.append("switch (frame) {")
         for (assigns, outs), (fname, enumerator, _), ops in zip(split.cases, enum, split.case_ops):
-            body.append(f"case {enumerator}: {{  /* {c_comment(repr(fname))}: {ops['total']} operations */")
+            body.append(f"case {enumerator}: {{  /* '{c_comment(fname)}': {ops['total']} operations */")
             body += _assignments(assigns, pr, program.stages, "    ")
             for name, es in outs:
                 for i, e in enumerate(es):
@@ -228,8 +227,8 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
-    prototypes = "\n".join(f"/* {f.doc}; {f.ops_text()} */\n{f.prototype}\n{f.batch_prototype}\n"
-                           for f in funcs).rstrip()
+    prototypes = "\n".join(f"/* {c_comment(f.doc)}; {c_comment(f.ops_text(), 1 << 20)} */\n{f.prototype}\n"
+                           f"{f.batch_prototype}\n" for f in funcs).rstrip()
     enum_name = f"{prefix}frame"
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
@@ -317,6 +316,7 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
                 params = ", ".join([*names, "frame", *tail])
                 doc = f"{first.doc[:1].upper()}{first.doc[1:]} (frame by name): returns {shapes}."
             apis.append(dict(name=api, kind="family", params=params, outputs=outputs, has_params=has_params,
+                             input_names=names,
                              inputs=[_arg_dict(a) for a in first.inputs],
                              local=by_world.get(False), world=by_world.get(True), doc=_doc_text(doc)))
         else:
@@ -324,7 +324,7 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
             fext = next((s for s in group if s.fext_input), None)
             inputs = [_arg_dict(a) for a in plain.inputs]
             names = [a.name for a in plain.inputs if a.name != "params"]
-            entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name,
+            entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name, input_names=names,
                          has_params=has_params,
                          doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
             if fext is None:

@@ -61,11 +61,10 @@ id (outputs untouched); every other generated function returns ``void``.
 
 from __future__ import annotations
 
-import keyword
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from soadyn.model.names import C_KEYWORDS, c_identifier
 from soadyn.model.robot import Robot
 
 
@@ -251,26 +250,11 @@ _BASE_TABLE: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]]
     ("kinetic_energy", ("q", "v"), (("T", ()),), False, "kinetic energy"),
 )
 
-C_KEYWORDS = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto if inline int "
-    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
-    "volatile while _Bool _Complex _Imaginary".split()
-)
 #: names that generated code must not use for locals (math.h functions, our parameters)
 RESERVED = C_KEYWORDS | frozenset(
     "sin cos tan sqrt pow fabs exp log atan2 asin acos atan sinh cosh tanh floor ceil fmod i n "
     "q v a tau f_ext com M C Minv L D h T J".split()
 )
-
-
-def c_identifier(name: str) -> str:
-    """A C (and Python) identifier from an arbitrary name: non-word characters become ``_``."""
-    s = re.sub(r"\W", "_", name, flags=re.ASCII)
-    if not s or s[0].isdigit():
-        s = "_" + s
-    if s in C_KEYWORDS or keyword.iskeyword(s):
-        s = s + "_"
-    return s
 
 
 def frame_identifiers(robot: Robot) -> dict[str, str]:

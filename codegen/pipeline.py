@@ -9,12 +9,17 @@ Layout of a compiled module ``<out_dir>/<module>/`` (``<module>`` = the robot na
     soadyn_stamp.json               cache key, timings and operation counts
 
 The cache key hashes the robot fingerprint (every parameter that affects the dynamics, the base type
-included), the generator version, the source of the generator itself (the files of
-:data:`GENERATOR_MANIFEST`: the generic core, the algorithms, the generator modules of soadyn.codegen and
-the templates -- not the robot-file parsers, the reference path, the runtime or the command line), the
-C compiler and its flags, and the selected functions.  An unchanged robot is loaded from the existing module
-without deriving or compiling anything.  Building happens in a temporary directory next to the target,
-renamed into place at the end: an error or Ctrl-C leaves the previous module (or nothing) in place.
+included), the robot file's sha256 (a comment-only change rebuilds too), the generator version, the source
+of the generator itself (the files of :data:`GENERATOR_MANIFEST`: the generic core, the algorithms, the
+generator modules of soadyn.codegen and the templates -- not the robot-file parsers, the reference path,
+the runtime or the command line), the C compiler and its flags, and the selected functions.  An
+unchanged robot is loaded from the existing module without deriving or compiling anything, after
+checking the sha256 of every file of the module against the stamp (:mod:`soadyn.codegen.cache`: a
+damaged or edited file is a miss and the module is rebuilt).  A build is a transaction under a
+per-module lock: generate and compile in a private temporary directory next to the target, rename it
+into place and load it, all while holding the lock, so the module returned is the one built; an error or
+Ctrl-C leaves the previous module (or nothing) in place, and temporary directories of builds that died
+are removed by the next build.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import sys
-import tempfile
 import time
 import types
 from dataclasses import dataclass, field
@@ -33,14 +38,16 @@ from pathlib import Path
 from typing import Any
 
 import soadyn.codegen.build as _build
+import soadyn.codegen.cache as _cache
 from soadyn.codegen.derive import algorithm, derive, rename_reserved
 from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version, split_units
-from soadyn.codegen.functions import FunctionSpec, c_identifier, function_table, select_functions
+from soadyn.codegen.functions import FunctionSpec, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
+from soadyn.model.names import module_name
 from soadyn.model.robot import Robot
 
-STAMP = "soadyn_stamp.json"
+STAMP = _cache.STAMP
 DEFAULT_OUT_DIR = "generated"
 
 
@@ -69,15 +76,12 @@ class Generated:
 
 
 def module_name_for(robot: Robot, file_base: str | None = None) -> str:
-    """Module (and C prefix) name: the robot name as an identifier, ``_<base>`` added for an override.
-
-    A name that would shadow a standard-library module (a robot called ``json``) gets ``_robot`` appended.
-    """
-    name = c_identifier(robot.name)
+    """Module (and C prefix, directory and file stem) name: :func:`soadyn.model.names.module_name` of the
+    robot name (an identifier of bounded length that shadows no standard-library module, e.g. ``json`` ->
+    ``json_robot``), with ``_<base>`` added when ``base`` overrides the robot file's."""
+    name = module_name(robot.name)
     if file_base is not None and robot.base != file_base:
         name = f"{name}_{robot.base}"
-    if name in getattr(sys, "stdlib_module_names", ()) or name in sys.builtin_module_names:
-        name = f"{name}_robot"
     return name
 
 
@@ -134,6 +138,8 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     ("soadyn.model", "robot.py"),                    # the Robot methods the algorithms call
     ("soadyn.model", "rotations.py"),                # SO(3) helpers of the spatial algebra
     ("soadyn.model", "parameters.py"),               # the 10-parameter convention (params, regressors)
+    ("soadyn.model", "exact.py"),                    # machine-independent model constants
+    ("soadyn.model", "names.py"),                    # escaping of names into C, comments, the wrapper
     ("soadyn.symbolic", "__init__.py"),
     ("soadyn.symbolic", "parameters.py"),            # the inertia accessor of the algorithms
     ("soadyn.symbolic", "scalar.py"),
@@ -144,7 +150,7 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
         "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
         "operational_space", "regressors", "rnea_derivatives", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
-        "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "pipeline",
+        "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
         "load")),                                    # load: imported by the package for its public load()
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
@@ -184,11 +190,13 @@ def _generator_source_hash() -> str:
 
 
 def cache_key(robot: Robot, module_name: str, functions: list[str] | tuple[str, ...] | None = None) -> str:
-    """Key of a compiled module: robot fingerprint, module name, generator version and source, compiler,
-    flags and the selected functions (``None`` = all)."""
+    """Key of a compiled module: robot fingerprint and robot-file sha256 (a comment-only change of the file
+    rebuilds too, so the module's recorded sha256 always follows the file's bytes), module name, generator
+    version and source, compiler, flags and the selected functions (``None`` = all)."""
     h = hashlib.sha256()
     h.update(json.dumps({
         "fingerprint": robot.fingerprint(), "module": module_name, "version": generator_version(),
+        "robot_sha256": robot.source_hash,
         "generator": _generator_source_hash(), "cc": _build.compiler_command(), "cflags": _build.cflags(),
         "ext_suffix": _build.extension_suffix(),
         "functions": None if functions is None else sorted(set(functions)),
@@ -197,18 +205,12 @@ def cache_key(robot: Robot, module_name: str, functions: list[str] | tuple[str, 
 
 
 def read_stamp(module_dir: Path) -> dict | None:
-    try:
-        return json.loads((Path(module_dir) / STAMP).read_text())
-    except (OSError, ValueError):
-        return None
+    return _cache.read_stamp(module_dir)
 
 
 def is_current(module_dir: Path, key: str) -> bool:
-    stamp = read_stamp(module_dir)
-    if not stamp or stamp.get("key") != key:
-        return False
-    ext = Path(module_dir) / stamp.get("extension", "")
-    return ext.is_file() and (Path(module_dir) / "__init__.py").is_file()
+    """The module in ``module_dir`` has cache key ``key`` and every file matches its recorded sha256."""
+    return _cache.verify(Path(module_dir), key)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -274,13 +276,50 @@ def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.Pa
     out = Path(out_dir if out_dir is not None else DEFAULT_OUT_DIR).resolve()
     target = out / module_name
     key = cache_key(robot, module_name, selected)
-    if not force and is_current(target, key):
-        return load(target)
     if progress is None:
         progress = sys.stderr.isatty()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{module_name}.tmp-", dir=out))
-    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _build.CompileError(f"cannot create the output directory {out}: {e.strerror}") from None
+    try:
+        lock = _cache.module_lock(out, module_name)
+        lock.__enter__()
+    except OSError as e:
+        # no lock file in a read-only output directory: a verified module can still be served
+        if not force and is_current(target, key):
+            return _load_built(target, key)
+        raise _build.CompileError(f"cannot write to the output directory {out} ({e.strerror}); choose a "
+                                  "writable one with -o / out_dir") from None
+    try:
+        _cache.clean_stale(out, module_name)
+        if not force and is_current(target, key):
+            return _load_built(target, key)
+        _cache.check_owner(target, robot.name, {f"{module_name}.c", f"{module_name}.h", "__init__.py",
+                                                STAMP})
+        _build_into(robot, module_name, selected, key, out, target, progress)
+        return _load_built(target, key)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _load_built(target: Path, key: str) -> types.ModuleType:
+    """Load ``target`` (built or verified under the module lock) and check that it is that build."""
+    module = load(target)
+    if getattr(module, "cache_key", None) != key:  # pragma: no cover - the lock makes this impossible
+        raise _build.CompileError(f"{target} changed while it was loaded; compile again")
+    return module
+
+
+def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key: str, out: Path,
+                target: Path, progress: bool) -> None:
+    """Generate and compile into a private temporary directory, then swap it into ``target``."""
+    tmp = out / f".{module_name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.mkdir(tmp, 0o777)  # the process umask applies, as to any file the user creates
+    except OSError as e:
+        raise _build.CompileError(f"cannot write to the output directory {out} ({e.strerror}); choose a "
+                                  "writable one with -o / out_dir") from None
     try:
         gen = generate(robot, module_name, progress=progress, functions=selected)
         write_sources(gen, tmp)
@@ -298,28 +337,20 @@ def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.Pa
         stamp = {"key": key, "robot": robot.name, "module": module_name, "base": robot.base,
                  "fingerprint": robot.fingerprint(), "robot_sha256": robot.source_hash,
                  "version": generator_version(), "extension": ext.name, "cflags": _build.cflags(),
-                 "functions": selected,
+                 "functions": selected, "files": _cache.file_digests(tmp),
                  "timings": {k: round(v, 3) for k, v in gen.timings.items()}, "ops": gen.op_counts()}
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _swap_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return load(target)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _swap_into_place(tmp: Path, target: Path) -> None:
     """Rename ``tmp`` to ``target``, replacing an existing module (old one removed after the rename)."""
     old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-        old.rmdir()
+    if target.exists() or target.is_symlink():
+        old = target.parent / f".{target.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
         target.rename(old)
     try:
         tmp.rename(target)

@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.exact import congruence, dot, matmul
 from soadyn.model.rotations import joint_motion, rpy_to_matrix, skew
 
 JOINT_TYPES = ("revolute", "prismatic", "fixed")
+_EYE3 = np.eye(3)
 BASE_TYPES = ("free", "fixed")
 
 
@@ -70,11 +72,19 @@ class Placement:
     def from_xyz_rpy(xyz: Sequence[float], rpy: Sequence[float]) -> Placement:
         return Placement(snap(rpy_to_matrix(rpy)), snap(np.asarray(xyz, dtype=float)))
 
+    def is_identity(self) -> bool:
+        return bool(np.array_equal(self.R, _EYE3) and not np.any(self.p))
+
     def __mul__(self, other: Placement) -> Placement:
-        return Placement(snap(self.R @ other.R), snap(self.R @ other.p + self.p))
+        if self.is_identity():
+            return other
+        if other.is_identity():
+            return self
+        # exact.matmul: correctly rounded, so model constants do not depend on the machine's BLAS
+        return Placement(snap(matmul(self.R, other.R)), snap(matmul(self.R, other.p) + self.p))
 
     def inverse(self) -> Placement:
-        return Placement(self.R.T.copy(), -self.R.T @ self.p)
+        return Placement(self.R.T.copy(), -matmul(self.R.T, self.p))
 
     def homogeneous(self) -> np.ndarray:
         T = np.eye(4)
@@ -97,7 +107,7 @@ class Inertia:
         m, c = self.mass, self.com
         cx = skew(c)
         out = np.zeros((6, 6))
-        out[:3, :3] = self.inertia - m * cx @ cx
+        out[:3, :3] = self.inertia - m * matmul(cx, cx)
         out[:3, 3:] = m * cx
         out[3:, :3] = -m * cx
         out[3:, 3:] = m * np.eye(3)
@@ -105,7 +115,7 @@ class Inertia:
 
     def transformed(self, X: Placement) -> Inertia:
         """The same body's inertia expressed in a frame in which this body frame sits at ``X``."""
-        return Inertia(self.mass, X.R @ self.com + X.p, X.R @ self.inertia @ X.R.T)
+        return Inertia(self.mass, matmul(X.R, self.com) + X.p, congruence(X.R, self.inertia))
 
     def __add__(self, other: Inertia) -> Inertia:
         m = self.mass + other.mass
@@ -113,7 +123,7 @@ class Inertia:
         Ic = np.zeros((3, 3))
         for part in (self, other):
             d = part.com - c
-            Ic += part.inertia + part.mass * (d @ d * np.eye(3) - np.outer(d, d))
+            Ic += part.inertia + part.mass * (dot(d, d) * np.eye(3) - np.outer(d, d))
         return Inertia(m, c, Ic)
 
 

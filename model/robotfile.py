@@ -24,9 +24,9 @@ that satisfies the triangle inequality; with that, the joint-space mass matrix i
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
-import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -37,6 +37,9 @@ import jsonschema
 import numpy as np
 import yaml
 
+import soadyn.model.exact as exact
+import soadyn.model.safe_yaml as safe_yaml
+from soadyn.model.names import brief
 from soadyn.model.robot import BASE_TYPES, LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot
 from soadyn.model.rotations import matrix_to_rpy
 
@@ -48,6 +51,14 @@ MassCheck = Callable[[Robot], "tuple[int, str] | None"]
 TRIANGLE_TOL = 1e-6
 #: Relative tolerance of the symmetry check of a 3x3 inertia matrix.
 SYMMETRY_TOL = 1e-9
+#: Sane magnitudes (SI units: kg, m, kg m^2, rad): every number of a robot file is 0 or has
+#: MIN_MAGNITUDE <= |x| <= MAX_MAGNITUDE.  Beyond them products and eigenvalues of the dynamics overflow
+#: or lose every digit; such a value is a unit or typing mistake.
+MAX_MAGNITUDE = 1e9
+MIN_MAGNITUDE = 1e-30
+#: an axis is normalised only when its norm lies in [AXIS_NORM_MIN, AXIS_NORM_MAX]
+AXIS_NORM_MIN = 1e-6
+AXIS_NORM_MAX = 1e6
 
 
 class RobotFileError(ValueError):
@@ -64,35 +75,7 @@ class RobotFileError(ValueError):
         super().__init__(where + problem)
 
 
-# ---- YAML parsing ------------------------------------------------------------------------------------
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and reads YAML 1.2 floats like ``1e-3``."""
-
-
-_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                "while reading a mapping", node.start_mark,
-                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1}); remove one of them",
-                key_node.start_mark)
-        seen[key] = key_node
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
+# ---- YAML parsing (bounded and strict: soadyn.model.safe_yaml) ------------------------------------
 
 def read_bytes(path: Path) -> bytes:
     try:
@@ -107,16 +90,9 @@ def read_bytes(path: Path) -> bytes:
 
 def _parse_yaml(path: Path, raw: bytes) -> Any:
     try:
-        return yaml.load(raw, Loader=_Loader)  # noqa: S506 - _Loader derives from SafeLoader
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "YAML"
-        problem = str(e.problem) + (f" ({e.context})" if e.context else "")
-        raise RobotFileError(path, where, f"YAML syntax error: {problem}; fix the YAML syntax") from None
-    except yaml.YAMLError as e:
-        raise RobotFileError(path, "", f"YAML error: {e}") from None
-    except UnicodeDecodeError:
-        raise RobotFileError(path, "", "not UTF-8 text; a robot file must be a UTF-8 YAML file") from None
+        return safe_yaml.load(raw)
+    except safe_yaml.SafeYamlError as e:
+        raise RobotFileError(path, e.where, e.problem) from None
 
 
 # ---- schema ------------------------------------------------------------------------------------------
@@ -145,9 +121,9 @@ def _type_name(x: Any) -> str:
     if isinstance(x, bool):
         return f"boolean {x}"
     if isinstance(x, str):
-        return f"string {x!r}"
+        return f"string {brief(x)}{safe_yaml.yaml11_hint(x)}"
     if isinstance(x, (int, float)):
-        return f"number {x}"
+        return f"number {brief(x)}"
     if isinstance(x, list):
         return f"a list of {len(x)}"
     if isinstance(x, dict):
@@ -166,9 +142,10 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[str, str]:
     last = parts[-1] if parts else None
     if v == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(k for k in inst if k not in allowed)
-        return (field_path(parts + [str(extra[0])]),
-                f"unknown key {extra[0]!r}; allowed keys here: {', '.join(allowed)} (check the spelling)")
+        extra = sorted(str(k) for k in inst if k not in allowed)
+        return (field_path(parts + [brief(extra[0])[1:-1]]),
+                f"unknown key {brief(extra[0])}; allowed keys here: {', '.join(allowed)} "
+                "(check the spelling)")
     if v == "required":
         missing = [k for k in err.validator_value if k not in inst]
         key = missing[0] if missing else "?"
@@ -191,7 +168,7 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[str, str]:
         return field_path(parts), f"expected {want_s}, got {_type_name(inst)}{fix}"
     if v == "enum":
         opts = ", ".join(str(o) for o in err.validator_value)
-        return field_path(parts), f"{inst!r} is not allowed; use one of: {opts}"
+        return field_path(parts), f"{brief(inst)} is not allowed; use one of: {opts}"
     if v in ("minItems", "maxItems"):
         if last == "inertia":
             return field_path(parts), f"a 3x3 inertia needs 3 rows, got {len(inst)}"
@@ -200,11 +177,56 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[str, str]:
         return field_path(parts), f"expected 3 numbers [x, y, z], got {len(inst)}"
     if v == "minLength":
         return field_path(parts), "must not be empty; give a name"
-    return field_path(parts), err.message
+    return field_path(parts), f"does not match the robot-file schema ({v}); see docs/robot-format.md"
 
 
 def _doc_order(err: jsonschema.ValidationError) -> tuple:
     return tuple((0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in err.absolute_path)
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_name(x: Any) -> bool:
+    return isinstance(x, str) and len(x) > 0
+
+
+def _is_vec3(x: Any) -> bool:
+    return isinstance(x, list) and len(x) == 3 and all(_is_num(v) for v in x)
+
+
+def _fits(obj: Any, required: tuple[str, ...], fields: dict[str, Any]) -> bool:
+    return (isinstance(obj, dict) and all(k in obj for k in required)
+            and all(k in fields and fields[k](v) for k, v in obj.items()))
+
+
+_INERTIA_KEYS = {k: _is_num for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
+_JOINT = {"name": _is_name, "type": lambda v: v in ("revolute", "prismatic", "fixed"), "axis": _is_vec3,
+          "xyz": _is_vec3, "rpy": _is_vec3}
+_BODY = {"name": _is_name, "parent": _is_name, "mass": _is_num, "com": _is_vec3,
+         "inertia": lambda v: (_fits(v, ("ixx", "iyy", "izz"), _INERTIA_KEYS) if isinstance(v, dict)
+                               else isinstance(v, list) and len(v) == 3 and all(_is_vec3(r) for r in v)),
+         "joint": lambda v: _fits(v, ("name", "type"), _JOINT) and (v["type"] == "fixed" or "axis" in v)}
+_FRAME = {"name": _is_name, "body": _is_name, "xyz": _is_vec3, "rpy": _is_vec3}
+_LOOP = {"name": _is_name, "frame_a": _is_name, "frame_b": _is_name,
+         "type": lambda v: v in ("weld", "revolute", "prismatic", "spherical"), "axis": _is_vec3,
+         "xyz": _is_vec3, "rpy": _is_vec3}
+_TOP = {"name": _is_name, "description": lambda v: isinstance(v, str),
+        "base": lambda v: v in ("free", "fixed"), "gravity": _is_vec3,
+        "bodies": lambda v: isinstance(v, list) and len(v) > 0 and all(_fits(b, ("name", "mass"), _BODY)
+                                                                      for b in v),
+        "frames": lambda v: isinstance(v, list) and all(_fits(f, ("name", "body"), _FRAME) for f in v),
+        "loops": lambda v: isinstance(v, list) and all(
+            _fits(lp, ("frame_a", "frame_b"), _LOOP)
+            and (lp.get("type") not in ("revolute", "prismatic") or "axis" in lp) for lp in v)}
+
+
+def conforms(doc: Any) -> bool:
+    """Fast path of :func:`validate_schema`: True only if ``doc`` satisfies ``schema.json`` (the same
+    rules written out; the JSON-schema validator, ~100x slower, then runs only to explain a failure).
+    The tests check on every fuzzed file that ``conforms`` never accepts what the schema refuses."""
+    return _fits(doc, ("name", "base", "bodies"), _TOP)
 
 
 def validate_schema(doc: Any, file: str | Path) -> None:
@@ -214,22 +236,55 @@ def validate_schema(doc: Any, file: str | Path) -> None:
         what = "empty" if doc is None else f"{_type_name(doc)}"
         raise RobotFileError(file, "(top level)",
                              f"file is {what}; a robot file is a mapping with keys name, base, bodies")
+    if conforms(doc):
+        return
     validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(doc), key=_doc_order)
+    errors = sorted(itertools.islice(validator.iter_errors(doc), 200), key=_doc_order)
     if errors:
         field, problem = _schema_message(errors[0])
         raise RobotFileError(file, field, problem)
 
 
-def _check_finite(x: Any, parts: list, file: str | Path) -> None:
-    if isinstance(x, dict):
-        for k, v in x.items():
-            _check_finite(v, parts + [str(k)], file)
-    elif isinstance(x, list):
-        for i, v in enumerate(x):
-            _check_finite(v, parts + [i], file)
-    elif isinstance(x, float) and not math.isfinite(x):
-        raise RobotFileError(file, field_path(parts), f"is {x} (not finite); use a finite number")
+def check_number(x: Any, where: str, file: str | Path) -> None:
+    """A number of a robot file must be finite and 0 or of sane magnitude (:data:`MAX_MAGNITUDE`)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return
+    if isinstance(x, int):
+        if abs(x) > MAX_MAGNITUDE:
+            raise RobotFileError(file, where, f"is {brief(x)}, beyond the sane range |x| <= "
+                                 f"{MAX_MAGNITUDE:g} (SI units: kg, m, kg m^2); check the value and its "
+                                 "units")
+        return
+    if not math.isfinite(x):
+        raise RobotFileError(file, where, f"is {x} (not finite); use a finite number")
+    if abs(x) > MAX_MAGNITUDE:
+        raise RobotFileError(file, where, f"is {x:.6g}, beyond the sane range |x| <= {MAX_MAGNITUDE:g} "
+                             "(SI units: kg, m, kg m^2); check the value and its units")
+    if 0.0 < abs(x) < MIN_MAGNITUDE:
+        raise RobotFileError(file, where, f"is {x:.6g}, below {MIN_MAGNITUDE:g} in magnitude (beyond "
+                             "double precision in the dynamics); write 0 if zero was meant")
+
+
+def _check_numbers(doc: Any, file: str | Path) -> None:
+    """:func:`check_number` on every number of the document (iterative: depth is bounded by the YAML
+    reader anyway); integers become floats."""
+    todo: list[tuple[Any, list]] = [(doc, [])]
+    while todo:
+        x, parts = todo.pop()
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if isinstance(v, int) and not isinstance(v, bool):
+                    check_number(v, field_path(parts + [k]), file)
+                    x[k] = float(v)
+            todo.extend((v, parts + [k]) for k, v in reversed(x.items()))  # popped in document order
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                if isinstance(v, int) and not isinstance(v, bool):
+                    check_number(v, field_path(parts + [i]), file)
+                    x[i] = float(v)
+            todo.extend((v, parts + [i]) for i, v in reversed(list(enumerate(x))))
+        else:
+            check_number(x, field_path(parts), file)
 
 
 # ---- physical checks (shared with the URDF reader) --------------------------------------------------------
@@ -274,22 +329,42 @@ def _vec(x: Sequence[float] | None) -> np.ndarray:
     return np.zeros(3) if x is None else np.asarray(x, dtype=float)
 
 
+def axis_problem(x: Sequence[float]) -> str | None:
+    """Why ``x`` cannot be normalised into a joint axis (zero, or a norm outside
+    [:data:`AXIS_NORM_MIN`, :data:`AXIS_NORM_MAX`], where normalising loses digits), or None."""
+    n = exact.norm(x)
+    if n == 0.0:
+        return "is zero; give a non-zero direction such as [0, 0, 1] (it is normalised)"
+    if not AXIS_NORM_MIN <= n <= AXIS_NORM_MAX:
+        return (f"has norm {n:.3g}, outside [{AXIS_NORM_MIN:g}, {AXIS_NORM_MAX:g}]; write the direction "
+                "with components of order 1, e.g. [0, 0, 1] (it is normalised)")
+    return None
+
+
 def unit_axis(x: Sequence[float]) -> np.ndarray:
-    """The axis divided by its norm; an axis already of unit norm (within 4 ulp) is kept bit for bit, so
-    that a model written by ``structure.to_yaml`` reads back with the same fingerprint (dividing a unit
-    vector by its floating-point norm changes the last bit of about a third of them)."""
+    """The axis divided by its (correctly rounded, machine-independent) norm; an axis already of unit
+    norm (within 4 ulp) is kept bit for bit, so that a model written by ``structure.to_yaml`` reads back
+    with the same fingerprint (dividing a unit vector by its floating-point norm changes the last bit of
+    about a third of them).  Callers check :func:`axis_problem` first."""
     a = np.asarray(x, dtype=float)
-    n = float(np.linalg.norm(a))
+    n = exact.norm(a)
     return a.copy() if abs(n - 1.0) <= 4.0 * np.finfo(float).eps else a / n
 
 
+def _names(names: Sequence[str], limit: int = 8) -> str:
+    """A bounded list of names for a message."""
+    shown = ", ".join(brief(n, 40) for n in list(names)[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
 def _check_tree(doc: dict, file: str | Path) -> None:
+    """One root, unique names, known parents, no cycle, joints where needed: O(n) in the bodies."""
     bodies = doc["bodies"]
     index: dict[str, int] = {}
     for i, b in enumerate(bodies):
         if b["name"] in index:
             raise RobotFileError(file, f"bodies[{i}].name",
-                                 f"duplicate body name {b['name']!r} (also bodies[{index[b['name']]}]); "
+                                 f"duplicate body name {brief(b['name'])} (also bodies[{index[b['name']]}]); "
                                  "body names must be unique, rename one")
         index[b["name"]] = i
     roots = [i for i, b in enumerate(bodies) if "parent" not in b]
@@ -298,32 +373,43 @@ def _check_tree(doc: dict, file: str | Path) -> None:
                              "no root body: every body names a parent; the base body must have no "
                              "'parent' key")
     if len(roots) > 1:
-        names = ", ".join(f"{bodies[i]['name']!r} (bodies[{i}])" for i in roots)
+        names = ", ".join(f"{brief(bodies[i]['name'], 40)} (bodies[{i}])" for i in roots[:4])
         raise RobotFileError(file, f"bodies[{roots[1]}].parent",
                              f"several root bodies without 'parent': {names}; exactly one body (the base) "
                              "may omit 'parent', give the others their parent")
+    children: dict[int, list[int]] = {}
     for i, b in enumerate(bodies):
-        if "parent" in b and b["parent"] not in index:
-            raise RobotFileError(file, f"bodies[{i}].parent",
-                                 f"unknown parent {b['parent']!r}; known bodies: {', '.join(index)}")
-    root = roots[0]
-    for i in range(len(bodies)):
-        chain = [i]
-        k = i
-        while k != root:
-            k = index[bodies[k]["parent"]]
-            if k in chain:
-                loop = chain[chain.index(k):] + [k]
-                names = " -> ".join(repr(bodies[m]["name"]) for m in loop)
+        if "parent" in b:
+            if b["parent"] not in index:
                 raise RobotFileError(file, f"bodies[{i}].parent",
-                                     f"parents form a cycle ({names}) not connected to the base "
-                                     f"{bodies[root]['name']!r}; every chain of parents must end at the base")
-            chain.append(k)
+                                     f"unknown parent {brief(b['parent'])}; known bodies: "
+                                     f"{_names(list(index))}")
+            children.setdefault(index[b["parent"]], []).append(i)
+    root = roots[0]
+    reached = {root}
+    todo = [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            reached.add(c)
+            todo.append(c)
+    if len(reached) != len(bodies):
+        i = next(k for k in range(len(bodies)) if k not in reached)
+        seen: dict[int, int] = {}
+        k = i
+        while k not in seen:  # every unreached body's parent chain ends in a cycle
+            seen[k] = len(seen)
+            k = index[bodies[k]["parent"]]
+        loop = [m for m, _ in sorted(seen.items(), key=lambda t: t[1]) if seen[m] >= seen[k]]
+        names = " -> ".join(brief(bodies[m]["name"], 30) for m in (loop + [k])[:8])
+        raise RobotFileError(file, f"bodies[{i}].parent",
+                             f"parents form a cycle ({names}{' ...' if len(loop) > 7 else ''}) not connected "
+                             f"to the base {brief(bodies[root]['name'])}; every chain of parents must end at "
+                             "the base")
     # joints
     rb = bodies[root]
     if "joint" in rb:
         raise RobotFileError(file, f"bodies[{root}].joint",
-                             f"the root body {rb['name']!r} must not have a joint (its motion is set by "
+                             f"the root body {brief(rb['name'])} must not have a joint (its motion is set by "
                              "'base: free|fixed'); remove the joint or give the body a parent")
     joint_names: dict[str, int] = {}
     for i, b in enumerate(bodies):
@@ -331,17 +417,19 @@ def _check_tree(doc: dict, file: str | Path) -> None:
             continue
         if "joint" not in b:
             raise RobotFileError(file, f"bodies[{i}].joint",
-                                 f"body {b['name']!r} has a parent but no joint; add "
+                                 f"body {brief(b['name'])} has a parent but no joint; add "
                                  "'joint: {name: ..., type: revolute|prismatic|fixed, axis: [x, y, z]}'")
         j = b["joint"]
         if j["name"] in joint_names:
             raise RobotFileError(file, f"bodies[{i}].joint.name",
-                                 f"duplicate joint name {j['name']!r} (also bodies[{joint_names[j['name']]}]"
-                                 ".joint); joint names must be unique, rename one")
+                                 f"duplicate joint name {brief(j['name'])} (also "
+                                 f"bodies[{joint_names[j['name']]}].joint); joint names must be unique, "
+                                 "rename one")
         joint_names[j["name"]] = i
-        if j["type"] != "fixed" and not np.any(np.asarray(j["axis"], dtype=float)):
-            raise RobotFileError(file, f"bodies[{i}].joint.axis",
-                                 "is zero; give a non-zero direction such as [0, 0, 1] (it is normalised)")
+        if j["type"] != "fixed":
+            problem = axis_problem(j["axis"])
+            if problem:
+                raise RobotFileError(file, f"bodies[{i}].joint.axis", problem)
 
 
 def _check_masses(doc: dict, base: str, file: str | Path) -> None:
@@ -350,12 +438,12 @@ def _check_masses(doc: dict, base: str, file: str | Path) -> None:
         fixed_joint = "joint" in b and b["joint"]["type"] == "fixed"
         is_root = "parent" not in b
         if m < 0:
-            raise RobotFileError(file, f"bodies[{i}].mass", f"is negative ({m}); a mass must be >= 0")
+            raise RobotFileError(file, f"bodies[{i}].mass", f"is negative ({m!r}); a mass must be >= 0")
         if m == 0:
             if not (fixed_joint or (is_root and base == "fixed")):
                 why = ("the base of a free-floating robot" if is_root else "a body on a moving joint")
                 raise RobotFileError(file, f"bodies[{i}].mass",
-                                     f"is 0 but {b['name']!r} is {why}, which needs mass > 0; "
+                                     f"is 0 but {brief(b['name'])} is {why}, which needs mass > 0; "
                                      f"massless bodies "
                                      "are allowed only when attached by a fixed joint (or as a fixed base)")
             if "inertia" in b and np.any(inertia_matrix(b["inertia"])):
@@ -376,16 +464,17 @@ def _check_frames(doc: dict, file: str | Path) -> None:
     for i, f in enumerate(doc.get("frames", [])):
         if f["name"] in body_names:
             raise RobotFileError(file, f"frames[{i}].name",
-                                 f"{f['name']!r} is already a body name; bodies are frames too, "
+                                 f"{brief(f['name'])} is already a body name; bodies are frames too, "
                                  f"rename the frame")
         if f["name"] in seen:
             raise RobotFileError(file, f"frames[{i}].name",
-                                 f"duplicate frame name {f['name']!r} (also "
+                                 f"duplicate frame name {brief(f['name'])} (also "
                                  f"frames[{seen[f['name']]}]); rename one")
         seen[f["name"]] = i
         if f["body"] not in body_names:
             raise RobotFileError(file, f"frames[{i}].body",
-                                 f"unknown body {f['body']!r}; known bodies: {', '.join(sorted(body_names))}")
+                                 f"unknown body {brief(f['body'])}; known bodies: "
+                                 f"{_names(sorted(body_names))}")
 
 
 def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: MassCheck | None) -> Robot:
@@ -421,7 +510,8 @@ def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: Mass
 
 def check_base(base: str | None, file: str | Path) -> None:
     if base is not None and base not in BASE_TYPES:
-        raise RobotFileError(file, "base (override)", f"{base!r} is not allowed; use one of: free, fixed")
+        raise RobotFileError(file, "base (override)",
+                             f"{brief(base)} is not allowed; use one of: free, fixed")
 
 
 def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None, *,
@@ -432,7 +522,7 @@ def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None, *,
     check_base(base, file)
     doc = _parse_yaml(Path(file), raw)
     validate_schema(doc, file)
-    _check_finite(doc, [], file)
+    _check_numbers(doc, file)
     base = base or doc["base"]
     _check_tree(doc, file)
     _check_masses(doc, base, file)

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.exact import matmul, sin_cos
+
 __all__ = [
     "cross", "joint_motion", "matrix_to_quaternion", "matrix_to_rpy", "quat_exp", "quat_mul",
     "quaternion_to_matrix", "rodrigues", "rpy_to_matrix", "skew",
@@ -73,11 +75,13 @@ def quaternion_to_matrix(quat: Any) -> np.ndarray:
 def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
     """Rotation matrix of URDF roll-pitch-yaw angles: ``R = Rz(yaw) Ry(pitch) Rx(roll)``."""
     r, p, y = (float(a) for a in rpy)
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    if r == p == y == 0.0:
+        return np.eye(3)
+    (sr, cr), (sp, cp), (sy, cy) = sin_cos(r), sin_cos(p), sin_cos(y)
     rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
     ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
     rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    return rz @ ry @ rx
+    return matmul(matmul(rz, ry), rx)  # correctly rounded: the same constants on every machine
 
 
 def matrix_to_rpy(R: Any) -> np.ndarray:

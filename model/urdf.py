@@ -36,15 +36,25 @@ from __future__ import annotations
 
 import hashlib
 import io
-import math
 import warnings
 from pathlib import Path
 
 import numpy as np
 from lxml import etree
 
+import soadyn.model.exact as exact
+from soadyn.model.names import brief, terminal
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
-from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, inertia_problem, read_bytes
+from soadyn.model.robotfile import (
+    MassCheck,
+    RobotFileError,
+    axis_problem,
+    check_base,
+    check_number,
+    inertia_problem,
+    read_bytes,
+    unit_axis,
+)
 
 MIMIC_MODES = ("error", "independent", "fixed")
 
@@ -57,6 +67,12 @@ _NUMERIC = {
 _INERTIA_ATTRS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 
 
+def _q(name: object) -> str:
+    """A name as a bounded, terminal-safe, double-quoted attribute value for messages."""
+    text = str(name)
+    return '"' + terminal(text[:40]).replace('"', '\\"') + '"' + ("..." if len(text) > 40 else "")
+
+
 def _where(el: etree._Element) -> str:
     """``<joint name="j1"> (line 40)`` for the link/joint enclosing ``el``."""
     owner = el
@@ -65,20 +81,21 @@ def _where(el: etree._Element) -> str:
     if owner is None:
         return f"<{el.tag}> (line {el.sourceline})"
     inner = "" if owner is el else f"/{el.tag}"
-    return f"<{owner.tag} name=\"{owner.get('name', '?')}\">{inner} (line {el.sourceline})"
+    return f"<{owner.tag} name={_q(owner.get('name', '?'))}>{inner} (line {el.sourceline})"
 
 
 def _numbers(text: str, n: int, path: Path, el: etree._Element, attr: str) -> list[float]:
     parts = text.split()
+    shown = brief(text, 40)
     try:
-        vals = [float(p) for p in parts]
+        vals = [float(p) for p in parts[: n + 1]]
     except ValueError:
-        raise RobotFileError(path, _where(el), f"{attr}={text!r} is not {n} number(s); write e.g. "
+        raise RobotFileError(path, _where(el), f"{attr}={shown} is not {n} number(s); write e.g. "
                              f"{attr}=\"{' '.join(['0'] * n)}\"") from None
-    if len(vals) != n:
-        raise RobotFileError(path, _where(el), f"{attr}={text!r} has {len(vals)} number(s), expected {n}")
-    if not all(math.isfinite(v) for v in vals):
-        raise RobotFileError(path, _where(el), f"{attr}={text!r} is not finite; use finite numbers")
+    if len(parts) != n:
+        raise RobotFileError(path, _where(el), f"{attr}={shown} has {len(parts)} number(s), expected {n}")
+    for v in vals:
+        check_number(v, f"{_where(el)} {attr}", path)
     return vals
 
 
@@ -141,32 +158,41 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                check: MassCheck | None = None) -> Robot:
     """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``); ``check``
     (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree."""
-    import yourdfpy
-
     path = Path(path)
     check_base(base, path)
     if mimic not in MIMIC_MODES:
         raise ValueError(f"mimic must be one of {MIMIC_MODES}, got {mimic!r}")
-    parser = etree.XMLParser(remove_blank_text=True, resolve_entities=False, no_network=True)
+    # internal entities are expanded here (libxml2 bounds their amplification), external ones never
+    # (no file or network access); yourdfpy then reads the expanded tree we checked, not the raw bytes
+    parser = etree.XMLParser(remove_blank_text=True, resolve_entities="internal", no_network=True,
+                             load_dtd=False, huge_tree=False)
     try:
         root = etree.fromstring(raw, parser=parser)
     except etree.XMLSyntaxError as e:
         line = e.lineno if e.lineno else "?"
-        raise RobotFileError(path, f"line {line}", f"XML syntax error: {e.msg}; fix the XML") from None
+        raise RobotFileError(path, f"line {line}", f"XML syntax error: {brief(e.msg, 120)[1:-1]}; fix the "
+                             "XML") from None
+    for el in root.iter():
+        if not isinstance(el.tag, str) and el.tag is etree.Entity:
+            raise RobotFileError(path, f"line {el.sourceline}", f"entity {brief(el.text, 40)} is not "
+                                 "defined in the file (external entities are not read); write the value")
     _prevalidate(root, path)
+    expanded = etree.tostring(root, encoding="utf-8")
     lines = {(el.tag, el.get("name")): el.sourceline for el in root if el.tag in ("link", "joint")}
 
     def where(tag: str, name: str) -> str:
-        return f"<{tag} name=\"{name}\"> (line {lines.get((tag, name), '?')})"
+        return f"<{tag} name={_q(name)}> (line {lines.get((tag, name), '?')})"
+
+    import yourdfpy  # slow to import: only once the file passed the strict checks
 
     try:
-        model = yourdfpy.URDF.load(io.BytesIO(raw), build_scene_graph=False,
+        model = yourdfpy.URDF.load(io.BytesIO(expanded), build_scene_graph=False,
                                    build_collision_scene_graph=False,
                                    load_meshes=False, load_collision_meshes=False,
                                    filename_handler=yourdfpy.filename_handler_null).robot
     except Exception as e:  # yourdfpy raises assorted errors on odd input; report them with the file
-        raise RobotFileError(path, "", f"yourdfpy could not read the URDF ({type(e).__name__}: {e})"
-                             ) from None
+        raise RobotFileError(path, "", f"yourdfpy could not read the URDF ({type(e).__name__}: "
+                             f"{brief(str(e), 120)})") from None
 
     # names and tree shape
     link_names: list[str] = []
@@ -184,17 +210,17 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         seen_joints.add(j.name)
         for role, ln in (("parent", j.parent), ("child", j.child)):
             if ln not in link_names:
-                raise RobotFileError(path, where("joint", j.name), f"{role} link {ln!r} is not defined; "
+                raise RobotFileError(path, where("joint", j.name), f"{role} link {brief(ln)} is not defined; "
                                      "add the <link> or fix the name")
         if j.child in joint_of_child:
             raise RobotFileError(path, where("joint", j.name),
-                                 f"link {j.child!r} is already the child of joint "
-                                 f"{joint_of_child[j.child].name!r}; "
+                                 f"link {brief(j.child)} is already the child of joint "
+                                 f"{brief(joint_of_child[j.child].name)}; "
                                  "a URDF must be a tree (closed loops are not supported)")
         joint_of_child[j.child] = j
     roots = [ln for ln in link_names if ln not in joint_of_child]
     if len(roots) != 1:
-        what = "no root link (the joints form a cycle)" if not roots else f"several root links {roots}"
+        what = "no root link (the joints form a cycle)" if not roots else f"several root links {brief(roots)}"
         field = where("link", roots[1]) if roots else "<robot>"
         raise RobotFileError(path, field, f"{what}; a URDF must be a single tree: connect every link to "
                              "one root link by joints")
@@ -213,8 +239,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             raise RobotFileError(path, where("link", name) + "/inertial", f"negative mass {m}; a "
                                                                           f"mass must be >= 0")
         X = _placement(ine.origin)
-        I = X.R @ np.asarray(ine.inertia, dtype=float) @ X.R.T
-        I = 0.5 * (I + I.T)
+        I0 = np.asarray(ine.inertia, dtype=float)
+        I = exact.congruence(X.R, 0.5 * (I0 + I0.T))
         if m == 0:
             return Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
         if np.any(I):
@@ -237,7 +263,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         if j.mimic is not None:
             if mimic == "error":
                 raise RobotFileError(path, where("joint", j.name),
-                                     f"mimic joint (follows {j.mimic.joint!r}) is not supported; load with "
+                                     f"mimic joint (follows {brief(j.mimic.joint)}) is not supported; load "
+                                     "with "
                                      "mimic='independent' (an ordinary joint, as Pinocchio does) or 'fixed' "
                                      "(locked at 0), e.g. `soadyn info FILE --mimic independent`")
             if mimic == "fixed":
@@ -246,27 +273,28 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             jtype = "revolute"
         if jtype in ("planar", "floating"):
             raise RobotFileError(path, where("joint", j.name),
-                                 f"joint type {jtype!r} is not supported (only the base may float: use "
+                                 f"joint type {brief(jtype)} is not supported (only the base may float: use "
                                  "base 'free'); use revolute, continuous, prismatic or fixed")
         if jtype not in ("revolute", "prismatic", "fixed"):
             raise RobotFileError(path, where("joint", j.name),
-                                 f"unknown joint type {jtype!r}; use revolute, continuous, prismatic "
+                                 f"unknown joint type {brief(jtype)}; use revolute, continuous, prismatic "
                                  f"or fixed")
         if jtype == "fixed":
             axis = np.zeros(3)
         else:
             axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
-            nrm = float(np.linalg.norm(axis))
-            if nrm == 0.0:
-                raise RobotFileError(path, where("joint", j.name), "axis is zero; give a non-zero <axis xyz>")
-            axis = snap(axis / nrm)
+            problem = axis_problem(axis)
+            if problem:
+                raise RobotFileError(path, where("joint", j.name), f"axis {problem} (<axis xyz>)")
+            axis = snap(unit_axis(axis))
         specs.append(BodySpec(j.child, j.parent, Joint(j.name, jtype, axis, _placement(j.origin)),
                               inertia_of(j.child)))
     try:
         robot = Robot.from_specs(model.name, base or "free", np.zeros(3), specs, (), source=str(path),
                                  source_hash=hashlib.sha256(raw).hexdigest())
     except ValueError as e:
-        raise RobotFileError(path, "", f"{e}; a URDF must be a single tree rooted at one link") from None
+        raise RobotFileError(path, "", f"{brief(str(e), 160)[1:-1]}; a URDF must be a single tree rooted at "
+                             "one link") from None
     found = None if check is None else check(robot)
     if found is not None:
         k, problem = found

@@ -43,8 +43,9 @@ def _block(*blocks: np.ndarray, path: str, function: str, kwargs: dict[str, Any]
 
 def _out_shape(path: str, function: str, in_shapes: list[tuple[int, ...]], kwargs: dict[str, Any]
                ) -> tuple[int, ...]:
-    """Shape of one state's output, from a call on one zero state (cheap: the C function)."""
-    x = [np.zeros(s) for s in in_shapes]
+    """Shape of one state's output, from a call on one state of ones (cheap: the C function; not zeros:
+    a zero base quaternion is refused)."""
+    x = [np.ones(s) for s in in_shapes]
     if "frame" in kwargs:
         x.insert(1, kwargs["frame"])
     kw = {k: v for k, v in kwargs.items() if k != "frame"}

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from soadyn.model import load_robot as load_unchecked
+from soadyn.model.names import brief
 from soadyn.model.robot import Robot
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
 from soadyn.symbolic.scalar import NUMERIC
@@ -54,7 +55,8 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
                 j = robot.joints[k]
                 what = ("moment of inertia about its axis" if j.type == "revolute"
                         else "mass along its axis")
-                return k, (f"joint {j.name!r} carries zero {what} (body {robot.body_names[k]!r} and "
+                return k, (f"joint {brief(j.name)} carries zero {what} (body {brief(robot.body_names[k])} "
+                           "and "
                            "everything outboard of it), so the mass matrix would be singular; give a "
                            "moving body outboard of the joint mass and inertia, or make the joint fixed")
         if robot.is_free:
@@ -62,7 +64,9 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
             ev = np.linalg.eigvalsh(0.5 * (P0 + P0.T))
             if not ev[0] > 1e-10 * max(ev[-1], 0.0):
                 return 0, (f"the free-floating base's articulated inertia is singular (eigenvalues "
-                           f"{', '.join(f'{e:.3g}' for e in ev)}): the base body {robot.body_names[0]!r} and "
+                           f"{', '.join(f'{e:.3g}' for e in ev)}): the base body "
+                           f"{brief(robot.body_names[0])} "
+                           "and "
                            "the joints cannot resist all base motions; give the base mass and inertia "
                            "(or use base: fixed)")
     return None

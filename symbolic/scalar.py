@@ -28,6 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import symengine as se
 
+from soadyn.model.names import c_identifier
+
 
 @runtime_checkable
 class ScalarContext(Protocol):
@@ -213,6 +215,9 @@ class Symbolic:
 
     # -- staging ---------------------------------------------------------------------------------
     def fresh(self, name: str) -> str:
+        """A new symbol name from ``name``: a generated C identifier (:func:`soadyn.model.names.c_identifier`:
+        ASCII, bounded, a hash for long names), numbered when taken -- never a robot's name verbatim."""
+        name = c_identifier(name, 40)
         c = self._counts.get(name, 0)
         self._counts[name] = c + 1
         return name if c == 0 else f"{name}_{c}"

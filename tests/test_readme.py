@@ -5,8 +5,9 @@
   raises (the snippets carry their own asserts: reactionless base rate, model agreement, ...).  The working
   directory is a temporary directory that mirrors the repository root by symbolic links, so snippets see
   ``examples/``, ``generated/`` and ``build/`` of the repository while the files they write (PNG, YAML) land
-  in the temporary directory.  Compiled modules are cached (``generated/``, ``build/soadyn/``).
-* The repository's git status must not gain entries in ``generated/``, ``examples/`` or the root.
+  in the temporary directory.  Compiled modules are cached in ``build/soadyn/`` (git-ignored).
+* The repository's git status must not gain entries in ``generated/``, ``examples/`` or the root, and no
+  file there may change its bytes (the snippets never write into tracked files).
 * examples/seed004_example1.py and examples/dual_arm_capture.py run with short durations.
 """
 
@@ -52,6 +53,16 @@ def _git_status() -> set[str] | None:
             if ln[3:].startswith(("generated/", "examples/")) or "/" not in ln[3:]}
 
 
+def _tracked_bytes() -> dict[str, str]:
+    """sha256 of every file under generated/ and examples/ (the places a snippet could write to): a
+    rewrite with other bytes fails the test even when git would not list a new entry."""
+    import hashlib
+
+    return {str(p.relative_to(REPO)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for top in ("generated", "examples") for p in sorted((REPO / top).rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".so", ".o", ".pyd")}
+
+
 def _mirror(tmp: Path) -> Path:
     """A directory whose entries link to the repository root's (build/ created if missing)."""
     (REPO / "build").mkdir(exist_ok=True)
@@ -88,8 +99,9 @@ def test_readme_snippets_run(tmp_path):
     before = _git_status()
     work = _mirror(tmp_path)
     # the "Using a generated module" block imports generated/tian_wu_3dof, built by `soadyn compile`
-    _run([sys.executable, "-c", "import soadyn; soadyn.compile('examples/tian_wu_3dof.yaml')"], work,
-         "soadyn compile examples/tian_wu_3dof.yaml")
+    tracked = _tracked_bytes()
+    _run([sys.executable, "-c", "import soadyn; soadyn.compile('examples/tian_wu_3dof.yaml', "
+          "out_dir='build/soadyn')"], work, "soadyn compile examples/tian_wu_3dof.yaml -o build/soadyn")
     n_py = n_sh = 0
     for i, (lang, code, inside) in enumerate(_blocks(README.read_text(encoding="utf-8"))):
         if lang == "python":
@@ -110,6 +122,8 @@ def test_readme_snippets_run(tmp_path):
     after = _git_status()
     if before is not None and after is not None:
         assert after <= before, f"README snippets changed the repository: {sorted(after - before)}"
+    changed = sorted(p for p, h in _tracked_bytes().items() if tracked.get(p) != h)
+    assert not changed, f"README snippets rewrote tracked files: {changed}"
 
 
 # ---- example scripts ---------------------------------------------------------------------------

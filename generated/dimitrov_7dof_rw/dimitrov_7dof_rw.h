@@ -85,23 +85,23 @@ void dimitrov_7dof_rw_momentum_batch(int n, const double *q, const double *v, do
 void dimitrov_7dof_rw_kinetic_energy(const double *q, const double *v, double *T);
 void dimitrov_7dof_rw_kinetic_energy_batch(int n, const double *q, const double *v, double *T);
 
-/* operational-space inertia of every body, P(k) + S(k) (seed 000 Lemma 4.1), body frame, angular first; operations: 2786 */
+/* operational-space inertia of every body, P(k) + S(k) (seed 000 Lemma 4.1), body frame, angular first; operations: 2782 */
 void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda);
 void dimitrov_7dof_rw_operational_space_inertias_batch(int n, const double *q, double *Lambda);
 
-/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6); operations: 6987 */
+/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6); operations: 6983 */
 void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
 void dimitrov_7dof_rw_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
-/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext; operations: 7099 */
+/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext; operations: 7097 */
 void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 9427 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 9421 */
 void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
 void dimitrov_7dof_rw_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 9497 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 9490 */
 void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
@@ -141,19 +141,19 @@ void dimitrov_7dof_rw_coupling_inertia_rate_batch(int n, const double *q, const 
 void dimitrov_7dof_rw_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void dimitrov_7dof_rw_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 219 + the case of the frame (base 0, link1 3, link2 18, link3 71, link4 98, link5 117, link6 154, link7 163, rw_x 2, rw_y 2, rw_z 4, ee 202); 1053 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 219 + the case of the frame ('base' 0, 'link1' 3, 'link2' 18, 'link3' 71, 'link4' 98, 'link5' 117, 'link6' 154, 'link7' 163, 'rw_x' 2, 'rw_y' 2, 'rw_z' 4, 'ee' 202); 1053 in all */
 int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
-/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 232 + the case of the frame (base 0, link1 3, link2 9, link3 54, link4 81, link5 108, link6 135, link7 162, rw_x 0, rw_y 0, rw_z 0, ee 212); 996 in all */
+/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 232 + the case of the frame ('base' 0, 'link1' 3, 'link2' 9, 'link3' 54, 'link4' 81, 'link5' 108, 'link6' 135, 'link7' 162, 'rw_x' 0, 'rw_y' 0, 'rw_z' 0, 'ee' 212); 996 in all */
 int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 2102 + the case of the frame (base 0, link1 93, link2 129, link3 240, link4 270, link5 300, link6 330, link7 360, rw_x 93, rw_y 123, rw_z 93, ee 412); 4545 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 2102 + the case of the frame ('base' 0, 'link1' 93, 'link2' 129, 'link3' 240, 'link4' 270, 'link5' 300, 'link6' 330, 'link7' 360, 'rw_x' 93, 'rw_y' 123, 'rw_z' 93, 'ee' 412); 4545 in all */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 787 + the case of the frame (base 0, link1 12, link2 19, link3 45, link4 45, link5 45, link6 45, link7 45, rw_x 9, rw_y 12, rw_z 9, ee 75); 1148 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 787 + the case of the frame ('base' 0, 'link1' 12, 'link2' 19, 'link3' 45, 'link4' 45, 'link5' 45, 'link6' 45, 'link7' 45, 'rw_x' 9, 'rw_y' 12, 'rw_z' 9, 'ee' 75); 1148 in all */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

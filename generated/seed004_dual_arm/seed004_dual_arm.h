@@ -96,11 +96,11 @@ void seed004_dual_arm_forward_dynamics_decoupled_batch(int n, const double *q, c
 void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void seed004_dual_arm_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 1773 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 1722 */
 void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
 void seed004_dual_arm_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 1816 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 1764 */
 void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void seed004_dual_arm_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
@@ -140,19 +140,19 @@ void seed004_dual_arm_coupling_inertia_rate_batch(int n, const double *q, const 
 void seed004_dual_arm_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void seed004_dual_arm_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 85 + the case of the frame (base 0, link1 2, link2 11, link3 19, link4 2, link5 11, link6 19, target 0, ee1 0, ee2 29, grasp2 47); 225 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 85 + the case of the frame ('base' 0, 'link1' 2, 'link2' 11, 'link3' 19, 'link4' 2, 'link5' 11, 'link6' 19, 'target' 0, 'ee1' 0, 'ee2' 29, 'grasp2' 47); 225 in all */
 int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J);
 int seed004_dual_arm_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
-/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 124 + the case of the frame (base 0, link1 0, link2 22, link3 33, link4 0, link5 22, link6 33, target 0, ee1 0, ee2 55, grasp2 58); 347 in all */
+/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 124 + the case of the frame ('base' 0, 'link1' 0, 'link2' 22, 'link3' 33, 'link4' 0, 'link5' 22, 'link6' 33, 'target' 0, 'ee1' 0, 'ee2' 55, 'grasp2' 58); 347 in all */
 int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J);
 int seed004_dual_arm_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 493 + the case of the frame (base 0, link1 18, link2 55, link3 69, link4 18, link5 55, link6 69, target 0, ee1 0, ee2 92, grasp2 97); 966 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 493 + the case of the frame ('base' 0, 'link1' 18, 'link2' 55, 'link3' 69, 'link4' 18, 'link5' 55, 'link6' 69, 'target' 0, 'ee1' 0, 'ee2' 92, 'grasp2' 97); 966 in all */
 int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 441 + the case of the frame (base 0, link1 6, link2 29, link3 29, link4 6, link5 29, link6 29, target 0, ee1 0, ee2 38, grasp2 42); 649 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 441 + the case of the frame ('base' 0, 'link1' 6, 'link2' 29, 'link3' 29, 'link4' 6, 'link5' 29, 'link6' 29, 'target' 0, 'ee1' 0, 'ee2' 38, 'grasp2' 42); 649 in all */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+import soadyn.model.exact as exact
 from soadyn.symbolic.algorithms.kinematics import Kinematics, hinge_map, joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
@@ -58,9 +59,19 @@ def complement_basis(h: np.ndarray) -> np.ndarray:
     nz = np.flatnonzero(h)
     if len(nz) == 1:
         return np.delete(np.eye(6), nz[0], axis=1)
-    # Householder-free construction: an orthonormal basis whose first vector is h/|h|, drop it
-    Q, _ = np.linalg.qr(np.column_stack([h, np.eye(6)]))
-    W = Q[:, 1:6]
+    # Gram-Schmidt from h/|h| over e_1..e_6 in a fixed order, with correctly rounded dot products and
+    # norms (soadyn.model.exact): the same basis on every machine (LAPACK's QR is not)
+    basis = [h / exact.norm(h)]
+    for i in range(6):
+        w = np.eye(6)[i]
+        for b in basis:
+            w = w - exact.dot(b, w) * b
+        for b in basis:  # second pass: orthogonal to round-off
+            w = w - exact.dot(b, w) * b
+        n = exact.norm(w)
+        if n > 0.5 and len(basis) < 6:
+            basis.append(w / n)
+    W = np.column_stack(basis[1:6])
     W[np.abs(W) < 1e-15] = 0.0
     return W
 
@@ -82,7 +93,7 @@ def body_inverse_inertias(robot: Any) -> list[np.ndarray | None]:
                 "(constraint-force) algorithm of seed 002 needs M(k)^-1 of every moving body. "
                 "Give the body a mass and a positive-definite inertia in the robot file, or use "
                 "forward_dynamics.")
-        Mi = np.linalg.inv(Mk)
+        Mi = exact.inverse(Mk)  # exact rational inverse, rounded once: machine-independent constants
         out.append(0.5 * (Mi + Mi.T))
     return out
 
@@ -103,7 +114,7 @@ class _CF:
         for k in range(1, n):
             h = hinge_map(robot, k)
             self.W[k] = ctx.const(complement_basis(h))
-            self.hhat[k] = ctx.const(h / float(h @ h))
+            self.hhat[k] = ctx.const(h / exact.dot(h, h))
 
     def accelerations(self, F0: np.ndarray | None, f: list[Any], tag: str) -> tuple[list[Any], list[Any]]:
         """alpha(j) of every body and Delta(k) across every hinge for hinge forces f (k >= 1)."""
