@@ -24,8 +24,8 @@ from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
-from soadyn.model.parameters import default_params
 from soadyn.model.names import c_comment, py_doc, py_literal
+from soadyn.model.parameters import default_params
 from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
