@@ -35,6 +35,7 @@ from soadyn.model.robot import Robot
 
 from soadyn.codegen.build import CompileError
 from soadyn.codegen.functions import FunctionSpec, expand_family, function_table, select_functions
+from soadyn.codegen.profiles import PROFILES, get_profile
 
 #: reference modules searched in order for a function of the generated API's name
 REFERENCE_MODULES = ("soadyn.reference.dense", "soadyn.reference.invariant",
@@ -152,12 +153,13 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
 
 def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None, base: str | None = None,
            states: int = 100, tol: float = 1e-10, seed: int = 0, progress: bool = False,
-           **load_kw: Any) -> list[Check]:
-    """Compile (or reuse) the module of a robot and check every generated function (see module doc)."""
+           profile: str | None = None, **load_kw: Any) -> list[Check]:
+    """Compile (or reuse) the module of a robot (build ``profile``) and check every generated function
+    (see module doc)."""
     from soadyn.codegen.pipeline import compile_robot, resolve_robot
 
     robot, _ = resolve_robot(robot_or_path, base, **load_kw)
-    module = compile_robot(robot_or_path, out_dir, base, progress=progress, **load_kw)
+    module = compile_robot(robot_or_path, out_dir, base, progress=progress, profile=profile, **load_kw)
     rng = np.random.default_rng(seed)
     ins = random_inputs(robot, states, rng)
     specs = [e for s in function_table(robot) if hasattr(module, s.api) for e in expand_family(s)]
@@ -193,6 +195,9 @@ def _robot_args(p: argparse.ArgumentParser) -> None:
                    help="URDF <mimic> joints: error (default), independent joints, or fixed at 0")
     p.add_argument("-o", "--out", default="generated", metavar="DIR",
                    help="output directory; the module goes to DIR/<robot name>/ (default: ./generated)")
+    p.add_argument("--profile", choices=PROFILES, default=None,
+                   help="build profile: fast (default; fastest code for this machine, -march=native), "
+                        "portable (baseline ISA, for other machines of this class), debug (compiles quickly)")
 
 
 def add_compile(sub: argparse._SubParsersAction) -> None:
@@ -256,13 +261,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         if args.sources_only:
             robot, name = resolve_robot(args.robot, args.base, mimic=args.mimic)
-            gen = generate(robot, name, progress=progress, functions=functions)
+            gen = generate(robot, name, progress=progress, functions=functions,
+                           profile=get_profile(args.profile))
             for p in write_sources(gen, out / name):
                 print(p)
             return 0
         before = _derive.STATS["derivations"]
         module = compile_robot(args.robot, out, args.base, functions, force=args.force, progress=progress,
-                               mimic=args.mimic)
+                               mimic=args.mimic, profile=args.profile)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -277,7 +283,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     try:
         checks = verify(args.robot, args.out, args.base, states=args.states, tol=args.tol, seed=args.seed,
-                        progress=progress, mimic=args.mimic)
+                        progress=progress, mimic=args.mimic, profile=args.profile)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -24,6 +24,7 @@ from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn._version import __version__
 from soadyn.codegen.optimise import split_cases
+from soadyn.codegen.units import finish_function, prelude
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -52,6 +53,8 @@ class EmittedFunction:
     #: frame families: ops of the shared prefix and [(frame name, enumerator, ops of its case)]
     prefix_ops: dict[str, int] | None = None
     case_ops: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
+    #: stage functions and SIMD batch code (:func:`soadyn.codegen.units.finish_function`)
+    extra: Any = None
 
     @property
     def is_family(self) -> bool:
@@ -207,11 +210,17 @@ def _common(robot: Robot, module_name: str) -> dict[str, Any]:
 
 
 def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
-                programs: list[Program]) -> tuple[dict[str, str], str, list[EmittedFunction]]:
-    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions)."""
+                programs: list[Program], stage_ops: int = 0,
+                lanes: int = 1) -> tuple[dict[str, str], str, list[EmittedFunction]]:
+    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions).
+
+    ``stage_ops``, ``lanes``: stage functions and SIMD batches
+    (:func:`~soadyn.codegen.units.finish_function`)."""
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
     funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
+    for f in funcs:
+        finish_function(f, stage_ops, lanes)
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
     prototypes = "\n".join(f"/* {f.doc}; {f.ops_text()} */\n{f.prototype}\n{f.batch_prototype}\n"
@@ -220,7 +229,7 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
-    source = render("module.c.j2", functions=funcs, **common)
+    source = render("module.c.j2", functions=funcs, prelude=prelude(lanes), **common)
     cdef = ""
     if families:
         cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")
@@ -247,7 +256,7 @@ def split_units(robot: Robot, module_name: str, funcs: list[EmittedFunction], pa
     common = _common(robot, module_name)
     units = [(sorted(b, key=lambda f: order[f.cname]), False) for b in bins if b]
     units += [([f], True) for f in big]
-    return [(render("module.c.j2", functions=fs, **common), is_big) for fs, is_big in units]
+    return [(render("module.c.j2", functions=fs, prelude="", **common), is_big) for fs, is_big in units]
 
 
 def _tuple_literal(shape: tuple[int, ...]) -> str:
