@@ -66,15 +66,30 @@ def cmeel_prefix() -> Path:
                      "install the wheels with: pip install pin cmeel-eigen cmeel-boost")
 
 
+def _cmeel_prefixes() -> list[Path]:
+    """Every ``cmeel.prefix`` on ``sys.path`` (a venv with system site-packages has two)."""
+    out = [cmeel_prefix()]
+    for entry in sys.path:
+        for cand in (Path(entry) / "cmeel.prefix", *Path(entry).parents):
+            cand = cand if cand.name == "cmeel.prefix" else cand / "cmeel.prefix"
+            if cand.is_dir() and cand not in out:
+                out.append(cand)
+    return out
+
+
 def pinocchio_compile_args(prefix: Path | None = None) -> list[str]:
     """Include paths and defines for a header-only Pinocchio program (no libraries needed)."""
-    prefix = cmeel_prefix() if prefix is None else prefix
-    inc = prefix / "include"
+    prefixes = _cmeel_prefixes() if prefix is None else [prefix]
+    dirs: list[Path] = []
     for needed in ("pinocchio", "eigen3/Eigen", "boost"):
-        if not (inc / needed).exists():
-            raise BenchError(f"{inc / needed} is missing; install the cmeel wheels (pip install pin cmeel-eigen "
-                             "cmeel-boost)")
-    return [f"-I{inc}", f"-I{inc / 'eigen3'}",
+        found = next((p / "include" for p in prefixes if (p / "include" / needed).exists()), None)
+        if found is None:
+            raise BenchError(f"include/{needed} is missing from {[str(p) for p in prefixes]}; install the cmeel "
+                             "wheels (pip install pin cmeel-eigen cmeel-boost)")
+        for d in (found, found / "eigen3"):
+            if d not in dirs:
+                dirs.append(d)
+    return [f"-I{d}" for d in dirs] + [
             # as pinocchio's exported CMake target does (Boost.MPL limits for the joint variant)
             "-DBOOST_MPL_LIMIT_LIST_SIZE=30", "-DBOOST_MPL_LIMIT_VECTOR_SIZE=30",
             "-DBOOST_MPL_CFG_NO_PREPROCESSED_HEADERS", "-DBOOST_FUSION_INVOKE_MAX_ARITY=12"]
@@ -178,30 +193,41 @@ def _joint_cpp(j) -> str:
     raise BenchError(f"joint type {kind} is not supported by the C++ model writer; add it to _joint_cpp")
 
 
-def model_cpp(model, frame: str | None) -> str:
-    """C++ statements building ``model`` (a ``pinocchio::Model``) and ``frame_id`` (the timed frame)."""
-    lines = ["  pinocchio::Model model;"]
+#: joint type codes of the model file read by the C++ program
+_JOINT_CODES = {"JointModelFreeFlyer": 0, "JointModelRevoluteUnaligned": 1, "JointModelPrismaticUnaligned": 2,
+                "JointModelRX": 3, "JointModelRY": 4, "JointModelRZ": 5, "JointModelPX": 6, "JointModelPY": 7,
+                "JointModelPZ": 8}
+
+
+def model_text(model, frame: str | None) -> str:
+    """``model`` (a ``pinocchio::Model``) and the timed frame as the text read by the timing program
+    (one line per joint: parent, type code, axis, placement R (row-major) and p, mass, lever, inertia).
+    The program is the same for every robot, so Pinocchio's headers are compiled once."""
+    lines = [str(model.njoints - 1)]
     for i in range(1, model.njoints):
-        M = model.jointPlacements[i]
-        I = model.inertias[i]
-        lines.append(f"  {{ pinocchio::SE3 X({_mat3(M.rotation)}, {_vec3(M.translation)});")
-        lines.append(f"    pinocchio::JointIndex id = model.addJoint({model.parents[i]}, "
-                     f"{_joint_cpp(model.joints[i])}, X, \"{model.names[i]}\");")
-        lines.append(f"    model.appendBodyToJoint(id, pinocchio::Inertia({_num(I.mass)}, {_vec3(I.lever)}, "
-                     f"{_mat3(I.inertia)}), pinocchio::SE3::Identity()); }}")
-    g = np.asarray(model.gravity.linear)
-    lines.append(f"  model.gravity.linear({_vec3(g)});")
+        j = model.joints[i]
+        kind = j.shortname()
+        if kind not in _JOINT_CODES:
+            raise BenchError(f"joint type {kind} is not supported by the model writer; add it to _JOINT_CODES")
+        axis = np.asarray(j.axis).ravel() if "Unaligned" in kind else np.zeros(3)
+        M, I = model.jointPlacements[i], model.inertias[i]
+        nums = [model.parents[i], _JOINT_CODES[kind], *axis, *np.asarray(M.rotation).ravel(),
+                *np.asarray(M.translation), I.mass, *np.asarray(I.lever), *np.asarray(I.inertia).ravel()]
+        lines.append(" ".join(_num(x) if isinstance(x, float) else str(x) for x in map(_pyscalar, nums)))
+    lines.append(" ".join(_num(g) for g in np.asarray(model.gravity.linear)))
     if frame is not None:
         if not model.existFrame(frame):
             raise BenchError(f"no frame {frame!r}; frames: {[f.name for f in model.frames]}")
         f = model.frames[model.getFrameId(frame)]
-        M = f.placement
-        lines.append(f"  pinocchio::FrameIndex frame_id = model.addFrame(pinocchio::Frame(\"{frame}\", "
-                     f"{f.parentJoint}, pinocchio::SE3({_mat3(M.rotation)}, {_vec3(M.translation)}), "
-                     "pinocchio::OP_FRAME));")
+        lines.append(" ".join([str(int(f.parentJoint)), *(_num(x) for x in np.asarray(f.placement.rotation).ravel()),
+                               *(_num(x) for x in np.asarray(f.placement.translation))]))
     else:
-        lines.append("  pinocchio::FrameIndex frame_id = 0;")
-    return "\n".join(lines)
+        lines.append("0 1 0 0 0 1 0 0 0 1 0 0 0")
+    return "\n".join(lines) + "\n"
+
+
+def _pyscalar(x):
+    return float(x) if isinstance(x, (float, np.floating)) else int(x)
 
 
 def random_states(model, n: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -295,6 +321,50 @@ static void timeit(const char *name, int n, int reps, double min_rep_ms, F f, bo
               "\"reps\": %d}%s\n", name, med, s[0], s[reps - 1], (long long)passes * n, reps, last ? "" : ",");
 }
 
+static bool read_model(const char *path, pinocchio::Model &model, pinocchio::FrameIndex &frame_id) {
+  FILE *fp = std::fopen(path, "r");
+  if (!fp) return false;
+  int nj = 0;
+  if (std::fscanf(fp, "%d", &nj) != 1) { std::fclose(fp); return false; }
+  for (int i = 0; i < nj; ++i) {
+    int parent, type;
+    double x[3 + 9 + 3 + 1 + 3 + 9];
+    if (std::fscanf(fp, "%d %d", &parent, &type) != 2) { std::fclose(fp); return false; }
+    for (double &d : x) if (std::fscanf(fp, "%lf", &d) != 1) { std::fclose(fp); return false; }
+    Eigen::Vector3d axis(x[0], x[1], x[2]);
+    Eigen::Matrix3d R; R << x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11];
+    pinocchio::SE3 X(R, Eigen::Vector3d(x[12], x[13], x[14]));
+    Eigen::Matrix3d I; I << x[19], x[20], x[21], x[22], x[23], x[24], x[25], x[26], x[27];
+    pinocchio::JointIndex id;
+    std::string name = "j" + std::to_string(i + 1);
+    switch (type) {
+      case 0: id = model.addJoint(parent, pinocchio::JointModelFreeFlyer(), X, name); break;
+      case 1: id = model.addJoint(parent, pinocchio::JointModelRevoluteUnaligned(axis), X, name); break;
+      case 2: id = model.addJoint(parent, pinocchio::JointModelPrismaticUnaligned(axis), X, name); break;
+      case 3: id = model.addJoint(parent, pinocchio::JointModelRX(), X, name); break;
+      case 4: id = model.addJoint(parent, pinocchio::JointModelRY(), X, name); break;
+      case 5: id = model.addJoint(parent, pinocchio::JointModelRZ(), X, name); break;
+      case 6: id = model.addJoint(parent, pinocchio::JointModelPX(), X, name); break;
+      case 7: id = model.addJoint(parent, pinocchio::JointModelPY(), X, name); break;
+      case 8: id = model.addJoint(parent, pinocchio::JointModelPZ(), X, name); break;
+      default: std::fclose(fp); return false;
+    }
+    model.appendBodyToJoint(id, pinocchio::Inertia(x[15], Eigen::Vector3d(x[16], x[17], x[18]), I),
+                            pinocchio::SE3::Identity());
+  }
+  double g[3];
+  int fj;
+  double f[12];
+  if (std::fscanf(fp, "%lf %lf %lf %d", &g[0], &g[1], &g[2], &fj) != 4) { std::fclose(fp); return false; }
+  for (double &d : f) if (std::fscanf(fp, "%lf", &d) != 1) { std::fclose(fp); return false; }
+  std::fclose(fp);
+  model.gravity.linear(Eigen::Vector3d(g[0], g[1], g[2]));
+  Eigen::Matrix3d R; R << f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8];
+  frame_id = model.addFrame(pinocchio::Frame("timed_frame", fj, pinocchio::SE3(R, Eigen::Vector3d(f[9], f[10], f[11])),
+                                             pinocchio::OP_FRAME));
+  return true;
+}
+
 static void put(const char *name, const Eigen::MatrixXd &m, bool last) {
   std::printf("  \"%s\": [", name);
   for (int i = 0; i < m.rows(); ++i) {
@@ -310,7 +380,10 @@ int main(int argc, char **argv) {
   const int n = std::atoi(argv[2]), reps = std::atoi(argv[3]);
   const double min_rep_ms = std::atof(argv[4]);
   const bool check = std::string(argv[5]) == "check";
-{{MODEL}}
+  if (argc < 7) { std::fprintf(stderr, "model file missing\n"); return 2; }
+  pinocchio::Model model;
+  pinocchio::FrameIndex frame_id;
+  if (!read_model(argv[6], model, frame_id)) { std::fprintf(stderr, "bad model file %s\n", argv[6]); return 2; }
   pinocchio::Data data(model);
   const int nq = model.nq, nv = model.nv;
   std::vector<double> Q((size_t)n * nq), V((size_t)n * nv), A((size_t)n * nv), T((size_t)n * nv);
@@ -369,62 +442,75 @@ def _python_reference(model, frame: str | None, st: Mapping[str, np.ndarray]) ->
     return out
 
 
+def build_program(flags: Sequence[str] = DEFAULT_FLAGS, workdir: str | Path | None = None) -> Path:
+    """Compile the (robot-independent) Pinocchio timing program once per flag set; return its path.
+
+    Header-only Pinocchio takes minutes to compile: the binary is reused from ``workdir`` when the
+    source and command are unchanged."""
+    cxx = _compiler("c++")
+    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="soadyn_bench_pin_"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    tag = "_".join(f.strip("-").replace("=", "") for f in flags)
+    src, exe, stamp = tmp / "bench_pin.cpp", tmp / f"bench_pin_{tag}", tmp / f"bench_pin_{tag}.cmd"
+    cmd = [cxx, CXX_STD, *flags, *pinocchio_compile_args(), str(src), "-o", str(exe)]
+    if not (exe.exists() and src.exists() and src.read_text() == _CPP_MAIN and stamp.exists()
+            and stamp.read_text() == " ".join(cmd)):
+        src.write_text(_CPP_MAIN)
+        _run(cmd, "compiling the Pinocchio benchmark")
+        stamp.write_text(" ".join(cmd))
+    return exe
+
+
+def bench_pinocchio_model(model, frame: str | None, flags: Sequence[str] = DEFAULT_FLAGS, n_states: int = 1000,
+                          reps: int = 7, min_rep_ms: float = 50.0, seed: int = 0,
+                          workdir: str | Path | None = None, states: Mapping[str, np.ndarray] | None = None) -> dict:
+    """Time RNEA, CRBA, ABA, computeMinverse and the LOCAL frame Jacobian of a ``pinocchio.Model`` in C++.
+
+    The program is first run in ``check`` mode and its results compared with Python ``pin``
+    (``check_max_rel_diff``).  ``states`` (Pinocchio conventions, from :func:`random_states`) default to
+    ``random_states(model, n_states, seed)``."""
+    import pinocchio as pin
+
+    if frame is None:
+        frame = model.frames[len(model.frames) - 1].name
+    exe = build_program(flags, workdir)
+    tmp = exe.parent
+    st = random_states(model, n_states, seed) if states is None else states
+    n_states = len(st["q"])
+    states_file, model_file = tmp / "states.bin", tmp / "model.txt"
+    with open(states_file, "wb") as fh:
+        for key in ("q", "v", "a", "tau"):
+            np.ascontiguousarray(st[key], dtype=np.float64).tofile(fh)
+    model_file.write_text(model_text(model, frame))
+    got = json.loads(_run([str(exe), str(states_file), str(n_states), "1", "1", "check", str(model_file)],
+                          "check run"))
+    ref = _python_reference(model, frame, st)
+    # max |C++ - Python| relative to max(1, max |Python|), per algorithm
+    diffs = {k: float(np.max(np.abs(np.asarray(got[k]).reshape(np.shape(ref[k])) - ref[k]))
+                      / max(1.0, float(np.max(np.abs(ref[k]))))) for k in ref}
+    timings = json.loads(_run([str(exe), str(states_file), str(n_states), str(reps), str(min_rep_ms), "time",
+                               str(model_file)], "timing run"))
+    return {
+        "side": "pinocchio", "pinocchio_version": pin.__version__, "frame": frame,
+        "jacobian_reference_frame": "LOCAL", "nq": model.nq, "nv": model.nv, "n_states": n_states,
+        "seed": seed, "mode": "header-only (all algorithms compiled here, no Pinocchio library linked)",
+        "compiler": _compiler_version(_compiler("c++")), "flags": list(flags), "machine": machine_info(),
+        "check_max_rel_diff": diffs,
+        "notes": "crba and minv fill the upper triangle only (Pinocchio's convention); gravity included in rnea",
+        "ns_per_call": {k: v["ns_median"] for k, v in timings.items()},
+        "timings": timings,
+    }
+
+
 def bench_pinocchio(urdf: str | Path, base: str = "free", frame: str | None = None,
                     lock_joints: Sequence[str] = (), flags: Sequence[str] = DEFAULT_FLAGS, n_states: int = 1000,
                     reps: int = 7, min_rep_ms: float = 50.0, seed: int = 0, workdir: str | Path | None = None,
                     keep: bool = False) -> dict:
-    """Compile and run the Pinocchio timing program; return the JSON-able result dict.
-
-    ``frame`` defaults to the last frame of the model (usually the tool/end-effector).  The program is
-    first run in ``check`` mode and its results compared with Python ``pin`` (``check_max_abs_diff``).
-    """
-    import pinocchio as pin
-
+    """:func:`bench_pinocchio_model` of a URDF (``base='free'`` adds a free flyer; ``lock_joints`` at 0)."""
     model = load_pin_model(urdf, base, lock_joints)
-    if frame is None:
-        frame = model.frames[len(model.frames) - 1].name
-    cxx = _compiler("c++")
-    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="soadyn_bench_pin_"))
-    tmp.mkdir(parents=True, exist_ok=True)
-    try:
-        src = tmp / "bench_pin.cpp"
-        text = _CPP_MAIN.replace("{{MODEL}}", model_cpp(model, frame))
-        exe = tmp / "bench_pin"
-        cmd = [cxx, CXX_STD, *flags, *pinocchio_compile_args(), str(src), "-o", str(exe)]
-        stamp = tmp / "bench_pin.cmd"
-        # header-only Pinocchio takes minutes to compile: reuse the binary in a kept workdir if nothing changed
-        if not (exe.exists() and src.exists() and src.read_text() == text and stamp.exists()
-                and stamp.read_text() == " ".join(cmd)):
-            src.write_text(text)
-            _run(cmd, "compiling the Pinocchio benchmark")
-            stamp.write_text(" ".join(cmd))
-        st = random_states(model, n_states, seed)
-        states = tmp / "states.bin"
-        with open(states, "wb") as fh:
-            for key in ("q", "v", "a", "tau"):
-                np.ascontiguousarray(st[key], dtype=np.float64).tofile(fh)
-        got = json.loads(_run([str(exe), str(states), str(n_states), "1", "1", "check"], "check run"))
-        ref = _python_reference(model, frame, st)
-        # max |C++ - Python| relative to max(1, max |Python|), per algorithm
-        diffs = {k: float(np.max(np.abs(np.asarray(got[k]).reshape(np.shape(ref[k])) - ref[k]))
-                          / max(1.0, float(np.max(np.abs(ref[k]))))) for k in ref}
-        timings = json.loads(_run([str(exe), str(states), str(n_states), str(reps), str(min_rep_ms), "time"],
-                                  "timing run"))
-        return {
-            "side": "pinocchio", "pinocchio_version": pin.__version__, "urdf": str(urdf), "base": base,
-            "locked_joints": list(lock_joints), "frame": frame, "jacobian_reference_frame": "LOCAL",
-            "nq": model.nq, "nv": model.nv, "n_states": n_states, "seed": seed,
-            "mode": "header-only (all algorithms compiled here, no Pinocchio library linked)",
-            "compiler": _compiler_version(cxx), "compile_command": " ".join(cmd[:2 + len(flags)]) + " ...",
-            "flags": list(flags), "machine": machine_info(),
-            "check_max_rel_diff": diffs,
-            "notes": "crba and minv fill the upper triangle only (Pinocchio's convention); gravity included in rnea",
-            "ns_per_call": {k: v["ns_median"] for k, v in timings.items()},
-            "timings": timings,
-        }
-    finally:
-        if not keep and workdir is None:
-            shutil.rmtree(tmp, ignore_errors=True)
+    res = bench_pinocchio_model(model, frame, flags, n_states, reps, min_rep_ms, seed, workdir)
+    res.update({"urdf": str(urdf), "base": base, "locked_joints": list(lock_joints)})
+    return res
 
 
 # ---- our side: generic C timing loop ------------------------------------------------------------------

@@ -66,7 +66,8 @@ def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test
         for threads in (None, 2, 3):
             batch = {"fd": m.forward_dynamics(Q, V, T, threads=threads),
                      "id": m.inverse_dynamics(Q, V, T, threads=threads),
-                     "M": m.mass_matrix(Q, threads=threads), "Minv": m.mass_matrix_inverse(Q, threads=threads)}
+                     "M": m.mass_matrix(Q, threads=threads),
+                     "Minv": m.mass_matrix_inverse(Q, threads=threads)}
             for k in single:
                 assert _rel(batch[k], single[k]) <= 1e-15, (m.module_name, k, threads)
     # the staged + SIMD module against the plain one (different code, the same operations)
