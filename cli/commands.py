@@ -1,4 +1,4 @@
-"""``soadyn compile`` and ``soadyn verify``: command-line front ends and the verification routine.
+"""``soadyn compile`` and ``soadyn verify``: the argparse front ends (the work is in soadyn.codegen).
 
 ``soadyn compile ROBOT [-o DIR] [--base free|fixed] [--functions a,b,...] [--force] [--sources-only]``
     writes ``DIR/<robot name>/`` (default ``DIR`` = ``./generated``) holding ``<name>.c``, ``<name>.h``,
@@ -8,180 +8,23 @@
     (e.g. ``forward_dynamics,mass_matrix,jacobian``).
 
 ``soadyn verify ROBOT [-o DIR] [--states N] [--tol T] [--seed S]``
-    compiles (or reuses) the module and compares every generated C function (each frame of a frame family
-    on its own), on N random states through
-    the batched entry points, with the dense reference path (:mod:`soadyn.reference.dense`) and with the
-    float run of the same algorithm; prints the worst relative error per function and exits with 1 when
-    one exceeds the tolerance (default 1e-10).
-
-Relative error of one state: ``max|x - ref| / max|ref|`` (absolute when ``ref`` is all zero); the worst
-state counts.  Random states: configurations from ``robot.random_configuration`` with the base quaternion
-scaled by a random factor in [0.5, 2] (the generated code must divide the norm out), velocities,
-accelerations, torques and external wrenches standard normal.
+    compiles (or reuses) the module and checks every generated C function with
+    :func:`soadyn.codegen.verify.verify` (registered independent reference and float run of the same
+    algorithm); prints the worst relative error per function, lists the functions without an independent
+    check, and exits with 1 when an error exceeds the tolerance (default 1e-10).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from soadyn.model.robot import Robot
-
 from soadyn.codegen.build import CompileError
-from soadyn.codegen.functions import FunctionSpec, expand_family, function_table, select_functions
+from soadyn.codegen.functions import function_table, select_functions
 from soadyn.codegen.profiles import PROFILES, get_profile
-
-#: reference modules searched in order for a function of the generated API's name
-REFERENCE_MODULES = ("soadyn.reference.dense", "soadyn.reference.invariant",
-                     "soadyn.reference.free_floating")
-#: generated functions that compute the same quantity as a differently named reference function
-REFERENCE_ALIASES = {"forward_dynamics_decoupled": "forward_dynamics",
-                     "forward_dynamics_schur": "forward_dynamics"}
-
-
-# --------------------------------------------------------------------------------------------------
-# verification
-# --------------------------------------------------------------------------------------------------
-@dataclass
-class Check:
-    """Worst relative errors of one generated C function."""
-
-    function: str              # C function name (without the robot prefix)
-    call: str                  # how it was called through the Python API
-    err_reference: float | None
-    err_algorithm: float | None
-    tol: float
-    note: str = ""
-
-    @property
-    def ok(self) -> bool:
-        errs = [e for e in (self.err_reference, self.err_algorithm) if e is not None]
-        return bool(errs) and all(e <= self.tol for e in errs)
-
-
-def rel_err(x: Any, ref: Any) -> float:
-    """``max|x - ref| / max|ref|`` (absolute when ``ref`` is all zero); NaN anywhere gives inf."""
-    x, ref = np.asarray(x, dtype=float), np.asarray(ref, dtype=float)
-    if x.shape != ref.shape:
-        return float("inf")
-    d = np.abs(x - ref)
-    if not np.all(np.isfinite(d)):
-        return float("inf")
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    return float(np.max(d)) / (scale if scale > 0 else 1.0) if d.size else 0.0
-
-
-def random_inputs(robot: Robot, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """``n`` random states (see the module docstring) for every input name of the function table."""
-    q = np.array([robot.random_configuration(rng) for _ in range(n)]).reshape(n, robot.nq)
-    if robot.is_free:
-        q[:, 3:7] *= rng.uniform(0.5, 2.0, size=(n, 1))
-    return {"q": q, "v": rng.normal(size=(n, robot.nv)), "a": rng.normal(size=(n, robot.nv)),
-            "tau": rng.normal(size=(n, robot.nv)), "f_ext": rng.normal(size=(n, robot.n_bodies, 6)),
-            "qd": rng.normal(size=(n, robot.n_joints)), "h": rng.normal(size=(n, 6))}
-
-
-def reference_function(api: str) -> Callable[..., Any] | None:
-    """The reference-path function for a generated API name, or None."""
-    name = REFERENCE_ALIASES.get(api, api)
-    for modname in REFERENCE_MODULES:
-        try:
-            mod = importlib.import_module(modname)
-        except ImportError:
-            continue
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            return fn
-    return None
-
-
-def _call_generated(module: Any, spec: FunctionSpec, ins: dict[str, np.ndarray]) -> tuple[str, Any]:
-    args = [ins[a.name] for a in spec.inputs if a.name != "f_ext"]
-    kw: dict[str, Any] = dict(spec.kwargs)
-    if spec.fext_input:
-        kw["f_ext"] = ins["f_ext"]
-    fn = getattr(module, spec.api)
-    shown = [a.name for a in spec.inputs if a.name != "f_ext"]
-    shown += ["f_ext" if k == "f_ext" else f"{k}={v!r}" for k, v in kw.items()]
-    text = f"{spec.api}({', '.join(shown)})"
-    return text, fn(*args, **kw)
-
-
-def _split(result: Any, n_out: int) -> list[np.ndarray]:
-    if n_out == 1:
-        return [np.asarray(result, dtype=float)]
-    return [np.asarray(r, dtype=float) for r in result]
-
-
-def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str, np.ndarray], tol: float,
-                   algorithm: bool = True) -> Check:
-    """Compare one generated function (batched over all states of ``ins``) with the reference path and
-    the float run of its algorithm."""
-    from soadyn.symbolic.scalar import Numeric
-
-    from soadyn.codegen.derive import algorithms_module
-
-    n = ins["q"].shape[0]
-    call, got = _call_generated(module, spec, ins)
-    got_parts = _split(got, len(spec.outputs))
-    ref_fn = reference_function(spec.api)
-    alg_fn = getattr(algorithms_module(), spec.algorithm, None) if algorithm else None
-    err_ref = 0.0 if ref_fn is not None else None
-    err_alg = 0.0 if alg_fn is not None else None
-    ctx = Numeric()
-    for i in range(n):
-        pos = [ins[a.name][i] for a in spec.inputs if a.name != "f_ext"]
-        kw: dict[str, Any] = dict(spec.kwargs)
-        if spec.fext_input:
-            kw["f_ext"] = ins["f_ext"][i]
-        mine = [p[i] for p in got_parts]
-        if ref_fn is not None:
-            ref = _split(ref_fn(robot, *pos, **kw), len(spec.outputs))
-            err_ref = max(err_ref, *(rel_err(m, r) for m, r in zip(mine, ref)))
-        if alg_fn is not None:
-            val = _split(alg_fn(robot, ctx, *pos, **kw), len(spec.outputs))
-            err_alg = max(err_alg, *(rel_err(m, r) for m, r in zip(mine, val)))
-    note = "" if ref_fn is not None else "no reference function"
-    return Check(spec.name, call, err_ref, err_alg, tol, note)
-
-
-def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None, base: str | None = None,
-           states: int = 100, tol: float = 1e-10, seed: int = 0, progress: bool = False,
-           profile: str | None = None, **load_kw: Any) -> list[Check]:
-    """Compile (or reuse) the module of a robot (build ``profile``) and check every generated function
-    (see module doc)."""
-    from soadyn.codegen.pipeline import compile_robot, resolve_robot
-
-    robot, _ = resolve_robot(robot_or_path, base, **load_kw)
-    module = compile_robot(robot_or_path, out_dir, base, progress=progress, profile=profile, **load_kw)
-    rng = np.random.default_rng(seed)
-    ins = random_inputs(robot, states, rng)
-    specs = [e for s in function_table(robot) if hasattr(module, s.api) for e in expand_family(s)]
-    from tqdm.auto import tqdm
-
-    out = []
-    for spec in tqdm(specs, disable=not progress, desc="verifying", unit="fn", leave=False, file=sys.stderr):
-        out.append(check_function(module, robot, spec, ins, tol))
-    return out
-
-
-def format_checks(checks: list[Check]) -> str:
-    def f(e: float | None) -> str:
-        return "      n/a" if e is None else f"{e:9.2e}"
-
-    width = max([len(c.function) for c in checks] + [8])
-    lines = [f"{'function':{width}s}  {'reference':>9s}  {'algorithm':>9s}  status"]
-    for c in checks:
-        status = "ok" if c.ok else "FAIL"
-        lines.append(f"{c.function:{width}s}  {f(c.err_reference)}  {f(c.err_algorithm)}  {status}"
-                     + (f"  ({c.note})" if c.note else ""))
-    return "\n".join(lines)
+from soadyn.codegen.verify import format_checks, summary, verify
 
 
 # --------------------------------------------------------------------------------------------------
@@ -288,8 +131,5 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(format_checks(checks))
-    bad = [c for c in checks if not c.ok]
-    worst = max((e for c in checks for e in (c.err_reference, c.err_algorithm) if e is not None), default=0.0)
-    print(f"{len(checks)} functions, {args.states} states, worst relative error {worst:.2e}, tolerance "
-          f"{args.tol:.0e}: {'FAILED (' + str(len(bad)) + ')' if bad else 'all ok'}")
-    return 1 if bad else 0
+    print(summary(checks, args.states, args.tol))
+    return 0 if all(c.ok for c in checks) else 1

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from soadyn.model.robot import Robot
+from soadyn.structure import connectivity_table, format_connectivity
 
 
 def _num(x: float) -> str:
@@ -21,10 +22,8 @@ def describe(robot: Robot, locked: Sequence[str] = ()) -> str:
     """Multi-line summary: sizes, the body tree (joint name/type/axis, mass), seed 004's connectivity
     table (``locked``: joints counted as locked in its ``connect`` column), frames and loop closures.
 
-    Raises :class:`~soadyn.structure.operations.StructureError` if ``locked`` names an unknown joint.
+    Raises :class:`~soadyn.structure.StructureError` if ``locked`` names an unknown joint.
     """
-    from soadyn.structure.operations import connectivity_table, format_connectivity
-
     base = "free-floating (6 DOF)" if robot.is_free else "fixed"
     lines = [
         f"robot:      {robot.name}",

@@ -57,16 +57,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
 # ---- dispatcher ------------------------------------------------------------------------------------
 
 from soadyn.cli.commands import add_compile, add_verify  # noqa: E402
-
-
-def _add_simulate(sub: argparse._SubParsersAction) -> None:
-    from soadyn.runtime.simulate import add_simulate_parser
-
-    add_simulate_parser(sub)
-
+from soadyn.cli.simulate import add_simulate_parser  # noqa: E402
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, add_compile, add_verify,
-                                                                   _add_simulate]
+                                                                   add_simulate_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

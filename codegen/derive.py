@@ -9,17 +9,16 @@ staged symbols.  Nothing is expanded, so the program grows linearly with the num
 
 from __future__ import annotations
 
-import importlib
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import symengine as se
-from soadyn.model.robot import Robot
-from soadyn.symbolic.scalar import Assignment, Symbolic
 
 from soadyn.codegen.functions import RESERVED, FunctionSpec
+from soadyn.model.robot import Robot
+from soadyn.symbolic import algorithms
+from soadyn.symbolic.scalar import Assignment, Symbolic
 
 #: number of symbolic derivations run in this process (tests use it to show that a cached compile derives
 #: nothing)
@@ -35,23 +34,22 @@ class Program:
     assignments: list[tuple[se.Symbol, se.Basic]]
     outputs: list[tuple[str, list[se.Basic]]]
     ops: dict[str, int] = field(default_factory=dict)
-
+    #: staged symbol name -> the stage name the algorithm gave it (``V3_4`` -> ``V3``), for the C comments
+    stages: dict[str, str] = field(default_factory=dict)
 
 
 class DerivationError(RuntimeError):
     """The symbolic run of an algorithm failed or produced an unusable program."""
 
 
-def algorithms_module() -> types.ModuleType:
-    """``soadyn.symbolic.algorithms`` (imported lazily so that codegen imports without it)."""
-    return importlib.import_module("soadyn.symbolic.algorithms")
-
-
-def has_algorithm(name: str) -> bool:
-    try:
-        return hasattr(algorithms_module(), name)
-    except ImportError:
-        return False
+def algorithm(name: str):
+    """The function ``name`` of :mod:`soadyn.symbolic.algorithms`; a missing one raises
+    :class:`DerivationError` (never a silently dropped generated function)."""
+    fn = getattr(algorithms, name, None)
+    if not callable(fn):
+        raise DerivationError(f"soadyn.symbolic.algorithms has no function {name!r} (named in "
+                              "soadyn.codegen.functions.REGISTRY)")
+    return fn
 
 
 @dataclass
@@ -66,7 +64,7 @@ class SharingSymbolic(Symbolic):
 
     _memo: dict = field(default_factory=dict)
 
-    def _stage_one(self, sym_name: str, e: Any) -> Any:
+    def _stage_one(self, sym_name: str, e: Any, stage: str = "") -> Any:
         e = se.sympify(e)
         if e.is_Number or e.is_Symbol:
             return e
@@ -74,7 +72,7 @@ class SharingSymbolic(Symbolic):
         if hit is not None:
             return hit
         s = se.Symbol(sym_name)
-        self.program.append(Assignment(s, e))
+        self.program.append(Assignment(s, e, stage))
         self._memo[e] = s
         return s
 
@@ -90,11 +88,7 @@ def derive(robot: Robot, spec: FunctionSpec) -> Program:
     :class:`SharingSymbolic` context; the outputs of frame ``i`` are named ``<output>@<i>``.
     """
     STATS["derivations"] += 1
-    alg = algorithms_module()
-    fn = getattr(alg, spec.algorithm, None)
-    if fn is None:
-        raise DerivationError(f"soadyn.symbolic.algorithms has no function {spec.algorithm!r} (needed by "
-                              f"generated function {spec.name!r})")
+    fn = algorithm(spec.algorithm)
     ctx = SharingSymbolic() if spec.is_family else Symbolic()
     args = []
     kwargs = spec.kwargs_dict()
@@ -121,7 +115,8 @@ def derive(robot: Robot, spec: FunctionSpec) -> Program:
             name = out.name if case is None else f"{out.name}{CASE_SEP}{case}"
             outputs.append((name, [se.sympify(e) for e in arr.ravel()]))
     program = Program(spec.name, [(k, list(v)) for k, v in ctx.inputs.items()],
-                      [(a.target, se.sympify(a.expr)) for a in ctx.program], outputs)
+                      [(a.target, se.sympify(a.expr)) for a in ctx.program], outputs,
+                      stages={a.target.name: a.stage for a in ctx.program})
     _check_names(program)
     return program
 
@@ -162,4 +157,5 @@ def rename_reserved(program: Program, spec: FunctionSpec | None = None) -> Progr
         return program
     assigns = [(ren.get(t, t), e.xreplace(ren)) for t, e in program.assignments]
     outs = [(n, [e.xreplace(ren) for e in es]) for n, es in program.outputs]
-    return Program(program.name, program.inputs, assigns, outs, program.ops)
+    stages = {ren.get(se.Symbol(n), se.Symbol(n)).name: st for n, st in program.stages.items()}
+    return Program(program.name, program.inputs, assigns, outs, program.ops, stages)

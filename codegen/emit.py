@@ -18,13 +18,14 @@ from typing import Any
 
 import jinja2
 import symengine as se
-from soadyn.model.robot import Robot
 
+from soadyn._version import __version__
 from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
-from soadyn._version import __version__
 from soadyn.codegen.optimise import split_cases
+from soadyn.codegen.sections import section_of
 from soadyn.codegen.units import finish_function, prelude
+from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -134,6 +135,21 @@ def _used_names(program: Program) -> set[str]:
     return used
 
 
+def _assignments(assigns: list[tuple[se.Basic, se.Basic]], pr: _Printer, stages: dict[str, str],
+                 indent: str = "") -> list[str]:
+    """``const double`` lines, with a section comment (:mod:`soadyn.codegen.sections`) wherever the
+    recursion stage changes."""
+    out: list[str] = []
+    current = None
+    for t, e in assigns:
+        section = section_of(stages.get(t.name, ""))
+        if section is not None and section != current:
+            out.append(f"{indent}/* {c_comment(section)} */")
+            current = section
+        out.append(f"{indent}const double {t.name} = {pr(e)};")
+    return out
+
+
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                   enum: list[tuple[str, str, int]] | None = None) -> EmittedFunction:
     """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`)."""
@@ -166,8 +182,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     prefix_ops = None
     case_ops: list[tuple[str, str, dict[str, int]]] = []
     if not family:
-        for t, e in program.assignments:
-            body.append(f"const double {t.name} = {pr(e)};")
+        body += _assignments(program.assignments, pr, program.stages)
         for name, es in program.outputs:
             for i, e in enumerate(es):
                 body.append(f"{name}[{i}] = {pr(e)};")
@@ -176,13 +191,11 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
         if enum is None or len(enum) != len(spec.frames):
             raise DerivationError(f"{cname}: frame family without a matching frame enum")
         split = split_cases(program, len(spec.frames))
-        for t, e in split.prefix:
-            body.append(f"const double {t.name} = {pr(e)};")
+        body += _assignments(split.prefix, pr, program.stages)
         body.append("switch (frame) {")
         for (assigns, outs), (fname, enumerator, _), ops in zip(split.cases, enum, split.case_ops):
             body.append(f"case {enumerator}: {{  /* {c_comment(repr(fname))}: {ops['total']} operations */")
-            for t, e in assigns:
-                body.append(f"    const double {t.name} = {pr(e)};")
+            body += _assignments(assigns, pr, program.stages, "    ")
             for name, es in outs:
                 for i, e in enumerate(es):
                     body.append(f"    {name}[{i}] = {pr(e)};")

@@ -1,8 +1,12 @@
-"""The table of generated functions: the single place that says what a compiled module contains.
+"""The registry of generated functions: the single place that says what a compiled module contains.
 
-Every entry (:class:`FunctionSpec`) names a C function, its inputs and outputs with sizes taken from the
-robot, the algorithm of :mod:`soadyn.symbolic.algorithms` that computes it, the keyword arguments passed
-to that algorithm and the public Python-level function it backs.
+:data:`REGISTRY` has one :class:`Registration` per public (Python-level) function: the algorithm of
+:mod:`soadyn.symbolic.algorithms` that computes it, when it applies (any base, free base, loop closures,
+invertible body inertias) and the independent reference function of :mod:`soadyn.reference` that
+``soadyn verify`` checks it against (``None`` when there is no independent check; verify lists such
+functions as unchecked).  :func:`function_table` expands the registry for one robot into
+:class:`FunctionSpec` entries: a C function each, its inputs and outputs with sizes taken from the robot,
+the keyword arguments passed to the algorithm and the public function it backs.
 
 Public (Python-level) API of a compiled module, with the names of the reference path
 :mod:`soadyn.reference.dense`:
@@ -80,6 +84,98 @@ class Arg:
         return n
 
 
+#: when a function applies (:attr:`Registration.when`) -> how verify and the docs say it
+WHEN = {"any": "any base", "free": "free base only", "loops": "robots with loop closures",
+        "invertible": "every moving body has an invertible spatial inertia"}
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One public function of a compiled module, as the registry knows it.
+
+    ``algorithm``: attribute of :mod:`soadyn.symbolic.algorithms`; ``when``: a key of :data:`WHEN`;
+    ``reference``: dotted path ``soadyn.reference.<module>.<function>`` of an independent implementation
+    of the same quantity (the reference path never imports the algorithms), ``None`` when there is none;
+    ``unchecked``: why there is none.
+    """
+
+    api: str
+    algorithm: str
+    when: str
+    reference: str | None
+    unchecked: str = ""
+
+    def applies(self, robot: Robot) -> bool:
+        """Whether the function is generated for ``robot``."""
+        if self.when == "any":
+            return True
+        if self.when == "free":
+            return robot.is_free
+        if self.when == "loops":
+            return bool(getattr(robot, "loops", None))
+        if self.when == "invertible":
+            return _inertias_invertible(robot)
+        raise ValueError(f"registration {self.api!r}: unknown 'when' {self.when!r}; one of {sorted(WHEN)}")
+
+
+def _registrations() -> dict[str, Registration]:
+    dense, ff = "soadyn.reference.dense.", "soadyn.reference.free_floating."
+    inv = "soadyn.reference.invariant."
+    loop_why = ("no independent closed-loop reference in soadyn.reference: checked against the float run of "
+                "the same algorithm only")
+    rows = [
+        ("center_of_mass", "any", dense + "center_of_mass"),
+        ("mass_matrix", "any", dense + "mass_matrix"),
+        ("bias_forces", "any", dense + "bias_forces"),
+        ("inverse_dynamics", "any", dense + "inverse_dynamics"),
+        ("forward_dynamics", "any", dense + "forward_dynamics"),
+        ("mass_matrix_inverse", "any", dense + "mass_matrix_inverse"),
+        ("innovations_factors", "any", dense + "innovations_factors"),
+        ("momentum", "any", dense + "momentum"),
+        ("kinetic_energy", "any", dense + "kinetic_energy"),
+        ("jacobian", "any", dense + "jacobian"),
+        ("forward_dynamics_schur", "invertible", dense + "forward_dynamics"),
+        ("forward_dynamics_decoupled", "free", dense + "forward_dynamics"),
+        ("operational_space_inertias", "free", inv + "operational_space_inertias"),
+        ("generalized_jacobian", "free", dense + "generalized_jacobian"),
+        ("momentum_frame_twist", "free", ff + "momentum_frame_twist"),
+        ("base_inertia", "free", ff + "base_inertia"),
+        ("coupling_inertia", "free", ff + "coupling_inertia"),
+        ("generalized_inertia", "free", ff + "generalized_inertia"),
+        ("generalized_bias", "free", ff + "generalized_bias"),
+        ("angular_reduced_dynamics", "free", ff + "angular_reduced_dynamics"),
+        ("coupling_inertia_rate", "free", ff + "coupling_inertia_rate"),
+        ("base_velocity", "free", ff + "base_velocity"),
+        ("closed_loop_forward_dynamics", "loops", None),
+        ("closed_loop_dependent_velocities", "loops", None),
+        ("closed_loop_constraints", "loops", None),
+    ]
+    return {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
+
+
+#: every public function a compiled module can have, by API name (see the module docstring)
+REGISTRY: dict[str, Registration] = _registrations()
+
+
+def registration(api: str) -> Registration:
+    """The registry entry of a public function (``KeyError`` naming the registered ones otherwise)."""
+    try:
+        return REGISTRY[api]
+    except KeyError:
+        raise KeyError(f"{api!r} is not in soadyn.codegen.functions.REGISTRY "
+                       f"({', '.join(REGISTRY)})") from None
+
+
+def _inertias_invertible(robot: Robot) -> bool:
+    from soadyn.symbolic.algorithms.schur import body_inverse_inertias
+
+    try:
+        body_inverse_inertias(robot)
+    except ValueError:
+        return False                       # a massless moving body: the CF algorithm does not apply
+    return True
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     """One generated C function.
@@ -107,6 +203,10 @@ class FunctionSpec:
     @property
     def is_family(self) -> bool:
         return bool(self.frames)
+
+    @property
+    def registration(self) -> Registration:
+        return registration(self.api)
 
     def kwargs_dict(self) -> dict[str, Any]:
         return dict(self.kwargs)
@@ -227,6 +327,11 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")
+    for s in specs:
+        reg = registration(s.api)
+        if s.algorithm != reg.algorithm or not reg.applies(robot):
+            raise AssertionError(f"{s.name}: table and registry disagree (algorithm {s.algorithm!r} vs "
+                                 f"{reg.algorithm!r}, applies {reg.applies(robot)})")
     return specs
 
 
@@ -294,16 +399,12 @@ def api_names(specs: list[FunctionSpec]) -> list[str]:
 
 def _invariant_specs(robot: Robot) -> list[FunctionSpec]:
     """Base-invariant / Schur-complement functions (seed 000 sections 3-4, seed 002)."""
-    from soadyn.symbolic.algorithms.schur import body_inverse_inertias
-
     qvt = tuple(input_arg(robot, n) for n in ("q", "v", "tau"))
     acc = (Arg("a", (robot.nv,)),)
     fd = [("forward_dynamics_schur", "accelerations by the Schur-complement (constraint-force) factorisation "
            "of M^-1 (seed 002)")]
-    try:
-        body_inverse_inertias(robot)
-    except ValueError:
-        fd = []                            # a massless moving body: the CF algorithm does not apply
+    if not REGISTRY["forward_dynamics_schur"].applies(robot):
+        fd = []
     out: list[FunctionSpec] = []
     if robot.is_free:
         fd.insert(0, ("forward_dynamics_decoupled", "accelerations by the base-invariant decoupled algorithm "

@@ -9,10 +9,10 @@ Layout of a compiled module ``<out_dir>/<module>/`` (``<module>`` = the robot na
     soadyn_stamp.json               cache key, timings and operation counts
 
 The cache key hashes the robot fingerprint (every parameter that affects the dynamics, the base type
-included), the generator version, the source of the generator itself (:func:`generator_files`: the
-generator modules of soadyn.codegen, the templates and the soadyn.symbolic modules they import -- not
-the reference path, the simulator or the command line), the C compiler and its flags, and the selected
-functions.  An unchanged robot is loaded from the existing module
+included), the generator version, the source of the generator itself (the files of
+:data:`GENERATOR_MANIFEST`: the generic core, the algorithms, the generator modules of soadyn.codegen and
+the templates -- not the robot-file parsers, the reference path, the runtime or the command line), the
+C compiler and its flags, and the selected functions.  An unchanged robot is loaded from the existing module
 without deriving or compiling anything.  Building happens in a temporary directory next to the target,
 renamed into place at the end: an error or Ctrl-C leaves the previous module (or nothing) in place.
 """
@@ -27,23 +27,21 @@ import sys
 import tempfile
 import time
 import types
-import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from soadyn.model.robot import Robot
-
-from soadyn.codegen import build as _build
-from soadyn.codegen.derive import derive, has_algorithm, rename_reserved
+import soadyn.codegen.build as _build
 from soadyn.codegen import objcache
+from soadyn.codegen.derive import algorithm, derive, rename_reserved
 from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version
 from soadyn.codegen.functions import FunctionSpec, c_identifier, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
 from soadyn.codegen.profiles import Profile, get_profile
 from soadyn.codegen.units import translation_units
+from soadyn.model.robot import Robot
 
 STAMP = "soadyn_stamp.json"
 DEFAULT_OUT_DIR = "generated"
@@ -107,11 +105,8 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
     module_name = module_name or module_name_for(robot)
     if specs is None:
         specs = select_functions(function_table(robot), functions, robot.name)
-        missing = sorted({s.algorithm for s in specs if not has_algorithm(s.algorithm)})
-        if missing:
-            warnings.warn(f"soadyn.symbolic.algorithms lacks {missing}: those functions are not generated",
-                          stacklevel=2)
-            specs = [s for s in specs if s.algorithm not in missing]
+    for s in specs:
+        algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
     programs = []
     t_derive = t_opt = 0.0
     with _progress(len(specs), progress, f"deriving {robot.name}") as bar:
@@ -135,79 +130,51 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
 # --------------------------------------------------------------------------------------------------
 # cache key
 # --------------------------------------------------------------------------------------------------
-#: the code generator's own modules (the rest of soadyn.codegen -- commands, simulate, control, cli,
-#: regenerate, load -- does not affect the output)
-GENERATOR_MODULES = ("functions.py", "derive.py", "optimise.py", "emit.py", "build.py", "pipeline.py",
-                     "units.py", "profiles.py", "objcache.py")
-#: templates rendered by the generator
-GENERATOR_TEMPLATES = ("module.c.j2", "module.h.j2", "__init__.py.j2")
-#: modules imported by name (``importlib``) rather than by an import statement
-DYNAMIC_IMPORTS = ("soadyn.symbolic.algorithms",)
-
-
-def _module_file(name: str) -> Path | None:
-    """Source file of a ``soadyn.*`` module (``pkg/__init__.py`` for a package), without importing it."""
-    parts = name.split(".")
-    if parts[0] != "soadyn" or len(parts) < 2:
-        return None
-    pkg = ".".join(parts[:2])
-    try:
-        base = Path(str(resources.files(pkg)))
-    except (ModuleNotFoundError, TypeError):
-        return None
-    p = base.joinpath(*parts[2:])
-    if (p / "__init__.py").is_file():
-        return p / "__init__.py"
-    f = p.with_suffix(".py")
-    return f if f.is_file() else None
-
-
-def _imports(path: Path, module: str) -> list[str]:
-    """Absolute names of the modules imported anywhere in a source file (statements only)."""
-    import ast
-
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    out: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            out.append(mod)
-            out += [f"{mod}.{a.name}" for a in node.names]     # ``from pkg import submodule``
-    return out
+#: The generator manifest: every file that decides the generated C (and the generated ``__init__.py``), as
+#: (package, file).  Its contents are hashed into the cache key; nothing else of soadyn is (robot files,
+#: URDF import, the reference path, the runtime and the command line cannot change the output).
+#: ``tests/test_codegen.py::test_generator_loads_only_manifest_files`` fails when generating a module
+#: loads a soadyn module missing here.
+GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
+    ("soadyn", "_version.py"),                       # printed into the generated files
+    ("soadyn.model", "robot.py"),                    # the Robot methods the algorithms call
+    ("soadyn.model", "rotations.py"),                # SO(3) helpers of the spatial algebra
+    ("soadyn.symbolic", "__init__.py"),
+    ("soadyn.symbolic", "scalar.py"),
+    ("soadyn.symbolic", "spatial.py"),
+    *(("soadyn.symbolic.algorithms", f"{m}.py") for m in (
+        "__init__", "articulated_body", "closed_loop", "decoupled", "dual", "forward_dynamics",
+        "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
+        "operational_space", "schur")),
+    *(("soadyn.codegen", f"{m}.py") for m in (
+        "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "pipeline",
+        "load", "units", "profiles", "objcache")),  # load: imported by the package for its public load()
+    ("soadyn.templates", "__init__.py"),
+    ("soadyn.templates", "module.c.j2"),
+    ("soadyn.templates", "module.h.j2"),
+    ("soadyn.templates", "__init__.py.j2"),
+)
 
 
 def generator_files() -> list[tuple[str, Path]]:
-    """(name, path) of every source file that can change a generated module, sorted.
+    """(``package/file``, path) of the :data:`GENERATOR_MANIFEST`, sorted; a missing file raises."""
+    out = []
+    for pkg, name in GENERATOR_MANIFEST:
+        path = Path(str(resources.files(pkg))) / name
+        if not path.is_file():
+            raise FileNotFoundError(f"generator manifest: {pkg}/{name} does not exist ({path}); update "
+                                    "soadyn.codegen.pipeline.GENERATOR_MANIFEST")
+        out.append((f"{pkg}/{name}", path))
+    return sorted(out)
 
-    The generator modules, the templates, and every ``soadyn.*`` module reachable from them through import
-    statements (followed transitively: the algorithms, the symbolic contexts, the model).  Package
-    ``__init__`` files are included only when a module is imported from the package itself.
-    """
-    codegen = Path(str(resources.files("soadyn.codegen")))
-    templates = Path(str(resources.files("soadyn.templates")))
-    found: dict[str, Path] = {}
-    todo: list[tuple[str, Path]] = [(f"soadyn.codegen.{n[:-3]}", codegen / n) for n in GENERATOR_MODULES]
-    todo += [(m, f) for m in DYNAMIC_IMPORTS if (f := _module_file(m)) is not None]
-    while todo:
-        name, path = todo.pop()
-        if name in found:
-            continue
-        found[name] = path
-        for imp in _imports(path, name):
-            f = _module_file(imp)
-            if f is not None and imp not in found:
-                todo.append((imp, f))
-    files = [(n, p) for n, p in found.items()]
-    files += [(f"soadyn.templates/{t}", templates / t) for t in GENERATOR_TEMPLATES]
-    return sorted(files)
+
+def manifest_modules() -> set[str]:
+    """Dotted module names of the Python files of the manifest (``pkg`` for ``pkg/__init__.py``)."""
+    mods = set()
+    for pkg, name in GENERATOR_MANIFEST:
+        if name.endswith(".py"):
+            mods.add(pkg if name == "__init__.py" else f"{pkg}.{name[:-3]}")
+    return mods
 
 
 def _generator_source_hash() -> str:

@@ -13,7 +13,7 @@ drift 0.02 m/s along x: the momentum taken over from the target) and the joints 
 ``A sin(w_i t)`` (A = 10 N m by default, w_i as in docs/structure-changes.md), base wrench zero.  The
 stabilisation is the one of docs/structure-changes.md: ``projection`` (default: Newton on ``g(q) = 0`` and
 the dependent velocities recomputed after every step), ``none``, or ``baumgarte`` / ``both`` (these two use
-the reference path ``soadyn.runtime.closed_loop.forward_dynamics``, since the generated function has no
+the reference path ``soadyn.reference.closed_loop.forward_dynamics``, since the generated function has no
 Baumgarte terms; slower).
 
 Printed: the partition, max |g| (position level), max |J_c v| (velocity level) and the drift of the
@@ -48,12 +48,13 @@ OMEGA = np.array([1.0, 2.0, 3.0, 1.5, 2.5, 0.7])  # torque frequencies [rad/s] (
 
 def captured_system():
     """(tree robot, robot with the capture weld, capture configuration)."""
-    from soadyn.model import load_robot
-    from soadyn.structure import operations as st
+    from soadyn import load_robot
+    from soadyn import structure as st
 
     tree = load_robot(HERE / "seed004_dual_arm.yaml")
     closed = st.close_loop(tree, "ee2", "grasp2", "weld", name="capture")
-    closed.name = "dual_arm_capture_loop"  # its own module name: generated/seed004_dual_arm stays untouched
+    # its own module name: generated/seed004_dual_arm stays untouched
+    closed = closed.replace(name="dual_arm_capture_loop")
     q = tree.neutral()
     q[7:] = np.radians(Q_CAPTURE_DEG)
     return tree, closed, q
@@ -141,12 +142,14 @@ def main(argv: list[str] | None = None) -> dict:
     if not (args.duration > 0 and args.dt > 0 and args.dt <= args.duration):
         ap.error(f"--duration ({args.duration}) and --dt ({args.dt}) must be positive with dt <= duration")
 
+    from soadyn import structure as st
     from soadyn.codegen import compile as compile_robot
+    from soadyn.reference import closed_loop as ref_cl
     from soadyn.runtime import closed_loop as cl
-    from soadyn.structure import operations as st
 
     tree, closed, q0 = captured_system()
-    print(f"dual-arm capture: {tree.nv} tree coordinates, {cl.n_constraints(closed)} weld constraint rows")
+    print(f"dual-arm capture: {tree.nv} tree coordinates, {ref_cl.n_constraints(closed)} weld constraint "
+          "rows")
     print(st.format_connectivity(st.connectivity_table(closed)))
 
     out = args.out or Path(tempfile.mkdtemp(prefix="dual_arm_capture_"))
@@ -158,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
     part = ccl.partition
     print(f"partition fixed at generation time: {part.describe()}; kept weld rows {part.rows} "
           f"(planar: w_z, v_x, v_y); {part.n_independent} independent coordinates")
-    seed_part = cl.partition(closed, q0, independent=[*part.names[:6], "j1", "j3", "j5"])
+    seed_part = ref_cl.partition(closed, q0, independent=[*part.names[:6], "j1", "j3", "j5"])
     print(f"(seed 003 section 5.4 chooses joints 1, 3, 5 independent; the reference path accepts that too: "
           f"{seed_part.describe()})")
 

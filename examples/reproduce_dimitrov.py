@@ -30,7 +30,7 @@ R_G_TF = np.array([2.0, -1.2, 1.54])                           # grasping point 
 
 
 def module_for(python: bool = False, cache: str | None = None):
-    from soadyn.model import load_robot
+    from soadyn import load_robot
     from soadyn.runtime.numeric_module import NumericModule
 
     robot = load_robot(HERE / "dimitrov_7dof_rw.yaml")
@@ -47,7 +47,7 @@ _ROBOT = None
 def _robot():
     global _ROBOT
     if _ROBOT is None:
-        from soadyn.model import load_robot
+        from soadyn import load_robot
 
         _ROBOT = load_robot(HERE / "dimitrov_7dof_rw.yaml")
     return _ROBOT

@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 def module_for(path: Path, python: bool = False, cache: str | None = None):
     """A compiled module for the robot file (or the pure-Python stand-in)."""
-    from soadyn.model import load_robot
+    from soadyn import load_robot
     from soadyn.runtime.numeric_module import NumericModule
 
     robot = load_robot(path)

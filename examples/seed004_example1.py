@@ -11,7 +11,7 @@ through a one-DOF fixture.  Instead of constraining the free flyer, the seed cha
 
 The reference is the same system as a closed loop (III-D): the 7-DOF free flyer whose ``ee`` is held by a
 revolute cut joint about z at the inertial origin (5 constraint rows, 2 independent coordinates), solved by
-``soadyn.runtime.closed_loop`` (reference path) and by the generated closed-loop C functions.
+``soadyn.reference.closed_loop`` (reference path) and by the generated closed-loop C functions.
 
 Checks: (a) on random constraint-consistent states the pose, velocity and acceleration of every frame
 (base, link1, ee) agree between the 2-DOF model (generated ``forward_dynamics``) and the constrained free
@@ -38,28 +38,28 @@ Q_J1 = 0.7  # initial joint angle [rad]
 
 def models():
     """(free flyer, 2-DOF grappled fixed-base model, free flyer with the revolute cut joint)."""
-    from soadyn.model import load_robot
-    from soadyn.structure import operations as st
+    from soadyn import load_robot
+    from soadyn import structure as st
     from soadyn.model.robot import Joint, Placement
 
     flyer = load_robot(HERE / "seed004_example1.yaml")
     fixture = st.add_body(flyer, "fixture", "ee",
                           Joint("jf", "revolute", np.array([0.0, 0.0, 1.0]), Placement.identity()))
-    grappled = st.fix_base(st.invert(fixture, "fixture"))
-    grappled.name = "seed004_example1_grappled"
+    grappled = st.fix_base(st.invert(fixture, "fixture")).replace(name="seed004_example1_grappled")
     closed = st.close_loop(flyer, "ee", "world", "revolute", axis=[0, 0, 1], name="grapple")
-    closed.name = "seed004_example1_grapple_loop"
+    closed = closed.replace(name="seed004_example1_grapple_loop")
     return flyer, grappled, closed
 
 
 def grappled_start(flyer) -> np.ndarray:
     """Free-flyer configuration with j1 = Q_J1 and the base placed so that ``ee`` is the inertial frame."""
-    from soadyn.structure import operations as st
+    from soadyn.model.rotations import matrix_to_quaternion
+    from soadyn.reference import frame_motion
 
     q = flyer.neutral()
     q[7] = Q_J1
-    ee = st.frame_motion(flyer, q, frame="ee")  # base at the origin: ee pose in the base frame
-    q[3:7] = st.matrix_to_quaternion(ee.R.T)
+    ee = frame_motion(flyer, q, frame="ee")  # base at the origin: ee pose in the base frame
+    q[3:7] = matrix_to_quaternion(ee.R.T)
     q[:3] = -ee.R.T @ ee.p
     return q
 
@@ -67,17 +67,17 @@ def grappled_start(flyer) -> np.ndarray:
 def to_grappled(flyer, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The 2-DOF state [jf, j1] of a free-flyer state whose ``ee`` sits on the grapple frame: the fixture
     joint turns the fixture relative to ``ee``, so its angle and rate are minus those of ``ee``."""
-    from soadyn.structure import operations as st
+    from soadyn.reference import frame_motion
 
-    m = st.frame_motion(flyer, q, v, frame="ee")
+    m = frame_motion(flyer, q, v, frame="ee")
     return np.array([-np.arctan2(m.R[1, 0], m.R[0, 0]), q[7]]), np.array([-m.w[2], v[6]])
 
 
 def frame_error(flyer, grappled, q, v, a, qg, vg, ag) -> float:
-    from soadyn.structure import operations as st
+    from soadyn.reference import frame_motion
 
-    f1 = st.frame_motion(flyer, q, v, a)
-    f2 = st.frame_motion(grappled, qg, vg, ag)
+    f1 = frame_motion(flyer, q, v, a)
+    f2 = frame_motion(grappled, qg, vg, ag)
     return max(float(np.max(np.abs(getattr(f2[n], x) - getattr(f1[n], x))))
                for n in FRAMES for x in ("R", "p", "w", "v", "wdot", "vdot"))
 
@@ -92,15 +92,17 @@ def main(argv: list[str] | None = None) -> dict:
     if not (args.duration > 0 and args.dt > 0 and args.dt <= args.duration):
         ap.error(f"--duration ({args.duration}) and --dt ({args.dt}) must be positive with dt <= duration")
 
+    from soadyn import structure as st
     from soadyn.codegen import compile as compile_robot
-    from soadyn.runtime.simulate import simulate
+    from soadyn.reference import closed_loop as ref_cl
+    from soadyn.reference import frame_motion
     from soadyn.runtime import closed_loop as cl
-    from soadyn.structure import operations as st
+    from soadyn.runtime.simulate import simulate
 
     flyer, grappled, closed = models()
     print(f"free flyer: {flyer.base} base, nv = {flyer.nv} ({flyer.joint_names}); grappled model: "
           f"{grappled.base} base, nv = {grappled.nv} ({grappled.joint_names}); "
-          f"closed loop: {cl.n_constraints(closed)} constraint rows")
+          f"closed loop: {ref_cl.n_constraints(closed)} constraint rows")
     print("connectivity before:\n" + st.format_connectivity(st.connectivity_table(flyer)))
     print("connectivity after add_body + invert + fix_base:\n"
           + st.format_connectivity(st.connectivity_table(grappled)))
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
         v = ccl.dependent_velocities(q, rng.normal(size=flyer.nv))
         tau = np.zeros(flyer.nv)
         tau[6] = 3.0 * rng.normal()
-        a_ref = cl.forward_dynamics(closed, q, v, tau)
+        a_ref = ref_cl.forward_dynamics(closed, q, v, tau)
         a_gen = ccl.forward_dynamics(q, v, tau)
         qg, vg = to_grappled(flyer, q, v)
         ag = mg.forward_dynamics(qg, vg, np.array([0.0, tau[6]]))
@@ -147,8 +149,8 @@ def main(argv: list[str] | None = None) -> dict:
                        fd=lambda q_, v_, t_, p_, b_: ccl.forward_dynamics(q_, v_, t_))
     wall = time.perf_counter() - t0
     n = min(len(tr_g.t), len(tr_c.t))
-    dev = max(float(np.max(np.abs(st.frame_motion(grappled, tr_g.q[i], frame="base").p
-                                  - st.frame_motion(flyer, tr_c.q[i], frame="base").p)))
+    dev = max(float(np.max(np.abs(frame_motion(grappled, tr_g.q[i], frame="base").p
+                                  - frame_motion(flyer, tr_c.q[i], frame="base").p)))
               for i in range(n))
     travel = float(np.max(np.linalg.norm(tr_c.q[:n, :3] - tr_c.q[0, :3], axis=1)))
     print(f"\n(b) {steps * args.dt:g} s at dt = {args.dt:g} s, torque 2 sin(t) N m on j1 "

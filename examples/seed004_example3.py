@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from soadyn.model import load_robot
+
+from soadyn import load_robot
+from soadyn.model.robot import Robot
+from soadyn.structure import connectivity_table, format_connectivity, lock_joints, map_state
 from soadyn.symbolic.algorithms import bias_forces as bias_numeric
 from soadyn.symbolic.algorithms import forward_dynamics as fd_numeric
 from soadyn.symbolic.algorithms import mass_matrix as mm_numeric
-from soadyn.model.robot import Robot
 from soadyn.symbolic.scalar import Numeric
-from soadyn.structure.operations import connectivity_table, format_connectivity, lock_joints, map_state
 
 HERE = Path(__file__).resolve().parent
 ACTIVE = ["a1_j1", "a1_j2", "a1_j3"]
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     full = load_robot(HERE / "seed004_four_arm_37dof.yaml")
     locked = [n for n in full.joint_names if n not in ACTIVE]
     reduced = lock_joints(full, locked, {n: LOCK_AT for n in locked})
-    reduced.name = "seed004_four_arm_reduced9"
+    reduced = reduced.replace(name="seed004_four_arm_reduced9")
     print(f"full model: {full.nv} DOF; reduced: {reduced.nv} DOF ({len(locked)} joints locked)")
     print(format_connectivity(connectivity_table(full, locked)[:12]) + "\n   ...")
 

@@ -20,9 +20,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-from soadyn.model import load_robot
+
+from soadyn import load_robot
+from soadyn.model import to_yaml
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.structure.operations import frame_motion, to_yaml
+from soadyn.reference import frame_motion
 
 HERE = Path(__file__).resolve().parent
 D = math.pi / 180.0

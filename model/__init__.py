@@ -1,36 +1,45 @@
 """soadyn.model: the robot model (immutable data), robot files (YAML read and write, URDF import, schema,
-validation) and the SO(3) helpers every layer uses.  It imports no other soadyn package."""
+validation) and the SO(3) helpers every layer uses (:mod:`soadyn.model.rotations`).  It imports no other
+soadyn package.
+
+:func:`load_robot` here checks the file, its schema and the physics of every body; the singular-mass-matrix
+check runs the dynamics and so lives a layer up: :func:`soadyn.load_robot` (=
+:func:`soadyn.symbolic.checks.load_robot`) adds it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from soadyn.model.robot import Robot
-from soadyn.model.robotfile import RobotFileError, check_base, load_yaml
+from soadyn.model.robot import BodySpec, Frame, Inertia, Joint, LoopClosure, Placement, Robot, require_free
+from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, load_yaml, to_dict, to_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
 URDF_SUFFIXES = (".urdf",)
 
 
-def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error") -> Robot:
+def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error",
+               check: MassCheck | None = None) -> Robot:
     """Load a robot file: YAML (``.yaml``/``.yml``) or URDF (``.urdf``), chosen by suffix.
 
     ``base`` ('free' | 'fixed') overrides the file (YAML ``base:``; URDF default is 'free').
     ``mimic`` applies to URDF only: 'error' (default), 'independent' (mimic joints become ordinary
-    joints, as in Pinocchio's default) or 'fixed' (locked at zero).
+    joints, as in Pinocchio's default) or 'fixed' (locked at zero).  ``check`` (see
+    :data:`~soadyn.model.robotfile.MassCheck`) runs on the built model.
     Any problem raises :class:`RobotFileError` (a ``ValueError``) naming the file, field and fix.
     """
     path = Path(path)
     suffix = path.suffix.lower()
     check_base(base, path)
     if suffix in YAML_SUFFIXES:
-        return load_yaml(path, base)
+        return load_yaml(path, base, check=check)
     if suffix in URDF_SUFFIXES:
-        from soadyn.model.urdf import load_urdf
+        from soadyn.model.urdf import load_urdf  # lazy: lxml and yourdfpy only for URDF files
 
-        return load_urdf(path, base, mimic=mimic)
+        return load_urdf(path, base, mimic=mimic, check=check)
     raise RobotFileError(path, "", f"unknown file type {suffix or '(no suffix)'!r}; "
                          "use a .yaml/.yml robot file or a .urdf file")
 
 
-__all__ = ["Robot", "RobotFileError", "load_robot"]
+__all__ = ["BodySpec", "Frame", "Inertia", "Joint", "LoopClosure", "MassCheck", "Placement", "Robot",
+           "RobotFileError", "load_robot", "require_free", "to_dict", "to_yaml"]

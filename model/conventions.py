@@ -27,42 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.model.robot import Robot
-from soadyn.symbolic.spatial import quaternion_to_matrix
+from soadyn.model.robot import Robot, require_free, state_vector
+from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
 
 __all__ = ["PinocchioMap", "to_pinocchio", "from_pinocchio", "MujocoMap", "SpaceDynState",
            "to_spacedyn", "from_spacedyn", "spacedyn_acceleration", "matrix_to_quaternion"]
-
-
-def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion ``[x, y, z, w]`` (w >= 0) of a rotation matrix (Shepperd's method)."""
-    R = np.asarray(R, dtype=float)
-    if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-9) or np.linalg.det(R) < 0:
-        raise ValueError("matrix_to_quaternion: expected a 3x3 rotation matrix (orthonormal, det +1)")
-    t = np.trace(R)
-    cands = [t, R[0, 0], R[1, 1], R[2, 2]]
-    i = int(np.argmax(cands))
-    if i == 0:
-        w = 0.5 * np.sqrt(1.0 + t)
-        x, y, z = (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)
-    elif i == 1:
-        x = 0.5 * np.sqrt(1.0 + 2 * R[0, 0] - t)
-        w, y, z = (R[2, 1] - R[1, 2]) / (4 * x), (R[0, 1] + R[1, 0]) / (4 * x), (R[0, 2] + R[2, 0]) / (4 * x)
-    elif i == 2:
-        y = 0.5 * np.sqrt(1.0 + 2 * R[1, 1] - t)
-        w, x, z = (R[0, 2] - R[2, 0]) / (4 * y), (R[0, 1] + R[1, 0]) / (4 * y), (R[1, 2] + R[2, 1]) / (4 * y)
-    else:
-        z = 0.5 * np.sqrt(1.0 + 2 * R[2, 2] - t)
-        w, x, y = (R[1, 0] - R[0, 1]) / (4 * z), (R[0, 2] + R[2, 0]) / (4 * z), (R[1, 2] + R[2, 1]) / (4 * z)
-    out = np.array([x, y, z, w])
-    return -out if w < 0 else out
-
-
-def _vec(name: str, x: Any, n: int, who: str) -> np.ndarray:
-    arr = np.asarray(x, dtype=float)
-    if arr.shape != (n,):
-        raise ValueError(f"{who}: {name} must have shape ({n},), got {arr.shape}")
-    return arr
 
 
 # ---- Pinocchio -----------------------------------------------------------------------------------------
@@ -117,22 +86,22 @@ class PinocchioMap:
 
     # q
     def q_to_pin(self, q: Any) -> np.ndarray:
-        q = _vec("q", q, self.robot.nq, "PinocchioMap.q_to_pin")
+        q = state_vector(q, self.robot.nq, "q", "PinocchioMap.q_to_pin")
         out = np.zeros(self.robot.nq)
         out[self.q_ids] = q
         return out
 
     def q_from_pin(self, q_pin: Any) -> np.ndarray:
-        q_pin = _vec("q_pin", q_pin, self.robot.nq, "PinocchioMap.q_from_pin")
+        q_pin = state_vector(q_pin, self.robot.nq, "q_pin", "PinocchioMap.q_from_pin")
         return q_pin[self.q_ids].copy()
 
     # v, a, tau (all transform with the same orthogonal permutation)
     def v_to_pin(self, v: Any) -> np.ndarray:
         """Velocity, acceleration or generalised force to Pinocchio's ordering."""
-        return self.perm @ _vec("vector", v, self.robot.nv, "PinocchioMap.v_to_pin")
+        return self.perm @ state_vector(v, self.robot.nv, "vector", "PinocchioMap.v_to_pin")
 
     def v_from_pin(self, v_pin: Any) -> np.ndarray:
-        return self.perm.T @ _vec("vector", v_pin, self.robot.nv, "PinocchioMap.v_from_pin")
+        return self.perm.T @ state_vector(v_pin, self.robot.nv, "vector", "PinocchioMap.v_from_pin")
 
     a_to_pin = tau_to_pin = v_to_pin
     a_from_pin = tau_from_pin = v_from_pin
@@ -233,7 +202,7 @@ class MujocoMap:
 
     def q_to_mj(self, q: Any) -> np.ndarray:
         r = self.robot
-        q = _vec("q", q, r.nq, "MujocoMap.q_to_mj")
+        q = state_vector(q, r.nq, "q", "MujocoMap.q_to_mj")
         out = np.zeros(r.nq)
         if r.is_free:
             x, y, z, w = q[3:7]
@@ -243,7 +212,7 @@ class MujocoMap:
 
     def q_from_mj(self, qpos: Any) -> np.ndarray:
         r = self.robot
-        qpos = _vec("qpos", qpos, r.nq, "MujocoMap.q_from_mj")
+        qpos = state_vector(qpos, r.nq, "qpos", "MujocoMap.q_from_mj")
         out = np.zeros(r.nq)
         if r.is_free:
             f = qpos[self.free_q:self.free_q + 7]
@@ -264,10 +233,10 @@ class MujocoMap:
         return T
 
     def v_to_mj(self, q: Any, v: Any) -> np.ndarray:
-        return self.T(q) @ _vec("v", v, self.robot.nv, "MujocoMap.v_to_mj")
+        return self.T(q) @ state_vector(v, self.robot.nv, "v", "MujocoMap.v_to_mj")
 
     def v_from_mj(self, q: Any, qvel: Any) -> np.ndarray:
-        return np.linalg.solve(self.T(q), _vec("qvel", qvel, self.robot.nv, "MujocoMap.v_from_mj"))
+        return np.linalg.solve(self.T(q), state_vector(qvel, self.robot.nv, "qvel", "MujocoMap.v_from_mj"))
 
     def _adot_v(self, q: Any, v: Any) -> np.ndarray:
         """``dT/dt v``: non-zero only in the free joint's linear block, ``R (w x v_o)``."""
@@ -279,18 +248,18 @@ class MujocoMap:
         return out
 
     def a_to_mj(self, q: Any, v: Any, a: Any) -> np.ndarray:
-        return self.T(q) @ _vec("a", a, self.robot.nv, "MujocoMap.a_to_mj") + self._adot_v(q, v)
+        return self.T(q) @ state_vector(a, self.robot.nv, "a", "MujocoMap.a_to_mj") + self._adot_v(q, v)
 
     def a_from_mj(self, q: Any, v: Any, qacc: Any) -> np.ndarray:
-        qacc = _vec("qacc", qacc, self.robot.nv, "MujocoMap.a_from_mj")
+        qacc = state_vector(qacc, self.robot.nv, "qacc", "MujocoMap.a_from_mj")
         return np.linalg.solve(self.T(q), qacc - self._adot_v(q, v))
 
     def tau_from_mj(self, q: Any, f: Any) -> np.ndarray:
         """Generalised force (qfrc_*) -> ours: ``tau = T^T f`` (power invariance)."""
-        return self.T(q).T @ _vec("qfrc", f, self.robot.nv, "MujocoMap.tau_from_mj")
+        return self.T(q).T @ state_vector(f, self.robot.nv, "qfrc", "MujocoMap.tau_from_mj")
 
     def tau_to_mj(self, q: Any, tau: Any) -> np.ndarray:
-        return np.linalg.solve(self.T(q).T, _vec("tau", tau, self.robot.nv, "MujocoMap.tau_to_mj"))
+        return np.linalg.solve(self.T(q).T, state_vector(tau, self.robot.nv, "tau", "MujocoMap.tau_to_mj"))
 
     def mass_matrix_from_mj(self, q: Any, M_mj: np.ndarray) -> np.ndarray:
         T = self.T(q)
@@ -315,17 +284,14 @@ class SpaceDynState:
     qd: np.ndarray
 
 
-def _need_free(robot: Robot, who: str) -> None:
-    if not robot.is_free:
-        raise ValueError(f"{who}: robot {robot.name!r} has a fixed base; the SpaceDyn base state "
-                         "applies to a free base (load the robot with base='free')")
+_SPACEDYN = "; the SpaceDyn base state applies to a free base only"
 
 
 def to_spacedyn(robot: Robot, q: Any, v: Any) -> SpaceDynState:
     """soadyn ``(q, v)`` -> SpaceDyn state.  The base CoM is that of body 0 *after* fixed-joint merging."""
-    _need_free(robot, "to_spacedyn")
-    q = _vec("q", q, robot.nq, "to_spacedyn")
-    v = _vec("v", v, robot.nv, "to_spacedyn")
+    require_free(robot, "to_spacedyn", _SPACEDYN)
+    q = state_vector(q, robot.nq, "q", "to_spacedyn")
+    v = state_vector(v, robot.nv, "v", "to_spacedyn")
     A0 = quaternion_to_matrix(q[3:7])
     c0 = np.asarray(robot.inertias[0].com, float)
     w, vo = v[:3], v[3:6]
@@ -335,15 +301,15 @@ def to_spacedyn(robot: Robot, q: Any, v: Any) -> SpaceDynState:
 
 def from_spacedyn(robot: Robot, s: SpaceDynState) -> tuple[np.ndarray, np.ndarray]:
     """SpaceDyn state -> soadyn ``(q, v)`` (quaternion with w >= 0)."""
-    _need_free(robot, "from_spacedyn")
+    require_free(robot, "from_spacedyn", _SPACEDYN)
     A0 = np.asarray(s.A0, float)
     quat = matrix_to_quaternion(A0)
     c0 = np.asarray(robot.inertias[0].com, float)
-    w = A0.T @ _vec("w0", s.w0, 3, "from_spacedyn")
-    vo = A0.T @ _vec("v0", s.v0, 3, "from_spacedyn") - np.cross(w, c0)
-    p = _vec("R0", s.R0, 3, "from_spacedyn") - A0 @ c0
-    q = np.concatenate([p, quat, _vec("q", s.q, robot.n_joints, "from_spacedyn")])
-    v = np.concatenate([w, vo, _vec("qd", s.qd, robot.n_joints, "from_spacedyn")])
+    w = A0.T @ state_vector(s.w0, 3, "w0", "from_spacedyn")
+    vo = A0.T @ state_vector(s.v0, 3, "v0", "from_spacedyn") - np.cross(w, c0)
+    p = state_vector(s.R0, 3, "R0", "from_spacedyn") - A0 @ c0
+    q = np.concatenate([p, quat, state_vector(s.q, robot.n_joints, "q", "from_spacedyn")])
+    v = np.concatenate([w, vo, state_vector(s.qd, robot.n_joints, "qd", "from_spacedyn")])
     return q, v
 
 
@@ -353,8 +319,8 @@ def spacedyn_acceleration(robot: Robot, q: Any, v: Any, a: Any) -> tuple[np.ndar
     With body-axes ``w, v_o`` and ``a = d/dt [w; v_o]``: ``wd0 = A0 dw``,
     ``vd0 = A0 (dv_o + w x v_o + dw x c0 + w x (w x c0))``.
     """
-    _need_free(robot, "spacedyn_acceleration")
-    q, v, a = (_vec(n, x, m, "spacedyn_acceleration") for n, x, m in
+    require_free(robot, "spacedyn_acceleration", _SPACEDYN)
+    q, v, a = (state_vector(x, m, n, "spacedyn_acceleration") for n, x, m in
                (("q", q, robot.nq), ("v", v, robot.nv), ("a", a, robot.nv)))
     A0 = quaternion_to_matrix(q[3:7])
     c0 = np.asarray(robot.inertias[0].com, float)

@@ -27,6 +27,7 @@ frame, so every algorithm sees only bodies that move relative to their parent
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -35,18 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.rotations import joint_motion, rpy_to_matrix, skew
+
 JOINT_TYPES = ("revolute", "prismatic", "fixed")
 BASE_TYPES = ("free", "fixed")
-
-
-def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
-    """Rotation matrix of URDF roll-pitch-yaw angles: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    r, p, y = (float(a) for a in rpy)
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    return rz @ ry @ rx
 
 
 def snap(x: np.ndarray, tol: float = 1e-14) -> np.ndarray:
@@ -102,7 +95,7 @@ class Inertia:
         """Spatial inertia about the body-frame origin, angular first (seed 000, section 2):
         ``M = [[J, m p~], [-m p~, m I]]`` with ``J = I_c - m p~ p~``."""
         m, c = self.mass, self.com
-        cx = skew3(c)
+        cx = skew(c)
         out = np.zeros((6, 6))
         out[:3, :3] = self.inertia - m * cx @ cx
         out[:3, 3:] = m * cx
@@ -124,10 +117,6 @@ class Inertia:
         return Inertia(m, c, Ic)
 
 
-def skew3(v: Sequence[float]) -> np.ndarray:
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-
-
 @dataclass(frozen=True)
 class Joint:
     """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent."""
@@ -140,6 +129,11 @@ class Joint:
     @property
     def nv(self) -> int:
         return 0 if self.type == "fixed" else 1
+
+    def motion(self, q: float) -> Placement:
+        """The joint motion ``M(axis, q)`` (joint frame) at coordinate ``q``: see
+        :func:`soadyn.model.rotations.joint_motion`."""
+        return Placement(*joint_motion(self.type, self.axis, q))
 
 
 @dataclass(frozen=True)
@@ -159,6 +153,30 @@ class Frame:
     name: str
     body: int
     placement: Placement
+
+
+def state_vector(x: Any, n: int, name: str, who: str) -> np.ndarray:
+    """``x`` as a float vector of shape ``(n,)``; the one check of state-like inputs (q, v, a, tau, ...).
+
+    Raises ``ValueError`` naming ``who`` (the caller) and ``name`` for a wrong shape or a NaN / inf entry.
+    """
+    arr = np.asarray(x, dtype=float)
+    if arr.shape != (n,):
+        raise ValueError(f"{who}: {name} must have shape ({n},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{who}: {name} contains NaN or inf")
+    return arr
+
+
+def require_free(robot: Robot, what: str, note: str = "") -> None:
+    """The one free-base guard: raise ``ValueError`` unless ``robot`` has a free-floating base.
+
+    ``what`` names the quantity or operation; ``note`` (optional) adds why, or what to use instead.
+    ``robot`` may also be a compiled module (it has the same ``base`` and ``name`` attributes).
+    """
+    if robot.base != "free":
+        raise ValueError(f"{what} needs a free-floating base (a free base); robot {robot.name!r} has a fixed "
+                         f"base{note}. Load the robot with base='free'")
 
 
 LOOP_TYPES = ("weld", "revolute", "prismatic", "spherical")
@@ -184,9 +202,10 @@ class LoopClosure:
     world_placement: Placement | None = None
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Robot:
-    """A robot ready for the algorithms: bodies with moving joints in depth-first order.
+    """A robot ready for the algorithms: bodies with moving joints in depth-first order.  Immutable: the
+    sequences are tuples, ``gravity`` is a read-only array, and :meth:`replace` makes a changed copy.
 
     Attributes (index ``k`` runs over bodies, body 0 is the base):
       name, base ("free" | "fixed"), gravity (3, inertial frame),
@@ -199,21 +218,32 @@ class Robot:
     name: str
     base: str
     gravity: np.ndarray
-    body_names: list[str]
-    parent: list[int]
-    joints: list[Joint | None]
-    inertias: list[Inertia]
-    frames: list[Frame] = field(default_factory=list)
+    body_names: tuple[str, ...]
+    parent: tuple[int, ...]
+    joints: tuple[Joint | None, ...]
+    inertias: tuple[Inertia, ...]
+    frames: tuple[Frame, ...] = ()
     source: str = ""
     source_hash: str = ""
-    loops: list[LoopClosure] = field(default_factory=list)
-    children: list[list[int]] = field(init=False)
+    loops: tuple[LoopClosure, ...] = ()
+    children: tuple[tuple[int, ...], ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.children = [[] for _ in self.body_names]
+        if self.base not in BASE_TYPES:
+            raise ValueError(f"base must be one of {BASE_TYPES}, got {self.base!r}")
+        gravity = np.array(self.gravity, dtype=float)
+        if gravity.shape != (3,):
+            raise ValueError(f"gravity must be a 3-vector, got shape {gravity.shape}")
+        gravity.setflags(write=False)
+        set_ = object.__setattr__
+        set_(self, "gravity", gravity)
+        for name in ("body_names", "parent", "joints", "inertias", "frames", "loops"):
+            set_(self, name, tuple(getattr(self, name)))
+        kids: list[list[int]] = [[] for _ in self.body_names]
         for k, p in enumerate(self.parent):
             if p >= 0:
-                self.children[p].append(k)
+                kids[p].append(k)
+        set_(self, "children", tuple(tuple(c) for c in kids))
 
     # ---- sizes and names --------------------------------------------------------------------
     @property
@@ -257,7 +287,8 @@ class Robot:
         try:
             return self.body_names.index(name)
         except ValueError:
-            raise KeyError(f"robot {self.name!r} has no body {name!r}; bodies: {self.body_names}") from None
+            raise KeyError(f"robot {self.name!r} has no body {name!r}; "
+                           f"bodies: {list(self.body_names)}") from None
 
     def v_index(self, k: int) -> slice:
         """Slice of the generalised velocity belonging to body k's hinge (seed 000: beta(k))."""
@@ -279,7 +310,7 @@ class Robot:
                 return f.body, f.placement
         raise KeyError(
             f"robot {self.name!r} has no body or frame {name!r}; "
-            f"bodies: {self.body_names}, frames: {self.frame_names}"
+            f"bodies: {list(self.body_names)}, frames: {self.frame_names}"
         )
 
     @property
@@ -308,68 +339,19 @@ class Robot:
         return q
 
     def with_base(self, base: str) -> Robot:
-        if base not in BASE_TYPES:
-            raise ValueError(f"base must be one of {BASE_TYPES}, got {base!r}")
-        return Robot(self.name, base, self.gravity.copy(), list(self.body_names), list(self.parent),
-                     list(self.joints), list(self.inertias), list(self.frames), self.source,
-                     self.source_hash, list(self.loops))
+        """The same robot on a ``free`` or ``fixed`` base (``replace(base=base)``)."""
+        return self.replace(base=base)
 
-    def rebase(self, body: str) -> Robot:
-        """The same free-floating system with ``body`` as its base (seed 000 Appendix A);
-        see :func:`soadyn.structure.rebase.rebase`."""
-        from soadyn.structure.rebase import rebase
-
-        return rebase(self, body)
-
-    # ---- structure changes (seed 004 section III; thin wrappers of soadyn.structure.operations) -------
-    def lock_joints(self, names: Sequence[str], at: Any = None) -> Robot:
-        """See :func:`soadyn.structure.operations.lock_joints`."""
-        from soadyn.structure.operations import lock_joints
-
-        return lock_joints(self, names, at)
-
-    def invert(self, new_base: str, at: Any = None) -> Robot:
-        """See :func:`soadyn.structure.operations.invert`."""
-        from soadyn.structure.operations import invert
-
-        return invert(self, new_base, at)
-
-    def fix_base(self, base_orientation: Sequence[float] | None = None) -> Robot:
-        """See :func:`soadyn.structure.operations.fix_base`."""
-        from soadyn.structure.operations import fix_base
-
-        return fix_base(self, base_orientation)
-
-    def free_base(self) -> Robot:
-        """See :func:`soadyn.structure.operations.free_base`."""
-        from soadyn.structure.operations import free_base
-
-        return free_base(self)
-
-    def close_loop(self, frame_a: str, frame_b: str, joint: str = "weld", axis: Sequence[float] | None = None,
-                   name: str | None = None, world_placement: Placement | None = None) -> Robot:
-        """See :func:`soadyn.structure.operations.close_loop`."""
-        from soadyn.structure.operations import close_loop
-
-        return close_loop(self, frame_a, frame_b, joint, axis, name, world_placement)
-
-    def connectivity_table(self, locked: Sequence[str] = ()) -> list:
-        """See :func:`soadyn.structure.operations.connectivity_table`."""
-        from soadyn.structure.operations import connectivity_table
-
-        return connectivity_table(self, locked)
-
-    def to_yaml(self, path: Any = None) -> str:
-        """See :func:`soadyn.structure.operations.to_yaml`."""
-        from soadyn.structure.operations import to_yaml
-
-        return to_yaml(self, path)
+    def replace(self, **fields: Any) -> Robot:
+        """A new robot with the given fields changed (``name``, ``base``, ``gravity``, ``loops``, ...); the
+        robot itself is immutable.  ``children`` is derived and cannot be given."""
+        return dataclasses.replace(self, **fields)
 
     def fingerprint(self) -> str:
         """Hash of everything that determines the dynamics (a cache key, with the generator version)."""
         h = hashlib.sha256()
-        h.update(json.dumps([self.name, self.base, self.gravity.tolist(), self.body_names, self.parent,
-                             self.frame_names], sort_keys=True).encode())
+        h.update(json.dumps([self.name, self.base, self.gravity.tolist(), list(self.body_names),
+                             list(self.parent), self.frame_names], sort_keys=True).encode())
         for j in self.joints[1:]:
             h.update(j.name.encode() + j.type.encode())
             for a in (j.axis, j.placement.R, j.placement.p):

@@ -8,8 +8,12 @@ and the fix:
    as ``1e-3`` are read as floats as in YAML 1.2 -- PyYAML's YAML 1.1 rules would read them as strings);
 2. structure, against the JSON schema ``schema.json`` (Draft 2020-12, unknown keys are errors);
 3. meaning: a single tree with one root, unique names, physically valid masses and inertias, a
-   non-singular mass matrix (:func:`check_mass_matrix`), and loop closures (``loops:``, seed 004 III-D)
-   between known frames (:func:`soadyn.structure.operations.loops_from_doc`).
+   non-singular mass matrix (when a ``check`` is given: :func:`soadyn.symbolic.checks.load_robot` passes
+   :func:`soadyn.symbolic.checks.check_mass_matrix`, which runs the dynamics), and loop closures
+   (``loops:``, seed 004 III-D) between known frames (:func:`loops_from_doc`).
+
+Writing: :func:`to_yaml` (and :func:`to_dict`) write any model as a robot file that reads back to the same
+model.
 
 Massless bodies: a body may have ``mass: 0`` only if it is attached by a ``fixed`` joint (a massless
 frame such as a tool point), or if it is the root of a robot with a fixed base (the base never moves, so
@@ -23,7 +27,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -33,7 +37,12 @@ import jsonschema
 import numpy as np
 import yaml
 
-from soadyn.model.robot import BASE_TYPES, BodySpec, Inertia, Joint, Placement, Robot
+from soadyn.model.robot import BASE_TYPES, LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot
+from soadyn.model.rotations import matrix_to_rpy
+
+#: A check of a built robot (e.g. :func:`soadyn.symbolic.checks.check_mass_matrix`): ``(k, problem)`` for a
+#: body ``k`` that makes the model unusable, else None.  The readers report it with the file and field.
+MassCheck = Callable[[Robot], "tuple[int, str] | None"]
 
 #: Relative tolerance of the triangle inequality on principal moments (fraction of the trace).
 TRIANGLE_TOL = 1e-6
@@ -259,46 +268,6 @@ def inertia_problem(I: np.ndarray, triangle: bool = True) -> str | None:
     return None
 
 
-def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | None:
-    """Find a joint (or the free base) whose articulated inertia is singular, i.e. a singular mass matrix.
-
-    Runs the articulated-body recursion (seed 000, Alg. 2: P(k), D(k) = H P H*) at the neutral
-    configuration and at a fixed pseudo-random one.  Returns ``(k, problem)`` for the first body ``k``
-    (tip to base) whose hinge inertia ``D(k)`` vanishes (``k = 0``: the free base's 6x6 articulated
-    inertia is singular), else None.  M is positive definite iff every D(k) is (innovations
-    factorisation, seed 000 Lemma 2.1).  A vanishing D(k) only spoils the quantities inboard of k, which
-    are checked after it.
-    """
-    from soadyn.symbolic.algorithms import articulated_body
-    from soadyn.symbolic.scalar import NUMERIC
-
-    rng = np.random.default_rng(12345)
-    for c in range(n_configs):
-        q = robot.neutral()
-        if c > 0:
-            q[robot.base_nq:] = rng.uniform(-1.0, 1.0, robot.n_joints)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ab = articulated_body(robot, NUMERIC, q)
-        for k in range(robot.n_bodies - 1, 0, -1):
-            D, norm = float(ab.D[k]), float(np.max(np.abs(ab.P[k])))
-            if not D > 1e-10 * norm or D <= 0.0:
-                j = robot.joints[k]
-                what = ("moment of inertia about its axis" if j.type == "revolute"
-                        else "mass along its axis")
-                return k, (f"joint {j.name!r} carries zero {what} (body {robot.body_names[k]!r} and "
-                           "everything outboard of it), so the mass matrix would be singular; give a "
-                           "moving body outboard of the joint mass and inertia, or make the joint fixed")
-        if robot.is_free:
-            P0 = np.asarray(ab.P[0], dtype=float)
-            ev = np.linalg.eigvalsh(0.5 * (P0 + P0.T))
-            if not ev[0] > 1e-10 * max(ev[-1], 0.0):
-                return 0, (f"the free-floating base's articulated inertia is singular (eigenvalues "
-                           f"{', '.join(f'{e:.3g}' for e in ev)}): the base body {robot.body_names[0]!r} and "
-                           "the joints cannot resist all base motions; give the base mass and inertia "
-                           "(or use base: fixed)")
-    return None
-
-
 # ---- semantic checks and building ---------------------------------------------------------------------
 
 def _vec(x: Sequence[float] | None) -> np.ndarray:
@@ -419,7 +388,7 @@ def _check_frames(doc: dict, file: str | Path) -> None:
                                  f"unknown body {f['body']!r}; known bodies: {', '.join(sorted(body_names))}")
 
 
-def _build(doc: dict, base: str, file: str | Path, source_hash: str) -> Robot:
+def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: MassCheck | None) -> Robot:
     specs: list[BodySpec] = []
     for b in doc["bodies"]:
         joint = None
@@ -442,7 +411,7 @@ def _build(doc: dict, base: str, file: str | Path, source_hash: str) -> Robot:
                                  source=str(file), source_hash=source_hash)
     except ValueError as e:  # should have been caught above; keep the file name in the message
         raise RobotFileError(file, "bodies", str(e)) from None
-    found = check_mass_matrix(robot)
+    found = None if check is None else check(robot)
     if found is not None:
         k, problem = found
         idx = next(i for i, b in enumerate(doc["bodies"]) if b["name"] == robot.body_names[k])
@@ -455,8 +424,11 @@ def check_base(base: str | None, file: str | Path) -> None:
         raise RobotFileError(file, "base (override)", f"{base!r} is not allowed; use one of: free, fixed")
 
 
-def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None) -> Robot:
-    """Validate and build a robot from YAML bytes (``file`` is used in messages and as ``robot.source``)."""
+def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None, *,
+                     check: MassCheck | None = None) -> Robot:
+    """Validate and build a robot from YAML bytes (``file`` is used in messages and as ``robot.source``).
+
+    ``check`` (see :data:`MassCheck`) runs on the built tree; a problem it finds is reported on the body."""
     check_base(base, file)
     doc = _parse_yaml(Path(file), raw)
     validate_schema(doc, file)
@@ -465,19 +437,273 @@ def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None) -> R
     _check_tree(doc, file)
     _check_masses(doc, base, file)
     _check_frames(doc, file)
-    robot = _build(doc, base, file, hashlib.sha256(raw).hexdigest())
+    robot = _build(doc, base, file, hashlib.sha256(raw).hexdigest(), check)
     if "loops" in doc:
-        from soadyn.structure.operations import loops_from_doc
-
-        robot.loops = loops_from_doc(doc["loops"], robot, file)
+        robot = robot.replace(loops=loops_from_doc(doc["loops"], robot, file))
     return robot
 
 
-def load_yaml(path: str | Path, base: str | None = None) -> Robot:
+def load_yaml(path: str | Path, base: str | None = None, *, check: MassCheck | None = None) -> Robot:
     """Read, validate and build a YAML robot file; ``base`` ('free' | 'fixed') overrides the file's ``base``.
 
     Raises :class:`RobotFileError` (a ``ValueError``) naming the file, field and fix on any problem.
     """
     path = Path(path)
     raw = read_bytes(path)
-    return parse_robot_yaml(raw, path, base)
+    return parse_robot_yaml(raw, path, base, check=check)
+
+
+# ---- loops section -------------------------------------------------------------------------------------
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... (the first not in ``taken``), added to ``taken``."""
+    out, i = name, 2
+    while out in taken:
+        out = f"{name}_{i}"
+        i += 1
+    taken.add(out)
+    return out
+
+
+def _check_loop_frames(it: dict, where: str, file: str | Path, names: list[str]) -> None:
+    """frame_a / frame_b of one ``loops`` item: present, names of the robot's bodies or frames (or world)."""
+    for key in ("frame_a", "frame_b"):
+        if key not in it:
+            raise RobotFileError(
+                file, f"{where}.{key}",
+                f"missing required key {key!r}; add it (a body or frame name"
+                + ("" if key == "frame_a" else ", or world for the inertial frame") + ")",
+            )
+        fr = it[key]
+        if not isinstance(fr, str) or not fr:
+            raise RobotFileError(file, f"{where}.{key}", f"expected a body or frame name, got {fr!r}")
+        if fr == "world":
+            if key == "frame_a":
+                raise RobotFileError(
+                    file, f"{where}.frame_a",
+                    "is 'world'; frame_a must be a frame of the robot, put 'world' as frame_b",
+                )
+            if "world" in names:
+                raise RobotFileError(
+                    file, f"{where}.frame_b",
+                    "'world' is ambiguous: the robot has a body or frame named 'world', and frame_b: "
+                    "world means the inertial frame; rename that body or frame",
+                )
+        elif fr not in names:
+            raise RobotFileError(
+                file, f"{where}.{key}",
+                f"unknown frame {fr!r}; use a body or frame name ({', '.join(names)})"
+                + (" or world" if key == "frame_b" else ""),
+            )
+
+
+def _loop_axis(it: dict, kind: str, where: str, file: str | Path) -> Any:
+    """The ``axis`` of one ``loops`` item: required (non-zero, finite) for revolute and prismatic cuts."""
+    axis = it.get("axis")
+    if kind in ("revolute", "prismatic"):
+        if axis is None:
+            raise RobotFileError(
+                file, f"{where}.axis",
+                f"missing required key 'axis' (a {kind} cut joint needs a non-zero axis in frame_a, "
+                "e.g. [0, 0, 1]); add it",
+            )
+        ax = np.asarray(axis, dtype=float)
+        if ax.shape != (3,) or not np.all(np.isfinite(ax)) or not np.linalg.norm(ax) > 0:
+            raise RobotFileError(
+                file, f"{where}.axis",
+                f"must be a non-zero, finite 3-vector, got {axis}; give a direction such as [0, 0, 1] "
+                "(it is normalised)",
+            )
+    elif axis is not None:
+        raise RobotFileError(
+            file, f"{where}.axis",
+            f"a {kind} cut joint takes no axis; remove it (or use type revolute or prismatic)",
+        )
+    return axis
+
+
+def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") -> list[LoopClosure]:
+    """Read the ``loops:`` section of a robot file (syntax in docs/robot-format.md) for ``robot``.
+
+    Each item is a cut joint of seed 004 III-D (see :func:`soadyn.structure.close_loop`).  Raises
+    ``RobotFileError`` naming ``loops[i].<field>`` and the fix: unknown or missing keys, unknown frames, a
+    loop from a frame to itself, a wrong or missing axis, ``xyz``/``rpy`` on a loop that does not end at
+    ``world``, duplicate loop names.  The schema of the file reader checks the types first; the checks here
+    are repeated so that the function is safe on any parsed document.
+    """
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise RobotFileError(
+            file,
+            "loops",
+            "expected a list of loop closures, e.g. "
+            "[{name: grasp, frame_a: ee2, frame_b: handle, type: weld}]",
+        )
+    allowed = ("name", "frame_a", "frame_b", "type", "axis", "xyz", "rpy")
+    names = [*robot.body_names, *robot.frame_names]
+    out: list[LoopClosure] = []
+    explicit: dict[str, int] = {}
+    for i, it in enumerate(items):
+        where = f"loops[{i}]"
+        if not isinstance(it, dict):
+            raise RobotFileError(file, where, "expected a mapping with keys frame_a, frame_b, type")
+        extra = sorted(str(k) for k in it if k not in allowed)
+        if extra:
+            raise RobotFileError(
+                file, f"{where}.{extra[0]}",
+                f"unknown key {extra[0]!r}; allowed keys here: {', '.join(sorted(allowed))} "
+                "(check the spelling)",
+            )
+        _check_loop_frames(it, where, file, names)
+        if it["frame_a"] == it["frame_b"]:
+            raise RobotFileError(
+                file, f"{where}.frame_b",
+                f"is {it['frame_b']!r}, the same as frame_a; a loop joins two different frames, name another",
+            )
+        kind = it.get("type", "weld")
+        if kind not in LOOP_TYPES:
+            raise RobotFileError(
+                file, f"{where}.type", f"{kind!r} is not allowed; use one of: {', '.join(LOOP_TYPES)}"
+            )
+        axis = _loop_axis(it, kind, where, file)
+        wp = None
+        for key in ("xyz", "rpy"):
+            if key in it and it["frame_b"] != "world":
+                raise RobotFileError(
+                    file, f"{where}.{key}",
+                    "places the grapple point in the inertial frame and is allowed only with frame_b: "
+                    "world; remove it (frame_b's own placement is its frame)",
+                )
+        if "xyz" in it or "rpy" in it:
+            wp = Placement.from_xyz_rpy(it.get("xyz", [0.0, 0.0, 0.0]), it.get("rpy", [0.0, 0.0, 0.0]))
+        name = it.get("name")
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise RobotFileError(file, f"{where}.name", f"expected a non-empty name, got {name!r}")
+            if name in explicit:
+                raise RobotFileError(
+                    file, f"{where}.name",
+                    f"duplicate loop name {name!r} (also loops[{explicit[name]}]); loop names must be "
+                    "unique, rename one",
+                )
+            explicit[name] = i
+        else:  # default loop<n>, avoiding the names given explicitly anywhere in the section
+            later = {str(x.get("name")) for x in items[i + 1 :] if isinstance(x, dict)}
+            taken = {lc.name for lc in out} | later
+            name = unique_name(f"loop{len(out) + 1}", taken)
+        # the reader's normalisation of the axis keeps unit axes bit for bit (see unit_axis)
+        out.append(LoopClosure(name, it["frame_a"], it["frame_b"], kind,
+                               None if axis is None else unit_axis(axis), wp))
+    return out
+
+
+# ---- YAML output -------------------------------------------------------------------------------
+
+
+def _floats(a: Any) -> list[float]:
+    return [float(x) + 0.0 for x in np.asarray(a, dtype=float).ravel()]  # + 0.0: no "-0.0" in files
+
+
+def _file_rpy(R: np.ndarray) -> np.ndarray:
+    """Roll-pitch-yaw for a file: :func:`matrix_to_rpy`, nudged by up to one ulp per angle when that makes
+    the reader's ``Placement.from_xyz_rpy`` rebuild ``R`` bit for bit (then the model read back has the
+    same fingerprint); otherwise the closest angles (rotation error about 1e-16)."""
+    rpy = matrix_to_rpy(R)
+    if np.array_equal(Placement.from_xyz_rpy(np.zeros(3), rpy).R, R):
+        return rpy
+    cands = [[a, math.nextafter(a, -math.inf), math.nextafter(a, math.inf)] for a in rpy]
+    for r0 in cands[0]:
+        for r1 in cands[1]:
+            for r2 in cands[2]:
+                trial = np.array([r0, r1, r2])
+                if np.array_equal(Placement.from_xyz_rpy(np.zeros(3), trial).R, R):
+                    return trial
+    return rpy
+
+
+def _placement_dict(X: Placement, always: bool = False) -> dict[str, list[float]]:
+    """``xyz``/``rpy`` entries of a placement (zero parts omitted unless ``always``)."""
+    out: dict[str, list[float]] = {}
+    if always or np.any(X.p):
+        out["xyz"] = _floats(X.p)
+    if not np.array_equal(X.R, np.eye(3)):
+        out["rpy"] = _floats(_file_rpy(X.R))
+    return out
+
+
+def to_dict(robot: Robot) -> dict[str, Any]:
+    """The robot as a robot-file document (plain dicts and lists; the merged model, fixed joints as frames).
+
+    Loop closures are written under ``loops`` (syntax in docs/structure-changes.md).
+    """
+    doc: dict[str, Any] = {"name": robot.name, "base": robot.base}
+    if np.any(robot.gravity):
+        doc["gravity"] = _floats(robot.gravity)
+    bodies = []
+    for k in range(robot.n_bodies):
+        ine = robot.inertias[k]
+        b: dict[str, Any] = {"name": robot.body_names[k]}
+        if k > 0:
+            b["parent"] = robot.body_names[robot.parent[k]]
+            j = robot.joints[k]
+            b["joint"] = {
+                "name": j.name,
+                "type": j.type,
+                "axis": _floats(j.axis),
+                **_placement_dict(j.placement),
+            }
+        b["mass"] = float(ine.mass)
+        if ine.mass > 0:
+            if np.any(ine.com):
+                b["com"] = _floats(ine.com)
+            I = ine.inertia
+            b["inertia"] = {
+                "ixx": float(I[0, 0]),
+                "iyy": float(I[1, 1]),
+                "izz": float(I[2, 2]),
+                "ixy": float(I[0, 1]),
+                "ixz": float(I[0, 2]),
+                "iyz": float(I[1, 2]),
+            }
+        bodies.append(b)
+    doc["bodies"] = bodies
+    if robot.frames:
+        doc["frames"] = [
+            {"name": f.name, "body": robot.body_names[f.body], **_placement_dict(f.placement)}
+            for f in robot.frames
+        ]
+    if robot.loops:
+        doc["loops"] = []
+        for lc in robot.loops:
+            d: dict[str, Any] = {
+                "name": lc.name,
+                "frame_a": lc.frame_a,
+                "frame_b": lc.frame_b,
+                "type": lc.type,
+            }
+            if lc.axis is not None:
+                d["axis"] = _floats(lc.axis)
+            if lc.world_placement is not None:  # written even if identity: None and identity hash apart
+                d.update(_placement_dict(lc.world_placement, always=True))
+            doc["loops"].append(d)
+    return doc
+
+
+def to_yaml(robot: Robot, path: str | Path | None = None) -> str:
+    """Write the robot as a YAML robot file (returns the text; writes it to ``path`` if given).
+
+    Floats are written with full (repr) precision and roll-pitch-yaw angles are chosen so that the reader
+    rebuilds each rotation bit for bit where such angles exist; unit axes are kept as written by the
+    reader.  So a model read from a file, with fixed/freed base or loops added, reads back with the same
+    fingerprint.  Rotations composed by :func:`soadyn.structure.invert` / ``lock_joints`` are in general
+    not exactly representable by rpy angles and come back to about 1e-16 (and their inertias, made exactly
+    symmetric by the reader, to about 1e-16 relative).
+    """
+    text = "# written by soadyn.model.to_yaml\n" + yaml.safe_dump(
+        to_dict(robot), sort_keys=False, default_flow_style=None, width=120
+    )
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text

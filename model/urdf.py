@@ -24,7 +24,8 @@ Mapping to the model (see ``docs/robot-format.md``):
   >= 0 and tensors positive semi-definite (point masses are accepted); a tensor that violates the
   triangle inequality only gives a warning, since several published URDFs do so and the dynamics stay
   well-posed.  A moving joint that carries no inertia (e.g. a massless moving leaf link) makes the mass
-  matrix singular and is an error naming the joint (:func:`~.robotfile.check_mass_matrix`).
+  matrix singular and is an error naming the joint when the checked loader is used
+  (:func:`soadyn.load_robot`, i.e. :func:`soadyn.symbolic.checks.check_mass_matrix`).
 * Body order: depth-first from the root link, siblings in the order their joints appear in the file.
   Pinocchio (urdfdom) also orders depth-first but visits siblings sorted by joint name, so for trees the
   two joint orders can differ (never for serial chains); permute by joint name.
@@ -43,7 +44,7 @@ import numpy as np
 from lxml import etree
 
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
-from soadyn.model.robotfile import RobotFileError, check_base, check_mass_matrix, inertia_problem, read_bytes
+from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, inertia_problem, read_bytes
 
 MIMIC_MODES = ("error", "independent", "fixed")
 
@@ -136,8 +137,10 @@ def _placement(T: np.ndarray | None) -> Placement:
     return Placement(snap(T[:3, :3]), snap(T[:3, 3]))
 
 
-def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
-    """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``)."""
+def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error", *,
+               check: MassCheck | None = None) -> Robot:
+    """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``); ``check``
+    (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree."""
     import yourdfpy
 
     path = Path(path)
@@ -264,7 +267,7 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                                  source_hash=hashlib.sha256(raw).hexdigest())
     except ValueError as e:
         raise RobotFileError(path, "", f"{e}; a URDF must be a single tree rooted at one link") from None
-    found = check_mass_matrix(robot)
+    found = None if check is None else check(robot)
     if found is not None:
         k, problem = found
         field = (where("link", robot.body_names[0]) if k == 0
@@ -273,7 +276,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
     return robot
 
 
-def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error") -> Robot:
+def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error", *,
+              check: MassCheck | None = None) -> Robot:
     """Read a URDF file into a Robot (default base 'free'); see the module docstring for the mapping."""
     path = Path(path)
-    return parse_urdf(read_bytes(path), path, base, mimic)
+    return parse_urdf(read_bytes(path), path, base, mimic, check=check)

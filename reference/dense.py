@@ -11,7 +11,7 @@ Operators (``n`` bodies, ``N = robot.nv``; block index = our body index)
 * ``E_phi`` (6n x 6n): block ``(parent(k), k) = phi(parent(k), k)``, the force
   transformation from O_k to O_parent(k) in body coordinates, including the
   rotation: ``phi(p, k) = [[R, l~ R], [0, R]]`` with ``R = pR_k`` and ``l`` the
-  vector O_p -> O_k in p coordinates (see :mod:`soadyn.symbolic.spatial`).  Seed 000
+  vector O_p -> O_k in p coordinates (:func:`phi_matrix`).  Seed 000
   writes the tip-to-base chain with the subdiagonal (k+1, k); for a tree the
   non-zero blocks sit at (parent(k), k).  The root hinge (inertial frame ->
   body 0) is not a block of E_phi: the inertial frame ("link n+1") is not a body.
@@ -66,41 +66,32 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from soadyn.model.robot import Robot
-from soadyn.symbolic.spatial import phi_matrix, quaternion_to_matrix
+from soadyn.model.robot import Robot, require_free, state_vector
+from soadyn.model.rotations import quaternion_to_matrix, rodrigues, skew
 
 __all__ = [
     "Operators", "ArticulatedBody", "operators", "mass_matrix", "bias_forces", "inverse_dynamics",
     "articulated_body", "innovations_factors", "mass_matrix_inverse", "forward_dynamics",
     "jacobian", "center_of_mass", "momentum", "kinetic_energy", "generalized_jacobian",
-    "body_poses", "frame_pose",
+    "body_poses", "frame_pose", "phi_matrix", "subtree",
 ]
 
 
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
-def _rodrigues(axis: np.ndarray, theta: float) -> np.ndarray:
-    K = _skew(axis)
-    return np.eye(3) + np.sin(theta) * K + (1.0 - np.cos(theta)) * K @ K
+def phi_matrix(R: np.ndarray, l: ArrayLike) -> np.ndarray:
+    """Dense ``phi(p, k) = [[R, l~ R], [0, R]]`` (seed 000 section 2; floats)."""
+    out = np.zeros((6, 6))
+    out[:3, :3] = R
+    out[3:, 3:] = R
+    out[:3, 3:] = skew(np.asarray(l, dtype=float)) @ R
+    return out
 
 
 def _phi_star(R: np.ndarray, l: np.ndarray) -> np.ndarray:
     return phi_matrix(R, l).T
 
 
-def _check_vector(name: str, x: ArrayLike, n: int) -> np.ndarray:
-    arr = np.asarray(x, dtype=float)
-    if arr.shape != (n,):
-        raise ValueError(f"reference: {name} must have shape ({n},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"reference: {name} contains NaN or inf")
-    return arr
-
-
 def _check_q(robot: Robot, q: ArrayLike) -> np.ndarray:
-    q = _check_vector("q", q, robot.nq)
+    q = state_vector(q, robot.nq, "q", "reference")
     if robot.is_free and float(q[3:7] @ q[3:7]) == 0.0:
         raise ValueError("reference: q[3:7] (base quaternion [x, y, z, w]) is zero; use e.g. [0, 0, 0, 1]")
     return q
@@ -170,7 +161,7 @@ def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
         axis = np.asarray(j.axis, float)
         h = np.zeros((6, 1))
         if j.type == "revolute":
-            Rk, lk = Rj @ _rodrigues(axis, x), pj
+            Rk, lk = Rj @ rodrigues(axis, x), pj
             h[:3, 0] = axis
         elif j.type == "prismatic":
             Rk, lk = Rj, pj + Rj @ axis * x
@@ -199,7 +190,7 @@ def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
     if v is None:
         return ops
 
-    v = _check_vector("v", v, nv)
+    v = state_vector(v, nv, "v", "reference")
     V = phi.T @ H.T @ v                                    # eq. 2.3a
     a = np.zeros(6 * n)
     b = np.zeros(6 * n)
@@ -247,7 +238,7 @@ def inverse_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
                      f_ext: ArrayLike | None = None) -> np.ndarray:
     """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``."""
     o = operators(robot, q, v, f_ext)
-    a = _check_vector("a", a, robot.nv)
+    a = state_vector(a, robot.nv, "a", "reference")
     alpha = o.phi.T @ (o.H.T @ a + o.a)
     return o.H @ o.phi @ (o.M @ alpha + o.b)
 
@@ -285,7 +276,8 @@ class ArticulatedBody:
     ops: Operators
 
 
-def _subtree(robot: Robot, k: int) -> list[int]:
+def subtree(robot: Robot, k: int) -> list[int]:
+    """Body k and all bodies outboard of it, in body order."""
     out, stack = [], [k]
     while stack:
         j = stack.pop()
@@ -308,7 +300,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     n, nv = o.n, robot.nv
     P_k = []
     for k in range(n):
-        sub = _subtree(robot, k)
+        sub = subtree(robot, k)
         idx = np.concatenate([np.arange(6 * j, 6 * j + 6) for j in sub])
         phi_s, M_s = o.phi[np.ix_(idx, idx)], o.M[np.ix_(idx, idx)]
         m = len(sub) - 1
@@ -373,7 +365,7 @@ def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
     """
     ab = articulated_body(robot, q)
     o = operators(robot, q, v, f_ext)
-    T = _check_vector("tau", tau, robot.nv)
+    T = state_vector(tau, robot.nv, "tau", "reference")
     H, psi, K = o.H, ab.psi, ab.K
     Linv = np.eye(robot.nv) - H @ psi @ K
     eps = T - H @ psi @ (K @ T + ab.P @ o.a + o.b)
@@ -443,9 +435,7 @@ def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     The base rows of ``M v`` are the system momentum about O_0 in base axes, so zero momentum
     means ``v_base = -M_bb^-1 M_bm qdot`` and ``J_g = J_m - J_b M_bb^-1 M_bm``.
     """
-    if not robot.is_free:
-        raise ValueError(f"reference: generalized_jacobian needs a free base; robot {robot.name!r} has "
-                         f"base {robot.base!r} (load it with base='free')")
+    require_free(robot, "reference: generalized_jacobian")
     Mq = mass_matrix(robot, q)
     J = jacobian(robot, q, frame, world_aligned=True)
     return J[:, 6:] - J[:, :6] @ np.linalg.solve(Mq[:6, :6], Mq[:6, 6:])

@@ -20,24 +20,15 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from soadyn.model.robot import Robot, require_free
+from soadyn.model.rotations import skew
 from soadyn.reference import dense as reference
-from soadyn.model.robot import Robot
 
 __all__ = [
     "base_inertia", "coupling_inertia", "generalized_inertia", "generalized_bias", "angular_reduced_dynamics",
     "coupling_inertia_rate", "base_velocity", "momentum_frame_twist", "generalized_jacobian",
     "com_jacobians", "thesis_base_inertia",
 ]
-
-
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
-def _require_free(robot: Robot, what: str) -> None:
-    if not robot.is_free:
-        raise ValueError(f"reference: {what} needs a free-floating base; robot {robot.name!r} has base "
-                         f"{robot.base!r} (load it with base='free')")
 
 
 def _ancestors(robot: Robot, k: int) -> list[int]:
@@ -74,7 +65,7 @@ def com_jacobians(robot: Robot, q: ArrayLike) -> tuple[list[np.ndarray], list[np
 def thesis_base_inertia(robot: Robot, q: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(H_b, H_c)`` exactly as thesis eq. C.15-C.16: rows ``[P; L_0]``, base speeds ``[v_0; w_0]``, inertial
     axes, about the base origin ``r_0`` (the thesis's base centroid)."""
-    _require_free(robot, "thesis_base_inertia")
+    require_free(robot, "reference: thesis_base_inertia")
     R, p = reference.body_poses(robot, q)
     r, JT, JR = com_jacobians(robot, q)
     w = robot.total_mass
@@ -86,14 +77,14 @@ def thesis_base_inertia(robot: Robot, q: ArrayLike) -> tuple[np.ndarray, np.ndar
     for i in range(robot.n_bodies):
         m = robot.inertias[i].mass
         Ii = R[i] @ robot.inertias[i].inertia @ R[i].T          # about the CoM, inertial axes
-        r0i = _skew(r[i] - p[0])
+        r0i = skew(r[i] - p[0])
         Hw += Ii + m * r0i.T @ r0i                              # eq. C.12 (base term included)
         Hwphi += Ii @ JR[i] + m * r0i @ JT[i]                   # eq. C.13
         JTg += m * JT[i]                                        # eq. C.4
     Hb = np.zeros((6, 6))
     Hb[:3, :3] = w * np.eye(3)
-    Hb[:3, 3:] = w * _skew(r0g).T
-    Hb[3:, :3] = w * _skew(r0g)
+    Hb[:3, 3:] = w * skew(r0g).T
+    Hb[3:, :3] = w * skew(r0g)
     Hb[3:, 3:] = Hw
     return Hb, np.vstack([JTg, Hwphi])
 
@@ -138,7 +129,7 @@ def generalized_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
 
 def generalized_bias(robot: Robot, q: ArrayLike, v: ArrayLike, f_ext: ArrayLike | None = None) -> np.ndarray:
     """``c* = c_m - H_bm^T H_b^-1 c_b`` (eq. E.3) with the dense operator bias forces (seed 000 eq. 2.4b)."""
-    _require_free(robot, "generalized_bias")
+    require_free(robot, "reference: generalized_bias")
     c = reference.bias_forces(robot, q, v, f_ext)
     Hb, Hbm = base_inertia(robot, q), coupling_inertia(robot, q)
     return c[6:] - Hbm.T @ np.linalg.solve(Hb, c[:6])
@@ -153,7 +144,7 @@ def angular_reduced_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike,
     * ``H~_phi = H_phi - J_Tg^T J_Tg / w`` and ``c~`` from eq. E.2 with the eq. C/D matrices and the dense
       bias forces.
     """
-    _require_free(robot, "angular_reduced_dynamics")
+    require_free(robot, "reference: angular_reduced_dynamics")
     nv = robot.nv
     R0 = reference.body_poses(robot, q)[0][0]
     cols = []
@@ -172,7 +163,7 @@ def angular_reduced_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike,
     _, Rp = reference.body_poses(robot, q)
     rg = reference.center_of_mass(robot, q)
     r = R0.T @ (rg - Rp[0])
-    cb_t = c[:3] - _skew(r) @ c[3:6]
+    cb_t = c[:3] - skew(r) @ c[3:6]
     # J_Tg in base axes is R0^T J_Tg; c~_phi = c_m - J_Tg^T c_b^v / w (eq. E.2) with c_b^v in inertial axes
     cp_t = c[6:] - (JTg.T @ (R0 @ c[3:6])) / w
     return Hb_t, Hc_t, Hp_t, cb_t, cp_t
@@ -180,9 +171,8 @@ def angular_reduced_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike,
 
 def coupling_inertia_rate(robot: Robot, q: ArrayLike, qd: ArrayLike) -> np.ndarray:
     """``Hdot_bm qd``: base rows of the dense bias forces at ``v = [0; qd]`` without gravity (eq. 3.6)."""
-    _require_free(robot, "coupling_inertia_rate")
-    r0 = robot.with_base("free")
-    r0.gravity = np.zeros(3)
+    require_free(robot, "reference: coupling_inertia_rate")
+    r0 = robot.replace(gravity=np.zeros(3))
     v = np.concatenate([np.zeros(6), np.asarray(qd, float)])
     return reference.bias_forces(r0, q, v)[:6]
 
@@ -197,20 +187,20 @@ def _ho(robot: Robot, q: ArrayLike, h: ArrayLike) -> np.ndarray:
 
 def base_velocity(robot: Robot, q: ArrayLike, qd: ArrayLike, h: ArrayLike) -> np.ndarray:
     """Base twist ``[w_b; v_b]`` (base axes) from joint rates and momentum ``h = [L_c; P]`` (eq. C.17)."""
-    _require_free(robot, "base_velocity")
+    require_free(robot, "reference: base_velocity")
     Hb, Hbm = base_inertia(robot, q), coupling_inertia(robot, q)
     return np.linalg.solve(Hb, _ho(robot, q, h) - Hbm @ np.asarray(qd, float))
 
 
 def momentum_frame_twist(robot: Robot, q: ArrayLike, h: ArrayLike, frame: str) -> np.ndarray:
     """``J_b H_b^-1 h_o`` (thesis eq. E.6, second term), inertial-aligned ``[w; v]`` of the frame."""
-    _require_free(robot, "momentum_frame_twist")
+    require_free(robot, "reference: momentum_frame_twist")
     J = reference.jacobian(robot, q, frame, world_aligned=True)
     return J[:, :6] @ np.linalg.solve(base_inertia(robot, q), _ho(robot, q, h))
 
 
 def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     """``J* = J_m - J_b H_b^-1 H_bm`` (thesis eq. E.3, E.6) with the eq. C.15-C.16 inertias."""
-    _require_free(robot, "generalized_jacobian")
+    require_free(robot, "reference: generalized_jacobian")
     J = reference.jacobian(robot, q, frame, world_aligned=True)
     return J[:, 6:] - J[:, :6] @ np.linalg.solve(base_inertia(robot, q), coupling_inertia(robot, q))

@@ -1,14 +1,14 @@
 r"""Dense reference forms for the base-invariant quantities (seed 000 sections 3-4, Appendix A) and the
 Schur-complement factorisation of M^-1 (seed 002).  Plain numpy on floats, built from the dense operators
-of :mod:`soadyn.reference.dense` and not from the recursions of :mod:`soadyn.symbolic.algorithms`, so
+of :mod:`soadyn.reference.dense` and not from the recursions of :mod:`soadyn.symbolic.algorithms` (nothing
+here imports them), so
 the tests can hold the two routes against each other.  Slow (O(N^3)); for verification only.
 
 * :func:`operational_space_inertias` / :func:`inverse_operational_space_inertias`: eq. 4.2,
   ``Lambda(k)^-1 = J(k) M^-1 J*(k)`` with the body-frame Jacobian of each body.
-* :func:`dual_articulated_inertias`: S(k) by *definition*, without Lemma 4.1: re-root the system at body
-  k (Appendix A, :func:`soadyn.structure.operations.invert`); the old parent of k becomes a child of k and
-  its subtree in the new model is exactly the complement of subtree(k).  Its articulated inertia across
-  the (reversed) hinge k, ``P+`` of that child in the new model, moved to O_k, is S(k).
+* :func:`dual_articulated_inertias`: S(k) by *definition*, without Lemma 4.1: the articulated inertia at
+  O_k, through the free hinge k, of the bodies outside subtree(k) (the Schur complement of their mass
+  matrix in the coordinates [V(k); hinge rates]).
 * :func:`link_motion`: link accelerations alpha (eq. 2.3b) and hinge forces f (eq. 2.3c) of the true
   motion, for checking ``f = P (alpha - a) + z`` (3.7) and ``-f = S alpha + z_s`` (3.11).
 * :func:`schur_factors`: the matrices A', B, C of seed 002 eq. 3.14-3.16 / 4.12-4.13 with
@@ -26,9 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from soadyn.model.robot import Inertia, Robot, require_free
 from soadyn.reference import dense as reference
-from soadyn.model.robot import Robot
-from soadyn.symbolic.spatial import phi_matrix
 
 __all__ = [
     "LinkMotion", "SchurFactors", "dual_articulated_inertias", "inverse_operational_space_inertias",
@@ -48,27 +47,40 @@ def inverse_operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray
 
 def operational_space_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     """(n_bodies, 6, 6): Lambda(k) = (J(k) M^-1 J*(k))^-1; free base only (singular otherwise)."""
-    if not robot.is_free:
-        raise ValueError(f"reference: robot {robot.name!r} has a fixed base; Lambda(k) is not defined "
-                         "(J M^-1 J* is singular); use inverse_operational_space_inertias")
+    require_free(robot, "reference: operational_space_inertias",
+                 " (Lambda(k) is not defined, J M^-1 J* is singular; use inverse_operational_space_inertias)")
     return np.linalg.inv(inverse_operational_space_inertias(robot, q))
 
 
 def dual_articulated_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
-    """(n_bodies, 6, 6): S(k) (body k frame) from the model re-rooted at k; S(0) = 0.  Free base only."""
-    from soadyn.structure.rebase import rebase, rebase_transform
+    """(n_bodies, 6, 6): S(k) (body k frame, at O_k) by definition; S(0) = 0.  Free base only.
 
+    S(k) is the articulated inertia, felt at O_k through the free hinge k, of the bodies outside
+    subtree(k).  Take them alone (subtree(k) made massless) and describe their motion by ``x = [V(k);
+    qd_c]``: the twist of body k and the rates of hinge k and of every joint outside subtree(k).  The
+    old coordinates follow from ``V(k) = J_b V(0) + J_q qd`` (the body Jacobian of k):
+    ``V(0) = J_b^-1 (V(k) - J_q qd_c)``, i.e. ``v = T x``, so their kinetic energy is
+    ``1/2 x* (T* M_c T) x = 1/2 x* [[A, B], [B*, C]] x``.  With the hinges free (no hinge forces) the
+    rates take the value that minimises it, which leaves ``1/2 V(k)* (A - B C^-1 B*) V(k)``, so
+    ``S(k) = A - B C^-1 B*``.
+    """
+    require_free(robot, "reference: dual_articulated_inertias")
     out = np.zeros((robot.n_bodies, 6, 6))
+    massless = Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
     for k in range(1, robot.n_bodies):
-        new = rebase(robot, robot.body_names[k])
-        qn = rebase_transform(robot, new, q).q_new
-        old_parent = robot.body_names[robot.parent[k]]
-        jname = robot.joints[k].name
-        c = next(i for i in new.children[0]
-                 if new.body_names[i].startswith(old_parent + "__") and new.joints[i].name == jname)
-        ab = reference.articulated_body(new, qn)
-        X = phi_matrix(*ab.ops.local[c])                      # phi(k, c) in the new model
-        out[k] = X @ ab.P_plus_k[c] @ X.T
+        sub = set(reference.subtree(robot, k))
+        rest = robot.replace(inertias=[massless if j in sub else ine for j, ine in enumerate(robot.inertias)])
+        cols = [robot.v_index(j).start for j in range(1, robot.n_bodies) if j == k or j not in sub]
+        Jk = reference.jacobian(robot, q, robot.body_names[k])
+        Jb_inv = np.linalg.inv(Jk[:, :6])
+        T = np.zeros((robot.nv, 6 + len(cols)))
+        T[:6, :6] = Jb_inv
+        T[:6, 6:] = -Jb_inv @ Jk[:, cols]
+        T[cols, 6 + np.arange(len(cols))] = 1.0
+        Ms = T.T @ reference.mass_matrix(rest, q) @ T
+        A, B, C = Ms[:6, :6], Ms[:6, 6:], Ms[6:, 6:]
+        S = A - B @ np.linalg.solve(C, B.T)
+        out[k] = 0.5 * (S + S.T)
     return out
 
 
@@ -111,17 +123,17 @@ class SchurFactors:
     Hh: np.ndarray
 
 
-def schur_factors(robot: Robot, q: ArrayLike) -> SchurFactors:
-    from soadyn.symbolic.algorithms.kinematics import hinge_map
-    from soadyn.symbolic.algorithms.schur import body_inverse_inertias, complement_basis
+def _complement_basis(h: np.ndarray) -> np.ndarray:
+    """6x5 orthonormal basis of the complement of the hinge map ``h`` (rows 1-5 of the SVD of h*)."""
+    return np.linalg.svd(h.reshape(1, 6))[2][1:].T
 
+
+def schur_factors(robot: Robot, q: ArrayLike) -> SchurFactors:
     o = reference.operators(robot, q)
     n, N = robot.n_bodies, robot.nv
-    Mi = body_inverse_inertias(robot)
     Mblk = np.zeros((6 * n, 6 * n))
-    for k in range(n):
-        if Mi[k] is not None:
-            Mblk[6 * k:6 * k + 6, 6 * k:6 * k + 6] = Mi[k]
+    for k in range(0 if robot.is_free else 1, n):      # a fixed base's body never moves: no M(0)^-1
+        Mblk[6 * k:6 * k + 6, 6 * k:6 * k + 6] = np.linalg.inv(robot.inertias[k].spatial())
     IE = np.eye(6 * n) - o.E_phi
     Acal = IE.T @ Mblk @ IE
     Mblk0 = Mblk.copy()
@@ -132,7 +144,7 @@ def schur_factors(robot: Robot, q: ArrayLike) -> SchurFactors:
     if robot.is_free:
         Hh[:6, :6] = np.eye(6)
     for k in range(1, n):
-        h = hinge_map(robot, k)
+        h = o.Hstar[k][:, 0]
         Hh[6 * k:6 * k + 6, robot.v_index(k)] = (h / (h @ h)).reshape(6, 1)
-        W[6 * k:6 * k + 6, 5 * (k - 1):5 * k] = complement_basis(h)
+        W[6 * k:6 * k + 6, 5 * (k - 1):5 * k] = _complement_basis(h)
     return SchurFactors(W.T @ Acal @ W, W.T @ Acal0 @ W, W.T @ Acal @ Hh, Hh.T @ Acal @ Hh, W, Hh)

@@ -31,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.runtime.simulate import _dexpinv_right, quat_exp, quat_mul, rotation_matrix
+from soadyn.model.robot import require_free
+from soadyn.model.rotations import quaternion_to_matrix
+from soadyn.runtime.integrate import rk4_step
 
 __all__ = [
     "FreeFloatingState", "state", "partial_momenta", "coupling_matrix", "reaction_null_space",
@@ -43,12 +45,6 @@ __all__ = [
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------
-def _free(module: Any, what: str) -> None:
-    if getattr(module, "base", "free") != "free":
-        raise ValueError(f"{what}: needs a free-floating base; module {getattr(module, 'name', '?')!r} "
-                         f"has base {module.base!r}")
-
-
 def joint_indices(module: Any, joints: Sequence[int | str] | None, what: str = "joints") -> np.ndarray:
     """Indices (into the joint list) of a subset given by names or indices; all joints for None."""
     names = list(module.joint_names)
@@ -94,7 +90,7 @@ class FreeFloatingState:
 
 def state(module: Any, q: Any, v: Any, f_ext: Any = None) -> FreeFloatingState:
     """Mass matrix, bias forces and the angular reduced blocks (thesis eq. E.2) at ``(q, v)``."""
-    _free(module, "state")
+    require_free(module, "state")
     q = np.asarray(q, float)
     v = np.asarray(v, float)
     M = np.asarray(module.mass_matrix(q), float)
@@ -106,7 +102,8 @@ def state(module: Any, q: Any, v: Any, f_ext: Any = None) -> FreeFloatingState:
     Hp = M[6:, 6:] - Cl.T @ Cl / m
     cb = c[:3] - B @ c[3:6] / m
     cp = c[6:] - Cl.T @ c[3:6] / m
-    return FreeFloatingState(M, c, 0.5 * (Hb + Hb.T), Hc, 0.5 * (Hp + Hp.T), cb, cp, rotation_matrix(q[3:7]))
+    R0 = quaternion_to_matrix(q[3:7])
+    return FreeFloatingState(M, c, 0.5 * (Hb + Hb.T), Hc, 0.5 * (Hp + Hp.T), cb, cp, R0)
 
 
 def partial_momenta(module: Any, q: Any, v: Any, wheels: Sequence[int | str] = ()) -> dict[str, np.ndarray]:
@@ -135,7 +132,7 @@ def coupling_matrix(module: Any, q: Any, joints: Sequence[int | str] | None = No
                     angular: bool = True) -> np.ndarray:
     """The coupling inertia restricted to ``joints``: ``H~_c`` (3 rows, about the CoM; eq. 3.26, 4.4) when
     ``angular`` else ``H_bm`` (6 rows, base origin; eq. 3.4).  Base axes."""
-    _free(module, "coupling_matrix")
+    require_free(module, "coupling_matrix")
     idx = joint_indices(module, joints)
     q = np.asarray(q, float)
     if angular:
@@ -205,7 +202,7 @@ def joint_torques_for_accelerations(module: Any, q: Any, v: Any, qdd: Any, f_ext
 
     ``tau_m = H* qdd + c*`` (thesis eq. E.3), evaluated as ``a_b = -H_b^-1 (H_bm qdd + c_b)``,
     ``tau_m = H_bm^T a_b + H_m qdd + c_m``."""
-    _free(module, "joint_torques_for_accelerations")
+    require_free(module, "joint_torques_for_accelerations")
     q, v, qdd = np.asarray(q, float), np.asarray(v, float), np.asarray(qdd, float)
     M = np.asarray(module.mass_matrix(q), float)
     c = np.asarray(module.bias_forces(q, v) if f_ext is None else module.bias_forces(q, v, f_ext), float)
@@ -319,14 +316,14 @@ def rnsc_torques_thesis(module: Any, q: Any, v: Any, wheels: Sequence[int | str]
 def frame_twist(module: Any, q: Any, frame: str, qd: Any, h: Any) -> np.ndarray:
     """Twist ``[w; v]`` (inertial axes) of ``frame`` predicted from joint rates and momentum (thesis eq. E.6):
     ``J* qd + J_b H_b^-1 h_o`` with ``h = [L_c; P]`` (about the CoM, inertial axes)."""
-    _free(module, "frame_twist")
+    require_free(module, "frame_twist")
     q, qd, h = np.asarray(q, float), np.asarray(qd, float), np.asarray(h, float)
     if hasattr(module, "momentum_frame_twist"):
         return np.asarray(module.generalized_jacobian(q, frame), float) @ qd + np.asarray(
             module.momentum_frame_twist(q, h, frame), float)
     M = np.asarray(module.mass_matrix(q), float)
     J = np.asarray(module.jacobian(q, frame, world_aligned=True), float)
-    R0 = rotation_matrix(q[3:7])
+    R0 = quaternion_to_matrix(q[3:7])
     r = R0.T @ (np.asarray(module.center_of_mass(q), float) - q[:3])
     ho = np.concatenate([R0.T @ h[:3] + np.cross(r, R0.T @ h[3:]), R0.T @ h[3:]])
     vb = np.linalg.solve(M[:6, :6], ho - M[:6, 6:] @ qd)
@@ -358,7 +355,7 @@ class ReactionlessController:
 
     def __init__(self, module: Any, xi_ddot: Any = None, joints: Sequence[int | str] | None = None,
                  angular: bool = True, k_base: float = 0.0) -> None:
-        _free(module, "ReactionlessController")
+        require_free(module, "ReactionlessController")
         self.module = module
         self.joints = joints
         self.angular = angular
@@ -377,7 +374,7 @@ class ReactionNullSpaceControl:
 
     def __init__(self, module: Any, wheels: Sequence[int | str] = (), tau_r: Any = None, K_b: float = 25.0,
                  K_m: float = 10.0) -> None:
-        _free(module, "ReactionNullSpaceControl")
+        require_free(module, "ReactionNullSpaceControl")
         self.module = module
         self.wheels = list(wheels)
         rw = joint_indices(module, self.wheels, "wheels") if self.wheels else np.array([], dtype=int)
@@ -396,7 +393,7 @@ class DistributedMomentumControl:
 
     def __init__(self, module: Any, wheels: Sequence[int | str] = (), tau_r: Any = None,
                  K_v: float = 20.0) -> None:
-        _free(module, "DistributedMomentumControl")
+        require_free(module, "DistributedMomentumControl")
         self.module = module
         self.wheels = list(wheels)
         rw = joint_indices(module, self.wheels, "wheels") if self.wheels else np.array([], dtype=int)
@@ -426,7 +423,7 @@ def simulate_momentum_management(module: Any, q0: Any, wheels: Sequence[int | st
     angular momentum ``L`` about the CoM (base axes, default zero) and no null-space term, and the base
     twist follows from momentum conservation with zero linear momentum (thesis eq. C.17).
     Returns ``t``, ``q``, ``v`` (base twist from :func:`base_velocity` algebra, joint rates)."""
-    _free(module, "simulate_momentum_management")
+    require_free(module, "simulate_momentum_management")
     rw = joint_indices(module, wheels, "wheels")
     nj = module.nv - 6
     arm = np.setdiff1d(np.arange(nj), rw)
@@ -453,32 +450,16 @@ def simulate_momentum_management(module: Any, q0: Any, wheels: Sequence[int | st
         Hp = state(module, qq, np.zeros(module.nv)).Hp
         return np.linalg.solve(Hp[np.ix_(rw, rw)], tau_fn(t, qq, vv))
 
-    def chart(qs: np.ndarray, y: np.ndarray) -> np.ndarray:
-        out = qs.copy()
-        out[:3] = qs[:3] + y[3:6]
-        out[3:7] = quat_mul(qs[3:7], quat_exp(y[:3]))
-        out[7:] = qs[7:] + y[6:]
-        return out
-
-    def rhs(t: float, qs: np.ndarray, y: np.ndarray, wrr: np.ndarray):
-        qq = chart(qs, y)
+    def rates(t: float, qq: np.ndarray, wrr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         vv = velocity(qq, wrr)
-        dy = np.concatenate([_dexpinv_right(y[:3], vv[:3]), rotation_matrix(qq[3:7]) @ vv[3:6], vv[6:]])
-        return dy, wheel_acc(t, qq, vv)
+        return vv, wheel_acc(t, qq, vv)
 
     n = max(1, int(math.ceil(duration / dt - 1e-9)))
     T, Q, V = [0.0], [q.copy()], [velocity(q, wr)]
     t = 0.0
     for k in range(n):
         h = min(dt, duration - t)
-        y0 = np.zeros(module.nv)
-        k1, a1 = rhs(t, q, y0, wr)
-        k2, a2 = rhs(t + h / 2, q, y0 + h / 2 * k1, wr + h / 2 * a1)
-        k3, a3 = rhs(t + h / 2, q, y0 + h / 2 * k2, wr + h / 2 * a2)
-        k4, a4 = rhs(t + h, q, y0 + h * k3, wr + h * a3)
-        q = chart(q, h / 6 * (k1 + 2 * k2 + 2 * k3 + k4))
-        q[3:7] /= np.linalg.norm(q[3:7])
-        wr = wr + h / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+        q, wr = rk4_step(rates, t, q, wr, h, True)
         t = duration if k == n - 1 else (k + 1) * dt
         T.append(t)
         Q.append(q.copy())

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.robot import Robot, require_free
 from soadyn.symbolic import algorithms as alg
-from soadyn.model.robot import Robot
 from soadyn.symbolic.scalar import NUMERIC
 
 
@@ -84,10 +84,6 @@ class NumericModule:
                              f"frames: {self.frame_names}")
         return frame
 
-    def _free(self, fn: str) -> None:
-        if self.base != "free":
-            raise ValueError(f"{fn}: robot {self.name!r} has a fixed base; this function needs base: free")
-
     # ---- the API of generated modules -----------------------------------------------------------
     def center_of_mass(self, q: Any) -> np.ndarray:
         return self._run("center_of_mass", alg.center_of_mass, [(q, self.nq, "q")])
@@ -123,46 +119,46 @@ class NumericModule:
                          world_aligned=bool(world_aligned))
 
     def generalized_jacobian(self, q: Any, frame: str) -> np.ndarray:
-        self._free("generalized_jacobian")
+        require_free(self, "generalized_jacobian")
         return self._run("generalized_jacobian", alg.generalized_jacobian, [(q, self.nq, "q")],
                          frame=self._frame(frame, "generalized_jacobian"))
 
     # ---- free-floating toolkit (soadyn.symbolic.algorithms.free_floating) -------------------------
     def base_inertia(self, q: Any) -> np.ndarray:
-        self._free("base_inertia")
+        require_free(self, "base_inertia")
         return self._run("base_inertia", alg.base_inertia, [(q, self.nq, "q")])
 
     def coupling_inertia(self, q: Any) -> np.ndarray:
-        self._free("coupling_inertia")
+        require_free(self, "coupling_inertia")
         return self._run("coupling_inertia", alg.coupling_inertia, [(q, self.nq, "q")])
 
     def generalized_inertia(self, q: Any) -> np.ndarray:
-        self._free("generalized_inertia")
+        require_free(self, "generalized_inertia")
         return self._run("generalized_inertia", alg.generalized_inertia, [(q, self.nq, "q")])
 
     def generalized_bias(self, q: Any, v: Any, f_ext: Any = None) -> np.ndarray:
-        self._free("generalized_bias")
+        require_free(self, "generalized_bias")
         return self._run("generalized_bias", alg.generalized_bias, [(q, self.nq, "q"), (v, self.nv, "v")],
                          f_ext=self._fext(f_ext, "generalized_bias"))
 
     def angular_reduced_dynamics(self, q: Any, v: Any, f_ext: Any = None) -> tuple[np.ndarray, ...]:
-        self._free("angular_reduced_dynamics")
+        require_free(self, "angular_reduced_dynamics")
         return self._run("angular_reduced_dynamics", alg.angular_reduced_dynamics,
                          [(q, self.nq, "q"), (v, self.nv, "v")],
                          f_ext=self._fext(f_ext, "angular_reduced_dynamics"))
 
     def coupling_inertia_rate(self, q: Any, qd: Any) -> np.ndarray:
-        self._free("coupling_inertia_rate")
+        require_free(self, "coupling_inertia_rate")
         return self._run("coupling_inertia_rate", alg.coupling_inertia_rate,
                          [(q, self.nq, "q"), (qd, self.nv - 6, "qd")])
 
     def base_velocity(self, q: Any, qd: Any, h: Any) -> np.ndarray:
-        self._free("base_velocity")
+        require_free(self, "base_velocity")
         return self._run("base_velocity", alg.base_velocity,
                          [(q, self.nq, "q"), (qd, self.nv - 6, "qd"), (h, 6, "h")])
 
     def momentum_frame_twist(self, q: Any, h: Any, frame: str) -> np.ndarray:
-        self._free("momentum_frame_twist")
+        require_free(self, "momentum_frame_twist")
         return self._run("momentum_frame_twist", alg.momentum_frame_twist, [(q, self.nq, "q"), (h, 6, "h")],
                          frame=self._frame(frame, "momentum_frame_twist"))
 

@@ -2,23 +2,24 @@
 
 The root package is a thin face that re-exports the public API of the layers:
 
-=====================  ==========================================================================
-``load_robot``, ``Robot``   :mod:`soadyn.model` (robot files, the model)
-``compile``, ``load``       :mod:`soadyn.codegen` (robot -> verified, importable C module)
-``simulate``, ``Trajectory`` :mod:`soadyn.runtime.simulate` (what users run with a compiled module)
-=====================  ==========================================================================
+============================  =======================================================================
+``load_robot``                :mod:`soadyn.symbolic.checks` (robot files, checked for a singular mass matrix)
+``Robot``                     :mod:`soadyn.model` (the model)
+``compile``, ``load``         :mod:`soadyn.codegen` (robot -> verified, importable C module)
+``simulate``, ``Trajectory``  :mod:`soadyn.runtime.simulate` (what users run with a compiled module)
+============================  =======================================================================
 """
 
 from importlib import import_module
 from typing import Any
 
 from soadyn._version import __version__
-from soadyn.model import Robot, load_robot
+from soadyn.model import Robot
 
 __all__ = ["Robot", "load_robot", "compile", "load", "simulate", "Trajectory", "__version__"]
 
 #: names resolved on first use (keeps ``import soadyn`` light: no SymEngine, cffi or Jinja until needed)
-_LAZY = {"compile": "soadyn.codegen", "load": "soadyn.codegen",
+_LAZY = {"load_robot": "soadyn.symbolic.checks", "compile": "soadyn.codegen", "load": "soadyn.codegen",
          "simulate": "soadyn.runtime.simulate", "Trajectory": "soadyn.runtime.simulate"}
 
 

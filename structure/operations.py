@@ -1,10 +1,11 @@
 """Structure changes of a robot model (seed 004, section III): lock joints, invert the chain (new base),
 fix / free the base, close a loop; the connectivity description of seed 004 (section II-A.2, Tables
-II-III); YAML output of any model; and the maps between the states of two models of the same system.
+II-III); and the maps between the states of two models of the same system.
 
 Every operation returns a *new* :class:`~soadyn.model.robot.Robot` (the input is not changed) that
 obeys the conventions of :mod:`soadyn.model.robot` (depth-first body order, body frame = joint frame)
-and that :func:`to_yaml` writes to a robot file which ``load_robot`` reads back to the same model.
+and that :func:`soadyn.model.to_yaml` writes to a robot file which ``load_robot`` reads back to the same
+model.
 
 Chain inversion (seed 004 III-B) in our frame convention
 --------------------------------------------------------
@@ -36,104 +37,30 @@ gravity vector is then re-expressed in the new base frame at the configuration `
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from soadyn.model.robot import LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot, snap
-from soadyn.symbolic.spatial import quaternion_to_matrix
-
-__all__ = [
-    "ConnectivityRow",
-    "StructureError",
-    "add_body",
-    "close_loop",
-    "loops_from_doc",
-    "connectivity_table",
-    "fix_base",
-    "format_connectivity",
-    "frame_motion",
-    "free_base",
-    "invert",
-    "joint_motion",
-    "lock_joints",
-    "map_state",
-    "matrix_to_quaternion",
-    "matrix_to_rpy",
-    "to_dict",
-    "to_yaml",
-]
+from soadyn.model.robot import (
+    LOOP_TYPES,
+    BodySpec,
+    Inertia,
+    Joint,
+    LoopClosure,
+    Placement,
+    Robot,
+    snap,
+    state_vector,
+)
+from soadyn.model.robotfile import unique_name
+from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
+from soadyn.reference.kinematics import body_motion, frame_motion
 
 
 class StructureError(ValueError):
     """A structure change was asked for something the model does not have or cannot do."""
-
-
-# ---- small geometry helpers --------------------------------------------------------------------
-
-
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """3-vector cross product (np.cross is slow for single vectors)."""
-    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
-
-
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
-def joint_motion(joint: Joint, qj: float) -> Placement:
-    """The joint motion ``M(axis, q)``: rotation about / translation along the axis (joint frame)."""
-    a = np.asarray(joint.axis, dtype=float)
-    if joint.type == "prismatic":
-        return Placement(np.eye(3), qj * a)
-    if joint.type == "fixed":
-        return Placement.identity()
-    K = _skew(a)
-    R = np.eye(3) + math.sin(qj) * K + (1.0 - math.cos(qj)) * K @ K
-    return Placement(R, np.zeros(3))
-
-
-def matrix_to_rpy(R: np.ndarray) -> np.ndarray:
-    """URDF roll-pitch-yaw of a rotation, ``R = Rz(yaw) Ry(pitch) Rx(roll)``; robust at pitch = +-pi/2."""
-    R = np.asarray(R, dtype=float)
-    cp = math.hypot(R[0, 0], R[1, 0])
-    pitch = math.atan2(-R[2, 0], cp)
-    if cp > 1e-9:
-        roll = math.atan2(R[2, 1], R[2, 2])
-        yaw = math.atan2(R[1, 0], R[0, 0])
-    else:  # gimbal lock: only yaw -/+ roll is defined; put it all in yaw
-        roll = 0.0
-        yaw = math.atan2(-R[0, 1], R[1, 1])
-    return np.array([roll, pitch, yaw])
-
-
-def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion ``[x, y, z, w]`` (w >= 0) of a rotation matrix (Shepperd's method)."""
-    R = np.asarray(R, dtype=float)
-    tr = np.trace(R)
-    cands = [tr, R[0, 0], R[1, 1], R[2, 2]]
-    i = int(np.argmax(cands))
-    if i == 0:
-        w = 0.5 * math.sqrt(1.0 + tr)
-        x, y, z = (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)
-    elif i == 1:
-        x = 0.5 * math.sqrt(1.0 + 2 * R[0, 0] - tr)
-        w, y, z = (R[2, 1] - R[1, 2]) / (4 * x), (R[0, 1] + R[1, 0]) / (4 * x), (R[0, 2] + R[2, 0]) / (4 * x)
-    elif i == 2:
-        y = 0.5 * math.sqrt(1.0 + 2 * R[1, 1] - tr)
-        w, x, z = (R[0, 2] - R[2, 0]) / (4 * y), (R[0, 1] + R[1, 0]) / (4 * y), (R[1, 2] + R[2, 1]) / (4 * y)
-    else:
-        z = 0.5 * math.sqrt(1.0 + 2 * R[2, 2] - tr)
-        w, x, y = (R[1, 0] - R[0, 1]) / (4 * z), (R[0, 2] + R[2, 0]) / (4 * z), (R[1, 2] + R[2, 1]) / (4 * z)
-    qv = np.array([x, y, z, w])
-    qv /= np.linalg.norm(qv)
-    return -qv if qv[3] < 0 else qv
 
 
 # ---- model <-> specs ---------------------------------------------------------------------------
@@ -172,122 +99,12 @@ def _rebuild(
         source="",
         source_hash="",
     )
-    out.loops = list(robot.loops if loops is None else loops)
+    out = out.replace(loops=robot.loops if loops is None else loops)
     for lc in out.loops:
         for fr in (lc.frame_a, lc.frame_b):
             if fr != "world":
                 out.frame_of(fr)  # raises KeyError naming the frame if it vanished
     return out
-
-
-# ---- YAML output -------------------------------------------------------------------------------
-
-
-def _floats(a: Any) -> list[float]:
-    return [float(x) + 0.0 for x in np.asarray(a, dtype=float).ravel()]  # + 0.0: no "-0.0" in files
-
-
-def _file_rpy(R: np.ndarray) -> np.ndarray:
-    """Roll-pitch-yaw for a file: :func:`matrix_to_rpy`, nudged by up to one ulp per angle when that makes
-    the reader's ``Placement.from_xyz_rpy`` rebuild ``R`` bit for bit (then the model read back has the
-    same fingerprint); otherwise the closest angles (rotation error about 1e-16)."""
-    rpy = matrix_to_rpy(R)
-    if np.array_equal(Placement.from_xyz_rpy(np.zeros(3), rpy).R, R):
-        return rpy
-    cands = [[a, math.nextafter(a, -math.inf), math.nextafter(a, math.inf)] for a in rpy]
-    for r0 in cands[0]:
-        for r1 in cands[1]:
-            for r2 in cands[2]:
-                trial = np.array([r0, r1, r2])
-                if np.array_equal(Placement.from_xyz_rpy(np.zeros(3), trial).R, R):
-                    return trial
-    return rpy
-
-
-def _placement_dict(X: Placement, always: bool = False) -> dict[str, list[float]]:
-    """``xyz``/``rpy`` entries of a placement (zero parts omitted unless ``always``)."""
-    out: dict[str, list[float]] = {}
-    if always or np.any(X.p):
-        out["xyz"] = _floats(X.p)
-    if not np.array_equal(X.R, np.eye(3)):
-        out["rpy"] = _floats(_file_rpy(X.R))
-    return out
-
-
-def to_dict(robot: Robot) -> dict[str, Any]:
-    """The robot as a robot-file document (plain dicts and lists; the merged model, fixed joints as frames).
-
-    Loop closures are written under ``loops`` (syntax in docs/structure-changes.md).
-    """
-    doc: dict[str, Any] = {"name": robot.name, "base": robot.base}
-    if np.any(robot.gravity):
-        doc["gravity"] = _floats(robot.gravity)
-    bodies = []
-    for k in range(robot.n_bodies):
-        ine = robot.inertias[k]
-        b: dict[str, Any] = {"name": robot.body_names[k]}
-        if k > 0:
-            b["parent"] = robot.body_names[robot.parent[k]]
-            j = robot.joints[k]
-            b["joint"] = {
-                "name": j.name,
-                "type": j.type,
-                "axis": _floats(j.axis),
-                **_placement_dict(j.placement),
-            }
-        b["mass"] = float(ine.mass)
-        if ine.mass > 0:
-            if np.any(ine.com):
-                b["com"] = _floats(ine.com)
-            I = ine.inertia
-            b["inertia"] = {
-                "ixx": float(I[0, 0]),
-                "iyy": float(I[1, 1]),
-                "izz": float(I[2, 2]),
-                "ixy": float(I[0, 1]),
-                "ixz": float(I[0, 2]),
-                "iyz": float(I[1, 2]),
-            }
-        bodies.append(b)
-    doc["bodies"] = bodies
-    if robot.frames:
-        doc["frames"] = [
-            {"name": f.name, "body": robot.body_names[f.body], **_placement_dict(f.placement)}
-            for f in robot.frames
-        ]
-    if robot.loops:
-        doc["loops"] = []
-        for lc in robot.loops:
-            d: dict[str, Any] = {
-                "name": lc.name,
-                "frame_a": lc.frame_a,
-                "frame_b": lc.frame_b,
-                "type": lc.type,
-            }
-            if lc.axis is not None:
-                d["axis"] = _floats(lc.axis)
-            if lc.world_placement is not None:  # written even if identity: None and identity hash apart
-                d.update(_placement_dict(lc.world_placement, always=True))
-            doc["loops"].append(d)
-    return doc
-
-
-def to_yaml(robot: Robot, path: str | Path | None = None) -> str:
-    """Write the robot as a YAML robot file (returns the text; writes it to ``path`` if given).
-
-    Floats are written with full (repr) precision and roll-pitch-yaw angles are chosen so that the reader
-    rebuilds each rotation bit for bit where such angles exist; unit axes are kept as written by the
-    reader.  So a model read from a file, with fixed/freed base or loops added, reads back with the same
-    fingerprint.  Rotations composed by :func:`invert` / :func:`lock_joints` are in general not exactly
-    representable by rpy angles and come back to about 1e-16 (and their inertias, made exactly
-    symmetric by the reader, to about 1e-16 relative).
-    """
-    text = "# written by soadyn.structure.operations.to_yaml\n" + yaml.safe_dump(
-        to_dict(robot), sort_keys=False, default_flow_style=None, width=120
-    )
-    if path is not None:
-        Path(path).write_text(text, encoding="utf-8")
-    return text
 
 
 # ---- lock joints (seed 004 III-A) --------------------------------------------------------------
@@ -346,7 +163,7 @@ def lock_joints(
             b = BodySpec(
                 b.name,
                 b.parent,
-                Joint(j.name, "fixed", np.zeros(3), j.placement * joint_motion(j, vals[j.name])),
+                Joint(j.name, "fixed", np.zeros(3), j.placement * j.motion(vals[j.name])),
                 b.inertia,
             )
         out.append(b)
@@ -378,15 +195,6 @@ def add_body(robot: Robot, name: str, parent: str, joint: Joint, inertia: Inerti
 
 
 # ---- invert (seed 004 III-B) -------------------------------------------------------------------
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    out, i = name, 2
-    while out in taken:
-        out = f"{name}_{i}"
-        i += 1
-    taken.add(out)
-    return out
 
 
 def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float] | None = None) -> Robot:
@@ -426,7 +234,7 @@ def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float
             newname[k] = new_base if new_is_frame else robot.body_names[k]
         else:
             S[k] = robot.joints[path[i - 1]].placement.inverse()
-            newname[k] = _unique(f"{robot.body_names[k]}__{robot.joints[path[i - 1]].name}", taken)
+            newname[k] = unique_name(f"{robot.body_names[k]}__{robot.joints[path[i - 1]].name}", taken)
     for k in range(robot.n_bodies):
         if k not in on_path:
             S[k] = Placement.identity()
@@ -463,7 +271,7 @@ def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float
     gravity = robot.gravity.copy()
     if not robot.is_free and np.any(gravity):
         qj = _joint_values(robot.joint_names, at, "invert")
-        R = _world_poses(robot, np.array([qj[n] for n in robot.joint_names]))[0]
+        R = body_motion(robot, np.array([qj[n] for n in robot.joint_names]))[0]
         Rb = R[b] @ F.R
         gravity = snap(Rb.T @ gravity)
     return _rebuild(robot, specs, frames, gravity=gravity)
@@ -489,9 +297,7 @@ def fix_base(robot: Robot, base_orientation: Sequence[float] | None = None) -> R
                 f"fix_base: base_orientation must be a non-zero quaternion [x, y, z, w], got {quat}"
             )
         g = snap(quaternion_to_matrix(quat).T @ g)
-    out = robot.with_base("fixed")
-    out.gravity = g
-    return out
+    return robot.replace(base="fixed", gravity=g)
 
 
 def free_base(robot: Robot) -> Robot:
@@ -551,143 +357,13 @@ def close_loop(
     elif axis is not None:
         raise StructureError(f"close_loop: a {joint} cut joint takes no axis")
     taken = {lc.name for lc in robot.loops}
-    lname = name or _unique(f"loop{len(robot.loops) + 1}", set(taken))
+    lname = name or unique_name(f"loop{len(robot.loops) + 1}", set(taken))
     if lname in taken:
         raise StructureError(f"close_loop: loop name {lname!r} already used")
-    out = robot.with_base(robot.base)
     if world_placement is not None and frame_b != "world":
         raise StructureError("close_loop: world_placement is only for frame_b = 'world'")
-    out.loops = [*robot.loops, LoopClosure(lname, frame_a, frame_b, joint, ax, world_placement)]
-    return out
-
-
-def loops_from_doc(items: Any, robot: Robot, file: str | Path = "<robot file>") -> list[LoopClosure]:
-    """Read the ``loops:`` section of a robot file (syntax in docs/robot-format.md) for ``robot``.
-
-    Each item is a cut joint of seed 004 III-D (see :func:`close_loop`).  Raises ``RobotFileError``
-    naming ``loops[i].<field>`` and the fix: unknown or missing keys, unknown frames, a loop from a frame
-    to itself, a wrong or missing axis, ``xyz``/``rpy`` on a loop that does not end at ``world``,
-    duplicate loop names.  The schema of the file reader checks the types first; the checks here are
-    repeated so that the function is safe on any parsed document.
-    """
-    from soadyn.model.robotfile import RobotFileError, unit_axis
-
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise RobotFileError(
-            file,
-            "loops",
-            "expected a list of loop closures, e.g. "
-            "[{name: grasp, frame_a: ee2, frame_b: handle, type: weld}]",
-        )
-    allowed = ("name", "frame_a", "frame_b", "type", "axis", "xyz", "rpy")
-    names = [*robot.body_names, *robot.frame_names]
-    known = set(names)
-    out = robot.with_base(robot.base)
-    out.loops = []
-    explicit: dict[str, int] = {}
-    for i, it in enumerate(items):
-        where = f"loops[{i}]"
-        if not isinstance(it, dict):
-            raise RobotFileError(file, where, "expected a mapping with keys frame_a, frame_b, type")
-        extra = sorted(str(k) for k in it if k not in allowed)
-        if extra:
-            raise RobotFileError(
-                file, f"{where}.{extra[0]}",
-                f"unknown key {extra[0]!r}; allowed keys here: {', '.join(sorted(allowed))} "
-                "(check the spelling)",
-            )
-        for key in ("frame_a", "frame_b"):
-            if key not in it:
-                raise RobotFileError(
-                    file, f"{where}.{key}",
-                    f"missing required key {key!r}; add it (a body or frame name"
-                    + ("" if key == "frame_a" else ", or world for the inertial frame") + ")",
-                )
-            fr = it[key]
-            if not isinstance(fr, str) or not fr:
-                raise RobotFileError(file, f"{where}.{key}", f"expected a body or frame name, got {fr!r}")
-            if fr == "world":
-                if key == "frame_a":
-                    raise RobotFileError(
-                        file, f"{where}.frame_a",
-                        "is 'world'; frame_a must be a frame of the robot, put 'world' as frame_b",
-                    )
-                if "world" in known:
-                    raise RobotFileError(
-                        file, f"{where}.frame_b",
-                        "'world' is ambiguous: the robot has a body or frame named 'world', and frame_b: "
-                        "world means the inertial frame; rename that body or frame",
-                    )
-            elif fr not in known:
-                raise RobotFileError(
-                    file, f"{where}.{key}",
-                    f"unknown frame {fr!r}; use a body or frame name ({', '.join(names)})"
-                    + (" or world" if key == "frame_b" else ""),
-                )
-        if it["frame_a"] == it["frame_b"]:
-            raise RobotFileError(
-                file, f"{where}.frame_b",
-                f"is {it['frame_b']!r}, the same as frame_a; a loop joins two different frames, name another",
-            )
-        kind = it.get("type", "weld")
-        if kind not in LOOP_TYPES:
-            raise RobotFileError(
-                file, f"{where}.type", f"{kind!r} is not allowed; use one of: {', '.join(LOOP_TYPES)}"
-            )
-        axis = it.get("axis")
-        if kind in ("revolute", "prismatic"):
-            if axis is None:
-                raise RobotFileError(
-                    file, f"{where}.axis",
-                    f"missing required key 'axis' (a {kind} cut joint needs a non-zero axis in frame_a, "
-                    "e.g. [0, 0, 1]); add it",
-                )
-            ax = np.asarray(axis, dtype=float)
-            if ax.shape != (3,) or not np.all(np.isfinite(ax)) or not np.linalg.norm(ax) > 0:
-                raise RobotFileError(
-                    file, f"{where}.axis",
-                    f"must be a non-zero, finite 3-vector, got {axis}; give a direction such as [0, 0, 1] "
-                    "(it is normalised)",
-                )
-        elif axis is not None:
-            raise RobotFileError(
-                file, f"{where}.axis",
-                f"a {kind} cut joint takes no axis; remove it (or use type revolute or prismatic)",
-            )
-        wp = None
-        for key in ("xyz", "rpy"):
-            if key in it and it["frame_b"] != "world":
-                raise RobotFileError(
-                    file, f"{where}.{key}",
-                    "places the grapple point in the inertial frame and is allowed only with frame_b: "
-                    "world; remove it (frame_b's own placement is its frame)",
-                )
-        if "xyz" in it or "rpy" in it:
-            wp = Placement.from_xyz_rpy(it.get("xyz", [0.0, 0.0, 0.0]), it.get("rpy", [0.0, 0.0, 0.0]))
-        name = it.get("name")
-        if name is not None:
-            if not isinstance(name, str) or not name:
-                raise RobotFileError(file, f"{where}.name", f"expected a non-empty name, got {name!r}")
-            if name in explicit:
-                raise RobotFileError(
-                    file, f"{where}.name",
-                    f"duplicate loop name {name!r} (also loops[{explicit[name]}]); loop names must be "
-                    "unique, rename one",
-                )
-            explicit[name] = i
-        else:  # default loop<n>, avoiding the names given explicitly anywhere in the section
-            later = {str(x.get("name")) for x in items[i + 1 :] if isinstance(x, dict)}
-            taken = {lc.name for lc in out.loops} | later
-            name = _unique(f"loop{len(out.loops) + 1}", taken)
-        try:
-            out = close_loop(out, it["frame_a"], it["frame_b"], kind, axis, name, wp)
-        except StructureError as e:  # not expected after the checks above; keep file and field
-            raise RobotFileError(file, where, str(e).replace("close_loop: ", "")) from None
-        if axis is not None:  # the reader's normalisation (keeps unit axes bit for bit, see unit_axis)
-            out.loops[-1] = dataclasses.replace(out.loops[-1], axis=unit_axis(axis))
-    return list(out.loops)
+    loop = LoopClosure(lname, frame_a, frame_b, joint, ax, world_placement)
+    return robot.replace(loops=(*robot.loops, loop))
 
 
 # ---- connectivity description (seed 004 II-A.2, II-B.1, III-A) ---------------------------------
@@ -761,114 +437,6 @@ def format_connectivity(rows: Sequence[ConnectivityRow]) -> str:
     return "\n".join(lines)
 
 
-# ---- kinematics of frames (numeric, independent of the O(N) algorithms) ------------------------
-
-
-def _check_state(robot: Robot, name: str, x: Any, n: int) -> np.ndarray:
-    arr = np.asarray(x, dtype=float).ravel()
-    if arr.shape != (n,):
-        raise StructureError(f"robot {robot.name!r}: {name} must have {n} entries, got {arr.size}")
-    if not np.all(np.isfinite(arr)):
-        raise StructureError(f"robot {robot.name!r}: {name} contains a non-finite value")
-    return arr
-
-
-def _world_poses(robot: Robot, q: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    R, p = _motion(robot, q, np.zeros(robot.nv), np.zeros(robot.nv))[:2]
-    return R, p
-
-
-def _motion(
-    robot: Robot, q: np.ndarray, v: np.ndarray, a: np.ndarray
-) -> tuple[list, list, list, list, list, list]:
-    """Per body, inertial coordinates: R, origin p, angular velocity w, origin velocity vo, dw/dt, dvo/dt."""
-    n = robot.n_bodies
-    R, p, w, vo, wd, ao = ([None] * n for _ in range(6))
-    if robot.is_free:
-        R0 = quaternion_to_matrix(q[3:7])
-        R[0], p[0] = R0, q[:3].copy()
-        w[0], vo[0] = R0 @ v[0:3], R0 @ v[3:6]
-        wd[0], ao[0] = R0 @ a[0:3], R0 @ (a[3:6] + _cross(v[0:3], v[3:6]))
-    else:
-        R[0], p[0] = np.eye(3), np.zeros(3)
-        w[0] = vo[0] = wd[0] = ao[0] = np.zeros(3)
-    for k in range(1, n):
-        j = robot.joints[k]
-        par = robot.parent[k]
-        qk, qdk, qddk = q[robot.q_index(k)], v[robot.v_index(k)][0], a[robot.v_index(k)][0]
-        X = j.placement * joint_motion(j, qk)
-        R[k] = R[par] @ X.R
-        r = R[par] @ X.p
-        p[k] = p[par] + r
-        s = R[par] @ j.placement.R @ np.asarray(j.axis, dtype=float)
-        wp = w[par]
-        base_acc = ao[par] + _cross(wd[par], r) + _cross(wp, _cross(wp, r))
-        if j.type == "revolute":
-            w[k] = wp + s * qdk
-            vo[k] = vo[par] + _cross(wp, r)
-            wd[k] = wd[par] + s * qddk + _cross(wp, s * qdk)
-            ao[k] = base_acc
-        else:
-            w[k] = wp
-            vo[k] = vo[par] + _cross(wp, r) + s * qdk
-            wd[k] = wd[par]
-            ao[k] = base_acc + 2 * _cross(wp, s * qdk) + s * qddk
-    return R, p, w, vo, wd, ao
-
-
-@dataclass(frozen=True)
-class FrameMotion:
-    """Pose, velocity and acceleration of a frame, all in inertial coordinates (origin quantities)."""
-
-    R: np.ndarray
-    p: np.ndarray
-    w: np.ndarray
-    v: np.ndarray
-    wdot: np.ndarray
-    vdot: np.ndarray
-
-    def body_twist(self) -> np.ndarray:
-        """``[w; v]`` in the frame's own coordinates."""
-        return np.concatenate([self.R.T @ self.w, self.R.T @ self.v])
-
-    def body_acceleration(self) -> np.ndarray:
-        """Time derivative of :meth:`body_twist` (the free-base acceleration convention)."""
-        wb, vb = self.R.T @ self.w, self.R.T @ self.v
-        return np.concatenate([self.R.T @ self.wdot, self.R.T @ self.vdot - _cross(wb, vb)])
-
-
-def frame_motion(
-    robot: Robot, q: Any, v: Any | None = None, a: Any | None = None, frame: str | None = None
-) -> FrameMotion | dict[str, FrameMotion]:
-    """Motion of one frame (or of every body and named frame, as a dict) by plain forward kinematics.
-
-    Independent of :mod:`soadyn.symbolic.algorithms` (used to cross-check them and by :func:`map_state`).
-    """
-    q = _check_state(robot, "q", q, robot.nq)
-    v = np.zeros(robot.nv) if v is None else _check_state(robot, "v", v, robot.nv)
-    a = np.zeros(robot.nv) if a is None else _check_state(robot, "a", a, robot.nv)
-    R, p, w, vo, wd, ao = _motion(robot, q, v, a)
-
-    def one(name: str) -> FrameMotion:
-        k, X = robot.frame_of(name)
-        d = R[k] @ X.p
-        return FrameMotion(
-            R[k] @ X.R,
-            p[k] + d,
-            w[k],
-            vo[k] + _cross(w[k], d),
-            wd[k],
-            ao[k] + _cross(wd[k], d) + _cross(w[k], _cross(w[k], d)),
-        )
-
-    if frame is not None:
-        try:
-            return one(frame)
-        except KeyError as e:
-            raise StructureError(e.args[0]) from None
-    return {nm: one(nm) for nm in [*robot.body_names, *robot.frame_names]}
-
-
 # ---- state maps between two models of the same system ------------------------------------------
 
 
@@ -887,9 +455,10 @@ def map_state(
     missing = [n for n in dst.joint_names if n not in src.joint_names]
     if missing:
         raise StructureError(f"map_state: joints {missing} of {dst.name!r} are not joints of {src.name!r}")
-    qs = _check_state(src, "q", q, src.nq)
-    vs = None if v is None else _check_state(src, "v", v, src.nv)
-    as_ = None if a is None else _check_state(src, "a", a, src.nv)
+    who = f"map_state({src.name!r})"
+    qs = state_vector(q, src.nq, "q", who)
+    vs = None if v is None else state_vector(v, src.nv, "v", who)
+    as_ = None if a is None else state_vector(a, src.nv, "a", who)
     idx = [src.joint_names.index(n) for n in dst.joint_names]
     qo = np.empty(dst.nq)
     vo = None if vs is None else np.empty(dst.nv)
@@ -904,7 +473,7 @@ def map_state(
             raise StructureError(f"map_state: {dst.name!r} has a free base but {src.name!r} a fixed one")
         try:
             fm = frame_motion(src, qs, vs, as_, dst.body_names[0])
-        except StructureError as e:
+        except KeyError as e:
             raise StructureError(
                 f"map_state: the base {dst.body_names[0]!r} of {dst.name!r} is not a frame of "
                 f"{src.name!r} ({e})"

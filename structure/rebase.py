@@ -2,7 +2,7 @@
 
 :func:`rebase` gives the same physical system with another body as the free base.  The re-rooting itself
 (reversed joints, moved body frames, renamed bodies with their old frames kept as named frames) is
-:func:`soadyn.structure.operations.invert`; this module adds the coordinate maps of Lemma A.1.
+:func:`soadyn.structure.invert`; this module adds the coordinate maps of Lemma A.1.
 
 Velocity map (eq. A.3-A.5).  With the old coordinates ``beta_n = [V(0); qd]`` and the new ones
 ``beta_k = [V(k); qd']`` (qd' the same joint rates in the new model's joint order; invert keeps every
@@ -18,11 +18,11 @@ model (6 x N) and ``Pi`` selects the joint rates in the new order.  Its inverse 
 The kinetic energy is invariant, so ``M_k = T_{n,k}^* M_n T_{n,k}`` (A.6), generalised forces map as
 ``tau_k = T_{n,k}^* tau_n`` (same power) and accelerations as
 ``betadot_k = T_{k,n} betadot_n + d/dt(T_{k,n}) beta_n`` (the second term is the Coriolis part of the new
-base's acceleration; :func:`soadyn.structure.operations.map_state` evaluates the whole map by forward
+base's acceleration; :func:`soadyn.structure.map_state` evaluates the whole map by forward
 kinematics).  The configuration map places the new base at the pose of its frame in the old model.
 
 A fixed base cannot be rebased this way: moving the weld to another body changes the physical system
-(:func:`structure.invert` does that on purpose; it is not a change of coordinates).
+(:func:`soadyn.structure.invert` does that on purpose; it is not a change of coordinates).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soadyn.model.robot import Robot
+from soadyn.model.robot import Robot, require_free
+from soadyn.reference import dense as reference
+from soadyn.structure.operations import invert, map_state
 
 
 @dataclass
@@ -57,22 +59,15 @@ class RebaseMap:
 
 def rebase(robot: Robot, body: str) -> Robot:
     """The same free-floating system with ``body`` (a body or named frame) as its free base."""
-    if not robot.is_free:
-        raise ValueError(
-            f"rebase: robot {robot.name!r} has a fixed base; a change of base body (seed 000 Appendix A) "
-            "is a change of coordinates of a free-floating system only. Load the robot with base='free', "
-            "or use soadyn.structure.operations.invert to weld a different body to the ground.")
-    from soadyn.structure.operations import invert
-
+    require_free(robot, "rebase", " (a change of base body, seed 000 Appendix A, is a change of "
+                 "coordinates of a free-floating system only; soadyn.structure.invert welds a different body "
+                 "to the ground)")
     return invert(robot, body)
 
 
 def rebase_transform(robot: Robot, new_robot: Robot, q: np.ndarray) -> RebaseMap:
     """Configuration map and the velocity maps T_{k,n}, T_{n,k} (eq. A.3-A.5) from ``robot`` to
     ``new_robot = rebase(robot, ...)`` at configuration ``q`` of ``robot``."""
-    from soadyn.reference import dense as reference
-    from soadyn.structure.operations import map_state
-
     if not (robot.is_free and new_robot.is_free):
         raise ValueError("rebase_transform: both robots must have a free base")
     missing = sorted(set(new_robot.joint_names) ^ set(robot.joint_names))

@@ -131,6 +131,8 @@ class Assignment:
 
     target: se.Symbol
     expr: se.Basic
+    #: the name the algorithm staged it under (``V3`` for entry 4 ``V3_4``): the recursion stage it belongs to
+    stage: str = ""
 
 
 @dataclass
@@ -214,9 +216,9 @@ class Symbolic:
             out = np.empty(arr.shape, dtype=object)
             flat = arr.ravel()
             for i, (idx, e) in enumerate(zip(np.ndindex(arr.shape), flat)):
-                out[idx] = self._stage_one(f"{base}_{i}", e)
+                out[idx] = self._stage_one(f"{base}_{i}", e, name)
             return out
-        return self._stage_one(self.fresh(name), arr)
+        return self._stage_one(self.fresh(name), arr, name)
 
     def stage_symmetric(self, name: str, arr: np.ndarray) -> np.ndarray:
         """Stage a symmetric matrix: the upper triangle gets symbols, the lower mirrors it.
@@ -229,15 +231,15 @@ class Symbolic:
         for i in range(n):
             for j in range(i, n):
                 out[i, j] = out[j, i] = self._stage_one(f"{base}_{i}{j}" if n <= 10 else f"{base}_{i}_{j}",
-                                                        arr[i, j])
+                                                        arr[i, j], name)
         return out
 
-    def _stage_one(self, sym_name: str, e: Any) -> Any:
+    def _stage_one(self, sym_name: str, e: Any, stage: str = "") -> Any:
         e = se.sympify(e)
         if e.is_Number or e.is_Symbol:
             return e
         s = se.Symbol(sym_name)
-        self.program.append(Assignment(s, e))
+        self.program.append(Assignment(s, e, stage))
         return s
 
 

@@ -15,7 +15,7 @@ p-coordinates::
 ``phi*(p, k)`` maps the spatial velocity of frame p to that of a frame rigidly
 attached to p at O_k.  The functions below apply these products in factored
 form (rotation, then translation) so that symbolic runs produce few operations;
-:func:`phi_matrix` builds the dense 6x6 for the reference path and tests.
+:func:`soadyn.reference.dense.phi_matrix` is the dense 6x6 of the reference path.
 """
 
 from __future__ import annotations
@@ -24,20 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.rotations import cross, quaternion_to_matrix, skew
 
-def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """3-vector cross product, generic in the scalar."""
-    return np.array(
-        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]],
-        dtype=np.result_type(a, b) if (a.dtype != object and b.dtype != object) else object,
-    )
-
-
-def skew(a: np.ndarray) -> np.ndarray:
-    """Cross-product matrix ``a~`` with ``a~ b = a x b``."""
-    z = a[0] * 0
-    return np.array([[z, -a[2], a[1]], [a[2], z, -a[0]], [-a[1], a[0], z]],
-                    dtype=object if a.dtype == object else float)
+__all__ = ["RigidInertia", "Xform", "cross", "quaternion_to_matrix", "rotation_about_axis",
+           "skew"]
 
 
 def rotation_about_axis(ctx: Any, axis: np.ndarray, c: Any, s: Any) -> np.ndarray:
@@ -61,26 +51,6 @@ def rotation_about_axis(ctx: Any, axis: np.ndarray, c: Any, s: Any) -> np.ndarra
     K = skew(A)
     I3 = ctx.eye(3)
     return c * I3 + s * K + (1 - c) * np.outer(A, A)
-
-
-def quaternion_to_matrix(quat: np.ndarray) -> np.ndarray:
-    """Rotation matrix (body to inertial) of a quaternion ``[x, y, z, w]``.
-
-    Written in the homogeneous form ``((w^2 - e.e) I + 2 e e^T + 2 w e~) / (w^2 + e.e)`` so that it is
-    an exact rotation for any non-zero quaternion: the norm is divided out, the input need not be unit.
-    """
-    x, y, z, w = quat
-    xx, yy, zz, ww = x * x, y * y, z * z, w * w
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    inv = 1 / (xx + yy + zz + ww)
-    return np.array(
-        [
-            [(ww + xx - yy - zz) * inv, 2 * (xy - wz) * inv, 2 * (xz + wy) * inv],
-            [2 * (xy + wz) * inv, (ww - xx + yy - zz) * inv, 2 * (yz - wx) * inv],
-            [2 * (xz - wy) * inv, 2 * (yz + wx) * inv, (ww - xx - yy + zz) * inv],
-        ],
-        dtype=object if isinstance(quat, np.ndarray) and quat.dtype == object else float,
-    )
 
 
 class Xform:
@@ -152,7 +122,7 @@ class Xform:
                      None if self.l is None else -(self.R.T @ self.l if self.R is not None else self.l)
                      ).inertia_to_parent(P)
 
-    # --- composition / dense -----------------------------------------------------------------
+    # --- composition --------------------------------------------------------------------------
     def then(self, inner: Xform) -> Xform:
         """``phi(p, j) phi(j, k)`` where ``self = phi(p, j)`` and ``inner = phi(j, k)``."""
         R1, l1, R2, l2 = self.R, self.l, inner.R, inner.l
@@ -164,27 +134,12 @@ class Xform:
             l = l2p if l1 is None else l1 + l2p
         return Xform(R, l)
 
-    def matrix(self) -> np.ndarray:
-        """Dense float 6x6 ``phi(p, k)``."""
-        R = np.eye(3) if self.R is None else np.asarray(self.R, dtype=float)
-        l = np.zeros(3) if self.l is None else np.asarray(self.l, dtype=float)
-        return phi_matrix(R, l)
-
 
 def _symmetrize(P: np.ndarray) -> np.ndarray:
     for i in range(6):
         for j in range(i + 1, 6):
             P[j, i] = P[i, j]
     return P
-
-
-def phi_matrix(R: np.ndarray, l: np.ndarray) -> np.ndarray:
-    """Dense ``phi(p, k) = [[R, l~ R], [0, R]]`` (floats)."""
-    out = np.zeros((6, 6))
-    out[:3, :3] = R
-    out[3:, 3:] = R
-    out[:3, 3:] = skew(np.asarray(l, dtype=float)).astype(float) @ R
-    return out
 
 
 class RigidInertia:

@@ -1,18 +1,41 @@
-"""Shared fixtures: robot file paths (scratch YAML robot, example-robot-data URDFs), rng, loaders."""
+"""Shared fixtures: robot file paths (scratch YAML robot, example-robot-data URDFs), rng, loaders, and the
+one C-compiler check of the suite (``HAS_CC``, ``requires_cc``, the ``cc`` fixture).
+
+A test that compiles generated C depends on ``cc`` (fixtures) or carries ``@requires_cc`` (tests): it is
+skipped only when no C compiler exists.  Everything else a compile raises is a failure.
+"""
 
 from __future__ import annotations
 
+import shutil
 import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from soadyn.codegen.build import compiler_command
 from soadyn.model import load_robot
 from soadyn.model.robot import Robot
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 TEST_ARM = EXAMPLES / "test_arm.yaml"
+
+#: the C compiler soadyn would call ($CC, else Python's configured CC), looked up once
+CC = compiler_command()
+HAS_CC = bool(CC) and shutil.which(CC[0]) is not None
+NO_CC_REASON = f"no C compiler: {' '.join(CC) or '(empty CC)'} not found"
+#: mark for a test that compiles generated C
+requires_cc = pytest.mark.skipif(not HAS_CC, reason=NO_CC_REASON)
+
+
+@pytest.fixture(scope="session")
+def cc() -> list[str]:
+    """The C compiler command; skips the requesting test (or fixture) only when there is none."""
+    if not HAS_CC:
+        pytest.skip(NO_CC_REASON)
+    return CC
 
 
 def _erd_robots_dir() -> Path | None:
@@ -63,9 +86,7 @@ def ur5_urdf() -> Path:
 
 def with_gravity(robot: Robot, g) -> Robot:
     """A copy of ``robot`` with gravity ``g`` (3, inertial frame)."""
-    out = robot.with_base(robot.base)
-    out.gravity = np.asarray(g, dtype=float)
-    return out
+    return robot.replace(gravity=g)
 
 
 # ---- URDF -> Robot ------------------------------------------------------------------------------

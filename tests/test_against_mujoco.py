@@ -15,9 +15,10 @@ import re
 import numpy as np
 import pytest
 from conftest import load_urdf, record, rel_err, with_gravity
-from soadyn.reference import dense as ref
+
 from soadyn.model.conventions import MujocoMap
-from soadyn.model.robot import skew3
+from soadyn.model.rotations import skew
+from soadyn.reference import dense as ref
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -51,7 +52,7 @@ def _spatial_inertia_mj(m, b: int) -> np.ndarray:
     R = R.reshape(3, 3)
     Ic = R @ np.diag(m.body_inertia[b]) @ R.T
     c, mass = m.body_ipos[b], m.body_mass[b]
-    cx = skew3(c)
+    cx = skew(c)
     return np.block([[Ic - mass * cx @ cx, mass * cx], [-mass * cx, mass * np.eye(3)]])
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import URDFS, load_urdf, record, rel_err, with_gravity
-from soadyn.reference import dense as ref
+
 from soadyn.model.conventions import PinocchioMap
+from soadyn.reference import dense as ref
 
 pin = pytest.importorskip("pinocchio")
 

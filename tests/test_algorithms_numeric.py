@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.symbolic import algorithms as alg
+
 from soadyn.model import load_robot
+from soadyn.symbolic import algorithms as alg
 from soadyn.symbolic.scalar import Numeric
 from soadyn.symbolic.spatial import quaternion_to_matrix
 
@@ -47,8 +48,7 @@ def _pose(robot, q, frame):
 @pytest.fixture(params=["free", "fixed"])
 def robot(request):
     r = load_robot(ROOT / "examples" / "test_arm.yaml", base=request.param)
-    r.gravity = np.array([0.3, -9.81, 0.5])
-    return r
+    return r.replace(gravity=[0.3, -9.81, 0.5])
 
 
 def _state(robot, seed):

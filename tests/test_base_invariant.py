@@ -14,9 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symengine as se
-from soadyn.reference import dense as reference
+
 from soadyn.model import load_robot
+from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
+from soadyn.reference import dense as reference
+from soadyn.reference import frame_motion
 from soadyn.reference import invariant as ri
+from soadyn.structure import map_state, rebase, rebase_transform
 from soadyn.symbolic.algorithms import forward_dynamics, jacobian, mass_matrix, momentum
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
 from soadyn.symbolic.algorithms.decoupled import (
@@ -35,10 +39,7 @@ from soadyn.symbolic.algorithms.operational_space import (
     inverse_operational_space_inertias_dual,
     operational_space_inertias,
 )
-from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.structure.rebase import rebase, rebase_transform
 from soadyn.symbolic.scalar import NUMERIC, Symbolic
-from soadyn.structure.operations import frame_motion, map_state
 
 EX = Path(__file__).resolve().parents[1] / "examples"
 TOL = 1e-10
@@ -76,7 +77,7 @@ TREE = [-1, 0, 1, 1, 0, 4, 4, 4, 2]
 
 def _robots(rng):
     out = [load_robot(EX / f) for f in ("test_arm.yaml", "tian_wu_3dof.yaml", "dimitrov_7dof_rw.yaml")]
-    out[0].gravity = np.array([0.2, -0.3, -9.81])           # the example files have no gravity
+    out[0] = out[0].replace(gravity=[0.2, -0.3, -9.81])     # the example files have no gravity
     out += [random_robot(rng, SERIAL), random_robot(rng, TREE)]
     return out
 
@@ -244,9 +245,8 @@ def test_fixed_base_upsilon_matches_and_is_singular_near_the_ground(rng):
 # ---- change of base body (Appendix A) ------------------------------------------------------------------
 @pytest.mark.parametrize("new_base", ["l3", "l1", "l4", "tcp"])
 def test_rebase_coordinates_and_invariant_physics(rng, new_base):
-    robot = load_robot(EX / "test_arm.yaml")
-    robot.gravity = np.array([0.0, 1.0, -9.81])
-    new = robot.rebase(new_base)
+    robot = load_robot(EX / "test_arm.yaml").replace(gravity=[0.0, 1.0, -9.81])
+    new = rebase(robot, new_base)
     assert new.body_names[0] == new_base and new.is_free and new.nv == robot.nv
     q, v, tau, _ = _state(robot, rng)
     m = rebase_transform(robot, new, q)

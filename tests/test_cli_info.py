@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from soadyn.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]

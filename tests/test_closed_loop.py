@@ -8,12 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, TEST_ARM
-from soadyn.runtime import closed_loop as cl
+
 from soadyn.model import load_robot
+from soadyn.model.robot import Inertia, Joint, Placement
+from soadyn.model.rotations import matrix_to_quaternion
+from soadyn.reference import closed_loop as cl
 from soadyn.reference import dense as ref
+from soadyn.reference.kinematics import frame_motion
+from soadyn.runtime import closed_loop as run
+from soadyn.runtime.trajectory import Trajectory
 from soadyn.structure import operations as st
 from soadyn.symbolic.algorithms import closed_loop as gcl
-from soadyn.model.robot import Inertia, Joint, Placement
 from soadyn.symbolic.scalar import Numeric
 
 CTX = Numeric()
@@ -46,11 +51,10 @@ def test_gauss_jordan_appendix_b():
 
 
 def _grappled_arm(kind, axis=None):
-    r = load_robot(TEST_ARM)
-    r.gravity = np.array([0.0, 0.0, -9.81])
+    r = load_robot(TEST_ARM).replace(gravity=[0.0, 0.0, -9.81])
     rng = np.random.default_rng(0)
     q = r.random_configuration(rng)
-    fm = st.frame_motion(r, q, frame="tcp")
+    fm = frame_motion(r, q, frame="tcp")
     rc = st.close_loop(r, "tcp", "world", kind, axis=axis, world_placement=Placement(fm.R, fm.p))
     return rc, q, rng
 
@@ -128,6 +132,37 @@ def test_generic_algorithm_matches_reference(kind, axis):
         )
 
 
+@pytest.mark.parametrize("kind,axis", CUTS)
+def test_core_rows_and_partition_agree_with_the_reference(kind, axis):
+    """The generic algorithm has its own constrained directions and its own pivoting (orthogonal residuals);
+    they must give the reference's rows (same convention) and Gauss-Jordan's dependent set."""
+    rc, q, rng = _grappled_arm(kind, axis)
+    angular, linear = gcl.constrained_directions(rc.loops[0])
+    S = cl.constraint_rows(rc.loops[0])
+    assert S.shape[0] == len(angular) + len(linear) == gcl.n_constraint_rows(rc)
+    np.testing.assert_allclose(S[: len(angular), :3], angular, atol=1e-15)
+    np.testing.assert_allclose(S[len(angular) :, 3:], linear, atol=1e-15)
+    assert not S[: len(angular), 3:].any() and not S[len(angular) :, :3].any()
+    for qq in (q, rc.random_configuration(rng)):
+        part = cl.partition(rc, qq)
+        assert gcl.generation_partition(rc, qq) == (part.dependent, part.rows)
+
+
+def test_core_partition_drops_redundant_rows_like_the_reference(captured):
+    """Planar dual arm: 3 of the 6 weld rows vanish identically; both routes keep w_z, v_x, v_y and pick
+    the same dependent joints at the capture configuration and at the generation configuration."""
+    r, rc, q = captured
+    rng = np.random.default_rng(7)
+    q_gen = rc.random_configuration(np.random.default_rng(2024))  # generation_partition's default
+    for qq, q_ref in ((q, q), (None, q_gen)):
+        ref_part = cl.partition(rc, q_ref)
+        assert gcl.generation_partition(rc, qq) == (ref_part.dependent, ref_part.rows)
+    assert gcl.generation_partition(rc, q)[1] == (2, 3, 4)
+    qs = q.copy()
+    qs[7:] += 0.3 * rng.normal(size=6)
+    assert gcl.generation_partition(rc, qs) == (cl.partition(rc, qs).dependent, cl.partition(rc, qs).rows)
+
+
 def test_partition_errors():
     rc, q, _ = _grappled_arm("weld")
     with pytest.raises(cl.ClosedLoopError, match="unknown coordinates"):
@@ -167,10 +202,10 @@ def test_example1_grappled_free_flyer_is_fixed_base_2dof():
     rng = np.random.default_rng(1)
     q = r.neutral()
     q[7] = 0.7
-    ee = st.frame_motion(r, q, frame="ee")  # base at the origin; move it so that ee sits on the world frame
-    q[3:7] = st.matrix_to_quaternion(ee.R.T)
+    ee = frame_motion(r, q, frame="ee")  # base at the origin; move it so that ee sits on the world frame
+    q[3:7] = matrix_to_quaternion(ee.R.T)
     q[:3] = -ee.R.T @ ee.p
-    fm = st.frame_motion(r, q, frame="ee")
+    fm = frame_motion(r, q, frame="ee")
     np.testing.assert_allclose(fm.p, 0, atol=1e-12)
     np.testing.assert_allclose(fm.R, np.eye(3), atol=1e-12)
     closed = st.close_loop(r, "ee", "world", "revolute", axis=[0, 0, 1])
@@ -182,12 +217,12 @@ def test_example1_grappled_free_flyer_is_fixed_base_2dof():
         tau[6] = rng.normal() * 3
         a = cl.forward_dynamics(closed, q, v, tau, part)
         # state of the grappled model: fixture angle 0 (ee on the grapple frame), its rate = -w_ee.z
-        w_ee = st.frame_motion(r, q, v, frame="ee").w
+        w_ee = frame_motion(r, q, v, frame="ee").w
         qg = np.array([0.0, q[7]])
         vg = np.array([-w_ee[2], v[6]])
         ag = ref.forward_dynamics(grappled, qg, vg, np.array([0.0, tau[6]]))
-        f1 = st.frame_motion(r, q, v, a)
-        f2 = st.frame_motion(grappled, qg, vg, ag)
+        f1 = frame_motion(r, q, v, a)
+        f2 = frame_motion(grappled, qg, vg, ag)
         for name in ("base", "link1", "ee"):
             for attr in ("R", "p", "w", "v", "wdot", "vdot"):
                 np.testing.assert_allclose(
@@ -235,7 +270,7 @@ def test_dual_arm_closed_loop_simulation_invariants(captured):
         out[6:] = 50 * np.sin(np.array([1, 2, 3, 1.5, 2.5, 0.7]) * t)
         return out
 
-    tr = cl.simulate(
+    tr = run.simulate(
         rc, q, v, tau, dt=0.01, steps=100, stabilisation="baumgarte", baumgarte=(10.0, 10.0), part=part
     )
     assert np.max(np.abs(tr.q[-1, 7:] - q[7:])) > 0.1  # it moved
@@ -245,10 +280,29 @@ def test_dual_arm_closed_loop_simulation_invariants(captured):
     h1 = ref.momentum(r, tr.q[-1], tr.v[-1])
     assert np.max(np.abs(h1 - h0)) < 1e-4 * max(1.0, np.max(np.abs(h0)))
     # without torques the kinetic energy is conserved (cut-joint forces do no work)
-    tr0 = cl.simulate(rc, q, v, np.zeros(r.nv), dt=0.01, steps=50, stabilisation="projection", part=part)
+    tr0 = run.simulate(rc, q, v, np.zeros(r.nv), dt=0.01, steps=50, stabilisation="projection", part=part)
     E = [ref.kinetic_energy(r, qq, vv) for qq, vv in zip(tr0.q, tr0.v)]
     assert abs(E[-1] - E[0]) < 1e-6 * E[0]
     assert tr0.position_error.max() < 1e-10
+
+
+def test_closed_loop_trajectory_round_trip(captured, tmp_path):
+    """The closed-loop simulator returns the one Trajectory type; its constraint record and partitions
+    survive save/load."""
+    r, rc, q = captured
+    part = cl.partition(rc, q, independent=SEED_INDEPENDENT)
+    vI = np.zeros(9)
+    vI[6:] = [0.4, -0.3, 0.5]
+    tr = run.simulate(rc, q, cl.dependent_velocities(rc, q, vI, part), np.zeros(r.nv), dt=0.01, steps=3,
+                      part=part)
+    assert isinstance(tr, Trajectory) and tr.momentum is None and len(tr.t) == 4
+    back = Trajectory.load(tr.save(tmp_path / "loop"))
+    for name in ("t", "q", "v", "position_error", "velocity_error"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(tr, name))
+    assert back.partitions == tr.partitions == [part]
+    assert back.joint_names == rc.joint_names and back.dt == 0.01
+    with pytest.raises(ValueError, match="no 'momentum' samples"):
+        back.momentum_drift()
 
 
 def test_dual_arm_without_stabilisation_drifts_more(captured):
@@ -258,8 +312,8 @@ def test_dual_arm_without_stabilisation_drifts_more(captured):
     vI = np.zeros(9)
     vI[6:] = [0.8, -0.6, 1.0]
     v = cl.dependent_velocities(rc, q, vI, part)
-    free = cl.simulate(rc, q, v, np.zeros(r.nv), dt=0.02, steps=40, stabilisation="none", part=part)
-    stab = cl.simulate(rc, q, v, np.zeros(r.nv), dt=0.02, steps=40, stabilisation="projection", part=part)
+    free = run.simulate(rc, q, v, np.zeros(r.nv), dt=0.02, steps=40, stabilisation="none", part=part)
+    stab = run.simulate(rc, q, v, np.zeros(r.nv), dt=0.02, steps=40, stabilisation="projection", part=part)
     assert stab.position_error.max() < free.position_error.max()
 
 
@@ -272,7 +326,7 @@ def compiled(captured, tmp_path_factory):
 
     r, rc, q = captured
     module = compile_robot(rc, tmp_path_factory.mktemp("gen"), progress=False)
-    return cl.CompiledClosedLoop(module, rc)
+    return run.CompiledClosedLoop(module, rc)
 
 
 def test_generated_closed_loop_matches_reference(captured, compiled):

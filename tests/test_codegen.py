@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symengine as se
+from conftest import requires_cc
+
+from soadyn.cli.regenerate import REPO, example_robots, generate_example
 from soadyn.codegen import build, derive, load
-from soadyn.cli.commands import check_function, random_inputs, reference_function, rel_err
 from soadyn.codegen.derive import Program
 from soadyn.codegen.functions import (
     c_identifier,
@@ -30,7 +32,7 @@ from soadyn.codegen.functions import (
 )
 from soadyn.codegen.optimise import count_ops, optimise
 from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
-from soadyn.cli.regenerate import REPO, example_robots, generate_example
+from soadyn.codegen.verify import check_function, format_checks, random_inputs, reference_function, rel_err
 from soadyn.model import load_robot
 
 TEST_ARM = REPO / "examples" / "test_arm.yaml"
@@ -63,7 +65,7 @@ bodies:
 # fixtures
 # --------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def module_dir(request, tmp_path_factory) -> Path:
+def module_dir(cc, request, tmp_path_factory) -> Path:
     if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
         return tmp_path_factory.mktemp("soadyn_modules")
     return Path(request.config.cache.mkdir("soadyn_modules"))
@@ -161,7 +163,7 @@ def test_module_metadata(arm_free, arm_fixed):
     robot, module = arm_free
     assert (module.nq, module.nv, module.n_bodies) == (robot.nq, robot.nv, robot.n_bodies)
     assert module.joint_names == robot.joint_names
-    assert module.body_names == robot.body_names
+    assert module.body_names == list(robot.body_names)
     assert module.frame_names == robot.frame_names
     assert module.name == "scratch_tree" and module.base == "free"
     rfixed, mfixed = arm_fixed
@@ -290,6 +292,7 @@ def test_second_compile_does_no_work(tiny, tiny_path, module_dir):
     assert load(Path(first.__file__).parent) is first
 
 
+@requires_cc
 def test_changed_robot_recompiles_and_failures_leave_module_intact(tmp_path, monkeypatch):
     path = tmp_path / "tiny_arm.yaml"
     path.write_text(TINY_YAML)
@@ -320,19 +323,54 @@ def test_changed_robot_recompiles_and_failures_leave_module_intact(tmp_path, mon
     assert [p.name for p in out.iterdir()] == ["tiny_arm"]
 
 
-def test_cache_key_hashes_only_what_the_generator_uses():
+def test_cache_key_hashes_the_generator_manifest_only():
     from soadyn.codegen.pipeline import generator_files
 
     names = {n for n, _ in generator_files()}
-    for used in ("soadyn.codegen.derive", "soadyn.codegen.optimise", "soadyn.codegen.emit",
-                 "soadyn.symbolic.algorithms.jacobians", "soadyn.symbolic.algorithms.kinematics",
-                 "soadyn.symbolic.scalar", "soadyn.symbolic.spatial", "soadyn.model.robot",
+    for used in ("soadyn.codegen/derive.py", "soadyn.codegen/optimise.py", "soadyn.codegen/emit.py",
+                 "soadyn.symbolic.algorithms/jacobians.py", "soadyn.symbolic.algorithms/kinematics.py",
+                 "soadyn.symbolic/scalar.py", "soadyn.symbolic/spatial.py", "soadyn.model/robot.py",
                  "soadyn.templates/module.c.j2", "soadyn.templates/__init__.py.j2"):
         assert used in names, used
-    for unused in ("soadyn.runtime.simulate", "soadyn.runtime.control", "soadyn.cli.commands",
-                   "soadyn.cli.main", "soadyn.cli.regenerate", "soadyn.cli.describe",
-                   "soadyn.runtime.numeric_module", "soadyn.reference.free_floating"):
+    for unused in ("soadyn.model/robotfile.py", "soadyn.model/urdf.py", "soadyn.cli/commands.py",
+                   "soadyn.codegen/verify.py", "soadyn.runtime/simulate.py", "soadyn.reference/dense.py",
+                   "soadyn.structure/operations.py"):
         assert unused not in names, unused
+
+
+_MANIFEST_PROBE = """
+import sys
+from soadyn.model import load_robot
+robot = load_robot(sys.argv[1])
+setup = {m for m in sys.modules if m.startswith("soadyn")}
+from soadyn.codegen.derive import derive, rename_reserved
+from soadyn.codegen.emit import emit_module
+from soadyn.codegen.functions import function_table
+from soadyn.codegen.optimise import optimise
+specs = function_table(robot)[:1]
+emit_module(robot, "probe", specs, [optimise(rename_reserved(derive(robot, s), s)) for s in specs])
+print(" ".join(sorted(setup)))
+print(" ".join(sorted(m for m in sys.modules if m.startswith("soadyn") and m not in setup)))
+"""
+
+
+def test_generator_loads_only_manifest_files(tmp_path):
+    """Deriving, optimising and emitting a function loads no soadyn module outside the generator manifest
+    (a fresh interpreter; modules already loaded to read the robot file do not count, except that the
+    robot model itself must be in the manifest)."""
+    import subprocess
+    import sys
+
+    from soadyn.codegen.pipeline import manifest_modules
+
+    loop_robot = REPO / "examples" / "seed004_example1.yaml"
+    out = subprocess.run([sys.executable, "-c", _MANIFEST_PROBE, str(loop_robot)], capture_output=True,
+                         text=True, check=True, cwd=tmp_path).stdout.splitlines()
+    setup, loaded = set(out[0].split()), set(out[1].split())
+    manifest = manifest_modules()
+    assert {"soadyn.symbolic.algorithms.closed_loop", "soadyn.codegen.emit"} <= loaded
+    assert loaded - manifest == set(), "generator modules missing from GENERATOR_MANIFEST"
+    assert "soadyn.model.robot" in setup and "soadyn.model.robot" in manifest
 
 
 def test_functions_option(tiny, tiny_path, module_dir):
@@ -349,6 +387,7 @@ def test_functions_option(tiny, tiny_path, module_dir):
         compile_robot(tiny_path, module_dir / "subset", functions="mass_matrx", progress=False)
 
 
+@requires_cc
 def test_interrupt_leaves_no_half_written_module(tmp_path, monkeypatch):
     path = tmp_path / "tiny_arm.yaml"
     path.write_text(TINY_YAML)
@@ -607,6 +646,82 @@ def test_stale_detection_catches_an_edit(tmp_path):
     shutil.rmtree(out)
 
 
-def test_reference_functions_exist_for_core_apis():
-    for api in CORE_APIS + ("generalized_jacobian",):
-        assert reference_function(api) is not None, api
+def test_registry_names_an_independent_reference_for_every_tree_function():
+    """Every function of the free and fixed tables is registered; every tree function names a reference in
+    soadyn.reference that resolves to a function; only the closed-loop ones have none, with a reason."""
+    from soadyn.codegen.functions import REGISTRY, WHEN
+
+    for reg in REGISTRY.values():
+        assert reg.when in WHEN, reg
+        if reg.api.startswith("closed_loop_"):
+            assert reg.reference is None and reg.unchecked
+            continue
+        assert reg.reference.startswith("soadyn.reference."), reg
+        fn = reference_function(reg)
+        assert callable(fn) and fn.__module__.startswith("soadyn.reference."), reg
+    for base in ("free", "fixed"):
+        robot = load_robot(TEST_ARM, base)
+        apis = {s.api for s in function_table(robot)}
+        assert apis <= set(REGISTRY)
+        assert apis == {a for a, r in REGISTRY.items() if r.applies(robot)}
+
+
+def test_a_missing_algorithm_is_an_error(tiny):
+    from dataclasses import replace
+
+    robot, _ = tiny
+    spec = replace(function_table(robot)[0], algorithm="no_such_algorithm")
+    with pytest.raises(derive.DerivationError, match="no function 'no_such_algorithm'"):
+        generate(robot, "probe", specs=[spec])
+
+
+def test_verify_lists_a_function_without_independent_check(arm_free, monkeypatch):
+    """A function whose registration names no reference is listed as such, not skipped."""
+    from dataclasses import replace
+
+    from soadyn.codegen import functions
+    from soadyn.codegen.verify import summary
+
+    robot, module = arm_free
+    spec = next(s for s in function_table(robot) if s.name == "mass_matrix")
+    monkeypatch.setitem(functions.REGISTRY, "mass_matrix",
+                        replace(functions.REGISTRY["mass_matrix"], reference=None, unchecked="test"))
+    check = check_function(module, robot, spec, random_inputs(robot, 3, np.random.default_rng(2)), TOL)
+    assert check.err_reference is None and check.err_algorithm < TOL and not check.independent
+    line = format_checks([check]).splitlines()[1]
+    assert line.split()[:4] == ["mass_matrix", "none", f"{check.err_algorithm:.2e}", "ok"]
+    assert "no independent check: test" in line
+    assert "(1 without an independent check)" in summary([check], 3, TOL)
+
+
+def test_generated_c_has_a_section_comment_per_recursion_stage():
+    """forward_dynamics of a committed robot reads as Algorithms 1, 2 and 3 in order."""
+    text = (REPO / "generated" / "tian_wu_3dof" / "tian_wu_3dof.c").read_text(encoding="utf-8")
+    body = text[text.index("void tian_wu_3dof_forward_dynamics("):]
+    body = body[:body.index("\n}\n")]
+    comments = re.findall(r"^    /\* (.*) \*/$", body, flags=re.M)
+    starts = [c.split(":")[0] for c in comments]
+    assert starts[:4] == ["joint transforms phi(k+1, k)", "Algorithm 1 (seed 000 eq. 2.1-2.2)",
+                          "Algorithm 2 (seed 000 eq. 2.6)", "Algorithm 3 (seed 000 eq. 2.13a)"]
+    assert len(comments) == 5 and comments[4].startswith("accelerations alpha(k) = alpha+(k)")
+
+
+def test_factorisation_doc_quotes_the_generated_headers():
+    """Every operation count in docs/factorisations.md is the one in the committed generated header, and
+    forward_dynamics is the cheapest forward-dynamics variant in every row (as the text says)."""
+    doc = (REPO / "docs" / "factorisations.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Operation counts"):doc.index("## When to use which")]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("|")]
+    header, body = rows[0], rows[2:]
+    apis = [c.split()[0].strip("`") for c in header[1:]]
+    assert len(body) >= 3
+    for row in body:
+        module = re.match(r"`(\w+)`", row[0]).group(1)
+        text = (REPO / "generated" / module / f"{module}.h").read_text(encoding="utf-8")
+        ops = {m.group(2): int(m.group(1))
+               for m in re.finditer(r"operations: (\d+) \*/\n(?:void|int) (\w+)\(", text)}
+        quoted = {api: int(v) for api, v in zip(apis, row[1:])}
+        assert quoted == {api: ops[f"{module}_{api}"] for api in apis}, module
+        assert quoted["forward_dynamics"] < min(quoted["forward_dynamics_decoupled"],
+                                                quoted["forward_dynamics_schur"])

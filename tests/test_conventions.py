@@ -5,20 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TEST_ARM, load_urdf, rel_err
+
 from soadyn.model import load_robot
-from soadyn.reference import dense as ref
 from soadyn.model.conventions import (
     MujocoMap,
     PinocchioMap,
     from_pinocchio,
     from_spacedyn,
-    matrix_to_quaternion,
     spacedyn_acceleration,
     to_pinocchio,
     to_spacedyn,
 )
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.symbolic.spatial import quaternion_to_matrix
+from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
+from soadyn.reference import dense as ref
 
 TOL = 1e-12
 

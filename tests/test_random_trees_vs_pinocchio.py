@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from soadyn.symbolic import algorithms as alg
+
 from soadyn.model import load_robot
 from soadyn.model.conventions import PinocchioMap
-from soadyn.model.robot import rpy_to_matrix
+from soadyn.model.rotations import rpy_to_matrix
+from soadyn.symbolic import algorithms as alg
 from soadyn.symbolic.scalar import Numeric
 
 pin = pytest.importorskip("pinocchio")

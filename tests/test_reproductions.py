@@ -32,21 +32,15 @@ def cache(request):
 
 
 @pytest.fixture(scope="module")
-def dimitrov(cache):
+def dimitrov(cache, cc):
     ex = _load("reproduce_dimitrov")
-    try:
-        module, robot = ex.module_for(cache=cache)
-    except Exception as e:  # noqa: BLE001 - no compiler
-        pytest.skip(f"cannot compile the Dimitrov robot ({type(e).__name__}: {e})")
+    module, robot = ex.module_for(cache=cache)
     return ex, module, robot
 
 
-def test_tian_wu_section_6(cache):
+def test_tian_wu_section_6(cache, cc):
     ex = _load("reproduce_tian_wu")
-    try:
-        module, robot = ex.module_for(EXAMPLES / "tian_wu_3dof.yaml", cache=cache)
-    except Exception as e:  # noqa: BLE001 - no compiler
-        pytest.skip(f"cannot compile ({type(e).__name__}: {e})")
+    module, robot = ex.module_for(EXAMPLES / "tian_wu_3dof.yaml", cache=cache)
     res = ex.run(module, robot)
     tr = res["trajectory"]
     assert len(tr.t) == 5001 and tr.t[-1] == pytest.approx(5.0)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from soadyn.model import RobotFileError, load_robot
+
+from soadyn import load_robot  # the checked loader (singular mass matrices are errors)
+from soadyn.model import RobotFileError
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "tests" / "data" / "bad"
@@ -45,9 +47,9 @@ def write(tmp_path: Path, text: str, name: str = "robot.yaml") -> Path:
 
 def test_scratch_arm_structure() -> None:
     r = load_robot(ARM)
-    assert r.body_names == ["base", "l1", "l2", "l3", "l4"]
+    assert r.body_names == ("base", "l1", "l2", "l3", "l4")
     assert r.joint_names == ["j1", "j2", "j3", "j4"]
-    assert r.parent == [-1, 0, 1, 2, 0]
+    assert r.parent == (-1, 0, 1, 2, 0)
     assert (r.nq, r.nv) == (7 + 4, 6 + 4)
     assert r.base == "free"
     # tool (0.5 kg) is merged into l3 (1.0 kg) by its fixed joint
@@ -242,12 +244,12 @@ def test_loops_section_is_read(tmp_path: Path) -> None:
     assert c.type == "spherical" and c.axis is None
     assert r.fingerprint() != tree.fingerprint()
     empty = load_robot(write(tmp_path, VALID + "loops: []\n", "empty.yaml"))
-    assert empty.loops == [] and empty.fingerprint() == tree.fingerprint()
+    assert empty.loops == () and empty.fingerprint() == tree.fingerprint()
 
 
 def test_loops_from_file_equal_close_loop(tmp_path: Path) -> None:
     """A hand-written loops section gives the same model as structure.close_loop on the tree."""
-    from soadyn.structure import operations as st
+    from soadyn import structure as st
     from soadyn.model.robot import Placement
 
     text = VALID + ("loops:\n"
@@ -271,8 +273,8 @@ def test_world_loop_refuses_a_body_named_world(tmp_path: Path) -> None:
 
 
 def test_loops_from_doc_checks_unvalidated_input() -> None:
-    """structure.loops_from_doc is also safe on documents that did not pass the schema."""
-    from soadyn.structure import operations as st
+    """model.robotfile.loops_from_doc is also safe on documents that did not pass the schema."""
+    from soadyn.model.robotfile import loops_from_doc
 
     tree = load_robot(ARM)
     cases = [
@@ -288,10 +290,10 @@ def test_loops_from_doc_checks_unvalidated_input() -> None:
     ]
     for items, field, phrase in cases:
         with pytest.raises(RobotFileError) as info:
-            st.loops_from_doc(items, tree, "f.yaml")
+            loops_from_doc(items, tree, "f.yaml")
         assert (info.value.file, info.value.field) == ("f.yaml", field), items
         assert phrase in info.value.problem, info.value.problem
-    assert st.loops_from_doc(None, tree) == []
+    assert loops_from_doc(None, tree) == []
 
 
 def test_documented_loop_example_loads(tmp_path: Path) -> None:

@@ -1,14 +1,18 @@
 """Structure changes (seed 004 section III): invert, lock_joints, fix/free base, close_loop, connectivity,
 YAML round trip.  Physics invariants are checked with the O(N) tree algorithms on floats against an
-independent forward-kinematics routine (structure.frame_motion) and the dense mass matrix."""
+independent forward-kinematics routine (reference.frame_motion) and the dense mass matrix."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import TEST_ARM
-from soadyn.model import load_robot
-from soadyn.structure import operations as st
+
+from soadyn import structure as st
+from soadyn.model import load_robot, to_yaml
+from soadyn.model.robot import Placement
+from soadyn.model.rotations import matrix_to_quaternion, matrix_to_rpy, quaternion_to_matrix
+from soadyn.reference import frame_motion
 from soadyn.symbolic.algorithms import (
     bias_forces,
     forward_dynamics,
@@ -18,7 +22,6 @@ from soadyn.symbolic.algorithms import (
     mass_matrix,
     momentum,
 )
-from soadyn.model.robot import Placement
 from soadyn.symbolic.scalar import Numeric
 
 CTX = Numeric()
@@ -26,9 +29,7 @@ CTX = Numeric()
 
 @pytest.fixture
 def arm():
-    r = load_robot(TEST_ARM)
-    r.gravity = np.array([0.3, -0.2, -9.81])  # gravity must not break the invariants
-    return r
+    return load_robot(TEST_ARM).replace(gravity=[0.3, -0.2, -9.81])  # gravity must not break the invariants
 
 
 def _random_state(robot, rng):
@@ -43,8 +44,8 @@ def _joint_perm(src, dst):
 
 
 def _max_motion_error(r1, s1, r2, s2):
-    f1 = st.frame_motion(r1, *s1)
-    f2 = st.frame_motion(r2, *s2)
+    f1 = frame_motion(r1, *s1)
+    f2 = frame_motion(r2, *s2)
     assert set(f1) <= set(f2), "every body/frame of the original must be findable after the change"
     err = 0.0
     for name, m in f1.items():
@@ -90,8 +91,8 @@ def test_invert_reversed_joint_convention(arm):
         inv.joints[inv.joint_names.index("j4") + 1].axis, arm.joints[arm.joint_names.index("j4") + 1].axis
     )
     # the seed's numbering rule: the chain from the new base to the old one comes first
-    assert inv.body_names[:4] == ["l3", "l2__j3", "l1__j2", "base__j1"]
-    assert inv.parent == [-1, 0, 1, 2, 3]
+    assert inv.body_names[:4] == ("l3", "l2__j3", "l1__j2", "base__j1")
+    assert inv.parent == (-1, 0, 1, 2, 3)
 
 
 def test_invert_jacobians_of_same_frame(arm):
@@ -150,7 +151,7 @@ def test_invert_fixed_base_welds_new_base(arm):
     at = {"j1": 0.4, "j2": -0.3, "j3": 0.1, "j4": 0.2}
     inv = st.invert(fixed, "l2", at=at)
     q = np.array([at[n] for n in fixed.joint_names])
-    fm = st.frame_motion(fixed, q, frame="l2")
+    fm = frame_motion(fixed, q, frame="l2")
     np.testing.assert_allclose(inv.gravity, fm.R.T @ fixed.gravity, atol=1e-12)
     # same physics as the free original with frame l2 held still: choose the base twist that cancels
     # l2's twist, v_b = -J_b^-1 J_m v_m; kinetic energies and gravity torques must then agree.
@@ -249,7 +250,7 @@ def test_free_base_needs_mass(arm):
     fixed = st.fix_base(arm)
     from soadyn.model.robot import Inertia
 
-    fixed.inertias[0] = Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
+    fixed = fixed.replace(inertias=[Inertia(0.0, np.zeros(3), np.zeros((3, 3))), *fixed.inertias[1:]])
     with pytest.raises(st.StructureError, match="needs both"):
         st.free_base(fixed)
 
@@ -337,7 +338,7 @@ def test_to_yaml_round_trip(arm, tmp_path, change):
             world_placement=Placement.from_xyz_rpy([0.2, 0.1, 0.4], [0.3, 0.2, -1.1])),
     }[change](arm)
     path = tmp_path / "out.yaml"
-    st.to_yaml(model, path)
+    to_yaml(model, path)
     back = load_robot(path)
     _assert_same_model(model, back)
     rng = np.random.default_rng(0)
@@ -371,7 +372,7 @@ def test_to_yaml_round_trip_keeps_fingerprint(arm, tmp_path):
     }
     for name, model in models.items():
         path = tmp_path / f"{name}.yaml"
-        st.to_yaml(model, path)
+        to_yaml(model, path)
         back = load_robot(path)
         assert back.fingerprint() == model.fingerprint(), name
         assert [(lc.name, lc.frame_a, lc.frame_b, lc.type) for lc in back.loops] == [
@@ -386,10 +387,8 @@ def test_matrix_to_rpy_and_quaternion():
     rng = np.random.default_rng(9)
     for rpy in [*rng.uniform(-3, 3, (20, 3)), [0.2, np.pi / 2, -0.4], [0.1, -np.pi / 2, 0.3]]:
         R = Placement.from_xyz_rpy([0, 0, 0], rpy).R
-        np.testing.assert_allclose(Placement.from_xyz_rpy([0, 0, 0], st.matrix_to_rpy(R)).R, R, atol=1e-12)
-        from soadyn.symbolic.spatial import quaternion_to_matrix
-
-        np.testing.assert_allclose(quaternion_to_matrix(st.matrix_to_quaternion(R)), R, atol=1e-12)
+        np.testing.assert_allclose(Placement.from_xyz_rpy([0, 0, 0], matrix_to_rpy(R)).R, R, atol=1e-12)
+        np.testing.assert_allclose(quaternion_to_matrix(matrix_to_quaternion(R)), R, atol=1e-12)
 
 
 def test_seed004_example3_reduction_37_to_9():

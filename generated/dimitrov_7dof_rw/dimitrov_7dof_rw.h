@@ -97,11 +97,11 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_batch(int n, const double *q, c
 void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 9426 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 9427 */
 void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
 void dimitrov_7dof_rw_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 9495 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 9497 */
 void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 

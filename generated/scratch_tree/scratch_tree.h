@@ -92,11 +92,11 @@ void scratch_tree_forward_dynamics_decoupled_batch(int n, const double *q, const
 void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void scratch_tree_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 3779 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 3845 */
 void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
 void scratch_tree_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 3811 */
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 3873 */
 void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void scratch_tree_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 

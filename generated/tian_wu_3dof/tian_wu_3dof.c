@@ -63,6 +63,7 @@ void tian_wu_3dof_center_of_mass(const double *q, double *com)
     const double t3 = pow(q_6, 2);
     const double t4 = -t2 + t3;
     const double t5 = 1/(t0 + t1 + t2 + t3);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t5*(-t0 + t1 + t4);
     const double t6 = q_5*q_6;
     const double t7 = q_3*q_4;
@@ -78,6 +79,7 @@ void tian_wu_3dof_center_of_mass(const double *q, double *com)
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm2_0 = s3*1.25;
     const double hm2_2 = 10 + c3*1.25;
     const double hm1_0 = c2*hm2_0 + s2*hm2_2;
@@ -110,6 +112,7 @@ void tian_wu_3dof_mass_matrix(const double *q, double *M)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -118,6 +121,7 @@ void tian_wu_3dof_mass_matrix(const double *q, double *M)
     const double s3 = sin(q_9);
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t1;
     const double t2 = pow(c3, 2);
     const double t3 = pow(s3, 2);
@@ -283,12 +287,14 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double v_6 = v[6];
     const double v_7 = v[7];
     const double v_8 = v[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -345,6 +351,7 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double b3_3 = t19*t15;
     const double b3_4 = t19*V3_1;
     const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_4 = a0_5 + a1_4;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
@@ -358,6 +365,7 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_2 = 0.0063*alpha3_2;
@@ -435,12 +443,14 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double a_6 = a[6];
     const double a_7 = a[7];
     const double a_8 = a[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -497,6 +507,7 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double b3_3 = t19*t15;
     const double b3_4 = t19*V3_1;
     const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -521,6 +532,7 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double alpha3_3 = a3_3 + c3*t22 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*t22;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 0.4225*alpha3_1 + 1.25*alpha3_3;
     const double f3_2 = 0.0063*alpha3_2;
@@ -623,12 +635,14 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_21 = f_ext[21];
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -685,6 +699,7 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double b3_3 = -f_ext_21 + t19*t15;
     const double b3_4 = -f_ext_22 + t19*V3_1;
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + a_3;
     const double alpha0_4 = a0_4 + a_4;
     const double alpha0_5 = a0_5 + a_5;
@@ -709,6 +724,7 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double alpha3_3 = a3_3 + c3*t22 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*t22;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 0.4225*alpha3_1 + 1.25*alpha3_3;
     const double f3_2 = -f_ext_20 + 0.0063*alpha3_2;
@@ -786,12 +802,14 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double tau_6 = tau[6];
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -851,6 +869,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double t20 = pow(c3, 2);
     const double t21 = pow(s3, 2);
     const double t22 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t22 + t20*0.4225 + t21*0.0063 - (-5 - t22);
     const double t24 = s3*c3;
     const double t25 = s3*1.25;
@@ -934,6 +953,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double D0di4 = 1/D0d4;
     const double D0d5 = 75 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
     const double z3_1 = b3_1 + a3_3*1.25;
     const double z3_2 = a3_2*0.0063;
@@ -991,6 +1011,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 + D0di2*zeps0_2;
     const double znu0x_4 = -D0L51*znu0x + t56*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double t58 = alpha0_4 + 0.5*znu0x_3;
@@ -1084,12 +1105,14 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_21 = f_ext[21];
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -1149,6 +1172,7 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double t20 = pow(c3, 2);
     const double t21 = pow(s3, 2);
     const double t22 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t22 + t20*0.4225 + t21*0.0063 - (-5 - t22);
     const double t24 = s3*c3;
     const double t25 = s3*1.25;
@@ -1232,6 +1256,7 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double D0di4 = 1/D0d4;
     const double D0d5 = 75 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
     const double z3_1 = b3_1 + a3_3*1.25;
     const double z3_2 = -f_ext_20 + a3_2*0.0063;
@@ -1289,6 +1314,7 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double znu0x_3 = -D0L32*znu0x_2 - D0L42*znu0x_1 + D0di2*zeps0_2;
     const double znu0x_4 = -D0L51*znu0x + t56*D0di1;
     const double znu0x_5 = -D0L10*znu0x_4 - D0L50*znu0x + D0di0*zeps0_0;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha0_3 = a0_3 + znu0x_2;
     const double alpha0_4 = a0_4 + znu0x_1;
     const double t58 = alpha0_4 + 0.5*znu0x_3;
@@ -1337,6 +1363,7 @@ void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1346,6 +1373,7 @@ void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
     const double t0 = pow(c3, 2);
     const double t1 = pow(s3, 2);
     const double t2 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t2 + t0*0.4225 + t1*0.0063 - (-5 - t2);
     const double t4 = s3*c3;
     const double t5 = s3*1.25;
@@ -1430,6 +1458,7 @@ void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
     const double D0d5 = 75 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
     const double t33 = c1*G1_3 + s1*G1_5;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Y1_0_2 = -(G1_1 + 0.5*t33);
     const double Y1_0_3 = -(c1*G1_5 - s1*G1_3);
     const double t34 = c2*G2_3 + s2*G2_5;
@@ -1596,6 +1625,7 @@ void tian_wu_3dof_innovations_factors(const double *q, double *L, double *D)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -1605,6 +1635,7 @@ void tian_wu_3dof_innovations_factors(const double *q, double *L, double *D)
     const double t0 = pow(c3, 2);
     const double t1 = pow(s3, 2);
     const double t2 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t2 + t0*0.4225 + t1*0.0063 - (-5 - t2);
     const double t4 = s3*c3;
     const double t5 = s3*1.25;
@@ -1673,6 +1704,7 @@ void tian_wu_3dof_innovations_factors(const double *q, double *L, double *D)
     const double P0_33 = 50 + c1*t31 - s1*t30;
     const double P0_44 = 50 + t29;
     const double t33 = c1*G1_3 + s1*G1_5;
+    /* innovations factorisation (seed 000 Lemma 2.1, eq. 2.10b-c): Y = I - H psi K, M^-1 = Y* D^-1 Y */
     const double Kc1_0_2 = G1_1 + 0.5*t33;
     const double Kc1_0_3 = c1*G1_5 - s1*G1_3;
     const double t34 = c2*G2_3 + s2*G2_5;
@@ -1894,6 +1926,7 @@ void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -1916,6 +1949,7 @@ void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_1 - s1*v_0;
     const double V1_1 = v_2 + v_6;
     const double V1_2 = c1*v_0 + s1*v_1;
@@ -1937,6 +1971,7 @@ void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
     const double V3_3 = c3*t18 - s3*V2_5;
     const double V3_4 = -V2_0 + V2_4;
     const double V3_5 = c3*V2_5 + s3*t18;
+    /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hv3_0 = -1.25*V3_4 + V3_0*0.4225;
     const double hv3_1 = 1.25*V3_3 + V3_1*0.4225;
     const double hv3_2 = V3_2*0.0063;
@@ -2012,12 +2047,14 @@ void tian_wu_3dof_kinetic_energy(const double *q, const double *v, double *T)
     const double v_6 = v[6];
     const double v_7 = v[7];
     const double v_8 = v[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_1 - s1*v_0;
     const double V1_1 = v_2 + v_6;
     const double V1_2 = c1*v_0 + s1*v_1;
@@ -2061,6 +2098,7 @@ void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -2070,6 +2108,7 @@ void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda)
     const double t0 = pow(c3, 2);
     const double t1 = pow(s3, 2);
     const double t2 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t2 + t0*0.4225 + t1*0.0063 - (-5 - t2);
     const double t4 = s3*c3;
     const double t5 = s3*1.25;
@@ -2139,6 +2178,7 @@ void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda)
     const double P0_44 = 50 + t31;
     const double t35 = pow(s1, 2);
     const double t36 = pow(c1, 2);
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_00 = t35*8.33 + t36*20.83;
     const double Sp1_02 = s1*c1*12.5;
     const double Sp1_04 = 25*c1;
@@ -2220,6 +2260,7 @@ void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda)
     const double S3_33 = t78 - t80*Sg3_3;
     const double S3_35 = t79 - t82*Sg3_3;
     const double S3_55 = t81 - t82*Sg3_5;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam1_00 = P1_00 + Sp1_00;
     const double Lam1_02 = P1_02 + Sp1_02;
     const double Lam1_04 = P1_04 + Sp1_04;
@@ -2426,12 +2467,14 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double tau_6 = tau[6];
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -2491,6 +2534,7 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double t20 = pow(c3, 2);
     const double t21 = pow(s3, 2);
     const double t22 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t22 + t20*0.4225 + t21*0.0063 - (-5 - t22);
     const double t24 = s3*c3;
     const double t25 = s3*1.25;
@@ -2560,6 +2604,7 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double P0_24 = 0.5*t53;
     const double P0_33 = 50 + c1*t55 - s1*t54;
     const double P0_44 = 50 + t53;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
     const double t57 = a3_3*1.25;
     const double Zp3_1 = b3_1 + t57;
@@ -2617,6 +2662,7 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double t79 = pow(s1, 2);
     const double t80 = 50*t78 + 50*t79;
     const double t81 = t80*0.25;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_11 = 8.33 - (-t78*t81 - t79*t81);
     const double t82 = 0.5*t80;
     const double Sp1_13 = -c1*t82;
@@ -2666,6 +2712,7 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double S3_33 = t100 - t102*Sg3_3;
     const double S3_35 = t101 - t104*Sg3_3;
     const double S3_55 = t103 - t104*Sg3_5;
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_1 = -tau_2 + 0.5*tau_4 - (a1_3*Sp1_13 + a1_5*Sp1_15);
     const double Zsy1_3 = -c1*tau_4 + s1*tau_3 - t80*a1_3;
     const double Zsy1_5 = -c1*tau_3 - s1*tau_4 - t80*a1_5;
@@ -2694,6 +2741,7 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double Zs3_3 = Zsy3_3 - Sg3_3*Zseps3;
     const double Zs3_5 = Zsy3_5 - Sg3_5*Zseps3;
     const double Zsnu3 = Sdi3*Zseps3;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t71 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t72 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t74 + tau_2;
@@ -2747,7 +2795,9 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph1x = Lam1fdi5*alph1y_5;
     const double alph1x_2 = -alph1x*Lam1fL53 + t111*Lam1fdi3;
     const double alph1x_4 = -Lam1fL31*alph1x_2 - alph1x*Lam1fL51 + t43*Lrhs1_1;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_1*alph1x_4 + Sg1_3*alph1x_2 + Sg1_5*alph1x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_33 = P2_33 + S2_33;
     const double Lam2_35 = S2_35 + t28;
     const double Lam2_55 = P2_55 + S2_55;
@@ -2766,7 +2816,9 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph2x = Lam2fdi5*alph2y_5;
     const double alph2x_2 = -alph2x*Lam2fL53 + t112*Lam2fdi3;
     const double alph2x_4 = -Lam2fL31*alph2x_2 - alph2x*Lam2fL51 + t30*Lrhs2_1;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_1*alph2x_4 + Sg2_3*alph2x_2 + Sg2_5*alph2x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_33 = 5 + S3_33;
     const double Lam3_55 = 5 + S3_55;
     const double Lrhs3_1 = -Zp3_1 - Zs3_1 + t57;
@@ -2782,6 +2834,7 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double alph3x = Lam3fdi5*alph3y_5;
     const double alph3x_2 = -alph3x*Lam3fL53 + t113*Lam3fdi3;
     const double alph3x_4 = Lrhs3_1*2.366863905325444 - alph3x_2*2.9585798816568047;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_1*alph3x_4 + Sg3_3*alph3x_2 + Sg3_5*alph3x;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -2858,12 +2911,14 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double f_ext_21 = f_ext[21];
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -2923,6 +2978,7 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t20 = pow(c3, 2);
     const double t21 = pow(s3, 2);
     const double t22 = c3*1.25;
+    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_00 = 3.34 + t22 + t20*0.4225 + t21*0.0063 - (-5 - t22);
     const double t24 = s3*c3;
     const double t25 = s3*1.25;
@@ -2992,6 +3048,7 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double P0_24 = 0.5*t53;
     const double P0_33 = 50 + c1*t55 - s1*t54;
     const double P0_44 = 50 + t53;
+    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double Zp3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
     const double t57 = a3_3*1.25;
     const double Zp3_1 = b3_1 + t57;
@@ -3049,6 +3106,7 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t82 = pow(s1, 2);
     const double t83 = 50*t81 + 50*t82;
     const double t84 = t83*0.25;
+    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
     const double Sp1_11 = 8.33 - (-t84*t81 - t84*t82);
     const double Sp1_13 = -t4*t83;
     const double Sp1_15 = -t3*t83;
@@ -3098,6 +3156,7 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double S3_35 = t103 - t106*Sg3_3;
     const double S3_55 = t105 - t106*Sg3_5;
     const double t107 = -f_ext_4 - tau_4;
+    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
     const double Zsy1_1 = -f_ext_2 - tau_2 - 0.5*t107 - (a1_3*Sp1_13 + a1_5*Sp1_15);
     const double t108 = -f_ext_3 - tau_3;
     const double Zsy1_3 = c1*t107 - s1*t108 - t83*a1_3;
@@ -3127,6 +3186,7 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double Zs3_3 = Zsy3_3 - Sg3_3*Zseps3;
     const double Zs3_5 = Zsy3_5 - Sg3_5*Zseps3;
     const double Zsnu3 = Sdi3*Zseps3;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lrhs0_0 = -Zp0_0 + t71 + tau_0;
     const double Lrhs0_1 = -Zp0_1 + t72 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t75 + tau_2;
@@ -3180,7 +3240,9 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph1x = Lam1fdi5*alph1y_5;
     const double alph1x_2 = -alph1x*Lam1fL53 + t115*Lam1fdi3;
     const double alph1x_4 = -Lam1fL31*alph1x_2 - alph1x*Lam1fL51 + t43*Lrhs1_1;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd1 = Zsnu1 + Sg1_1*alph1x_4 + Sg1_3*alph1x_2 + Sg1_5*alph1x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam2_33 = P2_33 + S2_33;
     const double Lam2_35 = S2_35 + t28;
     const double Lam2_55 = P2_55 + S2_55;
@@ -3199,7 +3261,9 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph2x = Lam2fdi5*alph2y_5;
     const double alph2x_2 = -alph2x*Lam2fL53 + t116*Lam2fdi3;
     const double alph2x_4 = -Lam2fL31*alph2x_2 - alph2x*Lam2fL51 + t30*Lrhs2_1;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd2 = Zsnu2 + Sg2_1*alph2x_4 + Sg2_3*alph2x_2 + Sg2_5*alph2x;
+    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
     const double Lam3_33 = 5 + S3_33;
     const double Lam3_55 = 5 + S3_55;
     const double Lrhs3_1 = -Zp3_1 - Zs3_1 + t57;
@@ -3215,6 +3279,7 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double alph3x = Lam3fdi5*alph3y_5;
     const double alph3x_2 = -alph3x*Lam3fL53 + t117*Lam3fdi3;
     const double alph3x_4 = Lrhs3_1*2.366863905325444 - alph3x_2*2.9585798816568047;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double qdd3 = Zsnu3 + Sg3_1*alph3x_4 + Sg3_3*alph3x_2 + Sg3_5*alph3x;
     a[0] = alph0x_5;
     a[1] = alph0x_4;
@@ -3266,12 +3331,14 @@ void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const
     const double tau_6 = tau[6];
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -3328,6 +3395,7 @@ void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const
     const double b3_3 = t19*t15;
     const double b3_4 = t19*V3_1;
     const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_4 = a0_5 + a1_4;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
@@ -3341,6 +3409,7 @@ void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_2 = 0.0063*alpha3_2;
@@ -3368,6 +3437,7 @@ void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const
     const double f0_3 = 50*a0_3 + c1*f1_5 - s1*f1_3;
     const double f0_4 = 50*a0_4 + t22;
     const double f0_5 = 50*a0_5 + f1_4;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -3658,12 +3728,14 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f_ext_21 = f_ext[21];
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -3720,6 +3792,7 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double b3_3 = -f_ext_21 + t19*t15;
     const double b3_4 = -f_ext_22 + t19*V3_1;
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_4 = a0_5 + a1_4;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
@@ -3733,6 +3806,7 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_2 = -f_ext_20 + 0.0063*alpha3_2;
@@ -3760,6 +3834,7 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f0_3 = 50*a0_3 - f_ext_3 + c1*f1_5 - s1*f1_3;
     const double f0_4 = 50*a0_4 - f_ext_4 + t22;
     const double f0_5 = 50*a0_5 + f1_4 - f_ext_5;
+    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
     const double CfF0 = -f0_0 + tau_0;
     const double CfF1 = -f0_1 + tau_1;
     const double CfF2 = -f0_2 + tau_2;
@@ -4005,6 +4080,7 @@ void tian_wu_3dof_base_inertia(const double *q, double *Hb_o)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -4012,6 +4088,7 @@ void tian_wu_3dof_base_inertia(const double *q, double *Hb_o)
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
     const double t0 = s3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + c3*1.25;
     const double t1 = pow(c3, 2);
     const double t2 = pow(s3, 2);
@@ -4104,6 +4181,7 @@ void tian_wu_3dof_coupling_inertia(const double *q, double *Hbm_o)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -4112,6 +4190,7 @@ void tian_wu_3dof_coupling_inertia(const double *q, double *Hbm_o)
     const double s3 = sin(q_9);
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t1;
     const double RJ2_11 = 8.7625 + c3*2.5;
     const double t2 = t0*c2;
@@ -4174,6 +4253,7 @@ void tian_wu_3dof_generalized_inertia(const double *q, double *Hg_o)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -4182,6 +4262,7 @@ void tian_wu_3dof_generalized_inertia(const double *q, double *Hg_o)
     const double s3 = sin(q_9);
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t1;
     const double RJ2_11 = 8.7625 + c3*2.5;
     const double t2 = t0*c2;
@@ -4210,6 +4291,7 @@ void tian_wu_3dof_generalized_inertia(const double *q, double *Hg_o)
     const double t10 = s1*F3_1_5 + t9*c1;
     const double F3_0_2 = F3_1_1 + 0.5*t10;
     const double F3_0_3 = c1*F3_1_5 - s1*t9;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -4276,12 +4358,14 @@ void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_
     const double v_6 = v[6];
     const double v_7 = v[7];
     const double v_8 = v[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_1 - s1*v_0;
@@ -4319,12 +4403,14 @@ void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_
     const double b3_1 = t16*0.4162;
     const double b3_3 = t16*1.25;
     const double b3_5 = -1.25*pow(V3_1, 2) - pow(t13, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
     const double alpha2_3 = a2_3 + c2*alpha1_3 - s2*alpha1_5;
     const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*alpha1_3;
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_3 = 5*alpha3_3 + b3_3;
     const double f3_5 = 5*alpha3_5 + b3_5;
@@ -4342,6 +4428,7 @@ void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_
     const double f0_4 = 50*a0_4 + t19;
     const double t20 = s3*1.25;
     const double t21 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t21;
     const double RJ2_11 = 8.7625 + c3*2.5;
     const double t22 = c2*t20;
@@ -4370,6 +4457,7 @@ void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_
     const double t30 = c1*t29 + s1*F3_1_5;
     const double F3_0_2 = F3_1_1 + 0.5*t30;
     const double F3_0_3 = c1*F3_1_5 - s1*t29;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -4440,12 +4528,14 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double f_ext_19 = f_ext[19];
     const double f_ext_21 = f_ext[21];
     const double f_ext_23 = f_ext[23];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_1 - s1*v_0;
@@ -4481,12 +4571,14 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double b3_1 = -f_ext_19 + t14*0.4162;
     const double b3_3 = -f_ext_21 + t14*1.25;
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t11, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
     const double alpha2_3 = a2_3 + c2*alpha1_3 - s2*alpha1_5;
     const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*alpha1_3;
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_3 = 5*alpha3_3 + b3_3;
     const double f3_5 = 5*alpha3_5 + b3_5;
@@ -4504,6 +4596,7 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double f0_4 = 50*a0_4 - f_ext_4 + t17;
     const double t18 = s3*1.25;
     const double t19 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t19;
     const double RJ2_11 = 8.7625 + c3*2.5;
     const double t20 = c2*t18;
@@ -4532,6 +4625,7 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double t28 = c1*t27 + s1*F3_1_5;
     const double F3_0_2 = F3_1_1 + 0.5*t28;
     const double F3_0_3 = c1*F3_1_5 - s1*t27;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -4593,12 +4687,14 @@ void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, dou
     const double v_6 = v[6];
     const double v_7 = v[7];
     const double v_8 = v[8];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -4655,6 +4751,7 @@ void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, dou
     const double b3_3 = t19*t15;
     const double b3_4 = t19*V3_1;
     const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_4 = a0_5 + a1_4;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
@@ -4668,6 +4765,7 @@ void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, dou
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_2 = 0.0063*alpha3_2;
@@ -4697,6 +4795,7 @@ void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, dou
     const double f0_5 = 50*a0_5 + f1_4;
     const double t23 = s3*1.25;
     const double t24 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t24;
     const double t25 = pow(c3, 2);
     const double t26 = pow(s3, 2);
@@ -4850,12 +4949,14 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f_ext_21 = f_ext[21];
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
@@ -4912,6 +5013,7 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double b3_3 = -f_ext_21 + t19*t15;
     const double b3_4 = -f_ext_22 + t19*V3_1;
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
     const double alpha1_4 = a0_5 + a1_4;
     const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
@@ -4925,6 +5027,7 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
     const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
     const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
     const double f3_2 = -f_ext_20 + 0.0063*alpha3_2;
@@ -4954,6 +5057,7 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f0_5 = 50*a0_5 + f1_4 - f_ext_5;
     const double t23 = s3*1.25;
     const double t24 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t24;
     const double t25 = pow(c3, 2);
     const double t26 = pow(s3, 2);
@@ -5072,6 +5176,7 @@ void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double qd_0 = qd[0];
     const double qd_1 = qd[1];
     const double qd_2 = qd[2];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -5079,6 +5184,7 @@ void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
     const double t0 = pow(qd_0, 2);
+    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_5 = -5*t0;
     const double V2_1 = qd_0 + qd_1;
     const double a2_3 = s2*t0;
@@ -5089,8 +5195,10 @@ void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double a3_3 = s3*t1;
     const double a3_5 = -t1*c3;
     const double b3_5 = -1.25*pow(V3_1, 2);
+    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha3_3 = a3_3 + c3*a2_3 - s3*a2_5;
     const double alpha3_5 = a3_5 + c3*a2_5 + s3*a2_3;
+    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_1 = 1.25*alpha3_3;
     const double f3_3 = 5*alpha3_3;
     const double f3_5 = 5*alpha3_5 + b3_5;
@@ -5153,6 +5261,7 @@ void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double 
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -5177,6 +5286,7 @@ void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double 
     const double s3 = sin(q_9);
     const double t16 = s3*1.25;
     const double t17 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t17;
     const double t18 = pow(c3, 2);
     const double t19 = pow(s3, 2);
@@ -5232,6 +5342,7 @@ void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double 
     const double F3_0_3 = c1*F3_1_5 - s1*t44;
     const double t46 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t47 = t46*0.013333333333333334;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t47*t37;
     const double ho_rhs_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t47*Rh0_0;
     const double t48 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
@@ -5299,6 +5410,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double c1 = cos(q_7);
     const double s1 = sin(q_7);
     const double c2 = cos(q_8);
@@ -5307,6 +5419,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
     const double s3 = sin(q_9);
     const double t0 = s1*c2;
     const double t1 = s2*c1;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = -t0 - t1;
     const double t2 = c1*c2 - s1*s2;
     const double Rb2_5 = t0 + t1;
@@ -5555,6 +5668,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         break;
     }
     case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 31 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t14 = -Rb3_0*pf_ee_1;
@@ -5665,6 +5779,7 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -5688,6 +5803,7 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     const double t16 = s1*c2;
     const double t17 = s2*c1;
     const double t18 = c1*c2 - s1*s2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_5 = t16 + t17;
     const double pb2_0 = 0.5 + c1;
     const double pb3_0 = pb2_0 + t18;
@@ -5932,8 +6048,10 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         break;
     }
     case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 57 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         const double c3 = cos(q_9);
         const double s3 = sin(q_9);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t16 - t17;
         const double Rb3_2 = c3*t18 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t18;
@@ -6048,6 +6166,7 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -6073,12 +6192,14 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t16 = s1*c2;
     const double t17 = s2*c1;
     const double t18 = c1*c2 - s1*s2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_5 = t16 + t17;
     const double pb2_0 = 0.5 + c1;
     const double pb3_0 = pb2_0 + t18;
     const double pb3_1 = Rb2_5 + s1;
     const double t19 = s3*1.25;
     const double t20 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + t20;
     const double RJ2_11 = 8.7625 + c3*2.5;
     const double t21 = c2*t19;
@@ -6107,6 +6228,7 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t29 = c1*t28 + s1*F3_1_5;
     const double F3_0_2 = F3_1_1 + 0.5*t29;
     const double F3_0_3 = c1*F3_1_5 - s1*t28;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi2 = 1/RJ0_22;
     const double HbL32 = -Hbdi2*Rh0_1;
     const double HbL42 = Hbdi2*Rh0_0;
@@ -6263,6 +6385,7 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         break;
     }
     case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 76 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t16 - t17;
         const double Rb3_2 = c3*t18 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t18;
@@ -6350,6 +6473,7 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double t5 = pow(q_3, 2);
     const double t6 = t4 + t5;
     const double t7 = 1/(t0 + t2 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     const double R0_0 = t7*(-t0 - t2 + t6);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
@@ -6374,6 +6498,7 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
     const double t16 = s3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + c3*1.25;
     const double t17 = pow(c3, 2);
     const double t18 = pow(s3, 2);
@@ -6409,6 +6534,7 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double t36 = 14.58 + t30;
     const double RJ0_11 = t36 + c1*(t34 + c1*RJ1_00) + s1*(t32 + s1*RJ1_22);
     const double RJ0_22 = RJ1_11 + t36;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
     const double Hbdi0 = 1/RJ0_00;
     const double HbL10 = Hbdi0*RJ0_01;
     const double HbL50 = t31*Hbdi0;
@@ -6446,6 +6572,7 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double t44 = s1*c2;
     const double t45 = s2*c1;
     const double t46 = c1*c2 - s1*s2;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_5 = t44 + t45;
     const double pb2_0 = 0.5 + c1;
     const double pb3_0 = pb2_0 + t46;
@@ -6500,6 +6627,7 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         break;
     }
     case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 40 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t44 - t45;
         const double Rb3_2 = c3*t46 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t46;

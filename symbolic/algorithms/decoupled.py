@@ -38,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.robot import require_free
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
 from soadyn.symbolic.algorithms.dual import (
-    _require_free,
+    FIXED_BASE_NOTE,
     conventional_residuals,
     dual_articulated_body,
     dual_residual_forces,
@@ -52,7 +53,7 @@ from soadyn.symbolic.scalar import ScalarContext
 
 def _decoupled(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
                f_ext: np.ndarray | None, marks: dict[str, int] | None) -> tuple[np.ndarray, list[Any]]:
-    _require_free(robot, "forward_dynamics_decoupled")
+    require_free(robot, "forward_dynamics_decoupled", FIXED_BASE_NOTE)
 
     def mark(name: str) -> None:
         if marks is not None:

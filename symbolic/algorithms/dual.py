@@ -57,18 +57,16 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.robot import require_free
 from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulate_hinge
 from soadyn.symbolic.algorithms.forward_dynamics import residual_forces
 from soadyn.symbolic.algorithms.kinematics import Kinematics
 from soadyn.symbolic.scalar import ScalarContext
 
-
-def _require_free(robot: Any, what: str) -> None:
-    if not robot.is_free:
-        raise ValueError(
-            f"robot {robot.name!r} has a fixed base: {what} needs a free-floating base (seed 000 section 3; "
-            "for a fixed base the inertia beyond every hinge includes the ground and is unbounded). "
-            "Use forward_dynamics / inverse_operational_space_inertias, or load the robot with base='free'.")
+#: why the dual recursions need a free base (the note of :func:`~soadyn.model.robot.require_free`)
+FIXED_BASE_NOTE = (" (seed 000 section 3: for a fixed base the inertia beyond every hinge includes the "
+                   "ground and is unbounded; use forward_dynamics / inverse_operational_space_inertias "
+                   "instead)")
 
 
 @dataclass
@@ -98,7 +96,7 @@ def dual_articulated_body(robot: Any, ctx: ScalarContext, q: np.ndarray, ab: Art
     Only the conventional ``P+`` of *siblings* at branch bodies is read from ``ab``; on a serial chain the
     sweep uses nothing but kinematics and the body inertias.
     """
-    _require_free(robot, "the dual articulated-body recursion")
+    require_free(robot, "the dual articulated-body recursion", FIXED_BASE_NOTE)
     kin = ab.kin if kin is None else kin
     n = robot.n_bodies
     Splus: list[Any] = [None] * n

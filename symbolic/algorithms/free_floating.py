@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.robot import require_free
 from soadyn.symbolic.algorithms.jacobians import _jacobian
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
@@ -45,17 +46,11 @@ from soadyn.symbolic.algorithms.newton_euler import _newton_euler, composite_ine
 from soadyn.symbolic.scalar import ScalarContext
 
 
-def _require_free(robot: Any, what: str) -> None:
-    if not robot.is_free:
-        raise ValueError(f"robot {robot.name!r}: {what} needs a free-floating base (base: free); this robot "
-                         f"has base {robot.base!r}")
-
-
 def base_inertia(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """``H_b`` (6x6): the locked system's spatial inertia about the base origin, base axes, angular first.
 
     Composite-body inertia of the whole tree at the base, ``R(0)`` (seed 000 eq. 2.4a base block)."""
-    _require_free(robot, "base_inertia")
+    require_free(robot, "base_inertia")
     return composite_inertias(joint_transforms(robot, ctx, q))[0]
 
 
@@ -64,7 +59,7 @@ def coupling_inertia(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarra
 
     Column j is ``phi(0, j) R(j) H*(j)``, the momentum at the base origin of a unit rate of joint j
     (seed 000 eq. 2.4a off-diagonal blocks)."""
-    _require_free(robot, "coupling_inertia")
+    require_free(robot, "coupling_inertia")
     M = mass_matrix_from(joint_transforms(robot, ctx, q))
     return M[:6, 6:]
 
@@ -87,7 +82,7 @@ def _schur(ctx: ScalarContext, M: np.ndarray, c: np.ndarray | None) -> tuple[np.
 
 def generalized_inertia(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """``H* = H_m - H_bm^T H_b^-1 H_bm`` (thesis eq. E.3, 'generalised inertia matrix'), n_joints^2."""
-    _require_free(robot, "generalized_inertia")
+    require_free(robot, "generalized_inertia")
     M = mass_matrix_from(joint_transforms(robot, ctx, q))
     return _schur(ctx, M, None)[0]
 
@@ -106,7 +101,7 @@ def generalized_bias(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarra
 
     ``c`` are the bias forces (Coriolis, centrifugal, gravity, minus external wrenches).  With zero base
     wrench the joint accelerations satisfy ``H* qdd + c* = tau_m``."""
-    _require_free(robot, "generalized_bias")
+    require_free(robot, "generalized_bias")
     M, c = _mass_and_bias(robot, ctx, q, v, f_ext)
     return _schur(ctx, M, c)[1]
 
@@ -117,7 +112,7 @@ def angular_reduced_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: n
 
     Returns ``(H~_b (3x3), H~_c (3 x nj), H~_phi (nj x nj), c~_b (3), c~_phi (nj))``; see the module
     docstring for the definitions and the equations they satisfy."""
-    _require_free(robot, "angular_reduced_dynamics")
+    require_free(robot, "angular_reduced_dynamics")
     M, c = _mass_and_bias(robot, ctx, q, v, f_ext)
     m = robot.total_mass
     if not m > 0:
@@ -148,7 +143,7 @@ def coupling_inertia_rate(robot: Any, ctx: ScalarContext, q: np.ndarray, qd: np.
     ``c_b`` is the rate of change of the momentum ``H_bm qd`` at zero base and joint acceleration, hence
     ``Hdot_bm qd = c_b(q, [0; qd])`` evaluated without gravity or external wrenches (Newton-Euler,
     seed 000 eq. 2.1)."""
-    _require_free(robot, "coupling_inertia_rate")
+    require_free(robot, "coupling_inertia_rate")
     r0 = robot if not np.any(robot.gravity) else replace(robot, gravity=np.zeros(3))
     kin = joint_transforms(r0, ctx, q)
     v = np.concatenate([ctx.zeros(6), np.asarray(qd)])
@@ -176,7 +171,7 @@ def base_velocity(robot: Any, ctx: ScalarContext, q: np.ndarray, qd: np.ndarray,
     ``h = [L_c; P]``: angular momentum about the system CoM and linear momentum, inertial axes (the
     convention of ``momentum()``).  ``H_b v_base + H_bm qd = h_o``, so ``v_base = H_b^-1 (h_o - H_bm qd)``
     (thesis eq. C.17 solved for the base, as in eq. E.6; seed 001 eq. 21)."""
-    _require_free(robot, "base_velocity")
+    require_free(robot, "base_velocity")
     kin = joint_transforms(robot, ctx, q)
     M = mass_matrix_from(kin)
     Hb, Hbm = M[:6, :6], M[:6, 6:]
@@ -192,7 +187,7 @@ def momentum_frame_twist(robot: Any, ctx: ScalarContext, q: np.ndarray, h: np.nd
     The twist ``[w; v]`` (inertial axes, frame origin) of ``frame`` is
     ``generalized_jacobian(q, frame) @ qd + momentum_frame_twist(q, h, frame)``; the second term vanishes
     when the momentum ``h = [L_c; P]`` (about the CoM, inertial axes) is zero."""
-    _require_free(robot, "momentum_frame_twist")
+    require_free(robot, "momentum_frame_twist")
     kin = joint_transforms(robot, ctx, q)
     M = mass_matrix_from(kin)
     Hb = M[:6, :6]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.robot import require_free
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import mass_matrix_from
@@ -66,8 +67,7 @@ def jacobian(robot: Any, ctx: ScalarContext, q: np.ndarray, frame: str,
 
 def generalized_jacobian(robot: Any, ctx: ScalarContext, q: np.ndarray, frame: str) -> np.ndarray:
     """Generalised Jacobian (seed 003 eq. E.5), 6 x n_joints, inertial-aligned [w; v] of the frame."""
-    if not robot.is_free:
-        raise ValueError(f"robot {robot.name!r}: the generalised Jacobian needs a free base")
+    require_free(robot, "the generalised Jacobian")
     kin = joint_transforms(robot, ctx, q)
     J = _jacobian(robot, ctx, kin, frame, world_aligned=True)
     M = mass_matrix_from(kin)

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.robot import require_free
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
-from soadyn.symbolic.algorithms.dual import _require_free, dual_articulated_body
+from soadyn.symbolic.algorithms.dual import dual_articulated_body
 from soadyn.symbolic.algorithms.kinematics import joint_transforms
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.scalar import ScalarContext
@@ -78,8 +79,8 @@ def inverse_operational_space_inertias(robot: Any, ctx: ScalarContext, q: np.nda
 def operational_space_inertias(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """(n_bodies, 6, 6): Lambda(k) = P(k) + S(k) (Lemma 4.1), in body_names order, each at its body frame
     origin in body coordinates, angular first.  Free base only."""
-    _require_free(robot, "operational_space_inertias (Lambda(k) exists only for a free base; "
-                         "inverse_operational_space_inertias gives Upsilon = Lambda^-1 for any base)")
+    require_free(robot, "operational_space_inertias", " (Lambda(k) exists only for a free base; "
+                 "inverse_operational_space_inertias gives Upsilon = Lambda^-1 for any base)")
     kin = joint_transforms(robot, ctx, q)
     ab = articulated_body(robot, ctx, q, kin)
     dab = dual_articulated_body(robot, ctx, q, ab, kin)

@@ -1,0 +1,183 @@
+"""Check every generated C function against an independent reference and the float run of its algorithm.
+
+For each generated function (each frame of a frame family on its own) :func:`verify` calls the compiled
+module on N random states through the batched entry points and compares the result with
+
+* the independent reference function that :data:`soadyn.codegen.functions.REGISTRY` names for it (dense
+  operator expressions of :mod:`soadyn.reference`, which never imports the algorithms), and
+* the float run of the same algorithm (:class:`~soadyn.symbolic.scalar.Numeric` context), which catches
+  errors of the code generator itself.
+
+A function whose registration names no reference is reported as such (``reference: none`` and the reason),
+never skipped.  Relative error of one state: ``max|x - ref| / max|ref|`` (absolute when ``ref`` is all
+zero); the worst state counts.  Random states: configurations from ``robot.random_configuration`` with the
+base quaternion scaled by a random factor in [0.5, 2] (the generated code must divide the norm out),
+velocities, accelerations, torques and external wrenches standard normal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from soadyn.codegen.derive import algorithm
+from soadyn.codegen.functions import FunctionSpec, Registration, expand_family, function_table
+from soadyn.model.robot import Robot
+from soadyn.symbolic.scalar import Numeric
+
+
+@dataclass
+class Check:
+    """Worst relative errors of one generated C function."""
+
+    function: str              # C function name (without the robot prefix)
+    call: str                  # how it was called through the Python API
+    err_reference: float | None
+    err_algorithm: float | None
+    tol: float
+    note: str = ""
+
+    @property
+    def independent(self) -> bool:
+        """Whether an independent reference checked it (not only the float run of its own algorithm)."""
+        return self.err_reference is not None
+
+    @property
+    def ok(self) -> bool:
+        errs = [e for e in (self.err_reference, self.err_algorithm) if e is not None]
+        return bool(errs) and all(e <= self.tol for e in errs)
+
+
+def rel_err(x: Any, ref: Any) -> float:
+    """``max|x - ref| / max|ref|`` (absolute when ``ref`` is all zero); NaN anywhere gives inf."""
+    x, ref = np.asarray(x, dtype=float), np.asarray(ref, dtype=float)
+    if x.shape != ref.shape:
+        return float("inf")
+    d = np.abs(x - ref)
+    if not np.all(np.isfinite(d)):
+        return float("inf")
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return float(np.max(d)) / (scale if scale > 0 else 1.0) if d.size else 0.0
+
+
+def random_inputs(robot: Robot, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``n`` random states (see the module docstring) for every input name of the function table."""
+    q = np.array([robot.random_configuration(rng) for _ in range(n)]).reshape(n, robot.nq)
+    if robot.is_free:
+        q[:, 3:7] *= rng.uniform(0.5, 2.0, size=(n, 1))
+    return {"q": q, "v": rng.normal(size=(n, robot.nv)), "a": rng.normal(size=(n, robot.nv)),
+            "tau": rng.normal(size=(n, robot.nv)), "f_ext": rng.normal(size=(n, robot.n_bodies, 6)),
+            "qd": rng.normal(size=(n, robot.n_joints)), "h": rng.normal(size=(n, 6))}
+
+
+def reference_function(reg: Registration) -> Callable[..., Any] | None:
+    """The independent reference named by a registration (None when it names none).
+
+    A registered reference that does not import or does not exist raises ``ImportError``: the registry
+    is wrong, and verify must not quietly check less.
+    """
+    if reg.reference is None:
+        return None
+    modname, _, name = reg.reference.rpartition(".")
+    fn = getattr(importlib.import_module(modname), name, None)
+    if not callable(fn):
+        raise ImportError(f"registry entry {reg.api!r}: {modname} has no function {name!r}")
+    return fn
+
+
+def _call_generated(module: Any, spec: FunctionSpec, ins: dict[str, np.ndarray]) -> tuple[str, Any]:
+    args = [ins[a.name] for a in spec.inputs if a.name != "f_ext"]
+    kw: dict[str, Any] = dict(spec.kwargs)
+    if spec.fext_input:
+        kw["f_ext"] = ins["f_ext"]
+    fn = getattr(module, spec.api)
+    shown = [a.name for a in spec.inputs if a.name != "f_ext"]
+    shown += ["f_ext" if k == "f_ext" else f"{k}={v!r}" for k, v in kw.items()]
+    text = f"{spec.api}({', '.join(shown)})"
+    return text, fn(*args, **kw)
+
+
+def _split(result: Any, n_out: int) -> list[np.ndarray]:
+    if n_out == 1:
+        return [np.asarray(result, dtype=float)]
+    return [np.asarray(r, dtype=float) for r in result]
+
+
+def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str, np.ndarray],
+                   tol: float) -> Check:
+    """Compare one generated function (batched over all states of ``ins``) with its registered reference
+    and with the float run of its algorithm."""
+    n = ins["q"].shape[0]
+    call, got = _call_generated(module, spec, ins)
+    got_parts = _split(got, len(spec.outputs))
+    reg = spec.registration
+    ref_fn = reference_function(reg)
+    alg_fn = algorithm(spec.algorithm)
+    err_ref = 0.0 if ref_fn is not None else None
+    err_alg = 0.0
+    ctx = Numeric()
+    for i in range(n):
+        pos = [ins[a.name][i] for a in spec.inputs if a.name != "f_ext"]
+        kw: dict[str, Any] = dict(spec.kwargs)
+        if spec.fext_input:
+            kw["f_ext"] = ins["f_ext"][i]
+        mine = [p[i] for p in got_parts]
+        if ref_fn is not None:
+            ref = _split(ref_fn(robot, *pos, **kw), len(spec.outputs))
+            err_ref = max(err_ref, *(rel_err(m, r) for m, r in zip(mine, ref)))
+        val = _split(alg_fn(robot, ctx, *pos, **kw), len(spec.outputs))
+        err_alg = max(err_alg, *(rel_err(m, r) for m, r in zip(mine, val)))
+    note = "" if ref_fn is not None else f"no independent check: {reg.unchecked}"
+    return Check(spec.name, call, err_ref, err_alg, tol, note)
+
+
+def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None, base: str | None = None,
+           states: int = 100, tol: float = 1e-10, seed: int = 0, progress: bool = False,
+           profile: str | None = None, **load_kw: Any) -> list[Check]:
+    """Compile (or reuse) the module of a robot with build ``profile`` and check every generated function
+    (see module doc)."""
+    from tqdm.auto import tqdm
+
+    from soadyn.codegen.pipeline import compile_robot, resolve_robot
+
+    robot, _ = resolve_robot(robot_or_path, base, **load_kw)
+    module = compile_robot(robot_or_path, out_dir, base, progress=progress, profile=profile, **load_kw)
+    ins = random_inputs(robot, states, np.random.default_rng(seed))
+    specs = [e for s in function_table(robot) for e in expand_family(s)]
+    missing = sorted({s.api for s in specs if not hasattr(module, s.api)})
+    if missing:
+        raise RuntimeError(f"compiled module {module.__name__} lacks {missing} of the function table: "
+                           "rebuild it (--force)")
+    return [check_function(module, robot, spec, ins, tol)
+            for spec in tqdm(specs, disable=not progress, desc="verifying", unit="fn", leave=False,
+                             file=sys.stderr)]
+
+
+def format_checks(checks: list[Check]) -> str:
+    """A table with one line per function; unchecked references show as ``none`` with the reason."""
+    def f(e: float | None) -> str:
+        return "     none" if e is None else f"{e:9.2e}"
+
+    width = max([len(c.function) for c in checks] + [8])
+    lines = [f"{'function':{width}s}  {'reference':>9s}  {'algorithm':>9s}  status"]
+    for c in checks:
+        status = "ok" if c.ok else "FAIL"
+        lines.append(f"{c.function:{width}s}  {f(c.err_reference)}  {f(c.err_algorithm)}  {status}"
+                     + (f"  ({c.note})" if c.note else ""))
+    return "\n".join(lines)
+
+
+def summary(checks: list[Check], states: int, tol: float) -> str:
+    """One line: counts, functions without an independent check, worst error, verdict."""
+    bad = [c for c in checks if not c.ok]
+    unchecked = [c for c in checks if not c.independent]
+    worst = max((e for c in checks for e in (c.err_reference, c.err_algorithm) if e is not None), default=0.0)
+    return (f"{len(checks)} functions ({len(unchecked)} without an independent check), {states} states, "
+            f"worst relative error {worst:.2e}, tolerance {tol:.0e}: "
+            + (f"FAILED ({len(bad)})" if bad else "all ok"))
