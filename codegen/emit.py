@@ -24,7 +24,7 @@ from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
-from soadyn.codegen.units import finish_function, prelude
+from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function, prelude
 from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -232,8 +232,8 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
     funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
-    for f in funcs:
-        finish_function(f, stage_ops, lanes)
+    for s, f in zip(specs, funcs):
+        finish_function(f, stage_ops, lanes if s.name in SIMD_FUNCTIONS else 1)
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
     prototypes = "\n".join(f"/* {f.doc}; {f.ops_text()} */\n{f.prototype}\n{f.batch_prototype}\n"

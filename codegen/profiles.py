@@ -3,7 +3,7 @@
 =========  ======================================================  =========================================
 profile    flags (after ``-fno-math-errno -ffp-contract=off``)      use
 =========  ======================================================  =========================================
-fast       ``-O2 -march=native``                                   default: the fastest code measured within
+fast       ``-O2 -march=native -fno-tree-slp-vectorize``          default: the fastest code measured within
                                                                    the compile budget, for this machine
 portable   ``-O2`` + the architecture's baseline ISA               modules copied to other machines of the
            (x86-64: ``-march=x86-64 -mtune=generic``;              same class (flight computers, clusters)
@@ -14,7 +14,11 @@ debug      ``-O0 -g``                                              compiles quic
 Every profile keeps ``-fno-math-errno`` (``sqrt`` is the bare instruction; IEEE semantics unchanged) and
 ``-ffp-contract=off`` (no fused multiply-add): each profile rounds every operation exactly as the
 float run of the algorithm does, so all profiles give bit-identical results and ``soadyn verify``
-holds with the same tolerances for each.
+holds with the same tolerances for each.  ``-fno-tree-slp-vectorize`` with ``-march=native``: gcc 12's
+SLP vectoriser forms ``vfmaddsub``/``vfmsubadd`` (fused) instructions despite ``-ffp-contract=off`` when
+FMA is available (15 of them in the 4-DOF test arm's module; its centre of mass then differs from the
+un-fused result by 1-2 ulp); without SLP the straight-line code is unchanged otherwise, and the
+batched entry points vectorise across states instead (:mod:`soadyn.codegen.units`).
 
 Measured before choosing (gcc 12.2, 2-core AMD EPYC with AVX-512, Panda free base nv = 13, per call,
 issue 11): ``-O1`` 328 / 320 / 814 / 913 ns for ID / M / FD / M^-1, ``-O3 -march=native`` 276 / 291 / 548 /
@@ -96,7 +100,8 @@ def get_profile(name: str | Profile | None = None) -> Profile:
         return name
     name = name or os.environ.get("SOADYN_PROFILE") or DEFAULT_PROFILE
     if name == "fast":
-        prof = Profile("fast", ("-O2", "-march=native", *IEEE_FLAGS), stage_ops=2500, lanes=4, native=True)
+        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *IEEE_FLAGS), stage_ops=2500,
+                       lanes=4, native=True)
     elif name == "portable":
         prof = Profile("portable", ("-O2", *_baseline_isa(), *IEEE_FLAGS), stage_ops=2500, lanes=2)
     elif name == "debug":

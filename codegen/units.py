@@ -26,6 +26,12 @@ from dataclasses import dataclass, field
 
 #: target operations per stage function (a function at most 1.5x this long is not split)
 STAGE_OPS = 2500
+#: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
+#: that batches are made of (simulation, rollouts, sampling).  The lanes version of a function costs as
+#: much compile time as the scalar one again (all 29 functions of the four-arm robot: 114 s of compiler
+#: CPU instead of ~60 s); the other functions' batches loop over the scalar function.
+SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
+                            "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces"})
 
 _ASSIGN = re.compile(r"^const double (\w+) = (.*);$")
 _STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
@@ -122,6 +128,61 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[str],
     chunks = _cut(stmts, max_ops)
     if len(chunks) < 2:
         return None
+    staged = _chunk_functions(cname, params, stmts, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))])
+    args = ", ".join([p for _, p in params] + ["w"])
+    staged.body = [f"double w[{max(staged.work, 1)}];"] + [f"{n}({args});" for n in staged.names]
+    return staged
+
+
+_CASE = re.compile(r"^case (\w+): \{")
+
+
+def split_family(cname: str, params: list[tuple[str, str]], body: list[str],
+                 max_ops: int = STAGE_OPS) -> Staged | None:
+    """A frame family (shared prefix, then ``switch (frame)``) as prefix stages plus one function per
+    frame case, all reading the prefix's values from the work array (None when it is short)."""
+    try:
+        at = next(i for i, line in enumerate(body) if line.strip() == "switch (frame) {")
+    except StopIteration:
+        return None
+    prefix = parse_body(body[:at])
+    if prefix is None:
+        return None
+    cases: list[tuple[str, list[Stmt]]] = []
+    current: list[str] | None = None
+    for line in body[at + 1:]:
+        s = line.strip()
+        m = _CASE.match(s)
+        if m:
+            cases.append((m.group(1), []))
+            current = []
+        elif current is not None and s == "break;":
+            stmts = parse_body(current)
+            if stmts is None:
+                return None
+            cases[-1] = (cases[-1][0], stmts)
+            current = None
+        elif current is not None:
+            current.append(s)
+    total = sum(s.cost for s in prefix) + sum(s.cost for _, c in cases for s in c)
+    if not cases or total <= 1.5 * max_ops:
+        return None
+    chunks = _cut(prefix, max_ops) + [c for _, c in cases]
+    n_pre = len(chunks) - len(cases)
+    names = [f"{cname}_stage{k}" for k in range(n_pre)] + [f"{cname}_case{j}" for j in range(len(cases))]
+    stmts = prefix + [s for _, c in cases for s in c]
+    staged = _chunk_functions(cname, params, stmts, chunks, names)
+    args = ", ".join([p for _, p in params] + ["w"])
+    staged.body = [f"double w[{max(staged.work, 1)}];"] + [f"{n}({args});" for n in names[:n_pre]]
+    staged.body += ["switch (frame) {"]
+    staged.body += [f"case {enum}: {name}({args}); break;" for (enum, _), name in zip(cases, names[n_pre:])]
+    staged.body += ["default:", "    return 1;", "}", "return 0;"]
+    return staged
+
+
+def _chunk_functions(cname: str, params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
+                     names: list[str]) -> Staged:
+    """The C functions of ``chunks`` (consecutive statements), passing values through a work array."""
     loads = {s.target: s for s in stmts if s.load}
     where: dict[str, int] = {}
     for k, chunk in enumerate(chunks):
@@ -153,9 +214,7 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[str],
     staged = Staged(work=n_slots)
     pnames = [p for _, p in params]
     decl = ", ".join(f"{t}{p}" for t, p in params) + ", double *w"
-    args = ", ".join(pnames) + ", w"
-    for k, chunk in enumerate(chunks):
-        name = f"{cname}_stage{k}"
+    for name, chunk in zip(names, chunks):
         used = set().union(*(s.uses for s in chunk))
         own = {s.target for s in chunk if s.target is not None and not s.load}
         needed_loads = {u for u in used if u in loads}
@@ -179,8 +238,6 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[str],
         staged.prototypes.append(f"SOADYN_STAGE {proto};")
         staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n" + "".join(f"    {x}\n" for x in lines) + "}\n")
         staged.costs.append(sum(s.cost for s in chunk))
-    staged.body = [f"double w[{max(n_slots, 1)}];"]
-    staged.body += [f"{cname}_stage{k}({args});" for k in range(len(chunks))]
     return staged
 
 
@@ -331,9 +388,14 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
     Frame families keep their body and scalar batch loop."""
     extra = Extra(lanes=lanes)
     f.extra = extra
-    if f.is_family:
-        return
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    if f.is_family:
+        staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
+        if staged is not None:
+            f.body = staged.body
+            extra.prototypes += staged.prototypes
+            extra.pieces += staged.stages
+        return
     staged = split_stages(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
     if staged is not None:
         f.body = staged.body

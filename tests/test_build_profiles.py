@@ -17,9 +17,9 @@ from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
 from soadyn.codegen.units import split_stages
 from soadyn.model import load_robot
 
-FUNCS = "forward_dynamics,inverse_dynamics,mass_matrix,mass_matrix_inverse,center_of_mass"
-#: stages of ~150 operations: every function of the small test arm is split into several stages
-TINY_STAGES = Profile("tiny_stages", ("-O1", *IEEE_FLAGS), stage_ops=150, lanes=4)
+FUNCS = "forward_dynamics,inverse_dynamics,mass_matrix,mass_matrix_inverse,center_of_mass,jacobian"
+#: the fast profile's flags with stages of ~150 operations: the small test arm's functions get several
+TINY_STAGES = Profile("tiny_stages", get_profile("fast").cflags, stage_ops=150, lanes=4)
 
 
 def _states(robot, n, seed=3):
@@ -40,7 +40,7 @@ def staged_module(tmp_path_factory, test_arm_path):
 
 @pytest.fixture(scope="module")
 def plain_module(tmp_path_factory, test_arm_path):
-    plain = Profile("plain", ("-O1", *IEEE_FLAGS), stage_ops=0, lanes=1)
+    plain = Profile("plain", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=1)
     return soadyn_compile(test_arm_path, tmp_path_factory.mktemp("plain"), functions=FUNCS, profile=plain,
                           progress=False)
 
@@ -50,6 +50,7 @@ def test_stages_and_lanes_are_in_the_source(staged_module):
     name = staged_module.module_name
     assert f"{name}_forward_dynamics_stage1(" in src
     assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
+    assert f"{name}_jacobian_local_case1(" in src     # a frame family: prefix stages + one function per frame
 
 
 def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test_arm_path):
@@ -75,6 +76,12 @@ def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test
                      ("mass_matrix_inverse", (Q,))):
         a, b = getattr(staged_module, fn)(*args), getattr(plain_module, fn)(*args)
         assert _rel(a, b) <= 1e-15, fn
+    for frame in staged_module.frame_ids:
+        for world in (False, True):
+            a = staged_module.jacobian(Q, frame, world_aligned=world)
+            assert _rel(a, plain_module.jacobian(Q, frame, world_aligned=world)) <= 1e-15, frame
+    with pytest.raises(ValueError, match="unknown frame"):
+        staged_module.jacobian(Q[0], "no such frame")
 
 
 def test_out_argument(staged_module, test_arm_path):
