@@ -1,5 +1,10 @@
 """Compile generated C into a Python extension with cffi (API mode).
 
+The flags come from the build profile (:mod:`soadyn.codegen.profiles`) and the translation units from
+:func:`soadyn.codegen.units.translation_units` (stage functions, one function per unit, objects reused
+through :mod:`soadyn.codegen.objcache`); the notes below on ``-O1`` and ``BIG_FUNCTION_OPS`` describe
+the defaults used when no profile flags are passed.
+
 ``cffi.FFI.cdef`` gets the prototypes of the generated header, ``set_source`` a wrapper that includes the
 header; cffi writes the wrapper C (``emit_c_code``) and we run the C compiler ourselves, so that the flags
 are exactly ours and a failure can show the compiler's own messages:
@@ -105,7 +110,7 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
 
     ``parts`` are translation units (the functions of the generated source split for parallel
-    compilation, see :func:`soadyn.codegen.emit.split_units`): texts, or ``(text, big)`` pairs where
+    compilation, as the former ``emit.split_units`` made them): texts, or ``(text, big)`` pairs where
     ``big`` selects :func:`unit_flags` for a huge function; they are written next to the header,
     compiled in parallel (:func:`jobs`) and removed afterwards; or ``(stem, text, ops, dependency)``
     units of :func:`soadyn.codegen.units.translation_units`, whose objects are reused from

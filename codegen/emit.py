@@ -250,28 +250,6 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     return {common["source_name"]: source, common["header_name"]: header}, cdef, funcs
 
 
-def split_units(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int,
-                big_ops: int | None = None) -> list[tuple[str, bool]]:
-    """Translation units ``(text, big)`` for a parallel build: functions are packed greedily (largest
-    first) into ``parts`` units of similar operation counts; functions with more than ``big_ops``
-    operations (if given) get units of their own, flagged ``big`` (the build compiles those at a lower
-    optimisation level, see :mod:`soadyn.codegen.build`)."""
-    big = [f for f in funcs if big_ops is not None and f.ops.get("total", 0) > big_ops]
-    small = [f for f in funcs if f not in big]
-    parts = max(1, min(parts, len(small))) if small else 0
-    bins: list[list[EmittedFunction]] = [[] for _ in range(parts)]
-    load = [0] * parts
-    for f in sorted(small, key=lambda f: -f.ops.get("total", 0)):
-        i = load.index(min(load))
-        bins[i].append(f)
-        load[i] += f.ops.get("total", 0) + 1
-    order = {f.cname: i for i, f in enumerate(funcs)}
-    common = _common(robot, module_name)
-    units = [(sorted(b, key=lambda f: order[f.cname]), False) for b in bins if b]
-    units += [([f], True) for f in big]
-    return [(render("module.c.j2", functions=fs, prelude="", **common), is_big) for fs, is_big in units]
-
-
 def _tuple_literal(shape: tuple[int, ...]) -> str:
     if not shape:
         return "()"

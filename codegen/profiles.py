@@ -100,8 +100,8 @@ def get_profile(name: str | Profile | None = None) -> Profile:
         return name
     name = name or os.environ.get("SOADYN_PROFILE") or DEFAULT_PROFILE
     if name == "fast":
-        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *IEEE_FLAGS), stage_ops=2500,
-                       lanes=4, native=True)
+        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *IEEE_FLAGS),
+                       stage_ops=2500, lanes=4, native=True)
     elif name == "portable":
         prof = Profile("portable", ("-O2", *_baseline_isa(), *IEEE_FLAGS), stage_ops=2500, lanes=2)
     elif name == "debug":
