@@ -47,6 +47,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import bench_pinocchio as bp  # noqa: E402
+
 from soadyn.codegen import load  # noqa: E402
 from soadyn.model import load_robot  # noqa: E402
 from soadyn.structure.operations import lock_joints  # noqa: E402

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import cffi
 
-from soadyn.codegen import objcache
+import soadyn.codegen.objcache as objcache
 
 #: number of C compilations run in this process (tests use it to prove that a cached compile builds nothing)
 STATS = {"compilations": 0}

@@ -24,7 +24,7 @@ from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
-from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function, prelude
+from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
 from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -227,13 +227,13 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
                 lanes: int = 1) -> tuple[dict[str, str], str, list[EmittedFunction]]:
     """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions).
 
-    ``stage_ops``, ``lanes``: stage functions and SIMD batches
-    (:func:`~soadyn.codegen.units.finish_function`)."""
+    ``<module>.c`` is the portable single-file C99 of the functions, the same for every build profile.
+    ``stage_ops``, ``lanes``: the returned functions are then finished for the build (stage functions and
+    SIMD batches, :func:`~soadyn.codegen.units.finish_function`; compiled from
+    :func:`~soadyn.codegen.units.translation_units`): the same statements, arranged for the compiler."""
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
     funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
-    for s, f in zip(specs, funcs):
-        finish_function(f, stage_ops, lanes if s.name in SIMD_FUNCTIONS else 1)
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
     prototypes = "\n".join(f"/* {f.doc}; {f.ops_text()} */\n{f.prototype}\n{f.batch_prototype}\n"
@@ -242,7 +242,9 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
-    source = render("module.c.j2", functions=funcs, prelude=prelude(lanes), **common)
+    source = render("module.c.j2", functions=funcs, prelude="", **common)
+    for s, f in zip(specs, funcs):
+        finish_function(f, stage_ops, lanes if s.name in SIMD_FUNCTIONS else 1)
     cdef = ""
     if families:
         cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")

@@ -1,10 +1,11 @@
 """Object-file cache: a translation unit whose text, dependencies, compiler and flags are unchanged is not
 compiled again (when only some functions of a robot changed, only their units are rebuilt).
 
-Objects live in ``<out_dir>/.soadyn-objects/<sha256>.o``, named by the hash of everything that decides
-them; they are written to a temporary name and renamed, so a concurrent or interrupted build never
-leaves a partial object under a valid name.  If linking fails while cached objects were used, the build
-compiles every unit afresh (:func:`soadyn.codegen.build.build_extension`).
+Objects live in :func:`default_dir` (``$SOADYN_OBJECT_CACHE``, else ``$XDG_CACHE_HOME/soadyn/objects``
+or ``~/.cache/soadyn/objects``; ``SOADYN_OBJECT_CACHE=off`` disables the cache) as ``<sha256>.o``, named
+by the hash of everything that decides them; they are written to a temporary name and renamed, so a
+concurrent or interrupted build never leaves a partial object under a valid name.  If linking fails while
+cached objects were used, the build compiles every unit afresh (:func:`soadyn.codegen.build.build_extension`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-DIRNAME = ".soadyn-objects"
+
+def default_dir() -> Path | None:
+    """The object cache directory, or None when disabled (``SOADYN_OBJECT_CACHE`` = ``off``/``0``/empty)."""
+    env = os.environ.get("SOADYN_OBJECT_CACHE")
+    if env is not None:
+        return None if env.strip().lower() in ("", "0", "off", "no", "false") else Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "soadyn" / "objects"
+
 #: at most this many objects are kept (the least recently used are removed after a build)
 MAX_OBJECTS = 4000
 #: objects served from the cache / compiled and stored in this process (tests use them)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import soadyn.codegen.build as _build
-from soadyn.codegen import objcache
+import soadyn.codegen.objcache as objcache
 from soadyn.codegen.derive import algorithm, derive, rename_reserved
 from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version
 from soadyn.codegen.functions import FunctionSpec, c_identifier, function_table, select_functions
@@ -301,7 +301,7 @@ def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.Pa
         with _progress(len(units) + 2, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
             ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, units, gen.source_name,
                                          progress=lambda name: bar.update(1), flags=prof.cflags,
-                                         object_cache=out / objcache.DIRNAME)
+                                         object_cache=objcache.default_dir())
         gen.timings["compile"] = time.perf_counter() - t0
         (tmp / "__init__.py").write_text(emit_wrapper(robot, module_name, ext_name, gen.specs, gen.functions,
                                                       key),
