@@ -55,6 +55,7 @@ from soadyn.structure.operations import lock_joints  # noqa: E402
 #: soadyn function -> Pinocchio algorithm
 PAIRS = {"inverse_dynamics": "rnea", "mass_matrix": "crba", "forward_dynamics": "aba",
          "mass_matrix_inverse": "minv", "jacobian_local": "frame_jacobian"}
+SWEEP_FUNCTIONS = "inverse_dynamics,forward_dynamics,mass_matrix,mass_matrix_inverse,bias_forces,jacobian,momentum,center_of_mass"
 TIMED = ("inverse_dynamics", "forward_dynamics", "mass_matrix", "mass_matrix_inverse", "bias_forces",
          "jacobian_local", "momentum", "center_of_mass")
 
@@ -259,11 +260,12 @@ from soadyn.model import load_robot
 from soadyn.structure.operations import lock_joints
 from soadyn.codegen import compile
 path, base, lock, out, profile = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+functions = sys.argv[6] or None
 t0 = time.perf_counter()
 robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
 if lock:
     robot = lock_joints(robot, lock)
-m = compile(robot, out_dir=out, force=True, progress=False, profile=profile)
+m = compile(robot, out_dir=out, functions=functions, force=True, progress=False, profile=profile)
 wall = time.perf_counter() - t0
 print(json.dumps({"wall": wall, "module_dir": str(__import__("pathlib").Path(m.__file__).parent),
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -271,11 +273,13 @@ print(json.dumps({"wall": wall, "module_dir": str(__import__("pathlib").Path(m._
 """
 
 
-def fresh_compile(path: Path, base: str, lock: list[str], workdir: Path, profile: str) -> dict:
+def fresh_compile(path: Path, base: str, lock: list[str], workdir: Path, profile: str,
+                  functions: str | None = None) -> dict:
     out = workdir / "modules"
-    shutil.rmtree(out, ignore_errors=True)           # no object cache either: a first compile
-    res = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, str(path), base, json.dumps(lock), str(out), profile],
-                         capture_output=True, text=True, check=False)
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, SOADYN_OBJECT_CACHE="off")   # a first compile: no object reused
+    res = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, str(path), base, json.dumps(lock), str(out), profile,
+                          functions or ""], capture_output=True, text=True, check=False, env=env)
     if res.returncode != 0:
         raise SystemExit(f"compile failed:\n{res.stderr[-3000:]}")
     info = json.loads(res.stdout.strip().splitlines()[-1])
@@ -284,13 +288,13 @@ def fresh_compile(path: Path, base: str, lock: list[str], workdir: Path, profile
 
 
 def bench_robot(label: str, path: Path, base: str, lock: list[str], frame: str | None, workdir: Path,
-                profile: str, n_states: int, n_batch: int, pinocchio: bool) -> dict:
+                profile: str, n_states: int, n_batch: int, pinocchio: bool, functions: str | None = None) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
     if lock:
         robot = lock_joints(robot, lock)
     frame = frame or (robot.frame_names[-1] if robot.frame_names else robot.body_names[-1])
-    info = fresh_compile(path, base, lock, workdir / label, profile)
+    info = fresh_compile(path, base, lock, workdir / label, profile, functions)
     mod = load(info["module_dir"])
     stamp = info["stamp"]
 
@@ -390,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=20000)
     ap.add_argument("--workdir", default=str(HERE / "build"))
     ap.add_argument("--no-pinocchio", action="store_true")
+    ap.add_argument("--functions", default=None,
+                    help="compile only these API functions (default: all; --sweep default: " + SWEEP_FUNCTIONS + ")")
+    ap.add_argument("--sizes", default="7,14,28,56", help="chain lengths of the sweep")
     ap.add_argument("--out", help="write the JSON results here")
     args = ap.parse_args(argv)
     work = Path(args.workdir).resolve()
@@ -397,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     if args.sweep:
         gen = Path(tempfile.mkdtemp(prefix="soadyn_sweep_", dir=work))
-        for n in (7, 14, 28, 56):
+        for n in (int(s) for s in args.sizes.split(",") if s):
             p = gen / f"chain{n}.urdf"
             p.write_text(chain_urdf(n))
             jobs.append((f"chain{n}", p, "free", [], None))
@@ -414,8 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {bp.machine_info()}; {bp._compiler_version(bp._compiler('c'))}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for label, path, base, lock, frame in jobs:
+        functions = args.functions or (SWEEP_FUNCTIONS if args.sweep else None)
         r = bench_robot(label, path, base, lock, frame, work / "runs", args.profile, args.states, args.batch,
-                        not args.no_pinocchio)
+                        not args.no_pinocchio, functions)
         results.append(r)
         print(report(r), flush=True)
     if args.out:
