@@ -193,6 +193,32 @@ def _joint_cpp(j) -> str:
     raise BenchError(f"joint type {kind} is not supported by the C++ model writer; add it to _joint_cpp")
 
 
+def model_cpp(model, frame: str | None) -> str:
+    """C++ statements building ``model`` (a ``pinocchio::Model``) and ``frame_id`` (the timed frame)."""
+    lines = ["  pinocchio::Model model;"]
+    for i in range(1, model.njoints):
+        M = model.jointPlacements[i]
+        I = model.inertias[i]
+        lines.append(f"  {{ pinocchio::SE3 X({_mat3(M.rotation)}, {_vec3(M.translation)});")
+        lines.append(f"    pinocchio::JointIndex id = model.addJoint({model.parents[i]}, "
+                     f"{_joint_cpp(model.joints[i])}, X, \"{model.names[i]}\");")
+        lines.append(f"    model.appendBodyToJoint(id, pinocchio::Inertia({_num(I.mass)}, {_vec3(I.lever)}, "
+                     f"{_mat3(I.inertia)}), pinocchio::SE3::Identity()); }}")
+    g = np.asarray(model.gravity.linear)
+    lines.append(f"  model.gravity.linear({_vec3(g)});")
+    if frame is not None:
+        if not model.existFrame(frame):
+            raise BenchError(f"no frame {frame!r}; frames: {[f.name for f in model.frames]}")
+        f = model.frames[model.getFrameId(frame)]
+        M = f.placement
+        lines.append(f"  pinocchio::FrameIndex frame_id = model.addFrame(pinocchio::Frame(\"{frame}\", "
+                     f"{f.parentJoint}, pinocchio::SE3({_mat3(M.rotation)}, {_vec3(M.translation)}), "
+                     "pinocchio::OP_FRAME));")
+    else:
+        lines.append("  pinocchio::FrameIndex frame_id = 0;")
+    return "\n".join(lines)
+
+
 #: joint type codes of the model file read by the C++ program
 _JOINT_CODES = {"JointModelFreeFlyer": 0, "JointModelRevoluteUnaligned": 1, "JointModelPrismaticUnaligned": 2,
                 "JointModelRX": 3, "JointModelRY": 4, "JointModelRZ": 5, "JointModelPX": 6, "JointModelPY": 7,

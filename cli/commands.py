@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from soadyn.cli.options import add_robot_args
 from soadyn.codegen.build import CompileError
 from soadyn.codegen.functions import function_table, select_functions
 from soadyn.codegen.profiles import PROFILES, get_profile
@@ -30,14 +31,7 @@ from soadyn.codegen.verify import format_checks, summary, verify
 # --------------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------------
-def _robot_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("robot", help="robot file: .yaml/.yml (soadyn format) or .urdf")
-    p.add_argument("--base", choices=("free", "fixed"), default=None,
-                   help="override the base type (the module is then named <robot>_<base>)")
-    p.add_argument("--mimic", choices=("error", "independent", "fixed"), default="error",
-                   help="URDF <mimic> joints: error (default), independent joints, or fixed at 0")
-    p.add_argument("-o", "--out", default="generated", metavar="DIR",
-                   help="output directory; the module goes to DIR/<robot name>/ (default: ./generated)")
+def _profile_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=PROFILES, default=None,
                    help="build profile: fast (default; fastest code for this machine, -march=native), "
                         "portable (baseline ISA, for other machines of this class), debug (compiles quickly)")
@@ -48,7 +42,8 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
                        description="Derive every dynamics function of a robot symbolically, emit C99, "
                        "compile it with cffi into DIR/<robot name>/ and cache it (an unchanged robot is not "
                        "rebuilt). Then: sys.path.insert(0, DIR); import <robot name>.")
-    _robot_args(p)
+    add_robot_args(p, out_dir=True)
+    _profile_arg(p)
     p.add_argument("--force", action="store_true", help="rebuild even when the cached module is current")
     p.add_argument("--sources-only", action="store_true",
                    help="write only <name>.c and <name>.h (no C compiler needed)")
@@ -64,7 +59,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
                        description="Compile (or reuse) the module of a robot and compare every generated "
                        "function with the dense reference path and with the float run of its algorithm "
                        "on random states; exit code 1 if any relative error exceeds the tolerance.")
-    _robot_args(p)
+    add_robot_args(p, out_dir=True)
+    _profile_arg(p)
     p.add_argument("--states", type=int, default=100, help="number of random states (default 100)")
     p.add_argument("--tol", type=float, default=1e-10, help="relative tolerance (default 1e-10)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -97,7 +93,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if functions is not None:
         robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
         try:
-            select_functions(function_table(robot), functions, robot.name)
+            select_functions(function_table(robot, derivatives=True), functions, robot.name)
         except ValueError as e:
             print(f"error: --functions: {e}", file=sys.stderr)
             return 2

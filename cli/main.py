@@ -12,19 +12,11 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from soadyn.model import load_robot
+from soadyn.cli.options import add_robot_args
 from soadyn.model.robotfile import RobotFileError
-
-
-def _add_robot_args(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by every sub-command that loads a robot."""
-    p.add_argument("robot", help="robot file: .yaml/.yml (soadyn format) or .urdf")
-    p.add_argument("--base", choices=("free", "fixed"), default=None,
-                   help="override the base type (default: the file's; 'free' for URDF)")
-    p.add_argument("--mimic", choices=("error", "independent", "fixed"), default="error",
-                   help="URDF <mimic> joints: error (default), independent joints, or fixed at 0")
-
+from soadyn.symbolic.checks import load_robot
 
 # ---- info ------------------------------------------------------------------------------------------
 
@@ -32,10 +24,16 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="validate a robot file and print its tree",
                        description="Validate a robot file and print bodies, joints, DOF, masses, the "
                                    "seed 004 connectivity table, frames and loop closures.")
-    _add_robot_args(p)
+    add_robot_args(p)
     p.add_argument("--locked", action="append", default=[], metavar="J1,J2,...",
                    help="joints to count as locked in the connectivity table's 'connect' column "
                         "(comma-separated; may be repeated)")
+    p.add_argument("--latex", default=None, metavar="FUNCTION",
+                   help="print FUNCTION (e.g. mass_matrix) of the robot as LaTeX instead of the tree: "
+                        "expanded and simplified for up to 3 joints, as staged assignments above "
+                        "(soadyn.symbolic.expressions)")
+    p.add_argument("--symbolic", default="", metavar="parameters,lengths",
+                   help="with --latex: keep the inertial parameters and/or the joint offsets as symbols")
     p.set_defaults(func=_cmd_info)
 
 
@@ -44,6 +42,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from soadyn.structure.operations import StructureError
 
     robot = load_robot(args.robot, base=args.base, mimic=args.mimic)
+    if args.latex:
+        return _print_latex(robot, args.latex, args.symbolic)
     locked = [n.strip() for item in args.locked for n in item.split(",") if n.strip()]
     try:
         text = describe(robot, locked)
@@ -54,13 +54,33 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_latex(robot: Any, function: str, symbolic: str) -> int:
+    from soadyn.symbolic.expressions import latex, symbol_table
+
+    keep = {s.strip() for s in symbolic.split(",") if s.strip()}
+    if keep - {"parameters", "lengths"}:
+        bad = sorted(keep - {"parameters", "lengths"})
+        print(f"error: --symbolic: unknown {bad}; use parameters,lengths", file=sys.stderr)
+        return 2
+    try:
+        text = latex(robot, function, parameters="parameters" in keep, lengths="lengths" in keep)
+    except ValueError as e:
+        print(f"error: --latex: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    for name, meaning in symbol_table(robot, "parameters" in keep, "lengths" in keep).items():
+        print(f"% {name}: {meaning}")
+    return 0
+
+
 # ---- dispatcher ------------------------------------------------------------------------------------
 
+from soadyn.cli.campaign import add_campaign  # noqa: E402
 from soadyn.cli.commands import add_compile, add_verify  # noqa: E402
 from soadyn.cli.simulate import add_simulate_parser  # noqa: E402
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, add_compile, add_verify,
-                                                                   add_simulate_parser]
+                                                                   add_simulate_parser, add_campaign]
 
 
 def build_parser() -> argparse.ArgumentParser:

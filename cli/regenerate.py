@@ -84,5 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _main_one_line_errors(argv: list[str] | None = None) -> int:
+    """:func:`main`, with a bad robot file reported as one line (file, field, fix) instead of a traceback."""
+    from soadyn.model.robotfile import RobotFileError
+
+    try:
+        return main(argv)
+    except RobotFileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main_one_line_errors())

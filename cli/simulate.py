@@ -55,8 +55,8 @@ def _parse_list(text: str | None, what: str) -> np.ndarray | None:
 
 
 def _load_module(args: argparse.Namespace) -> Any:
-    from soadyn.model import load_robot
     from soadyn.runtime.numeric_module import NumericModule
+    from soadyn.symbolic.checks import load_robot
 
     robot = load_robot(args.robot, base=args.base)
     if args.python:

@@ -16,6 +16,7 @@ import numpy as np
 import symengine as se
 
 from soadyn.codegen.functions import RESERVED, FunctionSpec
+from soadyn.model.parameters import param_indices
 from soadyn.model.robot import Robot
 from soadyn.symbolic import algorithms
 from soadyn.symbolic.scalar import Assignment, Symbolic
@@ -96,6 +97,8 @@ def derive(robot: Robot, spec: FunctionSpec) -> Program:
         arr = ctx.input(arg.name, arg.shape)
         if arg.name == "f_ext":
             kwargs["f_ext"] = arr
+        elif arg.name == "params":       # read by the algorithms through soadyn.symbolic.parameters
+            ctx.parameters = dict(zip(param_indices(robot), arr))
         else:
             args.append(arr)
     outputs = []

@@ -25,6 +25,7 @@ from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
+from soadyn.model.parameters import default_params
 from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -287,36 +288,40 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
         first = group[0]
         outputs = [_arg_dict(o) for o in first.outputs]
         shapes = ", ".join(f"{o.name} {o.shape}" for o in first.outputs)
+        has_params = any(a.name == "params" for a in first.inputs)
+        tail = ["params=None"] if has_params else []     # run-time inertial parameters, a keyword
         if first.is_family:
             by_world = {s.kwargs_dict().get("world_aligned", False): prefix + s.name for s in group}
-            names = [a.name for a in first.inputs]
+            names = [a.name for a in first.inputs if a.name != "params"]
             if api == "jacobian":
-                params = ", ".join([*names, "frame", "world_aligned=False"])
+                params = ", ".join([*names, "frame", "world_aligned=False", *tail])
                 doc = (f"Geometric Jacobian J {first.outputs[0].shape} of a body or named frame (by name): "
                        "its spatial velocity [w; v] = J v. world_aligned=False: frame axes; True: inertial "
                        "axes, at the frame origin.")
             elif api == "generalized_jacobian":
-                params = ", ".join([*names, "frame"])
+                params = ", ".join([*names, "frame", *tail])
                 doc = (f"Generalised Jacobian {first.outputs[0].shape} of a body or named frame (by name; "
                        "free base, zero momentum): its spatial velocity from the joint rates.")
             else:
-                params = ", ".join([*names, "frame"])
+                params = ", ".join([*names, "frame", *tail])
                 doc = f"{first.doc[:1].upper()}{first.doc[1:]} (frame by name): returns {shapes}."
-            apis.append(dict(name=api, kind="family", params=params, outputs=outputs,
+            apis.append(dict(name=api, kind="family", params=params, outputs=outputs, has_params=has_params,
                              inputs=[_arg_dict(a) for a in first.inputs],
                              local=by_world.get(False), world=by_world.get(True), doc=_doc_text(doc)))
         else:
             plain = next(s for s in group if not s.fext_input)
             fext = next((s for s in group if s.fext_input), None)
             inputs = [_arg_dict(a) for a in plain.inputs]
-            names = [a.name for a in plain.inputs]
+            names = [a.name for a in plain.inputs if a.name != "params"]
             entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name,
+                         has_params=has_params,
                          doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
             if fext is None:
-                entry.update(kind="plain", params=", ".join(names))
+                entry.update(kind="plain", params=", ".join([*names, *tail]))
             else:
-                entry.update(kind="fext", params=", ".join([*names, "f_ext=None"]), c_fext=prefix + fext.name,
-                             fext=_arg_dict(next(a for a in fext.inputs if a.name == "f_ext")))
+                entry.update(kind="fext", params=", ".join([*names, "f_ext=None", *tail]),
+                             c_fext=prefix + fext.name,
+                             fext_inputs=[_arg_dict(a) for a in fext.inputs])
             apis.append(entry)
     return apis
 
@@ -334,4 +339,5 @@ def emit_wrapper(robot: Robot, module_name: str, ext_name: str, specs: list[Func
                   sha256=robot.source_hash or None, gravity=[float(g) for g in robot.gravity],
                   total_mass=float(robot.total_mass), fingerprint=robot.fingerprint(), functions=funcs,
                   frame_ids=[(name, i) for name, _, i in enum], frame_ops=frame_ops,
-                  apis=python_api(specs, prefix))
+                  apis=python_api(specs, prefix), param_bodies=list(robot.param_bodies),
+                  default_params=default_params(robot).tolist())

@@ -86,7 +86,8 @@ class Arg:
 
 #: when a function applies (:attr:`Registration.when`) -> how verify and the docs say it
 WHEN = {"any": "any base", "free": "free base only", "loops": "robots with loop closures",
-        "invertible": "every moving body has an invertible spatial inertia"}
+        "invertible": "every moving body has an invertible spatial inertia",
+        "params": "robots with parameterised bodies (run-time inertial parameters)"}
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ class Registration:
     when: str
     reference: str | None
     unchecked: str = ""
+    #: tolerance of the reference check when it is looser than verify's (finite differences)
+    reference_tol: float | None = None
+    #: at most this many states are checked against the reference (None: all; finite differences cost
+    #: O(nv) reference runs per state)
+    max_states: int | None = None
 
     def applies(self, robot: Robot) -> bool:
         """Whether the function is generated for ``robot``."""
@@ -115,14 +121,17 @@ class Registration:
             return bool(getattr(robot, "loops", None))
         if self.when == "invertible":
             return _inertias_invertible(robot)
+        if self.when == "params":
+            return bool(robot.param_bodies)
         raise ValueError(f"registration {self.api!r}: unknown 'when' {self.when!r}; one of {sorted(WHEN)}")
 
 
 def _registrations() -> dict[str, Registration]:
     dense, ff = "soadyn.reference.dense.", "soadyn.reference.free_floating."
     inv = "soadyn.reference.invariant."
-    loop_why = ("no independent closed-loop reference in soadyn.reference: checked against the float run of "
-                "the same algorithm only")
+    loop_why = ("depends on the generation-time partition of the coordinates (and returns its status): "
+                "checked against the float run of the same algorithm only; the partition-free constraint "
+                "rows are checked against soadyn.reference.closed_loop")
     rows = [
         ("center_of_mass", "any", dense + "center_of_mass"),
         ("mass_matrix", "any", dense + "mass_matrix"),
@@ -148,9 +157,17 @@ def _registrations() -> dict[str, Registration]:
         ("base_velocity", "free", ff + "base_velocity"),
         ("closed_loop_forward_dynamics", "loops", None),
         ("closed_loop_dependent_velocities", "loops", None),
-        ("closed_loop_constraints", "loops", None),
+        ("closed_loop_constraints", "loops", "soadyn.reference.closed_loop.closed_loop_constraints"),
+        ("inverse_dynamics_regressor", "params", "soadyn.reference.regressors.inverse_dynamics_regressor"),
+        ("momentum_regressor", "params", "soadyn.reference.regressors.momentum_regressor"),
     ]
-    return {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
+    regs = {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
+    # derivatives (opt-in): central differences on the manifold (soadyn.reference.derivatives), tol 1e-6
+    for api in ("inverse_dynamics_derivatives", "forward_dynamics_derivatives",
+                "frame_acceleration_derivatives"):
+        regs[api] = Registration(api, api, "any", "soadyn.reference.derivatives." + api,
+                                 reference_tol=1e-6, max_states=3)
+    return regs
 
 
 #: every public function a compiled module can have, by API name (see the module docstring)
@@ -286,12 +303,17 @@ def _dim(robot: Robot, key: str) -> int:
 def input_arg(robot: Robot, name: str) -> Arg:
     """The input array ``name`` with its shape for ``robot``."""
     shapes = {"q": (robot.nq,), "v": (robot.nv,), "a": (robot.nv,), "tau": (robot.nv,),
-              "f_ext": (robot.n_bodies, 6), "qd": (robot.n_joints,), "h": (6,)}
+              "f_ext": (robot.n_bodies, 6), "qd": (robot.n_joints,), "h": (6,),
+              "params": (len(robot.param_bodies), 10)}
     return Arg(name, shapes[name])
 
 
-def function_table(robot: Robot) -> list[FunctionSpec]:
-    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base)."""
+def function_table(robot: Robot, derivatives: bool = False) -> list[FunctionSpec]:
+    """All C functions of the module for ``robot`` (free-base-only ones omitted for a fixed base).
+
+    ``derivatives=True`` adds the derivative functions (:func:`_derivative_specs`); they are opt-in (built
+    only when named in ``functions``) because they are ten times the size of the dynamics they derive.
+    """
     specs: list[FunctionSpec] = []
     for api, ins, outs, has_fext, doc in _BASE_TABLE:
         inputs = tuple(input_arg(robot, n) for n in ins)
@@ -304,6 +326,8 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
     specs.extend(_invariant_specs(robot))
     specs.extend(_closed_loop_specs(robot))
     specs.extend(_free_floating_specs(robot))
+    if derivatives:
+        specs.extend(_derivative_specs(robot))
     frames = tuple(frame_identifiers(robot))
     q = (input_arg(robot, "q"),)
     for world in (False, True):
@@ -324,6 +348,7 @@ def function_table(robot: Robot) -> list[FunctionSpec]:
             "momentum_frame_twist", free_only=True, frames=frames,
             doc="momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum "
                 "h = [L about the CoM; P] (inertial axes), frame family, inertial axes"))
+    specs = with_parameter_inputs(robot, specs)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")
@@ -462,4 +487,63 @@ def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
             out.append(FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
                                     free_only=True, doc=doc + ", with external wrenches f_ext",
                                     fext_input=True))
+    return out
+
+
+def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
+    """Derivatives of the dynamics (soadyn.symbolic.algorithms.derivatives: forward mode over the staged
+    recursions; q along the tangent ``q (+) delta`` of docs/conventions.md, v held in base coordinates)."""
+    nv = robot.nv
+    table = [
+        ("inverse_dynamics_derivatives", ("q", "v", "a"), ("dtau_dq", "dtau_dv"),
+         "derivatives dtau/dq, dtau/dv of the inverse dynamics (dtau/da is the mass matrix)"),
+        ("forward_dynamics_derivatives", ("q", "v", "tau"), ("da_dq", "da_dv", "da_dtau"),
+         "derivatives da/dq, da/dv, da/dtau = M^-1 of the forward dynamics"),
+    ]
+    out: list[FunctionSpec] = []
+    for api, ins, outs, doc in table:
+        inputs = tuple(input_arg(robot, n) for n in ins)
+        outputs = tuple(Arg(n, (nv, nv)) for n in outs)
+        out.append(FunctionSpec(api, api, inputs, outputs, api, doc=doc))
+        out.append(FunctionSpec(f"{api}_fext", api, (*inputs, input_arg(robot, "f_ext")), outputs, api,
+                                variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
+                                fext_input=True))
+    out.append(FunctionSpec(
+        "frame_acceleration_derivatives", "frame_acceleration_derivatives",
+        tuple(input_arg(robot, n) for n in ("q", "v", "a")),
+        (Arg("Vf", (6,)), Arg("Af", (6,)), Arg("dVf_dq", (6, nv)), Arg("dAf_dq", (6, nv)),
+         Arg("dAf_dv", (6, nv))),
+        "frame_acceleration_derivatives", frames=tuple(frame_identifiers(robot)),
+        doc="twist Vf = [w; v] of a body or named frame (origin velocity) and its time derivative Af "
+            "(classical acceleration, no gravity), inertial axes, with dVf/dq, dAf/dq, dAf/dv (frame family; "
+            "dVf/dv = dAf/da is jacobian(q, frame, world_aligned=True))"))
+    return out
+
+
+# ---- run-time inertial parameters (soadyn.model.parameters) -------------------------------------------
+#: public functions that read no inertia: they never take ``params``
+KINEMATIC_APIS = frozenset({"jacobian", "closed_loop_constraints", "closed_loop_dependent_velocities",
+                            "frame_acceleration_derivatives"})
+#: regressors of a robot with parameterised bodies: (api, inputs, output, shape rows, doc)
+REGRESSORS = (
+    ("inverse_dynamics_regressor", ("q", "v", "a"), "Y", "nv",
+     "torque regressor Y: tau = Y params.ravel() + inverse_dynamics(q, v, a, params=0) (the second term "
+     "vanishes when every body is parameterised)"),
+    ("momentum_regressor", ("q", "v"), "Yh", "6",
+     "momentum regressor Y_h: h_O = Y_h params.ravel() + h_O(params=0), h_O = [angular momentum about the "
+     "inertial origin; linear momentum], inertial axes"),
+)
+
+
+def with_parameter_inputs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]:
+    """For a robot with parameterised bodies: ``params`` (n_param_bodies, 10) appended to the inputs of
+    every function that reads an inertia, and the two regressors added; other robots: ``specs`` as is."""
+    if not robot.param_bodies:
+        return specs
+    params = input_arg(robot, "params")
+    out = [s if s.api in KINEMATIC_APIS else replace(s, inputs=(*s.inputs, params)) for s in specs]
+    ncol = 10 * len(robot.param_bodies)
+    for api, ins, name, rows, doc in REGRESSORS:
+        out.append(FunctionSpec(api, api, tuple(input_arg(robot, n) for n in ins),
+                                (Arg(name, (_dim(robot, rows), ncol)),), api, doc=doc))
     return out

@@ -104,7 +104,8 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
     """
     module_name = module_name or module_name_for(robot)
     if specs is None:
-        specs = select_functions(function_table(robot), functions, robot.name)
+        table = function_table(robot, derivatives=functions is not None)   # derivatives only on request
+        specs = select_functions(table, functions, robot.name)
     for s in specs:
         algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
     programs = []
@@ -139,13 +140,16 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     ("soadyn", "_version.py"),                       # printed into the generated files
     ("soadyn.model", "robot.py"),                    # the Robot methods the algorithms call
     ("soadyn.model", "rotations.py"),                # SO(3) helpers of the spatial algebra
+    ("soadyn.model", "parameters.py"),               # the 10-parameter convention (params, regressors)
     ("soadyn.symbolic", "__init__.py"),
+    ("soadyn.symbolic", "parameters.py"),            # the inertia accessor of the algorithms
     ("soadyn.symbolic", "scalar.py"),
     ("soadyn.symbolic", "spatial.py"),
+    ("soadyn.symbolic", "tangent.py"),               # forward-mode tangents of the derivative functions
     *(("soadyn.symbolic.algorithms", f"{m}.py") for m in (
-        "__init__", "articulated_body", "closed_loop", "decoupled", "dual", "forward_dynamics",
+        "__init__", "articulated_body", "closed_loop", "decoupled", "derivatives", "dual", "forward_dynamics",
         "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
-        "operational_space", "schur")),
+        "operational_space", "regressors", "rnea_derivatives", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "pipeline",
         "load", "units", "profiles", "objcache")),  # load: imported by the package for its public load()
@@ -229,7 +233,7 @@ def resolve_robot(robot_or_path: Robot | str | os.PathLike, base: str | None = N
         if base is not None and base != robot.base:
             robot = robot.with_base(base)
     else:
-        from soadyn.model import load_robot
+        from soadyn.symbolic.checks import load_robot
 
         robot = load_robot(robot_or_path, None, **load_kw)
         file_base = robot.base
@@ -254,7 +258,7 @@ def _normalise_functions(robot: Robot,
     """The requested API names, validated against the robot's table (``None`` = all)."""
     if functions is None:
         return None
-    specs = select_functions(function_table(robot), functions, robot.name)
+    specs = select_functions(function_table(robot, derivatives=functions is not None), functions, robot.name)
     names: list[str] = []
     for s in specs:
         if s.api not in names:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from soadyn.cli.options import add_time_options, parse_time_options
+
 HERE = Path(__file__).resolve().parent
 #: capture configuration j1..j6 [deg] (= seed004_models.Q_CAPTURE: arms up, hands 1 m apart)
 Q_CAPTURE_DEG = [80, 10, 10, -80, -10, -10]
@@ -107,6 +109,8 @@ def plot(res: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from soadyn.runtime.trajectory import save_time_plots
+
     tr, h = res["trajectory"], res["momentum"]
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     ax[0].plot(tr.t, np.degrees(tr.q[:, 7:]))
@@ -119,28 +123,18 @@ def plot(res: dict, path: str) -> None:
     ax[2].plot(tr.t, h - h[0])
     ax[2].legend(["Lx", "Ly", "Lz", "Px", "Py", "Pz"], fontsize=7, ncol=2)
     ax[2].set_title("momentum - initial [N m s | N s]")
-    for a in ax:
-        a.set_xlabel("t [s]")
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_time_plots(fig, ax, path)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=5.0, help="simulated time [s] (default 5)")
-    ap.add_argument("--dt", type=float, default=0.01, help="RK4 step [s] (default 0.01)")
+    add_time_options(ap, 5.0, 0.01, "directory for the generated module (default: a temporary directory)")
     ap.add_argument("--torque", type=float, default=10.0, help="joint torque amplitude A [N m] (default 10)")
     ap.add_argument("--stabilisation", default="projection",
                     choices=["projection", "none", "baumgarte", "both"])
     ap.add_argument("--compare", action="store_true", help="also run the other stabilisation modes")
     ap.add_argument("--plot", metavar="PNG", help="write a plot of the run (needs matplotlib)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="directory for the generated module (default: a temporary directory)")
-    args = ap.parse_args(argv)
-    if not (args.duration > 0 and args.dt > 0 and args.dt <= args.duration):
-        ap.error(f"--duration ({args.duration}) and --dt ({args.dt}) must be positive with dt <= duration")
+    args = parse_time_options(ap, argv)
 
     from soadyn import structure as st
     from soadyn.codegen import compile as compile_robot

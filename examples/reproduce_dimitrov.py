@@ -133,6 +133,8 @@ def plot(res: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from soadyn.runtime.trajectory import save_time_plots
+
     tr = res["trajectory"]
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
     for i, c in enumerate("xyz"):
@@ -142,11 +144,7 @@ def plot(res: dict, path: str) -> None:
     ax[0].legend(fontsize=7, ncol=2)
     ax[1].plot(tr.t, tr.v[:, 6:13])
     ax[1].set_title("arm joint rates [rad/s]")
-    for a in ax:
-        a.set_xlabel("t [s]")
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_time_plots(fig, ax, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,8 @@ def plot(res: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from soadyn.runtime.trajectory import save_time_plots
+
     tr = res["trajectory"]
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
     ax[0].plot(tr.t, tr.q[:, 0] - tr.q[0, 0])
@@ -66,11 +68,7 @@ def plot(res: dict, path: str) -> None:
     ax[2].plot(tr.t, tr.v[:, 2], "k--", label="base (z)")
     ax[2].set_title("angular velocities [rad/s] (cf. Fig. 6)")
     ax[2].legend()
-    for a in ax:
-        a.set_xlabel("t [s]")
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_time_plots(fig, ax, path)
 
 
 def main(argv: list[str] | None = None) -> int:

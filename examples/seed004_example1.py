@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from soadyn.cli.options import add_time_options, parse_time_options
+
 HERE = Path(__file__).resolve().parent
 FRAMES = ("base", "link1", "ee")
 Q_J1 = 0.7  # initial joint angle [rad]
@@ -84,13 +86,8 @@ def frame_error(flyer, grappled, q, v, a, qg, vg, ag) -> float:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=3.0, help="simulated time [s] (default 3)")
-    ap.add_argument("--dt", type=float, default=0.005, help="RK4 step [s] (default 0.005)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="directory for the generated modules (default: a temporary directory)")
-    args = ap.parse_args(argv)
-    if not (args.duration > 0 and args.dt > 0 and args.dt <= args.duration):
-        ap.error(f"--duration ({args.duration}) and --dt ({args.dt}) must be positive with dt <= duration")
+    add_time_options(ap, 3.0, 0.005, "directory for the generated modules (default: a temporary directory)")
+    args = parse_time_options(ap, argv)
 
     from soadyn import structure as st
     from soadyn.codegen import compile as compile_robot

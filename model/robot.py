@@ -226,6 +226,8 @@ class Robot:
     source: str = ""
     source_hash: str = ""
     loops: tuple[LoopClosure, ...] = ()
+    #: bodies whose inertial parameters are run-time inputs (body order; see soadyn.model.parameters)
+    param_bodies: tuple[str, ...] = ()
     children: tuple[tuple[int, ...], ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -237,7 +239,7 @@ class Robot:
         gravity.setflags(write=False)
         set_ = object.__setattr__
         set_(self, "gravity", gravity)
-        for name in ("body_names", "parent", "joints", "inertias", "frames", "loops"):
+        for name in ("body_names", "parent", "joints", "inertias", "frames", "loops", "param_bodies"):
             set_(self, name, tuple(getattr(self, name)))
         kids: list[list[int]] = [[] for _ in self.body_names]
         for k, p in enumerate(self.parent):
@@ -367,6 +369,8 @@ class Robot:
                 h.update(np.ascontiguousarray(lc.axis, dtype=float).tobytes())
             if lc.world_placement is not None:
                 h.update(np.ascontiguousarray(lc.world_placement.homogeneous()).tobytes())
+        if self.param_bodies:  # only parameterised robots: other fingerprints are unchanged
+            h.update(("params:" + ",".join(self.param_bodies)).encode())
         return h.hexdigest()
 
     # ---- construction -----------------------------------------------------------------------

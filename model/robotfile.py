@@ -440,7 +440,21 @@ def parse_robot_yaml(raw: bytes, file: str | Path, base: str | None = None, *,
     robot = _build(doc, base, file, hashlib.sha256(raw).hexdigest(), check)
     if "loops" in doc:
         robot = robot.replace(loops=loops_from_doc(doc["loops"], robot, file))
+    if "parameters" in doc:
+        robot = _with_parameters(robot, doc["parameters"], file)
     return robot
+
+
+def _with_parameters(robot: Robot, value: Any, file: str | Path) -> Robot:
+    """``parameters: [body, ...] | all``: bodies whose inertial parameters are run-time inputs."""
+    from soadyn.model.parameters import with_param_bodies
+
+    try:
+        return with_param_bodies(robot, value)
+    except ValueError as e:
+        raise RobotFileError(file, "parameters", str(e).removeprefix("parameters: ")
+                             + "; list bodies of this file (after fixed joints are merged) or write all"
+                             ) from None
 
 
 def load_yaml(path: str | Path, base: str | None = None, *, check: MassCheck | None = None) -> Robot:
@@ -688,6 +702,8 @@ def to_dict(robot: Robot) -> dict[str, Any]:
             if lc.world_placement is not None:  # written even if identity: None and identity hash apart
                 d.update(_placement_dict(lc.world_placement, always=True))
             doc["loops"].append(d)
+    if robot.param_bodies:
+        doc["parameters"] = list(robot.param_bodies)
     return doc
 
 

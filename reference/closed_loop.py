@@ -207,6 +207,12 @@ def constraint_jacobian(robot: Robot, q: Any) -> np.ndarray:
     return np.vstack(rows)
 
 
+def closed_loop_constraints(robot: Robot, q: Any, v: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(g, J_c v)``: position residual and velocity error of the cut joints (the drift monitor of a
+    compiled closed-loop module), from the dense frame poses and Jacobians."""
+    return constraint_residual(robot, q), constraint_jacobian(robot, q) @ np.asarray(v, dtype=float)
+
+
 def _relative_twist_rate(
     robot: Robot, lc: LoopClosure, q: np.ndarray, v: np.ndarray, a: np.ndarray
 ) -> np.ndarray:

@@ -26,7 +26,7 @@ class NumericModule:
 
     def __init__(self, robot: Robot | str | Path) -> None:
         if not isinstance(robot, Robot):
-            from soadyn.model import load_robot
+            from soadyn.symbolic.checks import load_robot
 
             robot = load_robot(robot)
         self.robot = robot

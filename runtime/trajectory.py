@@ -16,7 +16,7 @@ import numpy as np
 
 from soadyn.reference.closed_loop import Partition
 
-__all__ = ["Trajectory"]
+__all__ = ["Trajectory", "save_time_plots"]
 
 FORMAT = "soadyn-trajectory-1"
 _OPTIONAL = ("tau", "momentum", "kinetic_energy", "potential_energy", "work", "com", "base_rpy",
@@ -150,3 +150,16 @@ class Trajectory:
             fig.savefig(path, dpi=110)
             plt.close(fig)
         return fig
+
+
+def save_time_plots(fig: Any, axes: Any, path: str | Path, dpi: int = 110) -> None:
+    """Finish a figure of time histories (x label ``t [s]`` and a light grid on every axis), write it to
+    ``path`` and close it (the example scripts' plots)."""
+    import matplotlib.pyplot as plt
+
+    for a in np.ravel(axes):
+        a.set_xlabel("t [s]")
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

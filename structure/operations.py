@@ -99,7 +99,9 @@ def _rebuild(
         source="",
         source_hash="",
     )
-    out = out.replace(loops=robot.loops if loops is None else loops)
+    # run-time inertial parameters stay with the bodies that remain bodies (a merged body's are folded in)
+    out = out.replace(loops=robot.loops if loops is None else loops,
+                      param_bodies=tuple(b for b in out.body_names if b in robot.param_bodies))
     for lc in out.loops:
         for fr in (lc.frame_a, lc.frame_b):
             if fr != "world":

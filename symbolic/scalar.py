@@ -38,6 +38,12 @@ class ScalarContext(Protocol):
     :meth:`array`, so their dtype is the context's (``float`` or ``object``).
     """
 
+    #: inertial parameters of the parameterised bodies: body index -> pi (10,), symbols or floats
+    #: (soadyn.symbolic.parameters reads the inertias through this; empty = all constants)
+    parameters: dict[int, np.ndarray]
+    #: joint placement offsets given as symbols (the SymPy face): body index -> offset (3,) in the parent
+    lengths: dict[int, np.ndarray]
+
     def const(self, x: Any) -> np.ndarray:
         """A robot constant (exact 0 and +-1 stay exact symbolically)."""
         ...
@@ -78,6 +84,10 @@ class Numeric:
 
     symbolic = False
     dtype: Any = float
+
+    def __init__(self, parameters: dict[int, np.ndarray] | None = None) -> None:
+        self.parameters = {} if parameters is None else dict(parameters)
+        self.lengths: dict[int, np.ndarray] = {}
 
     def const(self, x: Any) -> np.ndarray:
         return np.asarray(x, dtype=float)
@@ -147,6 +157,8 @@ class Symbolic:
     dtype: Any = object
     program: list[Assignment] = field(default_factory=list)
     inputs: dict[str, list[se.Symbol]] = field(default_factory=dict)
+    parameters: dict[int, np.ndarray] = field(default_factory=dict)
+    lengths: dict[int, np.ndarray] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
 
     # -- inputs ---------------------------------------------------------------------------------

@@ -39,9 +39,9 @@ def rotation_about_axis(ctx: Any, axis: np.ndarray, c: Any, s: Any) -> np.ndarra
     for i in range(3):
         for sign in (1.0, -1.0):
             if np.array_equal(a, sign * np.eye(3)[i]):
-                R = ctx.zeros((3, 3)) if ctx.symbolic else np.zeros((3, 3))
+                R = ctx.zeros((3, 3))
                 j, k = (i + 1) % 3, (i + 2) % 3
-                R[i, i] = ctx.const(1.0)[()] if ctx.symbolic else 1.0
+                R[i, i] = ctx.one()
                 R[j, j] = c
                 R[k, k] = c
                 R[k, j] = sign * s

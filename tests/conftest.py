@@ -49,7 +49,8 @@ def _erd_robots_dir() -> Path | None:
     try:
         import pinocchio
 
-        cands.append(Path(pinocchio.__file__).resolve().parents[4])
+        here = Path(pinocchio.__file__).resolve()
+        cands += [here.parents[4], here.parents[5]]   # .../site-packages[/cmeel.prefix]
     except Exception:  # pragma: no cover - pinocchio missing
         pass
     for base in cands:
@@ -124,3 +125,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
     tr.section("soadyn reference agreement (worst relative error)")
     for (src, qty), err in sorted(AGREEMENT.items()):
         tr.write_line(f"{src:28s} {qty:28s} {err:.2e}")
+
+
+def pinocchio_pair(name: str, base: str, gravity) -> tuple[Robot, object]:
+    """The example-robot-data URDF ``name`` (panda, ur5) as a soadyn robot and as a Pinocchio model, both with
+    ``gravity``; skips when Pinocchio or example-robot-data is not installed."""
+    pin = pytest.importorskip("pinocchio")
+    path = URDFS[name]
+    if path is None or not path.is_file():
+        pytest.skip("example-robot-data not installed")
+    robot = with_gravity(load_urdf(path, base), gravity)
+    model = (pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if base == "free"
+             else pin.buildModelFromUrdf(str(path)))
+    model.gravity.linear = np.asarray(gravity, dtype=float).copy()
+    return robot, model

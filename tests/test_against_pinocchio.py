@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import URDFS, load_urdf, record, rel_err, with_gravity
+from conftest import pinocchio_pair, record, rel_err
 
 from soadyn.model.conventions import PinocchioMap
 from soadyn.reference import dense as ref
@@ -22,13 +22,7 @@ FRAMES = {"panda": ["panda_hand_tcp", "panda_link4", "panda_leftfinger"], "ur5":
 
 
 def _setup(name: str, base: str):
-    path = URDFS[name]
-    if path is None or not path.is_file():
-        pytest.skip("example-robot-data not installed")
-    robot = with_gravity(load_urdf(path, base), GRAVITY)
-    model = (pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if base == "free"
-             else pin.buildModelFromUrdf(str(path)))
-    model.gravity.linear = GRAVITY.copy()
+    robot, model = pinocchio_pair(name, base, GRAVITY)
     return robot, model, model.createData(), PinocchioMap(robot, model)
 
 

@@ -345,6 +345,21 @@ def test_generated_closed_loop_matches_reference(captured, compiled):
         np.testing.assert_allclose(g, cl.constraint_residual(rc, qq), atol=1e-12)
 
 
+def test_verify_checks_a_closed_loop_module(captured, compiled):
+    """``soadyn verify`` on a robot with loops: the constraint rows against the reference's own, the
+    partition-dependent functions listed as checked by their float run only (not skipped, not a crash)."""
+    from soadyn.codegen.verify import verify
+
+    r, rc, q = captured
+    checks = {c.function: c for c in verify(rc, Path(compiled.module.__file__).parent.parent, states=4)}
+    assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
+    assert checks["closed_loop_constraints"].independent
+    assert checks["closed_loop_constraints"].err_reference < 1e-10
+    for name in ("closed_loop_forward_dynamics", "closed_loop_dependent_velocities"):
+        assert not checks[name].independent and "partition" in checks[name].note
+        assert checks[name].err_algorithm < 1e-10
+
+
 def test_generated_closed_loop_raises_when_ill_conditioned(captured, compiled):
     """Stretch arm 2 straight along the line of the hand: its dependent columns become degenerate."""
     r, rc, q = captured

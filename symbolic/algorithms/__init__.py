@@ -11,6 +11,11 @@ from soadyn.symbolic.algorithms.closed_loop import (
                           closed_loop_forward_dynamics,
 )
 from soadyn.symbolic.algorithms.decoupled import forward_dynamics_decoupled
+from soadyn.symbolic.algorithms.derivatives import (
+                          forward_dynamics_derivatives,
+                          frame_acceleration_derivatives,
+                          inverse_dynamics_derivatives,
+)
 from soadyn.symbolic.algorithms.forward_dynamics import forward_dynamics
 from soadyn.symbolic.algorithms.free_floating import (
                           angular_reduced_dynamics,
@@ -31,6 +36,7 @@ from soadyn.symbolic.algorithms.operational_space import (
                           inverse_operational_space_inertias,
                           operational_space_inertias,
 )
+from soadyn.symbolic.algorithms.regressors import inverse_dynamics_regressor, momentum_regressor
 from soadyn.symbolic.algorithms.schur import forward_dynamics_schur
 
 __all__ = [
@@ -42,4 +48,6 @@ __all__ = [
     "operational_space_inertias",
     "generalized_jacobian", "innovations_factors", "inverse_dynamics", "jacobian", "joint_transforms",
     "kinetic_energy", "link_poses", "mass_matrix", "mass_matrix_inverse", "momentum", "velocities",
+    "inverse_dynamics_regressor", "momentum_regressor",
+    "inverse_dynamics_derivatives", "forward_dynamics_derivatives", "frame_acceleration_derivatives",
 ]

@@ -43,6 +43,7 @@ from soadyn.symbolic.algorithms.jacobians import _jacobian
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler, composite_inertias, mass_matrix_from
+from soadyn.symbolic.parameters import total_mass
 from soadyn.symbolic.scalar import ScalarContext
 
 
@@ -114,10 +115,9 @@ def angular_reduced_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: n
     docstring for the definitions and the equations they satisfy."""
     require_free(robot, "angular_reduced_dynamics")
     M, c = _mass_and_bias(robot, ctx, q, v, f_ext)
-    m = robot.total_mass
-    if not m > 0:
+    if not robot.total_mass > 0:
         raise ValueError(f"robot {robot.name!r} has zero total mass; give the bodies masses")
-    inv_m = 1.0 / m
+    inv_m = 1.0 / total_mass(robot, ctx)
     A, B = M[:3, :3], M[:3, 3:6]
     Ca, Cl = M[:3, 6:], M[3:6, 6:]
     Hb = ctx.zeros((3, 3))
@@ -155,7 +155,7 @@ def coupling_inertia_rate(robot: Any, ctx: ScalarContext, q: np.ndarray, qd: np.
 def _base_momentum_from_com(ctx: ScalarContext, robot: Any, R0: np.ndarray, Hb: np.ndarray,
                             h: np.ndarray) -> np.ndarray:
     """``h_o`` (about the base origin, base axes) from ``h = [L_c; P]`` (about the CoM, inertial axes)."""
-    inv_m = 1.0 / robot.total_mass
+    inv_m = 1.0 / total_mass(robot, ctx)
     B = Hb[:3, 3:]
     r = ctx.array([B[2, 1], B[0, 2], B[1, 0]]) * inv_m
     Lb = R0.T @ h[:3]

@@ -57,7 +57,12 @@ def mass_matrix_inverse(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.nda
     Entry (a, b) sums ``Y(i, a) D^-1(i) Y(i, b)`` over the hinges i inboard of (or at) both a and b; for the
     free base D(n) = P(n) is 6x6 and its block enters through one LDL^T solve per column.
     """
-    ab = articulated_body(robot, ctx, q)
+    return mass_matrix_inverse_from(articulated_body(robot, ctx, q))
+
+
+def mass_matrix_inverse_from(ab: ArticulatedBody) -> np.ndarray:
+    """:func:`mass_matrix_inverse` from an articulated-body run that is already staged."""
+    robot, ctx = ab.kin.robot, ab.kin.ctx
     cols = innovation_columns(ab)
     nv, n = robot.nv, robot.n_bodies
 

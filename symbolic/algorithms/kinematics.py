@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from soadyn.model.robot import Robot
+from soadyn.symbolic.parameters import body_inertia, spatial_inertia
 from soadyn.symbolic.scalar import ScalarContext
 from soadyn.symbolic.spatial import Xform, cross, quaternion_to_matrix, rotation_about_axis
 
@@ -71,15 +72,13 @@ class Kinematics:
         return self.ctx.const(hinge_map(self.robot, k))
 
     def spatial_inertia(self, k: int) -> np.ndarray:
-        return self.ctx.const(self.robot.inertias[k].spatial())
+        return spatial_inertia(self.robot, self.ctx, k)
 
     def inertia_times(self, k: int, x: np.ndarray) -> np.ndarray:
         """``M(k) x`` using the rigid-body structure: ``[J w + h x u; m u - h x w]`` for ``x = [w; u]``."""
-        inert, ctx = self.robot.inertias[k], self.ctx
-        J = ctx.const(inert.spatial()[:3, :3])
-        h = ctx.const(inert.mass * inert.com)
+        bi = body_inertia(self.robot, self.ctx, k)
         w, u = x[:3], x[3:]
-        return np.concatenate([J @ w + cross(h, u), inert.mass * u - cross(h, w)])
+        return np.concatenate([bi.J @ w + cross(bi.h, u), bi.m * u - cross(bi.h, w)])
 
 
 def _const_or_none(ctx: ScalarContext, a: np.ndarray, identity: np.ndarray) -> np.ndarray | None:
@@ -107,7 +106,7 @@ def joint_transforms(robot: Robot, ctx: ScalarContext, q: np.ndarray) -> Kinemat
         else:
             Xj[k] = Xform(None, ctx.const(j.axis) * qk)
         Xp[k] = Xform(_const_or_none(ctx, j.placement.R, np.eye(3)),
-                      _const_or_none(ctx, j.placement.p, np.zeros(3)))
+                      ctx.lengths[k] if k in ctx.lengths else _const_or_none(ctx, j.placement.p, np.zeros(3)))
         X[k] = Xp[k].then(Xj[k])
         if X[k].R is not None:
             X[k].R = ctx.stage(f"R{k}", X[k].R)
@@ -193,9 +192,8 @@ def velocities(kin: Kinematics, v: np.ndarray, f_ext: np.ndarray | None = None,
 
 def gyroscopic_force(kin: Kinematics, k: int, Vk: np.ndarray, fext_k: np.ndarray | None) -> np.ndarray:
     """b(k) = [w~ J w; m w~ w~ p] (eq. 2.2), J about O_k; external wrench subtracted."""
-    ctx, inert = kin.ctx, kin.robot.inertias[k]
-    J = ctx.const(inert.spatial()[:3, :3])
-    mp = ctx.const(inert.mass * inert.com)
+    bi = body_inertia(kin.robot, kin.ctx, k)
+    J, mp = bi.J, bi.h
     w = Vk[:3]
     bk = np.concatenate([cross(w, J @ w), cross(w, cross(w, mp))])
     if fext_k is not None:

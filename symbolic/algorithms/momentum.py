@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
+from soadyn.symbolic.parameters import body_inertia, total_mass
 from soadyn.symbolic.scalar import ScalarContext
 from soadyn.symbolic.spatial import cross
 
@@ -23,11 +24,11 @@ def first_moment(kin: Any) -> np.ndarray:
     inertias of eq. 2.4a: ``h(k) = m_k p_k + sum_c (R_c h(c) + m_c l_c)`` with m_c the subtree mass."""
     robot, ctx = kin.robot, kin.ctx
     h: list[Any] = [None] * robot.n_bodies
-    mass = [0.0] * robot.n_bodies
+    mass: list[Any] = [0.0] * robot.n_bodies
     for k in reversed(range(robot.n_bodies)):
-        inert = robot.inertias[k]
-        hk = ctx.const(inert.mass * inert.com)
-        mass[k] = inert.mass
+        bi = body_inertia(robot, ctx, k)
+        hk = bi.h
+        mass[k] = bi.m
         for c in robot.children[k]:
             X = kin.X[c]
             hc = h[c] if X.R is None else X.R @ h[c]
@@ -42,7 +43,7 @@ def first_moment(kin: Any) -> np.ndarray:
 def center_of_mass(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """System centre of mass in the inertial frame, ``r_0 + R_0 h(0) / m`` (see :func:`first_moment`)."""
     kin = joint_transforms(robot, ctx, q)
-    c = ctx.stage("com_b", first_moment(kin) * (1.0 / robot.total_mass))
+    c = ctx.stage("com_b", first_moment(kin) * (1.0 / total_mass(robot, ctx)))
     return _to_inertial(kin, c, point=True)
 
 
@@ -63,7 +64,7 @@ def momentum(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray) -> np
         for c in robot.children[k]:
             hk = hk + kin.X[c].force_to_parent(hs[c])
         hs[k] = ctx.stage(f"hv{k}", hk)
-    c = ctx.stage("com_b", first_moment(kin) * (1.0 / robot.total_mass))
+    c = ctx.stage("com_b", first_moment(kin) * (1.0 / total_mass(robot, ctx)))
     L = hs[0][:3] - cross(c, hs[0][3:])
     return np.concatenate([_to_inertial(kin, L, False), _to_inertial(kin, hs[0][3:], False)])
 

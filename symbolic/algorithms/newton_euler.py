@@ -16,6 +16,7 @@ from soadyn.symbolic.algorithms.kinematics import (
     joint_transforms,
     velocities,
 )
+from soadyn.symbolic.parameters import body_inertia
 from soadyn.symbolic.scalar import ScalarContext
 from soadyn.symbolic.spatial import RigidInertia
 
@@ -42,16 +43,7 @@ def inverse_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarra
 def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
-    alpha: list[np.ndarray] = [None] * n  # type: ignore[list-item]
-    for k in range(n):
-        if k == 0:
-            acc = gravity_acceleration(kin) + vt.a[0]
-            if robot.is_free:
-                acc = acc + a[0:6]
-        else:
-            p = robot.parent[k]
-            acc = kin.X[k].motion_to_child(alpha[p]) + kin.hinge(k) * a[robot.v_index(k)][0] + vt.a[k]
-        alpha[k] = ctx.stage(f"alpha{k}", acc)
+    alpha = body_accelerations(kin, vt, a)
     f: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     tau = ctx.zeros(robot.nv)
     for k in reversed(range(n)):
@@ -62,6 +54,24 @@ def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
         if k > 0 or robot.is_free:
             tau[robot.v_index(k)] = _hinge_force(kin, k, f[k])
     return tau
+
+
+def body_accelerations(kin: Kinematics, vt: Any, a: np.ndarray) -> list[np.ndarray]:
+    """Base-to-tip half of Algorithm 1: ``alpha(k) = phi*(k+1,k) alpha(k+1) + H*(k) betadot(k) + a(k)``,
+    gravity entering as the acceleration of the inertial frame."""
+    robot, ctx = kin.robot, kin.ctx
+    n = robot.n_bodies
+    alpha: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    for k in range(n):
+        if k == 0:
+            acc = gravity_acceleration(kin) + vt.a[0]
+            if robot.is_free:
+                acc = acc + a[0:6]
+        else:
+            p = robot.parent[k]
+            acc = kin.X[k].motion_to_child(alpha[p]) + kin.hinge(k) * a[robot.v_index(k)][0] + vt.a[k]
+        alpha[k] = ctx.stage(f"alpha{k}", acc)
+    return alpha
 
 
 def bias_forces(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
@@ -79,8 +89,7 @@ def composite_inertias(kin: Kinematics) -> list[np.ndarray]:
     robot, ctx = kin.robot, kin.ctx
     Rc: list[RigidInertia] = [None] * robot.n_bodies  # type: ignore[list-item]
     for k in reversed(range(robot.n_bodies)):
-        inert = robot.inertias[k]
-        Rk = RigidInertia(inert.mass, ctx.const(inert.mass * inert.com), ctx.const(inert.spatial()[:3, :3]))
+        Rk = body_inertia(robot, ctx, k).rigid()
         for c in robot.children[k]:
             Rk = Rk + Rc[c].to_parent(kin.X[c])
         Rc[k] = RigidInertia(Rk.m, ctx.stage(f"Rh{k}", Rk.h), ctx.stage_symmetric(f"RJ{k}", Rk.J))

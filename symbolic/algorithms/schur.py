@@ -48,6 +48,7 @@ import numpy as np
 from soadyn.symbolic.algorithms.kinematics import Kinematics, hinge_map, joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
+from soadyn.symbolic.parameters import inverse_spatial_inertia
 from soadyn.symbolic.scalar import ScalarContext
 
 
@@ -94,6 +95,9 @@ class _CF:
         self.kin, self.robot, self.ctx = kin, robot, ctx
         n = robot.n_bodies
         self.Mi = [None if m is None else ctx.const(m) for m in body_inverse_inertias(robot)]
+        for k in ctx.parameters:            # parameterised bodies: M(k)^-1 in closed form of pi
+            if k > 0 or robot.is_free:
+                self.Mi[k] = inverse_spatial_inertia(robot, ctx, k)
         self.W: list[Any] = [None] * n
         self.hhat: list[Any] = [None] * n
         for k in range(1, n):

@@ -1,0 +1,223 @@
+"""Derivatives of the dynamics: analytic recursions, and forward-mode differentiation of staged recursions.
+
+Derivatives with respect to q are taken along the tangent ``q (+) delta`` of docs/conventions.md
+(size nv, ordered like v; base attitude ``R exp(delta_w~)``, base position ``p + R delta_v``, joints
+``q_j + delta_j``), with v held fixed in base coordinates.
+
+* ``inverse_dynamics_derivatives``: ``dtau/dq``, ``dtau/dv`` of Algorithm 1 of seed 000 (``dtau/da = M``) by
+  the analytic recursions of Carpentier & Mansard 2018 in base-aligned coordinates
+  (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`).  ``method="forward"`` differentiates the staged
+  body-frame recursions (seed 000 eq. 2.1) assignment by assignment instead
+  (:mod:`soadyn.symbolic.tangent`); both keep exact zeros, so the tree's sparsity survives.
+* ``forward_dynamics_derivatives``: from ``M(q) a + C(q, v) = tau``, at ``a = FD(q, v, tau)``::
+
+      da/dx = -M^-1 dtau/dx |_(a held)      (x = q, v),        da/dtau = M^-1,
+
+  with ``a`` from Algorithm 3, ``dtau/dx`` the analytic derivatives above at that ``a``, and ``M^-1`` from
+  the innovations factorisation (eq. 2.10c) of the same articulated-body run (Carpentier & Mansard 2018
+  use the same identity).  For a free base the attitude columns are in closed form: the attitude only
+  turns gravity, which enters as a base acceleration, so ``da/d delta_w = -[0; e_m x g_b; 0]`` and the
+  position columns vanish.  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
+  ``method="direct"`` differentiates Algorithms 2-3 in forward mode (both kept for the operation-count
+  comparison in ``docs/conventions.md``).
+* ``frame_acceleration_derivatives``: a frame's twist ``V = [w; v_o]`` and its time derivative
+  ``A = dV/dt`` (inertial derivatives of the angular velocity and of the frame origin's velocity:
+  classical accelerations, gravity not included), both in inertial axes, and ``dV/dq``, ``dA/dq``,
+  ``dA/dv``.  ``dV/dv = dA/da`` is the world-aligned Jacobian (``jacobian(q, frame, world_aligned=True)``).
+
+On a float context (:class:`~soadyn.symbolic.scalar.Numeric`) each function runs its symbolic program
+once per robot (cached) and evaluates it in double precision: the float run that ``soadyn verify``
+compares the C with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from soadyn.symbolic.algorithms.articulated_body import articulated_body
+from soadyn.symbolic.algorithms.forward_dynamics import accelerations, residual_forces
+from soadyn.symbolic.algorithms.innovations import mass_matrix_inverse_from
+from soadyn.symbolic.algorithms.kinematics import (
+    gravity_acceleration,
+    joint_transforms,
+    link_poses,
+    velocities,
+)
+from soadyn.symbolic.algorithms.newton_euler import _newton_euler
+from soadyn.symbolic.algorithms.rnea_derivatives import rnea_derivatives
+from soadyn.symbolic.scalar import Symbolic
+from soadyn.symbolic.spatial import cross
+from soadyn.symbolic.tangent import configuration_directions, jacobians, python_function, vector_directions
+
+
+def _qv_seeds(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray):
+    """Directions 0..nv-1: the configuration tangent delta; nv..2nv-1: v."""
+    nv = robot.nv
+    dirs = configuration_directions(robot, ctx, q, 0, 2 * nv)
+    seeds = dict(dirs.seeds)
+    seeds.update(vector_directions(v, nv))
+    return seeds, dirs.overrides, 2 * nv
+
+
+def inverse_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+                                 f_ext: np.ndarray | None = None, method: str = "analytic"
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(dtau/dq, dtau/dv), each (nv, nv), of Algorithm 1 (seed 000 eq. 2.1), q along ``q (+) delta``.
+
+    ``method="analytic"`` (default): the recursions of Carpentier & Mansard 2018 in base-aligned
+    coordinates (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`); ``method="forward"``: forward mode
+    over the staged body-frame recursions (kept for the operation-count comparison).
+    """
+    if not ctx.symbolic:
+        return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext, ctx.parameters,
+                          method=method)
+    kin = joint_transforms(robot, ctx, q)
+    if method == "analytic":
+        return rnea_derivatives(kin, v, a, f_ext)
+    if method != "forward":
+        raise ValueError(f"method must be 'analytic' or 'forward', got {method!r}")
+    tau = _newton_euler(kin, velocities(kin, v, f_ext), a)
+    seeds, over, n = _qv_seeds(robot, ctx, q, v)
+    (J,) = jacobians(ctx, [tau], seeds, n, over, name="dtau")
+    nv = robot.nv
+    return J[:, :nv], J[:, nv:]
+
+
+def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                                 f_ext: np.ndarray | None = None, method: str = "inverse"
+                                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(da/dq, da/dv, da/dtau = M^-1), each (nv, nv), at ``a = FD(q, v, tau)`` (Algorithms 1-3).
+
+    ``method="inverse"`` (default): ``-M^-1 dtau/dx`` of Algorithm 1 at the forward-dynamics ``a`` (module
+    docstring), with the analytic ``dtau/dx``; ``method="inverse-forward"``: the same with forward-mode
+    ``dtau/dx``; ``method="direct"``: forward mode straight through Algorithms 2-3 (both kept for the
+    operation count comparison).
+    """
+    if not ctx.symbolic:
+        return _float_run("forward_dynamics_derivatives", robot, (q, v, tau), f_ext, ctx.parameters,
+                          method=method)
+    nv = robot.nv
+    kin = joint_transforms(robot, ctx, q)
+    vt = velocities(kin, v, f_ext)
+    ab = articulated_body(robot, ctx, q, kin)
+    _, _, nu = residual_forces(ab, tau, vt.a, vt.b)
+    qdd, _ = accelerations(ab, nu, vt.a, with_gravity=True)
+    if method == "direct":
+        seeds, over, _ = _qv_seeds(robot, ctx, q, v)
+        seeds.update(vector_directions(tau, 2 * nv))
+        (J,) = jacobians(ctx, [qdd], seeds, 3 * nv, over, name="dqdd")
+        return J[:, :nv], J[:, nv:2 * nv], J[:, 2 * nv:]
+    if method not in ("inverse", "inverse-forward"):
+        raise ValueError(f"method must be 'inverse', 'inverse-forward' or 'direct', got {method!r}")
+    acc = ctx.stage("afd", qdd)
+    if method == "inverse":
+        J = np.concatenate(rnea_derivatives(kin, v, acc, f_ext, base_q=not robot.is_free), axis=1)
+    else:
+        held = {s for s in acc if not s.is_Number}
+        tau_id = _newton_euler(kin, vt, acc)
+        seeds, over, n = _qv_seeds(robot, ctx, q, v)
+        (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
+    Minv = mass_matrix_inverse_from(ab)
+    da = -(Minv @ J)
+    if robot.is_free and method == "inverse":
+        # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
+        # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
+        # and the position columns are zero.
+        grav = gravity_acceleration(kin)[3:]
+        for m in range(3):
+            e = ctx.zeros(3)
+            e[m] = ctx.one()
+            da[3:6, m] = cross(e, grav)
+    da = ctx.stage("dadx", da)
+    return da[:, :nv], da[:, nv:], Minv
+
+
+def frame_acceleration(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+                       frame: str) -> tuple[np.ndarray, np.ndarray]:
+    """(V, A): the frame's twist ``[w; v_o]`` and its inertial time derivative ``[dw/dt; dv_o/dt]``
+    (classical acceleration of the frame origin, no gravity), both in inertial axes.
+
+    Base-to-tip: ``alpha(k) = phi*(p, k) alpha(p) + H*(k) betadot(k) + a(k)`` (seed 000 eq. 2.1, Jain's
+    conventional accelerations, without the gravity term), then the rigid offset of the frame:
+    ``v_f = v_k + w x l``, ``dv_f = dv_k + dw x l + w x (w x l)``, rotated to inertial axes.
+    """
+    kin = joint_transforms(robot, ctx, q)
+    vt = velocities(kin, v, None, need_b=False)
+    k, X = robot.frame_of(frame)
+    path = []
+    i = k
+    while i >= 0:
+        path.append(i)
+        i = robot.parent[i]
+    alpha: dict[int, np.ndarray] = {}
+    for i in reversed(path):
+        if i == 0:
+            alpha[0] = (a[0:6] + vt.a[0]) if robot.is_free else ctx.zeros(6)
+        else:
+            acc = (kin.X[i].motion_to_child(alpha[robot.parent[i]]) + kin.hinge(i) * a[robot.v_index(i)][0]
+                   + vt.a[i])
+            alpha[i] = ctx.stage(f"alphaf{i}", acc)
+    Rw, _ = link_poses(kin)
+    w, vo = vt.V[k][:3], vt.V[k][3:]
+    dw, dvo = alpha[k][:3], alpha[k][3:]
+    if np.any(X.p):
+        lever = ctx.const(X.p)
+        vo = vo + cross(w, lever)
+        dvo = dvo + cross(dw, lever) + cross(w, cross(w, lever))
+    R = Rw[k]
+    V = np.concatenate([R @ w, R @ vo])
+    A = np.concatenate([R @ dw, R @ dvo])
+    return V, A
+
+
+def frame_acceleration_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+                                   frame: str) -> tuple[np.ndarray, ...]:
+    """(V, A, dV/dq, dA/dq, dA/dv) of :func:`frame_acceleration`, q along ``q (+) delta``; V, A (6,),
+    the derivatives (6, nv).  ``dV/dv = dA/da`` is the world-aligned Jacobian."""
+    if not ctx.symbolic:
+        return _float_run("frame_acceleration_derivatives", robot, (q, v, a), None, frame=frame)
+    V, A = frame_acceleration(robot, ctx, q, v, a, frame)
+    V = ctx.stage("Vf", V)
+    A = ctx.stage("Af", A)
+    seeds, over, n = _qv_seeds(robot, ctx, q, v)
+    JV, JA = jacobians(ctx, [V, A], seeds, n, over, name="dframe")
+    nv = robot.nv
+    return V, A, JV[:, :nv], JA[:, :nv], JA[:, nv:]
+
+
+# --------------------------------------------------------------------------------------------------
+# float run
+# --------------------------------------------------------------------------------------------------
+_FLOAT_RUNS: dict[tuple, Any] = {}
+
+
+def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
+               params: dict[int, np.ndarray] | None = None, **kw: Any) -> Any:
+    """The symbolic program of ``name`` as a Python function (cached), evaluated at ``args``; ``params``:
+    the numeric context's run-time inertial parameters, inputs of the program too."""
+    bodies = tuple(sorted(params)) if params else ()
+    key = (name, robot.fingerprint(), f_ext is not None, bodies, tuple(sorted(kw.items())))
+    fn = _FLOAT_RUNS.get(key)
+    if fn is None:
+        ctx = Symbolic()
+        names = {"inverse_dynamics_derivatives": ("q", "v", "a"),
+                 "forward_dynamics_derivatives": ("q", "v", "tau"),
+                 "frame_acceleration_derivatives": ("q", "v", "a")}[name]
+        sizes = {"q": robot.nq, "v": robot.nv, "a": robot.nv, "tau": robot.nv}
+        sym = [ctx.input(n, sizes[n]) for n in names]
+        extra: dict[str, Any] = dict(kw)
+        if f_ext is not None:
+            extra["f_ext"] = ctx.input("f_ext", (robot.n_bodies, 6))
+        if bodies:
+            ctx.parameters = dict(zip(bodies, ctx.input("params", (len(bodies), 10))))
+        outs = globals()[name](robot, ctx, *sym, **extra)
+        fn = python_function(list(ctx.inputs.items()), ctx.program, list(outs))
+        _FLOAT_RUNS[key] = fn
+    vals = [np.ravel(np.asarray(x, dtype=float)) for x in args]
+    if f_ext is not None:
+        vals.append(np.ravel(np.asarray(f_ext, dtype=float)))
+    if bodies:
+        vals.append(np.ravel(np.array([params[k] for k in bodies], dtype=float)))
+    return tuple(fn(*vals))

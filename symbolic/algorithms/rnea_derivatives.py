@@ -1,0 +1,235 @@
+"""Analytic derivatives of the recursive Newton-Euler algorithm (Carpentier & Mansard 2018), written in
+base-aligned spatial coordinates.
+
+Every spatial quantity below is a Featherstone spatial vector ``[w; v]`` (motion) or ``[n; F]`` (force)
+expressed in the axes of the base body at the base origin (the inertial frame for a fixed base).  In
+those coordinates the free base's motion subspace is ``S_0 = I6`` and the tangent ``q (+) delta`` of
+docs/conventions.md moves the whole tree rigidly, so that only gravity (constant in inertial axes) sees
+the base attitude.  For body k with parent lambda and joint columns ``S_k`` (a 6 x n_k matrix)::
+
+    v_k = v_lambda + S_k qd_k                                     (velocity)
+    a_k = a_lambda + S_k qdd_k + v_lambda x S_k qd_k              (spatial acceleration, a_root = -g)
+    f_k = I_k a_k + v_k x* I_k v_k - f_ext,k                      (body force)
+    BC_k x = v_k x* (I_k x) - I_k (v_k x x) + x x* (I_k v_k)      (Coriolis operator of the derivatives)
+
+composites over the subtree, ``Ic_i = sum I_k``, ``BCc_i = sum BC_k``, ``F_i = sum f_k``, and
+``tau_i = S_i^T F_i``.  A joint motion ``delta_j`` moves the subtree of j rigidly with the twist
+``S_j delta_j``: the covariant part of every change cancels in ``S_i^T F_i`` when j is on the path of
+i, and what is left is the change of the velocities and accelerations relative to the parent of j
+(the recursions of the paper, re-derived here for our frames).  With, per column of joint j,
+
+    u_j     = S_j x v_lambda                 (d v_k / d q_j = S_j x v_k - u_j)
+    alpha_j = S_j x a_lambda - u_j x v_lambda
+    beta_j  = S_j x (v_j + v_lambda)         (d a_k / d qd_j = S_j x v_k - beta_j)
+    phi_j   = S_j x* F_j - Ic_j alpha_j - BCc_j u_j
+    psi_j   = BCc_j S_j - Ic_j beta_j
+
+and, per row of body i, ``Fr_i = Ic_i S_i`` and ``Gr_i = BCc_i^T S_i``::
+
+    j on the path to i (j = i included):  dtau_i/dq_j = -(Fr_i . alpha_j + Gr_i . u_j)
+                                          dtau_i/dqd_j = Gr_i . S_j - Fr_i . beta_j
+    i a strict ancestor of j:             dtau_i/dq_j = S_i . phi_j,   dtau_i/dqd_j = S_i . psi_j
+
+and zero elsewhere (the tree's sparsity).  For the free base, whose lambda is the inertial frame
+(``v_lambda = 0``, ``a_lambda = -g``), the position columns are exact zeros and the attitude columns
+carry gravity alone.  Exact zeros of ``S_0 = I6`` and of the unit hinge axes stay exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from soadyn.symbolic.algorithms.kinematics import (
+    Kinematics,
+    gravity_acceleration,
+    hinge_map,
+    link_poses,
+)
+from soadyn.symbolic.parameters import body_inertia
+from soadyn.symbolic.spatial import RigidInertia, Xform, cross
+
+
+def motion_cross(m: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``m x x`` for spatial motions ``[w; v]``."""
+    return np.concatenate([cross(m[:3], x[:3]), cross(m[:3], x[3:]) + cross(m[3:], x[:3])])
+
+
+def force_cross(m: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """``m x* f`` for a spatial motion ``m`` and force ``f = [n; F]``."""
+    return np.concatenate([cross(m[:3], f[:3]) + cross(m[3:], f[3:]), cross(m[:3], f[3:])])
+
+
+def inertia_apply(inert: RigidInertia, x: np.ndarray) -> np.ndarray:
+    """``I x = [J w + h x u; m u - h x w]`` for a rigid inertia (m, h, J) and ``x = [w; u]``."""
+    w, u = x[:3], x[3:]
+    return np.concatenate([inert.J @ w + cross(inert.h, u), inert.m * u - cross(inert.h, w)])
+
+
+def coriolis_block(inert: RigidInertia, V: np.ndarray) -> np.ndarray:
+    """The symmetric block ``C = w~ J - J w~ - (v~ h~ + h~ v~)`` of the Coriolis operator of one body.
+
+    ``BC x = V x* (I x) - I (V x x) + x x* (I V)`` (the operator of Carpentier & Mansard 2018, with
+    Featherstone's cross products) has, for ``I = [[J, h~], [-h~, m]]``, ``V = [w; v]`` and momentum
+    ``I V = [L; P]``, the block form ``BC = [[C - L~, 0], [-2 P~, 0]]``: the columns of the linear part of
+    x vanish because ``P = m v + w x h``.  Only C (6 numbers) and the momentum are carried, never the 6x6.
+    ``w~ J - J w~ = M + M^T`` with ``M = w~ J``; ``v~ h~ + h~ v~ = h v^T + v h^T - 2 (v.h) I``.
+    """
+    w, v, J, h = V[:3], V[3:], inert.J, inert.h
+    M = np.stack([cross(w, J[:, c]) for c in range(3)], axis=1)
+    N = np.outer(h, v)
+    C = M + M.T - N - N.T
+    d = 2 * (v @ h)
+    for i in range(3):
+        C[i, i] = C[i, i] + d
+    return C
+
+
+def coriolis_apply(C: np.ndarray, H: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``BC x = [C xw + xw x L; 2 xw x P]`` for ``BC`` given by its block C and momentum ``H = [L; P]``."""
+    xw = x[:3]
+    return np.concatenate([C @ xw + cross(xw, H[:3]), 2 * cross(xw, H[3:])])
+
+
+def coriolis_transpose_apply(C: np.ndarray, H: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``BC^T s = [C s_w + L x s_w + 2 P x s_v; 0]``."""
+    top = C @ s[:3] + cross(H[:3], s[:3]) + 2 * cross(H[3:], s[3:])
+    return np.concatenate([top, np.zeros_like(top)])
+
+
+def _base_inertia(robot: Any, ctx: Any, k: int, X: Xform) -> RigidInertia:
+    """Body k's inertia about the base origin in base axes, through its centre of mass:
+    ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about
+    O_k)."""
+    ri = robot.inertias[k]
+    if X.R is None:
+        return RigidInertia(ri.mass, ctx.const(ri.mass * ri.com), ctx.const(ri.spatial()[:3, :3]))
+    c = ctx.stage(f"cb{k}", X.R @ ctx.const(ri.com) + X.l)
+    RJ = X.R @ ctx.const(ri.inertia)
+    J = ctx.zeros((3, 3))
+    cc = c @ c
+    for i in range(3):
+        for j in range(i, 3):
+            J[i, j] = J[j, i] = RJ[i] @ X.R[j] + ri.mass * ((cc if i == j else 0) - c[i] * c[j])
+    return RigidInertia(ri.mass, ctx.stage(f"Ibh{k}", ri.mass * c), ctx.stage_symmetric(f"IbJ{k}", J))
+
+
+def _is_path(robot: Any, j: int, i: int) -> bool:
+    """True if j is i or an ancestor of i."""
+    while i >= 0:
+        if i == j:
+            return True
+        i = robot.parent[i]
+    return False
+
+
+def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.ndarray | None = None,
+                     base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(dtau/dq, dtau/dv) of inverse dynamics at (q, v, a) by the analytic recursions (module docstring).
+
+    ``base_q=False`` leaves the free base's columns of dtau/dq at zero (for a caller that has them in
+    closed form, see :func:`soadyn.symbolic.algorithms.derivatives.forward_dynamics_derivatives`)."""
+    robot, ctx = kin.robot, kin.ctx
+    n, nv = robot.n_bodies, robot.nv
+    Rb, pb = link_poses(kin, relative=True)
+    grav = ctx.stage("gb", gravity_acceleration(kin))
+    S: list[list[np.ndarray]] = [[] for _ in range(n)]
+    V: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    A: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    inert: list[RigidInertia] = [None] * n  # type: ignore[list-item]
+    f: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    hb: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    Cb: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    zero6 = ctx.zeros(6)
+    # ---- base to tip: joint columns, velocities, accelerations, body forces (base coordinates) --------
+    for k in range(n):
+        X = Xform(None if k == 0 else Rb[k], None if k == 0 else pb[k])
+        if k == 0:
+            if robot.is_free:
+                S[0] = [ctx.eye(6)[:, m] for m in range(6)]
+                V[0], A[0] = v[0:6], ctx.stage("ab0", grav + a[0:6])
+            else:
+                V[0], A[0] = zero6, grav
+        else:
+            p = robot.parent[k]
+            col = ctx.stage(f"S{k}", X.motion_to_parent(ctx.const(hinge_map(robot, k))))
+            S[k] = [col]
+            qd, qdd = v[robot.v_index(k)][0], a[robot.v_index(k)][0]
+            V[k] = ctx.stage(f"vb{k}", V[p] + col * qd)
+            A[k] = ctx.stage(f"ab{k}", A[p] + col * qdd + motion_cross(V[p], col * qd))
+        if k in ctx.parameters:      # run-time parameters: (m, h, J about O_k) moved to the base
+            body = body_inertia(robot, ctx, k).rigid()
+            if k > 0:
+                body = body.to_parent(X)
+                body = RigidInertia(body.m, ctx.stage(f"Ibh{k}", body.h),
+                                    ctx.stage_symmetric(f"IbJ{k}", body.J))
+        else:
+            body = _base_inertia(robot, ctx, k, X)
+        inert[k] = body
+        if k == 0 and not robot.is_free:
+            continue
+        h = ctx.stage(f"hb{k}", inertia_apply(body, V[k]))
+        fk = inertia_apply(body, A[k]) + force_cross(V[k], h)
+        if f_ext is not None:
+            fk = fk - X.force_to_parent(f_ext[k])
+        f[k], hb[k], Cb[k] = fk, h, coriolis_block(body, V[k])
+    # ---- tip to base: composite inertia, Coriolis operator and force of each subtree -------------------
+    Ic: list[RigidInertia] = [None] * n  # type: ignore[list-item]
+    Cc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    Hc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    F: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    for k in reversed(range(n)):
+        if f[k] is None:
+            continue
+        Ik, Ck, Hk, Fk = inert[k], Cb[k], hb[k], f[k]
+        for c in robot.children[k]:
+            Ik, Ck, Hk, Fk = Ik + Ic[c], Ck + Cc[c], Hk + Hc[c], Fk + F[c]
+        Ic[k] = RigidInertia(Ik.m, ctx.stage(f"Ich{k}", Ik.h), ctx.stage_symmetric(f"IcJ{k}", Ik.J))
+        Cc[k] = ctx.stage_symmetric(f"Cc{k}", Ck)
+        Hc[k] = ctx.stage(f"Hc{k}", Hk)
+        F[k] = ctx.stage(f"Fc{k}", Fk)
+    # ---- per body: rows (Fr, Gr) and columns (u, alpha, beta, phi, psi) --------------------------------
+    rows: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    cols: dict[int, list[tuple[np.ndarray, ...]]] = {}
+    for j in range(n):
+        if not S[j]:
+            continue
+        rows[j] = [(s, ctx.stage(f"Fr{j}", inertia_apply(Ic[j], s)),
+                    ctx.stage(f"Gr{j}", coriolis_transpose_apply(Cc[j], Hc[j], s))) for s in S[j]]
+        p = robot.parent[j]
+        vl, al = (zero6, grav) if p < 0 else (V[p], A[p])
+        has_anc = any(S[i] for i in range(n) if i != j and _is_path(robot, i, j))
+        cj = []
+        for s in S[j]:
+            u = ctx.stage(f"u{j}", motion_cross(s, vl))
+            alpha = ctx.stage(f"al{j}", motion_cross(s, al) - motion_cross(u, vl))
+            beta = ctx.stage(f"be{j}", motion_cross(s, V[j] + vl))
+            phi = psi = None
+            if has_anc:
+                phi = ctx.stage(f"phi{j}", force_cross(s, F[j]) - inertia_apply(Ic[j], alpha)
+                                - coriolis_apply(Cc[j], Hc[j], u))
+                psi = ctx.stage(f"psi{j}", coriolis_apply(Cc[j], Hc[j], s) - inertia_apply(Ic[j], beta))
+            cj.append((s, u, alpha, beta, phi, psi))
+        cols[j] = cj
+    # ---- assemble: the path of i (j on it) and the subtree below i (i on the path of j) ----------------
+    dq = ctx.zeros((nv, nv))
+    dv = ctx.zeros((nv, nv))
+    for j, cj in cols.items():
+        cs = robot.v_index(j).start
+        for i, ri_ in rows.items():
+            rs = robot.v_index(i).start
+            below = _is_path(robot, j, i)
+            if not below and not _is_path(robot, i, j):
+                continue
+            skip_q = j == 0 and not base_q
+            for r, (s_i, Fr, Gr) in enumerate(ri_):
+                for c, (s, u, alpha, beta, phi, psi) in enumerate(cj):
+                    if below:
+                        if not skip_q:
+                            dq[rs + r, cs + c] = -(Fr @ alpha + Gr @ u)
+                        dv[rs + r, cs + c] = Gr @ s - Fr @ beta
+                    else:
+                        dq[rs + r, cs + c] = s_i @ phi
+                        dv[rs + r, cs + c] = s_i @ psi
+    return ctx.stage("dtau_dq", dq), ctx.stage("dtau_dv", dv)

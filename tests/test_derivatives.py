@@ -1,0 +1,261 @@
+"""Derivatives of the dynamics: generated C against central differences on the manifold and the float run;
+the float run of the same staged program against Pinocchio's computeRNEADerivatives /
+computeABADerivatives (Panda, UR5, random trees; free and fixed base); the tangent convention.
+
+The compiled modules hold only the derivative functions of the test arm (cached per session like the
+other tests); the Pinocchio comparisons evaluate the identical staged program in Python floats
+(``soadyn.symbolic.algorithms.derivatives`` on a Numeric context), which the C is checked against here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import TEST_ARM, pinocchio_pair, record, rel_err, with_gravity
+
+from soadyn.codegen.pipeline import compile_robot, resolve_robot
+from soadyn.model import load_robot
+from soadyn.model.conventions import PinocchioMap
+from soadyn.reference import dense
+from soadyn.reference import derivatives as fd
+from soadyn.symbolic.algorithms import derivatives as alg
+from soadyn.symbolic.scalar import Numeric
+from soadyn.symbolic.spatial import quaternion_to_matrix, skew
+
+CTX = Numeric()
+DERIVS = ["inverse_dynamics_derivatives", "forward_dynamics_derivatives", "frame_acceleration_derivatives"]
+FD_TOL = 1e-6       # against central differences (issue 12)
+C_TOL = 1e-10       # C against the float run of the same program
+PIN_TOL = 1e-9      # against Pinocchio
+GRAVITY = np.array([0.7, -1.3, -9.81])
+
+
+@pytest.fixture(scope="session")
+def deriv_dir(request, tmp_path_factory) -> Path:
+    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
+        return tmp_path_factory.mktemp("soadyn_derivatives")
+    return Path(request.config.cache.mkdir("soadyn_derivative_modules"))
+
+
+@pytest.fixture(scope="session", params=["free", "fixed"])
+def arm(request, deriv_dir):
+    robot, _ = resolve_robot(TEST_ARM, request.param)
+    robot = with_gravity(robot, GRAVITY)      # the file has none; gravity exercises the attitude tangent
+    return robot, compile_robot(robot, deriv_dir, functions=DERIVS, progress=False)
+
+
+def _states(robot, n, seed):
+    rng = np.random.default_rng(seed)
+    q = np.array([robot.random_configuration(rng) for _ in range(n)])
+    if robot.is_free:
+        q[:, 3:7] *= rng.uniform(0.5, 2.0, size=(n, 1))      # the norm must be divided out
+    return (q, rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv)),
+            rng.normal(size=(n, robot.n_bodies, 6)))
+
+
+# ---- generated C ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("with_fext", [False, True])
+def test_generated_derivatives_match_differences_and_float_run(arm, with_fext):
+    robot, mod = arm
+    Q, V, A, F = _states(robot, 4, 11 if with_fext else 12)
+    kw = {"f_ext": F} if with_fext else {}
+    id_c = mod.inverse_dynamics_derivatives(Q, V, A, **kw)       # batched entry point
+    fd_c = mod.forward_dynamics_derivatives(Q, V, A, **kw)
+    for i in range(len(Q)):
+        fe = F[i] if with_fext else None
+        one = mod.inverse_dynamics_derivatives(Q[i], V[i], A[i], **({"f_ext": fe} if with_fext else {}))
+        ref_id = fd.inverse_dynamics_derivatives(robot, Q[i], V[i], A[i], fe)
+        flt_id = alg.inverse_dynamics_derivatives(robot, CTX, Q[i], V[i], A[i], fe)
+        for got, ref_d, ref_f, single in zip((x[i] for x in id_c), ref_id, flt_id, one):
+            assert rel_err(got, ref_d) <= FD_TOL
+            assert rel_err(got, ref_f) <= C_TOL
+            assert np.array_equal(got, single)
+        for got, ref_d, ref_f in zip((x[i] for x in fd_c),
+                                     fd.forward_dynamics_derivatives(robot, Q[i], V[i], A[i], fe),
+                                     alg.forward_dynamics_derivatives(robot, CTX, Q[i], V[i], A[i], fe)):
+            assert rel_err(got, ref_d) <= FD_TOL
+            assert rel_err(got, ref_f) <= C_TOL
+        # da/dtau is M^-1 of the dense reference
+        assert rel_err(fd_c[2][i], dense.mass_matrix_inverse(robot, Q[i])) <= C_TOL
+
+
+def test_generated_frame_acceleration_derivatives(arm):
+    robot, mod = arm
+    Q, V, A, _ = _states(robot, 2, 13)
+    frame = robot.frame_names[0] if robot.frame_names else robot.body_names[-1]
+    for i in range(len(Q)):
+        got = mod.frame_acceleration_derivatives(Q[i], V[i], A[i], frame)
+        ref = fd.frame_acceleration_derivatives(robot, Q[i], V[i], A[i], frame)
+        flt = alg.frame_acceleration_derivatives(robot, CTX, Q[i], V[i], A[i], frame)
+        for g, r, f in zip(got, ref, flt):
+            assert rel_err(g, r) <= FD_TOL
+            assert rel_err(g, f) <= C_TOL
+        # dV/dv is the world-aligned Jacobian (V is linear in v)
+        J = dense.jacobian(robot, Q[i], frame, world_aligned=True)
+        assert rel_err(got[0], J @ V[i]) <= C_TOL
+
+
+def test_sparsity_survives(arm):
+    """A joint does not move the bodies inboard of it: exact zeros in the generated derivatives, and the
+    free base's position does not enter anything written in body coordinates."""
+    robot, mod = arm
+    Q, V, A, _ = _states(robot, 1, 14)
+    dq, dv = mod.inverse_dynamics_derivatives(Q[0], V[0], A[0])
+    if robot.is_free:
+        assert np.all(dq[:, 3:6] == 0.0)
+    leaves = [k for k in range(1, robot.n_bodies) if not robot.children[k]]
+    for k in leaves:
+        j = robot.v_index(k).start
+        others = [m for m in range(1, robot.n_bodies) if m != k and not _is_ancestor(robot, m, k)]
+        for m in others:   # a leaf's q cannot change the torque of a joint on another branch
+            assert dq[robot.v_index(m).start, j] == 0.0
+
+
+def _is_ancestor(robot, a, k):
+    while k >= 0:
+        if k == a:
+            return True
+        k = robot.parent[k]
+    return False
+
+
+# ---- tangent convention --------------------------------------------------------------------------
+def test_integrate_matches_pinocchio_to_first_order():
+    pin = pytest.importorskip("pinocchio")
+    robot, model = pinocchio_pair("ur5", "free", np.zeros(3))
+    pm = PinocchioMap(robot, model)
+    rng = np.random.default_rng(3)
+    q = robot.random_configuration(rng)
+    d = rng.normal(size=robot.nv)
+    errs = []
+    for t in (1e-2, 1e-3):
+        ours = fd.integrate(robot, q, t * d)
+        theirs = pm.q_from_pin(pin.integrate(model, pm.q_to_pin(q), pm.v_to_pin(t * d)))
+        errs.append(np.abs(ours[:3] - theirs[:3]).max()
+                    + np.abs(quaternion_to_matrix(ours[3:7]) - quaternion_to_matrix(theirs[3:7])).max()
+                    + np.abs(ours[7:] - theirs[7:]).max())
+    assert errs[1] < 2e-2 * errs[0] and errs[1] < 1e-5     # second-order agreement
+
+
+def test_quaternion_norm_does_not_leak():
+    robot, _ = resolve_robot(TEST_ARM, "free")
+    robot = with_gravity(robot, GRAVITY)
+    Q, V, A, _ = _states(robot, 1, 15)
+    q1 = Q[0].copy()
+    q2 = q1.copy()
+    q2[3:7] *= 3.7
+    for a, b in zip(alg.inverse_dynamics_derivatives(robot, CTX, q1, V[0], A[0]),
+                    alg.inverse_dynamics_derivatives(robot, CTX, q2, V[0], A[0])):
+        assert rel_err(a, b) <= 1e-13
+    # attitude columns are dR/d delta_w = R e_i~: the gravity torque on the base changes as R^T g does
+    dq, _ = alg.inverse_dynamics_derivatives(robot, CTX, q2, np.zeros(robot.nv), np.zeros(robot.nv))
+    R = quaternion_to_matrix(q2[3:7])
+    g_base = dense.inverse_dynamics(robot, q2, np.zeros(robot.nv), np.zeros(robot.nv))[3:6]
+    assert rel_err(g_base, -robot.total_mass * R.T @ GRAVITY) <= 1e-12
+    # base force -m R^T g: its derivative along delta_w is -m (R e_i~)^T g = e_i x (-m R^T g)... = -e_i~ f
+    for i in range(3):
+        assert rel_err(dq[3:6, i], -skew(np.eye(3)[i]) @ g_base) <= 1e-12
+
+
+# ---- Pinocchio ------------------------------------------------------------------------------------
+
+
+def _pin_compare(robot, model, seed, n):
+    pin = pytest.importorskip("pinocchio")
+    data = model.createData()
+    pm = PinocchioMap(robot, model)
+    rng = np.random.default_rng(seed)
+    worst = {}
+    for _ in range(n):
+        q = robot.random_configuration(rng)
+        v, a, tau = (rng.normal(size=robot.nv) for _ in range(3))
+        fe = rng.normal(size=(robot.n_bodies, 6))
+        qp, vp, ap, tp = pm.q_to_pin(q), pm.v_to_pin(v), pm.v_to_pin(a), pm.tau_to_pin(tau)
+        for f_ext in (None, fe):
+            extra = () if f_ext is None else (pm.fext_to_pin(f_ext),)
+            dq, dv, _ = pin.computeRNEADerivatives(model, data, qp, vp, ap, *extra)
+            ours = alg.inverse_dynamics_derivatives(robot, CTX, q, v, a, f_ext)
+            for name, o, t in (("dtau/dq", ours[0], dq), ("dtau/dv", ours[1], dv)):
+                e = rel_err(o, pm.matrix_from_pin(np.asarray(t)))
+                worst[name] = max(worst.get(name, 0.0), e)
+            pin.computeABADerivatives(model, data, qp, vp, tp, *extra)
+            Minv = np.triu(data.Minv) + np.triu(data.Minv, 1).T
+            ours = alg.forward_dynamics_derivatives(robot, CTX, q, v, tau, f_ext)
+            for name, o, t in (("da/dq", ours[0], data.ddq_dq), ("da/dv", ours[1], data.ddq_dv),
+                               ("da/dtau", ours[2], Minv)):
+                e = rel_err(o, pm.matrix_from_pin(np.asarray(t)))
+                worst[name] = max(worst.get(name, 0.0), e)
+    return worst
+
+
+@pytest.mark.parametrize("base", ["free", "fixed"])
+@pytest.mark.parametrize("name", ["panda", "ur5"])
+def test_derivatives_match_pinocchio(name, base):
+    robot, model = pinocchio_pair(name, base, GRAVITY)
+    worst = _pin_compare(robot, model, 21 if base == "free" else 22, 10)
+    for k, e in worst.items():
+        record(f"pinocchio {name}/{base}", k, e)
+    bad = {k: e for k, e in worst.items() if not e <= PIN_TOL}
+    assert not bad, f"{name}/{base}: relative errors above {PIN_TOL}: {bad}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("base", ["free", "fixed"])
+def test_random_tree_derivatives_match_pinocchio(tmp_path, seed, base):
+    pytest.importorskip("pinocchio")
+    from test_random_trees_vs_pinocchio import _pinocchio_model, _random_doc
+
+    doc = _random_doc(seed, base)
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    robot = load_robot(path)
+    worst = _pin_compare(robot, _pinocchio_model(doc), 200 + seed, 3)
+    bad = {k: e for k, e in worst.items() if not e <= PIN_TOL}
+    assert not bad, f"random tree {seed}/{base}: relative errors above {PIN_TOL}: {bad}"
+
+
+def test_attitude_tangent_is_right_trivialised():
+    """The staged attitude gets dR/d delta_w_i = R e_i~: compare with R(q (+) t e_i) by differences."""
+    robot, _ = resolve_robot(TEST_ARM, "free")
+    rng = np.random.default_rng(5)
+    q = robot.random_configuration(rng)
+    R = quaternion_to_matrix(q[3:7])
+    for i in range(3):
+        e = np.zeros(robot.nv)
+        e[i] = 1.0
+        h = 1e-4
+        num = (quaternion_to_matrix(fd.integrate(robot, q, h * e)[3:7])
+               - quaternion_to_matrix(fd.integrate(robot, q, -h * e)[3:7])) / (2 * h)
+        assert np.abs(num - R @ skew(np.eye(3)[i])).max() < 1e-8
+
+
+def test_quaternion_seed_without_staged_attitude():
+    """Where the attitude is not staged, the quaternion's own tangent 1/2 quat (x) [e_i; 0] gives
+    dR/d delta_w_i = R e_i~ exactly, for a quaternion of any norm."""
+    import symengine as se
+
+    from soadyn.symbolic.scalar import Symbolic
+    from soadyn.symbolic.tangent import configuration_directions, jacobians
+
+    robot, _ = resolve_robot(TEST_ARM, "free")
+    ctx = Symbolic()
+    q = ctx.input("q", robot.nq)
+    Rexpr = quaternion_to_matrix(q[3:7]) * se.Integer(1)        # not staged
+    dirs = configuration_directions(robot, ctx, q)
+    assert not dirs.overrides
+    (J,) = jacobians(ctx, [Rexpr], dirs.seeds, robot.nv, dirs.overrides)
+    rng = np.random.default_rng(9)
+    qv = robot.random_configuration(rng)
+    qv[3:7] *= 2.3
+    from soadyn.symbolic.tangent import python_function
+
+    f = python_function(list(ctx.inputs.items()), ctx.program, [J])
+    (Jv,) = f(qv)
+    R = quaternion_to_matrix(qv[3:7])
+    for i in range(3):
+        assert np.abs(Jv[:, :, i] - R @ skew(np.eye(3)[i])).max() < 1e-14
+    assert np.all(Jv[:, :, 3:] == 0.0)

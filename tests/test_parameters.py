@@ -1,0 +1,216 @@
+"""Run-time inertial parameters: robot file, conventions, physical checks, generated modules with ``params``.
+
+Compiled modules are cached across sessions (pytest cache, like tests/test_codegen.py) and built with only
+the functions the tests call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, REPO, TEST_ARM
+
+from soadyn.codegen.pipeline import compile_robot, generate
+from soadyn.model import load_robot
+from soadyn.model.parameters import (
+    PARAMETER_NAMES,
+    check_params,
+    default_params,
+    inertia_to_vector,
+    parameter_problem,
+    random_params,
+    vector_to_inertia,
+    with_param_bodies,
+    with_param_values,
+)
+from soadyn.model.robot import Inertia
+from soadyn.model.robotfile import RobotFileError
+from soadyn.reference import dense
+
+FUNCS = ["inverse_dynamics", "forward_dynamics", "mass_matrix", "momentum", "center_of_mass",
+         "forward_dynamics_schur", "generalized_inertia"]
+TOL = 1e-12
+
+
+@pytest.fixture(scope="session")
+def module_dir(request, tmp_path_factory) -> Path:
+    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
+        return tmp_path_factory.mktemp("soadyn_param_modules")
+    return Path(request.config.cache.mkdir("soadyn_param_modules"))
+
+
+@pytest.fixture(scope="session")
+def arm_params(module_dir):
+    """scratch_tree (free base, a prismatic joint) with every body parameterised."""
+    robot = with_param_bodies(load_robot(TEST_ARM), "all")
+    return robot, compile_robot(robot, module_dir, functions=FUNCS, progress=False)
+
+
+# ---- conventions and checks --------------------------------------------------------------------------
+def test_parameter_vector_roundtrip_and_order():
+    ine = Inertia(2.0, np.array([0.1, -0.2, 0.3]), np.array([[0.5, 0.01, -0.02], [0.01, 0.6, 0.03],
+                                                             [-0.02, 0.03, 0.7]]))
+    pi = inertia_to_vector(ine)
+    # J about the origin by the parallel-axis theorem, written out: J = I_c + m (|c|^2 1 - c c^T)
+    c = ine.com
+    J = ine.inertia + 2.0 * (c @ c * np.eye(3) - np.outer(c, c))
+    assert PARAMETER_NAMES == ("m", "mc_x", "mc_y", "mc_z", "J_xx", "J_xy", "J_xz", "J_yy", "J_yz", "J_zz")
+    want = [2.0, 0.2, -0.4, 0.6, J[0, 0], J[0, 1], J[0, 2], J[1, 1], J[1, 2], J[2, 2]]
+    np.testing.assert_allclose(pi, want, rtol=0, atol=1e-15)
+    back = vector_to_inertia(pi)
+    np.testing.assert_allclose(back.com, ine.com, atol=1e-15)
+    np.testing.assert_allclose(back.inertia, ine.inertia, atol=1e-15)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({0: -1.0}, "negative mass"),
+    ({4: -0.5}, "not positive semi-definite"),
+    ({9: 50.0}, "triangle inequality"),
+    ({1: np.nan}, "non-finite"),
+])
+def test_parameter_problems_are_named(change, words):
+    pi = inertia_to_vector(Inertia(2.0, np.array([0.1, 0.0, 0.0]), np.diag([0.5, 0.6, 0.7])))
+    assert parameter_problem(pi) is None
+    for i, x in change.items():
+        pi[i] = x
+    assert words in parameter_problem(pi)
+
+
+def test_triangle_inequality_is_about_the_com():
+    # a thin rod (moments 0, A, A about the CoM) is valid; moving J_xx below the bound is not
+    m, L = 1.0, 1.0
+    pi = inertia_to_vector(Inertia(m, np.array([0.5, 0, 0]), np.diag([0.0, m * L**2 / 12, m * L**2 / 12])))
+    assert parameter_problem(pi) is None
+    pi[9] += 0.2          # J_zz up: I_c = diag(0, 1/12, 1/12 + 0.2) breaks A + B >= C
+    assert "triangle" in parameter_problem(pi)
+
+
+def test_robot_file_parameters(tmp_path):
+    text = TEST_ARM.read_text()
+    p = tmp_path / "arm.yaml"
+    p.write_text(text + "parameters: [l3, base]\n")
+    r = load_robot(p)
+    assert r.param_bodies == ("base", "l3")                         # body order, not the order written
+    assert r.fingerprint() != load_robot(TEST_ARM).fingerprint()
+    p.write_text(text + "parameters: all\n")
+    assert load_robot(p).param_bodies == tuple(load_robot(TEST_ARM).body_names)
+    p.write_text(text + "parameters: [l9]\n")
+    with pytest.raises(RobotFileError, match=r"arm.yaml.*parameters.*'l9'"):
+        load_robot(p)
+
+
+def test_unparameterised_robot_derives_the_committed_c():
+    """No parameterised body: the C is the committed one, function by function (the Schur-complement
+    functions hold LAPACK-inverted constants whose last bits vary between machines; compared elsewhere)."""
+    for stem in ("test_arm", "tian_wu_3dof"):
+        robot = load_robot(EXAMPLES / f"{stem}.yaml")
+        gen = generate(robot)
+        committed = (REPO / "generated" / gen.module_name / gen.source_name).read_text(encoding="utf-8")
+        ours = gen.files[gen.source_name]
+
+        def bodies(text: str) -> dict[str, str]:
+            parts = re.split(r"\n(?=void |int )", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+            return {p.split("(")[0]: p for p in parts[1:] if "_schur" not in p.split("(")[0]}
+
+        a, b = bodies(ours), bodies(committed)
+        assert a.keys() == b.keys() and len(a) > 20
+        assert [k for k in a if a[k] != b[k]] == []
+
+
+# ---- generated modules -----------------------------------------------------------------------------
+def test_params_equal_a_recompiled_module(arm_params, module_dir, rng):
+    robot, mod = arm_params
+    assert mod.param_bodies == list(robot.body_names)
+    np.testing.assert_array_equal(mod.default_params(), default_params(robot))
+    P = random_params(robot, rng)
+    baked = with_param_bodies(with_param_values(robot, P), []).replace(name="scratch_tree_baked")
+    ref = compile_robot(baked, module_dir, functions=FUNCS, progress=False)
+    assert not ref.param_bodies
+    n = 20
+    q = np.array([robot.random_configuration(rng) for _ in range(n)])
+    v, a = rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv))
+    for name, args in (("inverse_dynamics", (q, v, a)), ("forward_dynamics", (q, v, a)),
+                       ("mass_matrix", (q,)), ("momentum", (q, v)), ("center_of_mass", (q,)),
+                       ("forward_dynamics_schur", (q, v, a)), ("generalized_inertia", (q,))):
+        got = getattr(mod, name)(*args, params=P)                     # one parameter set for the batch
+        want = getattr(ref, name)(*args)
+        assert np.max(np.abs(got - want)) <= TOL * np.max(np.abs(want)), name
+        per_state = getattr(mod, name)(*args, params=np.broadcast_to(P, (n, *P.shape)))
+        np.testing.assert_array_equal(per_state, got)
+    # the default equals the robot file's values (compare with the dense reference)
+    np.testing.assert_allclose(mod.mass_matrix(q[0]), dense.mass_matrix(robot, q[0]), rtol=0, atol=1e-12)
+
+
+def test_batched_params_differ_per_state(arm_params, rng):
+    robot, mod = arm_params
+    P = np.array([random_params(robot, rng) for _ in range(3)])
+    q = np.array([robot.random_configuration(rng) for _ in range(3)])
+    M = mod.mass_matrix(q, params=P)
+    for i in range(3):
+        ref = dense.mass_matrix(with_param_values(robot, P[i]), q[i])
+        assert np.max(np.abs(M[i] - ref)) <= 1e-12 * np.max(np.abs(ref))
+
+
+@pytest.mark.parametrize("row, col, value, words", [
+    (2, 0, -0.5, "negative mass"),
+    (1, 4, -1.0, "not positive semi-definite"),
+    (4, 9, 40.0, "triangle inequality"),
+])
+def test_invalid_params_raise_before_c(arm_params, rng, row, col, value, words):
+    robot, mod = arm_params
+    P = default_params(robot)
+    P[row, col] = value
+    with pytest.raises(ValueError, match=words) as e:
+        check_params(robot, P)
+    assert robot.body_names[row] in str(e.value)
+    with pytest.raises(ValueError, match=rf"mass_matrix: params\[{row}\] \(body '{robot.body_names[row]}'\).*"
+                                         f"{words}"):
+        mod.mass_matrix(robot.neutral(), params=P)
+    with pytest.raises(ValueError, match="params must have shape"):
+        mod.mass_matrix(robot.neutral(), params=P[:2])
+
+
+def test_structure_operations_keep_parameterised_bodies():
+    from soadyn.structure.operations import lock_joints
+
+    robot = with_param_bodies(load_robot(TEST_ARM), ["l2", "l4", "l3"])
+    locked = lock_joints(robot, ["j3"])            # l3 merges into l2
+    assert locked.param_bodies == ("l2", "l4")
+
+
+def test_verify_passes_for_a_parameterised_module(module_dir, tmp_path):
+    """``soadyn verify`` on a robot file with ``parameters: all``: every generated function (regressors
+    included) against the reference path evaluated with the same random parameters."""
+    from soadyn.cli.commands import verify
+
+    p = tmp_path / "tian_wu_params.yaml"
+    text = (EXAMPLES / "tian_wu_3dof.yaml").read_text()
+    p.write_text(text.replace("name: tian_wu_3dof", "name: tian_wu_params") + "\nparameters: all\n")
+    checks = verify(p, module_dir, states=4, tol=1e-10)
+    names = {c.function for c in checks}
+    assert {"inverse_dynamics_regressor", "momentum_regressor", "forward_dynamics_schur"} <= names
+    bad = [(c.function, c.err_reference, c.err_algorithm) for c in checks if not c.ok]
+    assert not bad
+    assert all(c.err_reference is not None for c in checks if "regressor" in c.function)
+
+
+def test_derivatives_read_the_parameters(rng):
+    """The derivative algorithms (issue 12) read inertias through the same accessor: with run-time
+    parameters they equal the derivatives of the robot with those values built in."""
+    from soadyn.model.parameters import param_indices
+    from soadyn.symbolic import algorithms as alg
+    from soadyn.symbolic.scalar import Numeric
+
+    robot = with_param_bodies(load_robot(TEST_ARM), "all")
+    P = random_params(robot, rng)
+    baked = with_param_values(robot, P)
+    q, v, a = robot.random_configuration(rng), rng.normal(size=robot.nv), rng.normal(size=robot.nv)
+    for fn in (alg.inverse_dynamics_derivatives, alg.forward_dynamics_derivatives):
+        got = fn(robot, Numeric(dict(zip(param_indices(robot), P))), q, v, a)
+        want = fn(baked, Numeric(), q, v, a)
+        for g, w in zip(got, want):
+            assert np.max(np.abs(g - w)) <= 1e-12 * np.max(np.abs(w))
