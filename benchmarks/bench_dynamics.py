@@ -1,210 +1,433 @@
 #!/usr/bin/env python3
-"""soadyn's generated C against Pinocchio's C++, measured in the same run, with the same compiler flags.
+# ruff: noqa: E501  (embedded C text)
+"""Time what users get: the module ``soadyn compile`` ships, against Pinocchio C++ in the same run.
 
-For one robot (default: the Panda URDF of example-robot-data on a free base, fingers locked: nv = 13):
+For each robot:
 
-1. derivation and compile seconds of the whole generated module (fresh build), operation counts;
-2. ns per call of the generated C functions in a C loop over 1,000 random states
-   (``bench_pinocchio.time_c_functions``), compiled with the flags of the Pinocchio side;
-3. microseconds per call from Python (one state per call, and per state in a batch of 1,000);
-4. Pinocchio's RNEA, CRBA, ABA, computeMinverse and frame Jacobian on the same model, header-only,
-   same flags (``bench_pinocchio.bench_pinocchio``);
-5. the ratio table (Pinocchio ns / soadyn ns; > 1 means soadyn is faster).
+1. a fresh ``compile`` of every default function with the shipped default profile (``fast``) in a child
+   process: seconds per phase (derive, optimise, emit, compile), wall time, peak memory (the Python
+   process and the largest compiler process), operations;
+2. the **shipped module's own compiled functions** (looked up in its extension with cffi) in a C timing
+   loop over the same states as Pinocchio (``ns``);
+3. its batched entry point from Python over 20,000 states, one thread and ``threads=2`` (``ns/state``);
+4. a single call from Python, new result array and ``out=`` (``us``);
+5. Pinocchio's RNEA / CRBA / ABA / computeMinverse / frame Jacobian, header-only C++ compiled here with
+   ``-O3 -DNDEBUG -march=native`` (``bench_pinocchio.py``; the program reads the model at run time, so one
+   build serves every robot), and their Python bindings per call;
+6. ratios Pinocchio / soadyn (> 1: soadyn faster).
+
+Timing: process CPU time (``CLOCK_PROCESS_CPUTIME_ID`` / ``time.process_time``), the minimum over
+repetitions, so that other jobs on a shared machine inflate the numbers as little as possible.  Both
+sides are timed on the same states.
 
 Usage::
 
-    python benchmarks/bench_dynamics.py                          # Panda, free base
-    python benchmarks/bench_dynamics.py --base fixed
-    python benchmarks/bench_dynamics.py --robot examples/dimitrov_7dof_rw.yaml --no-pinocchio
-
-Pinocchio's header-only build takes minutes; ``--workdir`` (default ``benchmarks/build``) keeps it.
+    python benchmarks/bench_dynamics.py                          # Panda, free base, fingers locked (nv = 13)
+    python benchmarks/bench_dynamics.py --robot examples/seed004_four_arm_37dof.yaml
+    python benchmarks/bench_dynamics.py --sweep                  # chains of 7/14/28/56 joints, humanoid tree, 4-arm
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import bench_pinocchio as bp  # noqa: E402
 
-from soadyn.codegen import compile as soadyn_compile  # noqa: E402
+from soadyn.codegen import load  # noqa: E402
 from soadyn.model import load_robot  # noqa: E402
 from soadyn.structure.operations import lock_joints  # noqa: E402
 
-#: soadyn function -> Pinocchio algorithm it is compared with
+#: soadyn function -> Pinocchio algorithm
 PAIRS = {"inverse_dynamics": "rnea", "mass_matrix": "crba", "forward_dynamics": "aba",
          "mass_matrix_inverse": "minv", "jacobian_local": "frame_jacobian"}
-TARGETS = {"inverse_dynamics": 3.0, "forward_dynamics": 3.0, "mass_matrix_inverse": 3.0, "mass_matrix": 2.0}
+SWEEP_FUNCTIONS = "inverse_dynamics,forward_dynamics,mass_matrix,mass_matrix_inverse,bias_forces,jacobian,momentum,center_of_mass"
+TIMED = ("inverse_dynamics", "forward_dynamics", "mass_matrix", "mass_matrix_inverse", "bias_forces",
+         "jacobian_local", "momentum", "center_of_mass")
+
+# ---------------------------------------------------------------------------------------------------
+# robots of the size sweep (URDF text, so that anyone can load them)
+# ---------------------------------------------------------------------------------------------------
+_INERTIAL = ('<inertial><origin xyz="{cx} 0 0" rpy="0 0 0"/><mass value="{m}"/>'
+             '<inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{iyy}" iyz="0" izz="{iyy}"/></inertial>')
 
 
-def _c_signatures(mod, frame_id: int) -> tuple[dict, str]:
-    """Argument lists for time_c_functions, and a wrapper C file for the frame-indexed Jacobian."""
-    nq, nv, nb = mod.nq, mod.nv, mod.n_bodies
-    prefix = mod.module_name
-    sizes = {
-        f"{prefix}_inverse_dynamics": [("q", nq), ("v", nv), ("a", nv), ("tau", nv, "out")],
-        f"{prefix}_bias_forces": [("q", nq), ("v", nv), ("C", nv, "out")],
-        f"{prefix}_mass_matrix": [("q", nq), ("M", nv * nv, "out")],
-        f"{prefix}_forward_dynamics": [("q", nq), ("v", nv), ("tau", nv), ("a", nv, "out")],
-        f"{prefix}_forward_dynamics_fext": [("q", nq), ("v", nv), ("tau", nv), ("f_ext", nb * 6),
-                                            ("a", nv, "out")],
-        f"{prefix}_mass_matrix_inverse": [("q", nq), ("Minv", nv * nv, "out")],
-        f"{prefix}_innovations_factors": [("q", nq), ("L", nv * nv, "out"), ("D", nv * nv, "out")],
-        f"{prefix}_center_of_mass": [("q", nq), ("com", 3, "out")],
-        f"{prefix}_momentum": [("q", nq), ("v", nv), ("h", 6, "out")],
-        "bench_jacobian_local": [("q", nq), ("J", 6 * nv, "out")],
+def _link(name: str, m: float, length: float) -> str:
+    ixx = 0.5 * m * 0.04 ** 2
+    iyy = m * (3 * 0.04 ** 2 + length ** 2) / 12
+    return f'<link name="{name}">' + _INERTIAL.format(cx=length / 2, m=m, ixx=ixx, iyy=iyy) + "</link>"
+
+
+def _joint(name: str, parent: str, child: str, xyz: str, axis: str, rpy: str = "0 0 0") -> str:
+    return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/><child link="{child}"/>'
+            f'<origin xyz="{xyz}" rpy="{rpy}"/><axis xyz="{axis}"/>'
+            '<limit lower="-3.14" upper="3.14" effort="100" velocity="10"/></joint>')
+
+
+def chain_urdf(n: int) -> str:
+    """A serial chain of ``n`` revolute joints (axes alternating z, y, x; links 0.3 m, masses 2 kg down
+    to 0.5 kg) on a 20 kg base."""
+    parts = [f'<robot name="chain{n}">', _link("base", 20.0, 0.4)]
+    axes = ("0 0 1", "0 1 0", "1 0 0")
+    prev = "base"
+    for i in range(1, n + 1):
+        m = 2.0 - 1.5 * (i - 1) / max(n - 1, 1)
+        parts += [_link(f"l{i}", m, 0.3), _joint(f"j{i}", prev, f"l{i}", "0.3 0 0" if i > 1 else "0.2 0 0.1",
+                                                   axes[(i - 1) % 3], "0 0 0.1")]
+        prev = f"l{i}"
+    return "\n".join(parts + ["</robot>"])
+
+
+def humanoid_urdf() -> str:
+    """A branched humanoid-size tree: free pelvis, 3-joint waist, 2-joint head, two 7-joint arms, two
+    6-joint legs (32 joints; nv = 38 with the free base)."""
+    parts = ['<robot name="humanoid32">', _link("pelvis", 15.0, 0.2)]
+
+    def limb(prefix: str, root: str, origin: str, axes: list[str], length: float, mass: float) -> None:
+        prev = root
+        for i, ax in enumerate(axes, 1):
+            name = f"{prefix}{i}"
+            parts.extend([_link(name, mass, length),
+                          _joint(f"{name}_joint", prev, name, origin if i == 1 else f"{length} 0 0", ax)])
+            prev = name
+
+    limb("waist", "pelvis", "0 0 0.2", ["0 0 1", "0 1 0", "1 0 0"], 0.1, 5.0)
+    limb("head", "waist3", "0.1 0 0.3", ["0 0 1", "0 1 0"], 0.1, 1.5)
+    for side, y in (("l", 0.2), ("r", -0.2)):
+        limb(f"{side}arm", "waist3", f"0.1 {y} 0.25", ["0 1 0", "1 0 0", "0 0 1", "0 1 0", "0 0 1", "0 1 0", "1 0 0"], 0.15, 1.2)
+        limb(f"{side}leg", "pelvis", f"0 {y / 2} -0.1", ["0 0 1", "1 0 0", "0 1 0", "0 1 0", "0 1 0", "1 0 0"], 0.22, 3.0)
+    return "\n".join(parts + ["</robot>"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pinocchio model of a soadyn robot (same bodies, placements and inertias, same depth-first order)
+# ---------------------------------------------------------------------------------------------------
+def pin_model(robot, frame: str):
+    import pinocchio as pin
+
+    model = pin.Model()
+    model.gravity.linear = np.asarray(robot.gravity, dtype=float)
+    jid = {}
+    if robot.is_free:
+        jid[0] = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "root")
+        model.appendBodyToJoint(jid[0], _pin_inertia(robot.inertias[0]), pin.SE3.Identity())
+    else:
+        jid[0] = 0
+    eye = np.eye(3)
+    for k in range(1, robot.n_bodies):
+        j = robot.joints[k]
+        axis = np.asarray(j.axis, dtype=float)
+        which = next((i for i in range(3) if np.array_equal(axis, eye[i])), None)
+        if j.type == "revolute":
+            jm = (pin.JointModelRX(), pin.JointModelRY(), pin.JointModelRZ())[which] if which is not None \
+                else pin.JointModelRevoluteUnaligned(axis)
+        else:
+            jm = (pin.JointModelPX(), pin.JointModelPY(), pin.JointModelPZ())[which] if which is not None \
+                else pin.JointModelPrismaticUnaligned(axis)
+        jid[k] = model.addJoint(jid[robot.parent[k]], jm, pin.SE3(j.placement.R, j.placement.p), j.name)
+        model.appendBodyToJoint(jid[k], _pin_inertia(robot.inertias[k]), pin.SE3.Identity())
+    body, X = robot.frame_of(frame)
+    model.addFrame(pin.Frame(frame, jid[body], pin.SE3(X.R, X.p), pin.FrameType.OP_FRAME))
+    return model
+
+
+def _pin_inertia(I):
+    import pinocchio as pin
+
+    return pin.Inertia(float(I.mass), np.asarray(I.com, dtype=float), np.asarray(I.inertia, dtype=float))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the shipped module's functions in a C loop
+# ---------------------------------------------------------------------------------------------------
+_HARNESS = r"""
+#define _POSIX_C_SOURCE 199309L
+#include <time.h>
+typedef void (*f1)(const double *, double *);
+typedef void (*f2)(const double *, const double *, double *);
+typedef void (*f3)(const double *, const double *, const double *, double *);
+typedef int (*ff)(const double *, int, double *);
+static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+volatile double soadyn_bench_sink;
+/* min over reps of ns per call; kind = number of inputs (1..3) or -1 for a frame family (q, frame, out) */
+double soadyn_bench_time(void *fn, int kind, int n, int reps, int passes, const double **in, const int *stride,
+                         double *out, int out_stride, int frame) {
+    double best = 1e300;
+    for (int r = 0; r < reps; ++r) {
+        double t0 = cpu();
+        for (int p = 0; p < passes; ++p)
+            for (int i = 0; i < n; ++i) {
+                double *o = out + (long)i * out_stride;
+                switch (kind) {
+                case 1: ((f1)fn)(in[0] + (long)i * stride[0], o); break;
+                case 2: ((f2)fn)(in[0] + (long)i * stride[0], in[1] + (long)i * stride[1], o); break;
+                case 3: ((f3)fn)(in[0] + (long)i * stride[0], in[1] + (long)i * stride[1], in[2] + (long)i * stride[2], o); break;
+                default: ((ff)fn)(in[0] + (long)i * stride[0], frame, o); break;
+                }
+                soadyn_bench_sink += o[0];
+            }
+        double dt = (cpu() - t0) / ((double)n * passes) * 1e9;
+        if (dt < best) best = dt;
     }
-    optional = {f"{prefix}_forward_dynamics_decoupled": [("q", nq), ("v", nv), ("tau", nv), ("a", nv, "out")],
-                f"{prefix}_forward_dynamics_schur": [("q", nq), ("v", nv), ("tau", nv), ("a", nv, "out")]}
-    for name, sig in optional.items():
-        if name in mod.op_counts:
-            sizes[name] = sig
-    wrapper = (f'#include "{prefix}.h"\n'
-               "void bench_jacobian_local(const double *q, double *J);\n"
-               "void bench_jacobian_local(const double *q, double *J)"
-               f" {{ (void){prefix}_jacobian_local(q, {frame_id}, J); }}\n")
-    return sizes, wrapper
+    return best;
+}
+"""
 
 
-def _python_us(fn, args, repeat: int = 2000) -> float:
-    fn(*args)
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        fn(*args)
-    return (time.perf_counter() - t0) / repeat * 1e6
+def _harness(workdir: Path) -> ctypes.CDLL:
+    src, lib = workdir / "harness.c", workdir / "harness.so"
+    src.write_text(_HARNESS)
+    subprocess.run([os.environ.get("CC", "gcc"), "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    h = ctypes.CDLL(str(lib))
+    h.soadyn_bench_time.restype = ctypes.c_double
+    h.soadyn_bench_time.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+                                    ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    return h
+
+
+def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7) -> dict[str, float]:
+    """ns per call of the module's own compiled functions (the cffi extension's symbols)."""
+    ffi, lib, p = mod._ffi, mod._lib, mod.module_name
+    nv = mod.nv
+    Q, V, T = states["q"], states["v"], states["tau"]
+    n = len(Q)
+    args = {"inverse_dynamics": ([Q, V, T], nv), "forward_dynamics": ([Q, V, T], nv), "mass_matrix": ([Q], nv * nv),
+            "mass_matrix_inverse": ([Q], nv * nv), "bias_forces": ([Q, V], nv), "momentum": ([Q, V], 6),
+            "center_of_mass": ([Q], 3), "jacobian_local": ([Q], 6 * nv)}
+    out = {}
+    for name in TIMED:
+        cname = f"{p}_{name}"
+        if cname not in mod.op_counts:
+            continue
+        ins, osize = args[name]
+        fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, cname)))
+        kind = -1 if name == "jacobian_local" else len(ins)
+        arrs = [np.ascontiguousarray(a) for a in ins]
+        ptrs = (ctypes.c_void_p * 3)(*[a.ctypes.data for a in arrs], *([0] * (3 - len(arrs))))
+        strides = (ctypes.c_int * 3)(*[a.shape[1] for a in arrs], *([0] * (3 - len(arrs))))
+        o = np.empty((n, osize))
+        t1 = h.soadyn_bench_time(fn, kind, n, 1, 1, ptrs, strides, o.ctypes.data, osize, frame_id)
+        passes = max(1, int(30e6 / max(t1 * n, 1.0)))          # ~30 ms per repetition
+        out[name] = h.soadyn_bench_time(fn, kind, n, reps, passes, ptrs, strides, o.ctypes.data, osize, frame_id)
+    return out
+
+
+def _py_us(fn, args, kw=None, repeat: int = 20000, reps: int = 5) -> float:
+    kw = kw or {}
+    fn(*args, **kw)
+    best = 1e300
+    for _ in range(reps):
+        t0 = time.process_time()
+        for _ in range(repeat):
+            fn(*args, **kw)
+        best = min(best, time.process_time() - t0)
+    return best / repeat * 1e6
+
+
+def _batch_ns(fn, args, n: int, threads=None, reps: int = 5) -> float:
+    """ns per state of one batched call over n states (wall clock with threads, else CPU time)."""
+    clock = time.perf_counter if threads else time.process_time
+    fn(*args, threads=threads)
+    best = 1e300
+    for _ in range(reps):
+        t0 = clock()
+        fn(*args, threads=threads)
+        best = min(best, clock() - t0)
+    return best / n * 1e9
+
+
+# ---------------------------------------------------------------------------------------------------
+# one robot
+# ---------------------------------------------------------------------------------------------------
+_COMPILE_CHILD = r"""
+import json, resource, sys, time
+from soadyn.model import load_robot
+from soadyn.structure.operations import lock_joints
+from soadyn.codegen import compile
+path, base, lock, out, profile = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+functions = sys.argv[6] or None
+t0 = time.perf_counter()
+robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
+if lock:
+    robot = lock_joints(robot, lock)
+m = compile(robot, out_dir=out, functions=functions, force=True, progress=False, profile=profile)
+wall = time.perf_counter() - t0
+print(json.dumps({"wall": wall, "module_dir": str(__import__("pathlib").Path(m.__file__).parent),
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "compiler_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def fresh_compile(path: Path, base: str, lock: list[str], workdir: Path, profile: str,
+                  functions: str | None = None) -> dict:
+    out = workdir / "modules"
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, SOADYN_OBJECT_CACHE="off")   # a first compile: no object reused
+    res = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, str(path), base, json.dumps(lock), str(out), profile,
+                          functions or ""], capture_output=True, text=True, check=False, env=env)
+    if res.returncode != 0:
+        raise SystemExit(f"compile failed:\n{res.stderr[-3000:]}")
+    info = json.loads(res.stdout.strip().splitlines()[-1])
+    info["stamp"] = json.loads((Path(info["module_dir"]) / "soadyn_stamp.json").read_text())
+    return info
+
+
+def bench_robot(label: str, path: Path, base: str, lock: list[str], frame: str | None, workdir: Path,
+                profile: str, n_states: int, n_batch: int, pinocchio: bool, functions: str | None = None) -> dict:
+    workdir.mkdir(parents=True, exist_ok=True)
+    robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
+    if lock:
+        robot = lock_joints(robot, lock)
+    frame = frame or (robot.frame_names[-1] if robot.frame_names else robot.body_names[-1])
+    info = fresh_compile(path, base, lock, workdir / label, profile, functions)
+    mod = load(info["module_dir"])
+    stamp = info["stamp"]
+
+    pm = pin_model(robot, frame)
+    pst = bp.random_states(pm, n_states, seed=0)
+    st = bp.states_to_soadyn(pst, robot.is_free)
+    h = _harness(workdir)
+    c_ns = time_shipped(h, mod, st, mod.frame_ids[frame])
+
+    # from Python: batched entry (n_batch states) and single calls
+    reps = -(-n_batch // n_states)
+    Qb, Vb, Tb = (np.ascontiguousarray(np.tile(st[k], (reps, 1))[:n_batch]) for k in ("q", "v", "tau"))
+    batch1 = {"inverse_dynamics": _batch_ns(mod.inverse_dynamics, (Qb, Vb, Tb), n_batch),
+              "forward_dynamics": _batch_ns(mod.forward_dynamics, (Qb, Vb, Tb), n_batch),
+              "mass_matrix": _batch_ns(mod.mass_matrix, (Qb,), n_batch),
+              "mass_matrix_inverse": _batch_ns(mod.mass_matrix_inverse, (Qb,), n_batch)}
+    batch2 = {"forward_dynamics": _batch_ns(mod.forward_dynamics, (Qb, Vb, Tb), n_batch, threads=2),
+              "forward_dynamics_1thread_wall": _batch_ns(mod.forward_dynamics, (Qb, Vb, Tb), n_batch, threads=1)}
+    q, v, tau = st["q"][0], st["v"][0], st["tau"][0]
+    a_out = np.empty(robot.nv)
+    py = {"inverse_dynamics": _py_us(mod.inverse_dynamics, (q, v, tau)),
+          "forward_dynamics": _py_us(mod.forward_dynamics, (q, v, tau)),
+          "forward_dynamics_out": _py_us(mod.forward_dynamics, (q, v, tau), {"out": a_out}),
+          "mass_matrix": _py_us(mod.mass_matrix, (q,)),
+          "mass_matrix_inverse": _py_us(mod.mass_matrix_inverse, (q,))}
+
+    pin_res = None
+    pin_py = {}
+    if pinocchio:
+        pin_res = bp.bench_pinocchio_model(pm, frame, n_states=n_states, workdir=workdir.parent / "pinocchio",
+                                           states=pst)
+        import pinocchio as pin
+
+        data = pm.createData()
+        qp, vp, tp = pst["q"][0], pst["v"][0], pst["tau"][0]
+        pin_py = {"rnea": _py_us(pin.rnea, (pm, data, qp, vp, tp)), "aba": _py_us(pin.aba, (pm, data, qp, vp, tp)),
+                  "crba": _py_us(pin.crba, (pm, data, qp)), "minv": _py_us(pin.computeMinverse, (pm, data, qp))}
+        # same numbers on both sides (state 0): FD vs ABA
+        pa = pin.aba(pm, data, qp, vp, tp)
+        ours = bp.states_to_soadyn({"a": pa[None, :]}, robot.is_free)["a"][0]
+        pin_py["fd_max_rel_diff"] = float(np.max(np.abs(mod.forward_dynamics(q, v, tau) - ours)) / np.max(np.abs(ours)))
+    t = stamp["timings"]
+    ops = {k.removeprefix(mod.module_name + "_"): v["total"] for k, v in stamp["ops"].items()}
+    fam = mod.frame_op_counts.get(f"{mod.module_name}_jacobian_local")
+    if fam:
+        ops["jacobian_local"] = fam["prefix"] + fam[frame]
+    return {"label": label, "robot": robot.name, "nq": robot.nq, "nv": robot.nv, "base": robot.base,
+            "frame": frame, "profile": stamp.get("profile"), "cflags": stamp.get("cflags"),
+            "phases_s": t, "wall_s": info["wall"], "maxrss_mb": info["maxrss_mb"],
+            "compiler_maxrss_mb": info["compiler_maxrss_mb"], "n_functions": len(stamp["ops"]),
+            "total_ops": sum(v["total"] for v in stamp["ops"].values()), "ops": ops, "c_ns": c_ns,
+            "batch_ns": batch1, "batch_threads": batch2, "python_us": py,
+            "pinocchio_ns": pin_res["ns_per_call"] if pin_res else None,
+            "pinocchio_check": pin_res["check_max_rel_diff"] if pin_res else None, "pinocchio_python_us": pin_py}
+
+
+def report(r: dict) -> str:
+    lines = [f"### {r['label']}: {r['robot']} ({r['base']} base, nq = {r['nq']}, nv = {r['nv']})", "",
+             f"profile `{r['profile']}` ({' '.join(r['cflags'] or [])}); {r['n_functions']} C functions, "
+             f"{r['total_ops']:,} operations; " + ", ".join(f"{k} {v:.1f} s" for k, v in r["phases_s"].items())
+             + f"; wall {r['wall_s']:.1f} s; peak memory {r['maxrss_mb']:.0f} MB (Python), "
+             f"{r['compiler_maxrss_mb']:.0f} MB (largest compiler process)", "",
+             "| function | ops | C ns (shipped) | batch ns/state | Python us (1 state) | Pinocchio C++ ns | ratio C | ratio batch |",
+             "|---|---|---|---|---|---|---|---|"]
+    pin = r["pinocchio_ns"] or {}
+    for fn in TIMED:
+        if fn not in r["c_ns"]:
+            continue
+        c = r["c_ns"][fn]
+        b = r["batch_ns"].get(fn)
+        p = pin.get(PAIRS.get(fn, ""))
+        cell = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
+        lines.append(f"| {fn} | {r['ops'].get(fn, 0):,} | {c:.0f} | {cell(b, '.0f')} | "
+                     f"{cell(r['python_us'].get(fn), '.2f')} | {cell(p, '.0f')} | "
+                     f"{cell(p / c if p else None, '.2f')}x | {cell(p / b if p and b else None, '.2f')}x |")
+    bt = r["batch_threads"]
+    lines += ["", f"FD batch over states, wall: 1 thread {bt['forward_dynamics_1thread_wall']:.0f} ns/state, "
+              f"threads=2 {bt['forward_dynamics']:.0f} ns/state "
+              f"({bt['forward_dynamics_1thread_wall'] / bt['forward_dynamics']:.2f}x); "
+              f"Python FD with out= {r['python_us']['forward_dynamics_out']:.2f} us"]
+    if r["pinocchio_python_us"]:
+        pp = r["pinocchio_python_us"]
+        lines.append(f"Pinocchio Python binding per call: rnea {pp['rnea']:.2f} us, aba {pp['aba']:.2f} us, "
+                     f"crba {pp['crba']:.2f} us, computeMinverse {pp['minv']:.2f} us; "
+                     f"|FD - ABA| / |ABA| at state 0: {pp['fd_max_rel_diff']:.1e}")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default="panda", help="'panda' (preset) or a robot file (.yaml/.urdf)")
-    ap.add_argument("--base", choices=("free", "fixed"), default="free")
-    ap.add_argument("--lock", nargs="*", default=None, help="joints to lock at 0 (both sides)")
-    ap.add_argument("--frame", default=None, help="frame for the Jacobian (default: preset's or the last)")
-    ap.add_argument("--flags", default=" ".join(bp.DEFAULT_FLAGS), help="C/C++ flags, both sides")
+    ap.add_argument("--base", choices=("free", "fixed", "file"), default="free",
+                    help="base type (file: as the robot file says)")
+    ap.add_argument("--sweep", action="store_true", help="chains of 7/14/28/56 joints, humanoid tree, 4-arm robot")
+    ap.add_argument("--profile", default="fast")
     ap.add_argument("--states", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=20000)
     ap.add_argument("--workdir", default=str(HERE / "build"))
-    ap.add_argument("--no-pinocchio", action="store_true", help="time soadyn only")
-    ap.add_argument("--out", help="write the JSON result here")
+    ap.add_argument("--no-pinocchio", action="store_true")
+    ap.add_argument("--functions", default=None,
+                    help="compile only these API functions (default: all; --sweep default: " + SWEEP_FUNCTIONS + ")")
+    ap.add_argument("--sizes", default="7,14,28,56", help="chain lengths of the sweep")
+    ap.add_argument("--out", help="write the JSON results here")
     args = ap.parse_args(argv)
-
-    if args.robot == "panda":
-        preset = bp.PRESETS["panda"]
-        path, lock, frame = preset["urdf"](), preset["lock"], preset["frame"]
-    else:
-        path, lock, frame = Path(args.robot), [], None
-    lock = args.lock if args.lock is not None else lock
-    frame = args.frame or frame
-    flags = args.flags.split()
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
-
-    robot = load_robot(path, base=args.base, mimic="independent")
-    if lock:
-        robot = lock_joints(robot, lock)
-    frame = frame or (robot.frame_names[-1] if robot.frame_names else robot.body_names[-1])
-
-    # ---- soadyn: fresh derive + compile ---------------------------------------------------------------
-    fresh = work / "soadyn"
-    shutil.rmtree(fresh, ignore_errors=True)
-    t0 = time.perf_counter()
-    mod = soadyn_compile(robot, out_dir=fresh, force=True, progress=False)
-    wall = time.perf_counter() - t0
-    stamp = json.loads((Path(mod.__file__).parent / "soadyn_stamp.json").read_text())
-    module_dir = Path(mod.__file__).parent
-
-    # ---- soadyn: C loop, same flags as Pinocchio ------------------------------------------------------
-    frame_id = mod.frame_ids[frame]
-    sizes, wrapper = _c_signatures(mod, frame_id)
-    cdir = work / "soadyn_c"
-    shutil.rmtree(cdir, ignore_errors=True)
-    cdir.mkdir(parents=True)
-    for f in list(module_dir.glob("*.c")) + list(module_dir.glob("*.h")):
-        if not f.name.startswith("_soadyn_"):
-            shutil.copy(f, cdir / f.name)
-    (cdir / "bench_wrap.c").write_text(wrapper)
-    rng = np.random.default_rng(0)
-    qs = np.stack([robot.random_configuration(rng) for _ in range(args.states)])
-    inputs = {name: {"q": qs} for name in sizes}
-    ours = bp.time_c_functions(cdir, list(sizes), sizes, flags=flags, inputs=inputs, n_states=args.states,
-                               sources=sorted(cdir.glob("*.c")), headers=[f"{mod.module_name}.h"])
-
-    # ---- soadyn: from Python ----------------------------------------------------------------------------
-    q, v, tau = qs[0], rng.normal(size=robot.nv), rng.normal(size=robot.nv)
-    n = args.states
-    V, T = rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv))
-    py = {
-        "inverse_dynamics": _python_us(mod.inverse_dynamics, (q, v, tau)),
-        "mass_matrix": _python_us(mod.mass_matrix, (q,)),
-        "forward_dynamics": _python_us(mod.forward_dynamics, (q, v, tau)),
-        "mass_matrix_inverse": _python_us(mod.mass_matrix_inverse, (q,)),
-        "jacobian_local": _python_us(lambda x: mod.jacobian(x, frame), (q,)),
-    }
-    py_batch = {
-        "inverse_dynamics": _python_us(mod.inverse_dynamics, (qs, V, T), 20) / n,
-        "forward_dynamics": _python_us(mod.forward_dynamics, (qs, V, T), 20) / n,
-        "mass_matrix": _python_us(mod.mass_matrix, (qs,), 20) / n,
-    }
-
-    # ---- Pinocchio -------------------------------------------------------------------------------------
-    pin = None
-    if not args.no_pinocchio:
-        if path.suffix.lower() != ".urdf":
-            print("Pinocchio side needs a URDF; use --no-pinocchio for YAML robots", file=sys.stderr)
-            return 2
-        pin = bp.bench_pinocchio(path, args.base, frame, lock, flags=flags, n_states=args.states,
-                                 workdir=work / f"pin_{robot.name}_{args.base}")
-
-    # ---- report -------------------------------------------------------------------------------------
-    prefix = mod.module_name
-    ns = {k.removeprefix(prefix + "_"): val for k, val in ours["ns_per_call"].items()}
-    ns["jacobian_local"] = ns.pop("bench_jacobian_local")
-    ops = {k.removeprefix(prefix + "_"): v["total"] for k, v in mod.op_counts.items()}
-    fam = mod.frame_op_counts.get(f"{prefix}_jacobian_local")
-    if fam:  # a call for one frame costs the shared prefix plus that frame's case
-        ops["jacobian_local"] = fam["prefix"] + fam[frame]
-    t = stamp["timings"]
-    derive_s = sum(t.get(k, 0.0) for k in ("derive", "optimise", "emit"))
-    total_ops = sum(o for o in ops.values() if o)
-    print(f"robot {robot.name} ({args.base} base, nq={robot.nq}, nv={robot.nv}, locked={lock}); "
-          f"frame {frame}")
-    print(f"flags: {' '.join(flags)}; {ours['compiler']}; {ours['machine']}")
-    print(f"derive + optimise + emit {derive_s:.2f} s, compile {t.get('compile', 0.0):.2f} s, "
-          f"wall {wall:.2f} s; {len(mod.op_counts)} C functions, {total_ops} operations")
-    print()
-    print("| function | ops | ops/DOF | soadyn C ns | Python us (1 state) | Pinocchio ns | ratio | target |")
-    print("|---|---|---|---|---|---|---|---|")
-    rows = []
-
-    def cell(x: float | None, fmt: str) -> str:
-        return "-" if x is None else format(x, fmt)
-
-    for fn in sorted(ns, key=lambda f: (f not in PAIRS, f)):
-        p = pin["ns_per_call"].get(PAIRS[fn]) if pin and fn in PAIRS else None
-        ratio = p / ns[fn] if p else None
-        o = ops.get(fn)
-        rows.append({"function": fn, "ops": o, "ns": ns[fn], "python_us": py.get(fn),
-                     "python_batch_us_per_state": py_batch.get(fn), "pinocchio_ns": p, "ratio": ratio,
-                     "target": TARGETS.get(fn)})
-        print(f"| {fn} | {cell(o, 'd')} | {cell(o / robot.nv if o else None, '.0f')} | {ns[fn]:.0f} | "
-              f"{cell(py.get(fn), '.2f')} | {cell(p, '.0f')} | {cell(ratio, '.2f')} | "
-              f"{cell(TARGETS.get(fn), '.0f')} |")
-    print()
-    print("Python, batch of", n, "states (us per state):",
-          ", ".join(f"{k} {v:.3f}" for k, v in py_batch.items()))
-    result = {"robot": robot.name, "base": args.base, "nv": robot.nv, "locked": lock, "frame": frame,
-              "flags": flags, "derive_compile": stamp["timings"], "wall_s": wall, "rows": rows,
-              "soadyn_c": ours, "pinocchio": pin}
+    jobs = []
+    if args.sweep:
+        gen = Path(tempfile.mkdtemp(prefix="soadyn_sweep_", dir=work))
+        for n in (int(s) for s in args.sizes.split(",") if s):
+            p = gen / f"chain{n}.urdf"
+            p.write_text(chain_urdf(n))
+            jobs.append((f"chain{n}", p, "free", [], None))
+        p = gen / "humanoid32.urdf"
+        p.write_text(humanoid_urdf())
+        jobs.append(("humanoid32", p, "free", [], None))
+        jobs.append(("four_arm_37dof", REPO / "examples" / "seed004_four_arm_37dof.yaml", "file", [], None))
+    elif args.robot == "panda":
+        pre = bp.PRESETS["panda"]
+        jobs.append(("panda", pre["urdf"](), args.base, pre["lock"], pre["frame"]))
+    else:
+        jobs.append((Path(args.robot).stem, Path(args.robot), args.base, [], None))
+    results = []
+    print(f"machine: {bp.machine_info()}; {bp._compiler_version(bp._compiler('c'))}; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    for label, path, base, lock, frame in jobs:
+        functions = args.functions or (SWEEP_FUNCTIONS if args.sweep else None)
+        r = bench_robot(label, path, base, lock, frame, work / "runs", args.profile, args.states, args.batch,
+                        not args.no_pinocchio, functions)
+        results.append(r)
+        print(report(r), flush=True)
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1, default=float))
+        Path(args.out).write_text(json.dumps(results, indent=1, default=float))
     return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from soadyn.cli.options import add_robot_args
 from soadyn.codegen.build import CompileError
 from soadyn.codegen.functions import function_table, select_functions
+from soadyn.codegen.profiles import PROFILES, get_profile
 from soadyn.codegen.verify import format_checks, summary, verify
 from soadyn.model.names import terminal
 
@@ -31,12 +32,19 @@ from soadyn.model.names import terminal
 # --------------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------------
+def _profile_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", choices=PROFILES, default=None,
+                   help="build profile: fast (default; fastest code for this machine, -march=native), "
+                        "portable (baseline ISA, for other machines of this class), debug (compiles quickly)")
+
+
 def add_compile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="generate, compile and cache the C dynamics module of a robot",
                        description="Derive every dynamics function of a robot symbolically, emit C99, "
                        "compile it with cffi into DIR/<robot name>/ and cache it (an unchanged robot is not "
                        "rebuilt). Then: sys.path.insert(0, DIR); import <robot name>.")
     add_robot_args(p, out_dir=True)
+    _profile_arg(p)
     p.add_argument("--force", action="store_true", help="rebuild even when the cached module is current")
     p.add_argument("--sources-only", action="store_true",
                    help="write only <name>.c and <name>.h (no C compiler needed)")
@@ -53,6 +61,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
                        "function with the dense reference path and with the float run of its algorithm "
                        "on random states; exit code 1 if any relative error exceeds the tolerance.")
     add_robot_args(p, out_dir=True)
+    _profile_arg(p)
     p.add_argument("--states", type=int, default=100, help="number of random states (default 100)")
     p.add_argument("--tol", type=float, default=1e-10, help="relative tolerance (default 1e-10)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -92,13 +101,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         if args.sources_only:
             robot, name = resolve_robot(args.robot, args.base, mimic=args.mimic)
-            gen = generate(robot, name, progress=progress, functions=functions)
+            gen = generate(robot, name, progress=progress, functions=functions,
+                           profile=get_profile(args.profile))
             for p in write_sources(gen, out / name):
                 print(p)
             return 0
         before = _derive.STATS["derivations"]
         module = compile_robot(args.robot, out, args.base, functions, force=args.force, progress=progress,
-                               mimic=args.mimic)
+                               mimic=args.mimic, profile=args.profile)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -113,7 +123,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     try:
         checks = verify(args.robot, args.out, args.base, states=args.states, tol=args.tol, seed=args.seed,
-                        progress=progress, mimic=args.mimic)
+                        progress=progress, mimic=args.mimic, profile=args.profile)
     except CompileError as e:
         print(terminal(f"error: {e}", 4000), file=sys.stderr)
         return 1

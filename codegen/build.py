@@ -1,5 +1,10 @@
 """Compile generated C into a Python extension with cffi (API mode).
 
+The flags come from the build profile (:mod:`soadyn.codegen.profiles`) and the translation units from
+:func:`soadyn.codegen.units.translation_units` (stage functions, one function per unit, objects reused
+through :mod:`soadyn.codegen.objcache`); the notes below on ``-O1`` and ``BIG_FUNCTION_OPS`` describe
+the defaults used when no profile flags are passed.
+
 ``cffi.FFI.cdef`` gets the prototypes of the generated header, ``set_source`` a wrapper that includes the
 header; cffi writes the wrapper C (``emit_c_code``) and we run the C compiler ourselves, so that the flags
 are exactly ours and a failure can show the compiler's own messages:
@@ -42,6 +47,8 @@ from pathlib import Path
 
 import cffi
 from cffi.recompiler import make_c_source
+
+import soadyn.codegen.objcache as objcache
 
 #: number of C compilations run in this process (tests use it to prove that a cached compile builds nothing)
 STATS = {"compilations": 0}
@@ -96,14 +103,19 @@ def unit_flags(big: bool) -> list[str]:
 
 
 def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str,
-                    parts: Sequence[str | tuple[str, bool]], source_file: str | None = None,
-                    progress: Callable[[str], None] | None = None) -> Path:
+                    parts: Sequence[str | tuple[str, bool] | tuple[str, str, int, str]],
+                    source_file: str | None = None,
+                    progress: Callable[[str], None] | None = None, flags: Sequence[str] | None = None,
+                    object_cache: Path | None = None) -> Path:
     """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
 
     ``parts`` are translation units (the functions of the generated source split for parallel
-    compilation, see :func:`soadyn.codegen.emit.split_units`): texts, or ``(text, big)`` pairs where
+    compilation, as the former ``emit.split_units`` made them): texts, or ``(text, big)`` pairs where
     ``big`` selects :func:`unit_flags` for a huge function; they are written next to the header,
-    compiled in parallel (:func:`jobs`) and removed afterwards.  ``source_file`` (the single generated
+    compiled in parallel (:func:`jobs`) and removed afterwards; or ``(stem, text, ops, dependency)``
+    units of :func:`soadyn.codegen.units.translation_units`, whose objects are reused from
+    ``object_cache`` (:mod:`soadyn.codegen.objcache`).  ``flags``: the profile's flags (default
+    :func:`cflags`).  ``source_file`` (the single generated
     source) is used instead by the fallback compiler driver.  ``progress(name)`` is called after each
     compiled unit and after linking (``len(parts) + 2`` calls).  Raises :class:`CompileError` on failure.
     """
@@ -111,7 +123,8 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     module_dir = Path(module_dir)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    flags = cflags()
+    explicit = flags is not None
+    flags = list(flags) if explicit else cflags()
     ffi.set_source(ext_name, f'#include "{header_file}"\n', include_dirs=[str(module_dir)],
                    sources=[str(module_dir / source_file)] if source_file else [], extra_compile_args=flags)
     wrapper = module_dir / f"{ext_name}.c"
@@ -124,14 +137,27 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     if sys.platform.startswith("linux") or sys.platform == "darwin":
         sources = [wrapper]
         unit_flag = {wrapper: flags}
+        deps: dict[Path, str] = {}
         for i, part in enumerate(parts):
-            text, big = (part, False) if isinstance(part, str) else part
-            p = module_dir / f"{ext_name}_part{i}.c"
+            if isinstance(part, tuple) and len(part) == 4:
+                stem, text, _, dep = part
+                p = module_dir / f"{ext_name}_{stem}.c"
+                deps[p] = dep
+                unit_flag[p] = flags
+            else:
+                text, big = (part, False) if isinstance(part, str) else part
+                p = module_dir / f"{ext_name}_part{i}.c"
+                unit_flag[p] = flags if explicit else unit_flags(big)
             p.write_text(text, encoding="utf-8")
             sources.append(p)
-            unit_flag[p] = unit_flags(big)
         try:
-            _compile_posix(module_dir, sources, target, unit_flag, progress)
+            try:
+                _compile_posix(module_dir, sources, target, unit_flag, progress, deps, object_cache)
+            except CompileError:
+                if object_cache is None or not deps:
+                    raise
+                _compile_posix(module_dir, sources, target, unit_flag, None, deps, None)  # distrust the cache
+            objcache.prune(object_cache)
         finally:
             for p in sources:
                 p.unlink(missing_ok=True)
@@ -159,15 +185,24 @@ def _check(proc: subprocess.CompletedProcess, cmd: list[str], what: str) -> None
 
 
 def _compile_posix(module_dir: Path, sources: list[Path], target: Path, flags: dict[Path, list[str]],
-                   progress: Callable[[str], None] | None = None) -> None:
+                   progress: Callable[[str], None] | None = None, deps: dict[Path, str] | None = None,
+                   cache: Path | None = None) -> None:
     cc = compiler_command()
     include = sysconfig.get_paths()["include"]
     objects = [s.with_suffix(".o") for s in sources]
+    deps = deps or {}
 
     def unit(src: Path, obj: Path) -> None:
+        key = None
+        if src in deps and cache is not None:
+            key = objcache.object_key(src.read_text(encoding="utf-8"), deps[src], cc, flags[src], include)
+            if objcache.fetch(cache, key, obj):
+                return
         cmd = [*cc, "-c", "-fPIC", *flags[src], "-I", include, "-I", str(module_dir), str(src), "-o",
                str(obj)]
         _check(_run(cmd, module_dir), cmd, f"compiling {src.name}")
+        if key is not None:
+            objcache.store(cache, key, obj)
 
     # largest units first, so that the small ones fill the gaps
     order = sorted(range(len(sources)), key=lambda i: -sources[i].stat().st_size)

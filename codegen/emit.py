@@ -24,6 +24,7 @@ from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
+from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.parameters import default_params
 from soadyn.model.robot import Robot
@@ -55,6 +56,8 @@ class EmittedFunction:
     #: frame families: ops of the shared prefix and [(frame name, enumerator, ops of its case)]
     prefix_ops: dict[str, int] | None = None
     case_ops: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
+    #: stage functions and SIMD batch code (:func:`soadyn.codegen.units.finish_function`)
+    extra: Any = None
 
     @property
     def is_family(self) -> bool:
@@ -220,8 +223,14 @@ def _common(robot: Robot, module_name: str) -> dict[str, Any]:
 
 
 def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
-                programs: list[Program]) -> tuple[dict[str, str], str, list[EmittedFunction]]:
-    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions)."""
+                programs: list[Program], stage_ops: int = 0,
+                lanes: int = 1) -> tuple[dict[str, str], str, list[EmittedFunction]]:
+    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions).
+
+    ``<module>.c`` is the portable single-file C99 of the functions, the same for every build profile.
+    ``stage_ops``, ``lanes``: the returned functions are then finished for the build (stage functions and
+    SIMD batches, :func:`~soadyn.codegen.units.finish_function`; compiled from
+    :func:`~soadyn.codegen.units.translation_units`): the same statements, arranged for the compiler."""
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
     funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
@@ -233,34 +242,14 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
-    source = render("module.c.j2", functions=funcs, **common)
+    source = render("module.c.j2", functions=funcs, prelude="", **common)
+    for s, f in zip(specs, funcs):
+        finish_function(f, stage_ops, lanes if s.name in SIMD_FUNCTIONS else 1)
     cdef = ""
     if families:
         cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")
     cdef += "\n".join(f"{f.prototype}\n{f.batch_prototype}" for f in funcs) + "\n"
     return {common["source_name"]: source, common["header_name"]: header}, cdef, funcs
-
-
-def split_units(robot: Robot, module_name: str, funcs: list[EmittedFunction], parts: int,
-                big_ops: int | None = None) -> list[tuple[str, bool]]:
-    """Translation units ``(text, big)`` for a parallel build: functions are packed greedily (largest
-    first) into ``parts`` units of similar operation counts; functions with more than ``big_ops``
-    operations (if given) get units of their own, flagged ``big`` (the build compiles those at a lower
-    optimisation level, see :mod:`soadyn.codegen.build`)."""
-    big = [f for f in funcs if big_ops is not None and f.ops.get("total", 0) > big_ops]
-    small = [f for f in funcs if f not in big]
-    parts = max(1, min(parts, len(small))) if small else 0
-    bins: list[list[EmittedFunction]] = [[] for _ in range(parts)]
-    load = [0] * parts
-    for f in sorted(small, key=lambda f: -f.ops.get("total", 0)):
-        i = load.index(min(load))
-        bins[i].append(f)
-        load[i] += f.ops.get("total", 0) + 1
-    order = {f.cname: i for i, f in enumerate(funcs)}
-    common = _common(robot, module_name)
-    units = [(sorted(b, key=lambda f: order[f.cname]), False) for b in bins if b]
-    units += [([f], True) for f in big]
-    return [(render("module.c.j2", functions=fs, **common), is_big) for fs, is_big in units]
 
 
 def _tuple_literal(shape: tuple[int, ...]) -> str:

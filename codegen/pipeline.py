@@ -39,11 +39,14 @@ from typing import Any
 
 import soadyn.codegen.build as _build
 import soadyn.codegen.cache as _cache
+import soadyn.codegen.objcache as objcache
 from soadyn.codegen.derive import algorithm, derive, rename_reserved
-from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version, split_units
+from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version
 from soadyn.codegen.functions import FunctionSpec, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
+from soadyn.codegen.profiles import Profile, get_profile
+from soadyn.codegen.units import translation_units
 from soadyn.model.names import module_name
 from soadyn.model.robot import Robot
 
@@ -94,11 +97,14 @@ def _progress(total: int, enabled: bool, desc: str, unit: str = "fn"):
 
 def generate(robot: Robot, module_name: str | None = None, progress: bool = False,
              specs: list[FunctionSpec] | None = None,
-             functions: list[str] | tuple[str, ...] | str | None = None) -> Generated:
+             functions: list[str] | tuple[str, ...] | str | None = None,
+             profile: Profile | None = None) -> Generated:
     """Derive and optimise the functions of :func:`function_table` and emit C source and header.
 
     ``functions``: public API names to generate (default: all; see
     :func:`~soadyn.codegen.functions.select_functions`); ``specs``: an explicit table instead.
+    ``profile``: stage length and SIMD lanes of the emitted C (default: plain functions, as committed
+    under ``generated/``; see :mod:`soadyn.codegen.profiles`).
     """
     module_name = module_name or module_name_for(robot)
     if specs is None:
@@ -120,7 +126,8 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
             t_opt += t2 - t1
             bar.update(1)
     t0 = time.perf_counter()
-    files, cdef, funcs = emit_module(robot, module_name, specs, programs)
+    files, cdef, funcs = emit_module(robot, module_name, specs, programs,
+                                     *((profile.stage_ops, profile.lanes) if profile else ()))
     timings = {"derive": t_derive, "optimise": t_opt, "emit": time.perf_counter() - t0}
     return Generated(robot, module_name, specs, files, cdef, funcs, timings)
 
@@ -151,7 +158,7 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
         "operational_space", "regressors", "rnea_derivatives", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
-        "load")),                                    # load: imported by the package for its public load()
+        "load", "units", "profiles", "objcache")),  # load: imported by the package for its public load()
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
     ("soadyn.templates", "module.h.j2"),
@@ -189,15 +196,18 @@ def _generator_source_hash() -> str:
     return h.hexdigest()
 
 
-def cache_key(robot: Robot, module_name: str, functions: list[str] | tuple[str, ...] | None = None) -> str:
+def cache_key(robot: Robot, module_name: str, functions: list[str] | tuple[str, ...] | None = None,
+              profile: Profile | None = None) -> str:
     """Key of a compiled module: robot fingerprint and robot-file sha256 (a comment-only change of the file
     rebuilds too, so the module's recorded sha256 always follows the file's bytes), module name, generator
-    version and source, compiler, flags and the selected functions (``None`` = all)."""
+    version and source, compiler, build profile and its flags (with the machine for ``-march=native``) and
+    the selected functions (``None`` = all)."""
+    profile = profile or get_profile()
     h = hashlib.sha256()
     h.update(json.dumps({
         "fingerprint": robot.fingerprint(), "module": module_name, "version": generator_version(),
         "robot_sha256": robot.source_hash,
-        "generator": _generator_source_hash(), "cc": _build.compiler_command(), "cflags": _build.cflags(),
+        "generator": _generator_source_hash(), "cc": _build.compiler_command(), "profile": profile.key(),
         "ext_suffix": _build.extension_suffix(),
         "functions": None if functions is None else sorted(set(functions)),
     }, sort_keys=True).encode())
@@ -260,22 +270,26 @@ def _normalise_functions(robot: Robot,
 
 def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike | None = None,
                   base: str | None = None, functions: list[str] | tuple[str, ...] | str | None = None, *,
-                  force: bool = False, progress: bool | None = None, **load_kw: Any) -> types.ModuleType:
+                  force: bool = False, progress: bool | None = None, profile: str | Profile | None = None,
+                  **load_kw: Any) -> types.ModuleType:
     """Compile a robot (a :class:`Robot` or a robot file path) into ``out_dir/<module>/`` and import it.
 
     ``out_dir`` defaults to ``./generated``; ``base`` ('free' | 'fixed') overrides the robot's base.
     ``functions``: public API names to build (e.g. ``["forward_dynamics", "mass_matrix"]`` or
     ``"forward_dynamics,mass_matrix"``; default: all); an unknown name raises ``ValueError`` listing the
     valid ones.  The selection is part of the cache key.
+    ``profile``: 'fast' (default: this machine's fastest code), 'portable' or 'debug' (compiles quickly);
+    see :mod:`soadyn.codegen.profiles`.  It is recorded in the stamp and part of the cache key.
     Cached: when the module exists with the same cache key it is imported without any work
     (``force=True`` rebuilds).  ``progress`` (default: when stderr is a terminal) shows tqdm bars.
     Raises :class:`~soadyn.codegen.build.CompileError` when the C compiler is missing or fails.
     """
+    prof = get_profile(profile)
     robot, module_name = resolve_robot(robot_or_path, base, **load_kw)
     selected = _normalise_functions(robot, functions)
     out = Path(out_dir if out_dir is not None else DEFAULT_OUT_DIR).resolve()
     target = out / module_name
-    key = cache_key(robot, module_name, selected)
+    key = cache_key(robot, module_name, selected, prof)
     if progress is None:
         progress = sys.stderr.isatty()
     try:
@@ -297,7 +311,7 @@ def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.Pa
             return _load_built(target, key)
         _cache.check_owner(target, robot.name, {f"{module_name}.c", f"{module_name}.h", "__init__.py",
                                                 STAMP})
-        _build_into(robot, module_name, selected, key, out, target, progress)
+        _build_into(robot, module_name, selected, key, out, target, progress, prof)
         return _load_built(target, key)
     finally:
         lock.__exit__(None, None, None)
@@ -312,7 +326,7 @@ def _load_built(target: Path, key: str) -> types.ModuleType:
 
 
 def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key: str, out: Path,
-                target: Path, progress: bool) -> None:
+                target: Path, progress: bool, prof: Profile) -> None:
     """Generate and compile into a private temporary directory, then swap it into ``target``."""
     tmp = out / f".{module_name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
@@ -321,22 +335,23 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
         raise _build.CompileError(f"cannot write to the output directory {out} ({e.strerror}); choose a "
                                   "writable one with -o / out_dir") from None
     try:
-        gen = generate(robot, module_name, progress=progress, functions=selected)
+        gen = generate(robot, module_name, progress=progress, functions=selected, profile=prof)
         write_sources(gen, tmp)
         ext_name = f"_soadyn_{key[:16]}"
         t0 = time.perf_counter()
-        units = split_units(robot, module_name, gen.functions, _build.jobs(), _build.BIG_FUNCTION_OPS)
+        units = translation_units(gen.functions, gen.header_name, gen.files[gen.header_name])
         kb = len(gen.files[gen.source_name]) // 1024
         with _progress(len(units) + 2, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
             ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, units, gen.source_name,
-                                         progress=lambda name: bar.update(1))
+                                         progress=lambda name: bar.update(1), flags=prof.cflags,
+                                         object_cache=objcache.default_dir())
         gen.timings["compile"] = time.perf_counter() - t0
         (tmp / "__init__.py").write_text(emit_wrapper(robot, module_name, ext_name, gen.specs, gen.functions,
                                                       key),
                                          encoding="utf-8", newline="\n")
         stamp = {"key": key, "robot": robot.name, "module": module_name, "base": robot.base,
                  "fingerprint": robot.fingerprint(), "robot_sha256": robot.source_hash,
-                 "version": generator_version(), "extension": ext.name, "cflags": _build.cflags(),
+                 "version": generator_version(), "extension": ext.name, **prof.stamp(),
                  "functions": selected, "files": _cache.file_digests(tmp),
                  "timings": {k: round(v, 3) for k, v in gen.timings.items()}, "ops": gen.op_counts()}
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")

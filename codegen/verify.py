@@ -164,14 +164,15 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
 
 def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None, base: str | None = None,
            states: int = 100, tol: float = 1e-10, seed: int = 0, progress: bool = False,
-           **load_kw: Any) -> list[Check]:
-    """Compile (or reuse) the module of a robot and check every generated function (see module doc)."""
+           profile: str | None = None, **load_kw: Any) -> list[Check]:
+    """Compile (or reuse) the module of a robot with build ``profile`` and check every generated function
+    (see module doc)."""
     from tqdm.auto import tqdm
 
     from soadyn.codegen.pipeline import compile_robot, resolve_robot
 
     robot, _ = resolve_robot(robot_or_path, base, **load_kw)
-    module = compile_robot(robot_or_path, out_dir, base, progress=progress, **load_kw)
+    module = compile_robot(robot_or_path, out_dir, base, progress=progress, profile=profile, **load_kw)
     ins = random_inputs(robot, states, np.random.default_rng(seed))
     # opt-in functions (derivatives) are checked when the module has them
     default = {s.api for s in function_table(robot)}

@@ -7,6 +7,7 @@ skipped only when no C compiler exists.  Everything else a compile raises is a f
 
 from __future__ import annotations
 
+import os
 import shutil
 import sysconfig
 from pathlib import Path
@@ -21,6 +22,10 @@ from soadyn.model.robot import Robot
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 TEST_ARM = EXAMPLES / "test_arm.yaml"
+
+#: modules built by the suite use the quick-to-compile debug profile (same results bit for bit: every
+#: profile rounds alike); tests/test_build_profiles.py builds with the fast profile's flags explicitly
+os.environ.setdefault("SOADYN_PROFILE", "debug")
 
 #: the C compiler soadyn would call ($CC, else Python's configured CC), looked up once
 CC = compiler_command()

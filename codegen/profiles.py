@@ -1,0 +1,115 @@
+"""Build profiles: the compiler flags, stage length and SIMD width a compiled module is built with.
+
+=========  ======================================================  =========================================
+profile    flags (after ``-fno-math-errno -ffp-contract=off``)      use
+=========  ======================================================  =========================================
+fast       ``-O2 -march=native -fno-tree-slp-vectorize``          default: the fastest code measured within
+                                                                   the compile budget, for this machine
+portable   ``-O2`` + the architecture's baseline ISA               modules copied to other machines of the
+           (x86-64: ``-march=x86-64 -mtune=generic``;              same class (flight computers, clusters)
+           aarch64: ``-march=armv8-a``)
+debug      ``-O0 -g``                                              compiles quickly; for tests and debugging
+=========  ======================================================  =========================================
+
+Every profile keeps ``-fno-math-errno`` (``sqrt`` is the bare instruction; IEEE semantics unchanged) and
+``-ffp-contract=off`` (no fused multiply-add): each profile rounds every operation exactly as the
+float run of the algorithm does, so all profiles give bit-identical results and ``soadyn verify``
+holds with the same tolerances for each.  ``-fno-tree-slp-vectorize`` with ``-march=native``: gcc 12's
+SLP vectoriser forms ``vfmaddsub``/``vfmsubadd`` (fused) instructions despite ``-ffp-contract=off`` when
+FMA is available (15 of them in the 4-DOF test arm's module; its centre of mass then differs from the
+un-fused result by 1-2 ulp); without SLP the straight-line code is unchanged otherwise, and the
+batched entry points vectorise across states instead (:mod:`soadyn.codegen.units`).
+
+Measured before choosing (gcc 12.2, 2-core AMD EPYC with AVX-512, Panda free base nv = 13, per call,
+issue 11): ``-O1`` 328 / 320 / 814 / 913 ns for ID / M / FD / M^-1, ``-O3 -march=native`` 276 / 291 / 548 /
+630 ns at the same compile time; gcc's time on long straight-line functions is dominated by the register
+allocator and is cut by :mod:`soadyn.codegen.units` (stage functions), not by the ``-O`` level.
+
+``SOADYN_CFLAGS`` (environment) still replaces the optimisation flags of any profile; the flags in
+effect are recorded in the module's stamp and are part of its cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+from dataclasses import dataclass
+
+#: flags every profile starts with (they fix the rounding: see the module docstring)
+IEEE_FLAGS = ("-fno-math-errno", "-ffp-contract=off")
+PROFILES = ("fast", "portable", "debug")
+DEFAULT_PROFILE = "fast"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One build profile: its name, C flags, target operations per stage function (0: never split) and
+    the number of states its batched entry points evaluate at once across SIMD lanes (1: scalar loop)."""
+
+    name: str
+    cflags: tuple[str, ...]
+    stage_ops: int
+    lanes: int
+    native: bool = False
+
+    def key(self) -> dict:
+        """What the cache key needs: the flags, and for ``-march=native`` the machine they resolve to."""
+        out = {"profile": self.name, "cflags": list(self.cflags), "stage_ops": self.stage_ops,
+               "lanes": self.lanes}
+        if self.native or any("native" in f for f in self.cflags):
+            out["machine"] = machine_id()
+        return out
+
+    def stamp(self) -> dict:
+        return {"profile": self.name, "cflags": list(self.cflags), "stage_ops": self.stage_ops,
+                "simd_lanes": self.lanes}
+
+
+def _baseline_isa() -> tuple[str, ...]:
+    m = platform.machine().lower()
+    if m in ("x86_64", "amd64"):
+        return ("-march=x86-64", "-mtune=generic")
+    if m in ("aarch64", "arm64"):
+        return ("-march=armv8-a",)
+    return ()
+
+
+def machine_id() -> str:
+    """The CPU this process runs on (model name and ISA flags), hashed: ``-march=native`` code is only
+    reused on the same kind of CPU."""
+    text = platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    text += line
+                    if line.startswith(("flags", "Features")):
+                        break
+    except OSError:
+        text += platform.processor()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def get_profile(name: str | Profile | None = None) -> Profile:
+    """The profile called ``name`` (default :data:`DEFAULT_PROFILE`, or ``SOADYN_PROFILE``); raises
+    ``ValueError`` naming the valid ones.  ``SOADYN_CFLAGS`` replaces the optimisation flags.  A
+    :class:`Profile` is returned as it is (custom profiles for measurements)."""
+    if isinstance(name, Profile):
+        return name
+    name = name or os.environ.get("SOADYN_PROFILE") or DEFAULT_PROFILE
+    if name == "fast":
+        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *IEEE_FLAGS),
+                       stage_ops=2500, lanes=4, native=True)
+    elif name == "portable":
+        prof = Profile("portable", ("-O2", *_baseline_isa(), *IEEE_FLAGS), stage_ops=2500, lanes=2)
+    elif name == "debug":
+        prof = Profile("debug", ("-O0", "-g", *IEEE_FLAGS), stage_ops=0, lanes=1)
+    else:
+        raise ValueError(f"unknown build profile {name!r}; valid profiles: {', '.join(PROFILES)}")
+    env = os.environ.get("SOADYN_CFLAGS")
+    if env is not None:
+        prof = Profile(prof.name, tuple(shlex.split(env)), prof.stage_ops, prof.lanes,
+                       native=any("native" in f for f in shlex.split(env)))
+    return prof

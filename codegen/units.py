@@ -1,0 +1,479 @@
+"""Stage functions and translation units: generated C that the C compiler handles in linear time.
+
+A generated function is one long straight-line block.  gcc's register allocator (LRA hard-register
+assignment) and combiner are superlinear in the block length: measured with ``gcc -O1 -ftime-report`` on
+the forward dynamics of ``examples/seed004_four_arm_37dof.yaml`` (9,541 operations) LRA alone takes 64 %
+of 6.2 s, 650 us per operation, against 290 us per operation for the 4,083-operation inverse dynamics.
+
+:func:`split_stages` therefore cuts a long function body into **stage functions** of about
+:data:`STAGE_OPS` operations each, in the algorithm's own statement order.  A value that a later stage
+needs crosses the boundary through a work array ``w`` on the caller's stack (one store, one load); the
+loads of the inputs (``q_3 = q[3]``) are repeated in each stage that uses them instead.  Each stage is
+an external function (``SOADYN_STAGE`` = ``noinline`` under GCC/Clang so that a single-file build keeps
+them apart), so a build can compile the stages in parallel and a stage's cost no longer depends on the
+length of the whole function.  The statements, and so every floating-point operation and its rounding,
+are unchanged; only where the intermediate values live changes.
+
+:func:`translation_units` packs the emitted functions (and stages) into translation units for a
+parallel build, one function per unit so that an unchanged function keeps its object file
+(:mod:`soadyn.codegen.objcache`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+#: target operations per stage function (a function at most 1.5x this long is not split)
+STAGE_OPS = 2500
+#: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
+#: that batches are made of (simulation, rollouts, sampling).  The lanes version of a function costs as
+#: much compile time as the scalar one again (all 29 functions of the four-arm robot: 114 s of compiler
+#: CPU instead of ~60 s); the other functions' batches loop over the scalar function.
+SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
+                            "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces"})
+
+_ASSIGN = re.compile(r"^const double (\w+) = (.*);$")
+_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
+_LOAD = re.compile(r"^\w+\[\d+\]$")
+_IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_OPS = re.compile(r"[-+*/]|\b(?:sin|cos|sqrt|pow)\(")
+
+#: lines placed before the first stage function of a source file
+STAGE_MACRO = ("#ifndef SOADYN_STAGE",
+               "#if defined(__GNUC__) || defined(__clang__)",
+               "#define SOADYN_STAGE __attribute__((noinline))",
+               "#else",
+               "#define SOADYN_STAGE",
+               "#endif",
+               "#endif")
+
+
+@dataclass
+class Stmt:
+    line: str
+    target: str | None        # the local it defines (assignments), None for output stores and comments
+    uses: set[str]
+    cost: int
+    load: bool = False        # ``const double x = in[k];``: repeated in each stage that needs it
+
+
+def _names(expr: str) -> set[str]:
+    return set(_IDENT.findall(_NUMBER.sub(" ", expr)))
+
+
+def parse_body(body: list[str]) -> list[Stmt] | None:
+    """Statements of a straight-line function body, or None if it has other control flow (a switch)."""
+    out: list[Stmt] = []
+    for line in body:
+        s = line.strip()
+        m = _ASSIGN.match(s)
+        if m:
+            expr = m.group(2)
+            out.append(Stmt(s, m.group(1), _names(expr), len(_OPS.findall(_NUMBER.sub(" ", expr))),
+                            bool(_LOAD.match(expr))))
+            continue
+        m = _STORE.match(s)
+        if m:
+            expr = m.group(3)
+            out.append(Stmt(s, None, _names(expr) | {m.group(1)},
+                            len(_OPS.findall(_NUMBER.sub(" ", expr))) + 1))
+            continue
+        if s.startswith("/*") and s.endswith("*/") or not s:
+            out.append(Stmt(s, None, set(), 0))
+            continue
+        return None
+    return out
+
+
+@dataclass
+class Staged:
+    """A function split into stages: their C text, and the body of the calling function."""
+
+    stages: list[str] = field(default_factory=list)   # full C definitions of the stage functions
+    prototypes: list[str] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)     # the caller's new body
+    work: int = 0                                     # doubles of the work array
+    costs: list[int] = field(default_factory=list)
+    stage_bodies: list[list[str]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+
+def _cut(stmts: list[Stmt], max_ops: int) -> list[list[Stmt]]:
+    total = sum(s.cost for s in stmts)
+    n = max(1, round(total / max_ops))
+    if n == 1 or total <= 1.5 * max_ops:
+        return [stmts]
+    target = total / n
+    chunks: list[list[Stmt]] = [[]]
+    acc = 0
+    for s in stmts:
+        if acc >= target * len(chunks) and len(chunks) < n and s.cost:
+            chunks.append([])
+        chunks[-1].append(s)
+        acc += s.cost
+    return [c for c in chunks if c]
+
+
+def split_stages(cname: str, params: list[tuple[str, str]], body: list[str],
+                 max_ops: int = STAGE_OPS) -> Staged | None:
+    """Split a straight-line body into stage functions (None when it is short or not straight-line).
+
+    ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``.
+    """
+    stmts = parse_body(body)
+    if stmts is None:
+        return None
+    chunks = _cut(stmts, max_ops)
+    if len(chunks) < 2:
+        return None
+    staged = _chunk_functions(cname, params, stmts, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))])
+    args = ", ".join([p for _, p in params] + ["w"])
+    staged.body = [f"double w[{max(staged.work, 1)}];"] + [f"{n}({args});" for n in staged.names]
+    return staged
+
+
+_CASE = re.compile(r"^case (\w+): \{")
+
+
+def split_family(cname: str, params: list[tuple[str, str]], body: list[str],
+                 max_ops: int = STAGE_OPS) -> Staged | None:
+    """A frame family (shared prefix, then ``switch (frame)``) as prefix stages plus one function per
+    frame case, all reading the prefix's values from the work array (None when it is short)."""
+    try:
+        at = next(i for i, line in enumerate(body) if line.strip() == "switch (frame) {")
+    except StopIteration:
+        return None
+    prefix = parse_body(body[:at])
+    if prefix is None:
+        return None
+    cases: list[tuple[str, list[Stmt]]] = []
+    current: list[str] | None = None
+    for line in body[at + 1:]:
+        s = line.strip()
+        m = _CASE.match(s)
+        if m:
+            cases.append((m.group(1), []))
+            current = []
+        elif current is not None and s == "break;":
+            stmts = parse_body(current)
+            if stmts is None:
+                return None
+            cases[-1] = (cases[-1][0], stmts)
+            current = None
+        elif current is not None:
+            current.append(s)
+    total = sum(s.cost for s in prefix) + sum(s.cost for _, c in cases for s in c)
+    if not cases or total <= 1.5 * max_ops:
+        return None
+    chunks = _cut(prefix, max_ops) + [c for _, c in cases]
+    n_pre = len(chunks) - len(cases)
+    names = [f"{cname}_stage{k}" for k in range(n_pre)] + [f"{cname}_case{j}" for j in range(len(cases))]
+    stmts = prefix + [s for _, c in cases for s in c]
+    staged = _chunk_functions(cname, params, stmts, chunks, names)
+    args = ", ".join([p for _, p in params] + ["w"])
+    staged.body = [f"double w[{max(staged.work, 1)}];"] + [f"{n}({args});" for n in names[:n_pre]]
+    staged.body += ["switch (frame) {"]
+    staged.body += [f"case {enum}: {name}({args}); break;" for (enum, _), name in zip(cases, names[n_pre:])]
+    staged.body += ["default:", "    return 1;", "}", "return 0;"]
+    return staged
+
+
+def _chunk_functions(cname: str, params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
+                     names: list[str]) -> Staged:
+    """The C functions of ``chunks`` (consecutive statements), passing values through a work array."""
+    loads = {s.target: s for s in stmts if s.load}
+    where: dict[str, int] = {}
+    for k, chunk in enumerate(chunks):
+        for s in chunk:
+            if s.target is not None and not s.load:
+                where[s.target] = k
+    last_use: dict[str, int] = {}
+    for k, chunk in enumerate(chunks):
+        for s in chunk:
+            for u in s.uses:
+                if u in where and where[u] != k:
+                    last_use[u] = k
+    # work-array slots: a value lives from the end of its stage to the start of its last user
+    slot: dict[str, int] = {}
+    free: list[int] = []
+    n_slots = 0
+    releasing: dict[int, list[int]] = {}
+    for k, chunk in enumerate(chunks):
+        free.extend(releasing.pop(k - 1, []))
+        free.sort(reverse=True)
+        for s in chunk:
+            if s.target in last_use:
+                if free:
+                    slot[s.target] = free.pop()
+                else:
+                    slot[s.target] = n_slots
+                    n_slots += 1
+                releasing.setdefault(last_use[s.target], []).append(slot[s.target])
+    staged = Staged(work=n_slots)
+    pnames = [p for _, p in params]
+    decl = ", ".join(f"{t}{p}" for t, p in params) + ", double *w"
+    for name, chunk in zip(names, chunks):
+        used = set().union(*(s.uses for s in chunk))
+        own = {s.target for s in chunk if s.target is not None and not s.load}
+        needed_loads = {u for u in used if u in loads}
+        touched = used.union(*(loads[u].uses for u in needed_loads))
+        lines: list[str] = [f"(void){p};" for p in pnames if p not in touched]
+        # values from other stages and inputs are read where they are used: nothing is kept live
+        # across the whole stage (a preamble of loads would be, as the stores to w may alias them)
+        remote = {u: loads[u].line.split(" = ", 1)[1][:-1] for u in needed_loads}
+        remote.update({u: f"w[{slot[u]}]" for u in used - own - needed_loads if u in slot})
+        for s in chunk:
+            if s.load:
+                continue
+            lines.append(_rewrite(s.line, remote) if remote and s.uses & remote.keys() else s.line)
+            if s.target in slot:
+                lines.append(f"w[{slot[s.target]}] = {s.target};")
+        if n_slots == 0:
+            lines.append("(void)w;")
+        proto = f"void {name}({decl})"
+        staged.names.append(name)
+        staged.stage_bodies.append(lines)
+        staged.prototypes.append(f"SOADYN_STAGE {proto};")
+        staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n" + "".join(f"    {x}\n" for x in lines) + "}\n")
+        staged.costs.append(sum(s.cost for s in chunk))
+    return staged
+
+
+def _rewrite(line: str, remote: dict[str, str]) -> str:
+    """Replace the names in ``remote`` by their expressions (only on the right-hand side)."""
+    lhs, rhs = line.split(" = ", 1)
+    return lhs + " = " + _IDENT.sub(lambda m: remote.get(m.group(0), m.group(0)), rhs)
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+# --------------------------------------------------------------------------------------------------
+# SIMD lanes: the batched entry point evaluates `lanes` states at once
+# --------------------------------------------------------------------------------------------------
+_VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow"}
+_CALL = re.compile(r"\b(sin|cos|sqrt|pow)\(")
+_INDEXED = re.compile(r"\b(\w+)\[(\d+)\]")
+_SIN = re.compile(r"\bsin\((\w+(?:\[\d+\])?)\)")
+_COS = re.compile(r"\bcos\((\w+(?:\[\d+\])?)\)")
+
+
+def vector_type(lanes: int) -> str:
+    return f"soadyn_v{lanes}d"
+
+
+def simd_prelude(lanes: int) -> str:
+    """Type, per-lane math and gather/scatter macros of the SIMD batch code (GCC/Clang vector extensions;
+    other compilers get the scalar loop).  Every lane computes exactly what the scalar code computes:
+    the same IEEE operations in the same order (``-ffp-contract=off``), libm's ``sin``/``cos`` per lane."""
+    vd = vector_type(lanes)
+    lanes_list = range(lanes)
+    ld = ", ".join(f"(p)[{i}*(s)+(k)]" if i else "(p)[k]" for i in lanes_list)
+
+    def lanewise(name: str, f: str) -> str:
+        return (f"static inline {vd} {name}({vd} x)\n{{\n    {vd} r;\n    int l;\n"
+                f"    for (l = 0; l < {lanes}; ++l) r[l] = {f}(x[l]);\n    return r;\n}}\n")
+
+    return "\n".join([
+        "#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD) \\",
+        f"    && !defined({vd.upper()})",
+        f"#define {vd.upper()} 1",
+        f"typedef double {vd} __attribute__((vector_size({8 * lanes})));",
+        lanewise("soadyn_vsin", "sin") + lanewise("soadyn_vcos", "cos") + lanewise("soadyn_vsqrt", "sqrt"),
+        f"static inline {vd} soadyn_vpow({vd} x, double e)\n{{\n    {vd} r;\n    int l;\n"
+        "    if (e == 2.0) return x*x;\n"
+        f"    for (l = 0; l < {lanes}; ++l) r[l] = pow(x[l], e);\n    return r;\n}}",
+        f"static inline void soadyn_vsincos({vd} x, {vd} *s, {vd} *c)\n{{\n    int l;\n"
+        f"    for (l = 0; l < {lanes}; ++l) __builtin_sincos(x[l], &(*s)[l], &(*c)[l]);\n}}",
+        f"#define SOADYN_LD(p, k, s) (({vd}){{{ld}}})",
+        "#endif",
+    ]) + "\n"
+
+
+def _vexpr(expr: str, inputs: dict[str, int], lanes: int = 0) -> str:
+    if lanes and re.fullmatch(r"-?\(?-?[0-9.eE+-]+\)?", expr.strip()):
+        # a constant: broadcast (x - 0.0 == x exactly for every x, signed zeros included)
+        return f"({expr}) - ({vector_type(lanes)}){{0}}"
+    expr = _INDEXED.sub(lambda m: (f"SOADYN_LD({m.group(1)}, {m.group(2)}, {inputs[m.group(1)]})"
+                                   if m.group(1) in inputs else m.group(0)), expr)
+    return _CALL.sub(lambda m: _VFUNCS[m.group(1)] + "(", expr)
+
+
+def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str, int], lanes: int,
+                    rename: dict[str, str]) -> list[str] | None:
+    """The statements of a straight-line body for ``lanes`` states at once (None if a line is not one
+    of the generated forms).  ``inputs``/``outputs``: array parameters and their sizes (state strides);
+    ``rename``: called functions (stages) -> their vector versions."""
+    vd = vector_type(lanes)
+    # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
+    sins = {a for line in lines for a in _SIN.findall(line)}
+    coss = {a for line in lines for a in _COS.findall(line)}
+    pairs = {a: k for k, a in enumerate(sorted(sins & coss, key=_natural))}
+    done: set[str] = set()
+    out = []
+    for line in lines:
+        s = line.strip()
+        m = _ASSIGN.match(s)
+        if m:
+            expr = m.group(2)
+            for a in sorted(set(_SIN.findall(expr) + _COS.findall(expr)) & pairs.keys(), key=_natural):
+                k = pairs[a]
+                if a not in done:
+                    done.add(a)
+                    out.append(f"{vd} sc_s{k}, sc_c{k};")
+                    out.append(f"soadyn_vsincos({_vexpr(a, inputs)}, &sc_s{k}, &sc_c{k});")
+                expr = expr.replace(f"sin({a})", f"sc_s{k}").replace(f"cos({a})", f"sc_c{k}")
+            out.append(f"const {vd} {m.group(1)} = {_vexpr(expr, inputs, lanes)};")
+            continue
+        m = _STORE.match(s)
+        if m and m.group(1) in outputs:   # into the lane-major output buffer (transposed at the end)
+            out.append(f"o_{m.group(1)}[{m.group(2)}] = {_vexpr(m.group(3), inputs, lanes)};")
+            continue
+        if m and m.group(1) == "w":
+            out.append(s)
+            continue
+        mw = re.match(r"^double w\[(\d+)\];$", s)
+        if mw:
+            out.append(f"{vd} w[{mw.group(1)}];")
+            continue
+        mc = re.match(r"^(\w+)\((.*)\);$", s)
+        if mc and mc.group(1) in rename:
+            args = ", ".join(f"o_{a}" if a in outputs else a for a in mc.group(2).split(", "))
+            out.append(f"{rename[mc.group(1)]}({args});")
+            continue
+        if s.startswith("(void)"):
+            name = s[6:-1]
+            out.append(f"(void)o_{name};" if name in outputs else s)
+            continue
+        if (s.startswith("/*") and s.endswith("*/")) or not s:
+            out.append(s)
+            continue
+        return None
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# a generated function, finished: stages, SIMD lanes, batch loop; translation units
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Extra:
+    """What :func:`finish_function` adds to a generated function (printed before it in the source)."""
+
+    pieces: list[str] = field(default_factory=list)       # C definitions: stages, vector stages, lanes driver
+    prototypes: list[str] = field(default_factory=list)
+    lanes: int = 1
+    vectorised: bool = False
+
+    @property
+    def text(self) -> str:
+        if not self.pieces:
+            return ""
+        return "\n".join(self.prototypes) + "\n\n" + "\n".join(self.pieces)
+
+
+def _block(signature: str, lines: list[str]) -> str:
+    return f"{signature}\n{{\n" + "".join(f"    {x}\n" for x in lines) + "}\n"
+
+
+def _guarded(lanes: int, text: str) -> str:
+    return f"#ifdef {vector_type(lanes).upper()}\n{text}#endif\n"
+
+
+def finish_function(f, stage_ops: int, lanes: int) -> None:
+    """Split ``f`` (an :class:`~soadyn.codegen.emit.EmittedFunction`) into stages when it is long
+    (``stage_ops`` > 0) and give its batch entry a ``lanes``-wide SIMD path (``lanes`` > 1); in place.
+    Frame families keep their body and scalar batch loop."""
+    extra = Extra(lanes=lanes)
+    f.extra = extra
+    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    if f.is_family:
+        staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
+        if staged is not None:
+            f.body = staged.body
+            extra.prototypes += staged.prototypes
+            extra.pieces += staged.stages
+        return
+    staged = split_stages(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
+    if staged is not None:
+        f.body = staged.body
+        extra.prototypes += staged.prototypes
+        extra.pieces += staged.stages
+    if lanes <= 1:
+        return
+    inputs = {a.name: a.size for a in f.inputs}
+    outputs = {a.name: a.size for a in f.outputs}
+    vname = f"{f.cname}_lanes"
+    vd = vector_type(lanes)
+    decl = ", ".join(f"{t}{p}" for t, p in params)
+    vdecl = ", ".join([f"const double *{a.name}" for a in f.inputs]
+                      + [f"{vd} *o_{a.name}" for a in f.outputs])
+    rename = {}
+    vpieces, vprotos = [], []
+    if staged is not None:
+        for name, body in zip(staged.names, staged.stage_bodies):
+            vstage = name.replace(f.cname + "_stage", vname + "_stage")
+            rename[name] = vstage
+            vbody = vectorise_lines(body, inputs, outputs, lanes, {})
+            if vbody is None:
+                return
+            sig = f"void {vstage}({vdecl}, {vd} *w)"
+            vprotos.append(f"SOADYN_STAGE {sig};")
+            vpieces.append(_guarded(lanes, _block(f"SOADYN_STAGE {sig}", vbody)))
+    vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename)
+    if vbody is None:
+        return
+    # lane-major buffers, transposed into the callers' arrays at the end: measured 185 vs 347 ns per
+    # state for the Panda's mass matrix against extracting each lane at every output store
+    vbody = [f"{vd} o_{a.name}[{a.size}];" for a in f.outputs] + vbody + ["int k, l;"] + [
+        f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
+        f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];" for a in f.outputs]
+    sig = f"void {vname}({decl})"
+    vprotos.append(f"{sig};")
+    vpieces.append(_guarded(lanes, _block(sig, vbody)))
+    extra.prototypes += [_guarded(lanes, "\n".join(vprotos) + "\n")]
+    extra.pieces += vpieces
+    extra.vectorised = True
+    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
+    f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
+                    f"for (; i + {lanes} <= n; i += {lanes}) {{",
+                    f"    {vname}({lane_args});", "}", "#endif",
+                    "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+
+
+def prelude(lanes: int) -> str:
+    """Lines that every source file with finished functions needs after its includes."""
+    text = "\n".join(STAGE_MACRO) + "\n"
+    return text + (simd_prelude(lanes) if lanes > 1 else "")
+
+
+def translation_units(funcs: list, header_name: str, header_text: str) -> list[tuple[str, str, int, str]]:
+    """``(file stem, C text, operations, dependency)`` per translation unit: each stage (scalar and SIMD)
+    in a unit
+    of its own, then the function with its batch entry.  A unit depends on nothing else of the module
+    except, for frame families, the frame enum of the header: its text (plus, as ``dependency``, the
+    header's for families) is the object-cache key (:mod:`soadyn.codegen.objcache`)."""
+    units: list[tuple[str, str, int, str]] = []
+    for f in funcs:
+        extra: Extra | None = getattr(f, "extra", None)
+        lanes = extra.lanes if extra else 1
+        head = f'#include <math.h>\n#include "{header_name}"\n' + prelude(lanes)
+        protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
+        pieces = list(extra.pieces) if extra else []
+        n = max(1, len(pieces))
+        per = f.ops.get("total", 0) // n
+        for k, piece in enumerate(pieces[:-1] if extra and extra.vectorised else pieces):
+            units.append((f"{f.cname}_{k}", head + protos + piece, per, ""))
+        own = pieces[-1:] if extra and extra.vectorised else []
+        text = head + protos + "\n".join(own) + _function_text(f)
+        units.append((f.cname, text, per, header_text if f.is_family else ""))
+    return units
+
+
+def _function_text(f) -> str:
+    unused = "".join(f"    (void){a};\n" for a in f.unused)
+    body = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.body)
+    batch = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.batch_body)
+    return f"\n{f.signature}\n{{\n{unused}{body}}}\n\n{f.batch_signature}\n{{\n{batch}}}\n"

@@ -1,0 +1,154 @@
+"""Build profiles, stage functions, SIMD batches, threads=, out= and the object cache (issue 11).
+
+The SIMD batch entry points and the stage functions rearrange where values live, never what is computed:
+their results must equal the scalar path to 1e-15 relative (in practice bit for bit)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from soadyn.codegen import compile as soadyn_compile
+from soadyn.codegen import objcache
+from soadyn.codegen.pipeline import cache_key
+from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
+from soadyn.codegen.units import split_stages
+from soadyn.model import load_robot
+
+TEST_ARM = Path(__file__).resolve().parents[1] / "examples" / "test_arm.yaml"
+
+FUNCS = "forward_dynamics,inverse_dynamics,mass_matrix,mass_matrix_inverse,center_of_mass,jacobian"
+#: the fast profile's flags with stages of ~150 operations: the small test arm's functions get several
+TINY_STAGES = Profile("tiny_stages", get_profile("fast").cflags, stage_ops=150, lanes=4)
+
+
+def _states(robot, n, seed=3):
+    rng = np.random.default_rng(seed)
+    Q = np.stack([robot.random_configuration(rng) for _ in range(n)])
+    return Q, rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv))
+
+
+def _rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+@pytest.fixture(scope="module")
+def staged_module(tmp_path_factory, test_arm_path):
+    return soadyn_compile(test_arm_path, tmp_path_factory.mktemp("staged"), functions=FUNCS,
+                          profile=TINY_STAGES, progress=False)
+
+
+@pytest.fixture(scope="module")
+def plain_module(tmp_path_factory, test_arm_path):
+    plain = Profile("plain", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=1)
+    return soadyn_compile(test_arm_path, tmp_path_factory.mktemp("plain"), functions=FUNCS, profile=plain,
+                          progress=False)
+
+
+def test_stages_and_lanes_are_in_the_build(staged_module):
+    """The shipped <module>.c is the plain single-file C99 (the same for every profile); the extension is
+    built from the same statements split into stages and SIMD lanes."""
+    shipped = Path(staged_module.__file__).parent / f"{staged_module.module_name}.c"
+    assert "_stage1(" not in shipped.read_text()
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    gen = pl.generate(load_robot(TEST_ARM), functions=FUNCS, profile=TINY_STAGES)
+    src = "\n".join(text for _, text, _, _ in translation_units(gen.functions, gen.header_name, ""))
+    name = gen.module_name
+    assert f"{name}_forward_dynamics_stage1(" in src
+    assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
+    assert f"{name}_jacobian_local_case1(" in src     # a frame family: prefix stages + one function per frame
+
+
+def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test_arm_path):
+    robot = load_robot(test_arm_path)
+    n = 23  # not a multiple of the 4 lanes: the remainder goes through the scalar function
+    Q, V, T = _states(robot, n)
+    for m in (staged_module, plain_module):
+        single = {
+            "fd": np.stack([m.forward_dynamics(Q[i], V[i], T[i]) for i in range(n)]),
+            "id": np.stack([m.inverse_dynamics(Q[i], V[i], T[i]) for i in range(n)]),
+            "M": np.stack([m.mass_matrix(Q[i]) for i in range(n)]),
+            "Minv": np.stack([m.mass_matrix_inverse(Q[i]) for i in range(n)]),
+        }
+        for threads in (None, 2, 3):
+            batch = {"fd": m.forward_dynamics(Q, V, T, threads=threads),
+                     "id": m.inverse_dynamics(Q, V, T, threads=threads),
+                     "M": m.mass_matrix(Q, threads=threads),
+                     "Minv": m.mass_matrix_inverse(Q, threads=threads)}
+            for k in single:
+                assert _rel(batch[k], single[k]) <= 1e-15, (m.module_name, k, threads)
+    # the staged + SIMD module against the plain one (different code, the same operations)
+    for fn, args in (("forward_dynamics", (Q, V, T)), ("inverse_dynamics", (Q, V, T)), ("mass_matrix", (Q,)),
+                     ("mass_matrix_inverse", (Q,))):
+        a, b = getattr(staged_module, fn)(*args), getattr(plain_module, fn)(*args)
+        assert _rel(a, b) <= 1e-15, fn
+    for frame in staged_module.frame_ids:
+        for world in (False, True):
+            a = staged_module.jacobian(Q, frame, world_aligned=world)
+            assert _rel(a, plain_module.jacobian(Q, frame, world_aligned=world)) <= 1e-15, frame
+    with pytest.raises(ValueError, match="unknown frame"):
+        staged_module.jacobian(Q[0], "no such frame")
+
+
+def test_out_argument(staged_module, test_arm_path):
+    robot = load_robot(test_arm_path)
+    Q, V, T = _states(robot, 5)
+    out = np.full(robot.nv, np.nan)
+    got = staged_module.forward_dynamics(Q[0], V[0], T[0], out=out)
+    assert got is out
+    assert np.array_equal(out, staged_module.forward_dynamics(Q[0], V[0], T[0]))
+    outs = np.empty((5, robot.nv, robot.nv))
+    assert staged_module.mass_matrix(Q, out=outs) is outs
+    assert np.array_equal(outs, staged_module.mass_matrix(Q))
+    with pytest.raises(ValueError, match="out must be"):
+        staged_module.forward_dynamics(Q[0], V[0], T[0], out=np.empty(robot.nv + 1))
+    with pytest.raises(ValueError, match="out must be"):
+        staged_module.forward_dynamics(Q[0], V[0], T[0], out=np.empty(robot.nv, dtype=np.float32))
+    ro = np.empty(robot.nv)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="out must be"):
+        staged_module.forward_dynamics(Q, V, T, out=ro)
+    with pytest.raises(ValueError, match="threads"):
+        staged_module.forward_dynamics(Q, V, T, threads=0)
+
+
+def test_split_stages_keeps_every_statement():
+    body = ["const double q_0 = q[0];", "const double t0 = sin(q_0);", "const double t1 = t0*t0 + 2*q_0;",
+            "const double t2 = t1*t0 - t1/3;", "out[0] = t2 + t0;", "out[1] = t1;"]
+    staged = split_stages("f", [("const double *", "q"), ("double *", "out")], body, max_ops=2)
+    assert staged is not None and len(staged.stages) >= 2
+    text = "\n".join(staged.stages)
+    for expected in ("sin(q[0])", "out[0] = ", "out[1] = "):
+        assert expected in text
+    assert staged.work >= 1 and staged.body[0].startswith("double w[")
+
+
+def test_profiles_key_stamp_and_errors(tmp_path, test_arm_path):
+    robot = load_robot(test_arm_path)
+    keys = {p: cache_key(robot, "m", None, get_profile(p)) for p in ("fast", "portable", "debug")}
+    assert len(set(keys.values())) == 3
+    assert "-march=native" in get_profile("fast").cflags
+    assert "-march=native" not in " ".join(get_profile("portable").cflags)
+    with pytest.raises(ValueError, match="valid profiles: fast, portable, debug"):
+        get_profile("fastest")
+    m = soadyn_compile(test_arm_path, tmp_path, functions="center_of_mass", profile="debug", progress=False)
+    stamp = json.loads((Path(m.__file__).parent / "soadyn_stamp.json").read_text())
+    assert stamp["profile"] == "debug" and stamp["cflags"] == list(get_profile("debug").cflags)
+
+
+def test_object_cache_reuses_unchanged_functions(tmp_path, test_arm_path, monkeypatch):
+    monkeypatch.setenv("SOADYN_OBJECT_CACHE", str(tmp_path / "objects"))
+    prof = Profile("cache_test", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=1)
+    first = soadyn_compile(test_arm_path, tmp_path, functions="center_of_mass", profile=prof, progress=False)
+    q = load_robot(test_arm_path).random_configuration(np.random.default_rng(0))
+    com = first.center_of_mass(q)
+    hits = objcache.STATS["hits"]
+    m = soadyn_compile(test_arm_path, tmp_path, functions="center_of_mass,momentum", profile=prof,
+                       progress=False)
+    assert objcache.STATS["hits"] == hits + 1       # center_of_mass's object, not momentum's
+    assert np.array_equal(m.center_of_mass(q), com)
