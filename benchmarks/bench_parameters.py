@@ -41,34 +41,16 @@ from soadyn.structure.operations import lock_joints  # noqa: E402
 TARGET_PARAM_RATIO = 1.5
 TARGET_REGRESSOR_SPEEDUP = 3.0
 
-_CPP = bp._CPP_MAIN.split("int main(")[0].replace(
-    "#include <pinocchio/algorithm/frames.hpp>",
-    "#include <pinocchio/algorithm/frames.hpp>\n#include <pinocchio/algorithm/regressor.hpp>") + r"""
-int main(int argc, char **argv) {
-  if (argc < 5) { std::fprintf(stderr, "usage: %s states.bin n reps min_rep_ms\n", argv[0]); return 2; }
-  const int n = std::atoi(argv[2]), reps = std::atoi(argv[3]);
-  const double min_rep_ms = std::atof(argv[4]);
-{{MODEL}}
-  pinocchio::Data data(model);
-  const int nq = model.nq, nv = model.nv;
-  std::vector<double> Q((size_t)n * nq), V((size_t)n * nv), A((size_t)n * nv), T((size_t)n * nv);
-  FILE *fp = std::fopen(argv[1], "rb");
-  if (!fp) { std::fprintf(stderr, "cannot open %s\n", argv[1]); return 2; }
-  size_t got = std::fread(Q.data(), sizeof(double), Q.size(), fp) + std::fread(V.data(), sizeof(double), V.size(), fp)
-             + std::fread(A.data(), sizeof(double), A.size(), fp) + std::fread(T.data(), sizeof(double), T.size(), fp);
-  std::fclose(fp);
-  if (got != Q.size() + V.size() + A.size() + T.size()) { std::fprintf(stderr, "short state file\n"); return 2; }
-  auto q = [&](int i) { return CMap(&Q[(size_t)i * nq], nq); };
-  auto v = [&](int i) { return CMap(&V[(size_t)i * nv], nv); };
-  auto a = [&](int i) { return CMap(&A[(size_t)i * nv], nv); };
-  std::printf("{\n");
+_CPP = (bp.CPP_PRELUDE.replace("#include <pinocchio/algorithm/frames.hpp>",
+                                "#include <pinocchio/algorithm/frames.hpp>\n#include <pinocchio/algorithm/regressor.hpp>")
+        + bp.CPP_MAIN_HEAD + "{{MODEL}}\n" + bp.CPP_READ_STATES + r"""  std::printf("{\n");
   timeit("rnea", n, reps, min_rep_ms, [&](int i) { sink += pinocchio::rnea(model, data, q(i), v(i), a(i))[0]; }, false);
   timeit("computeJointTorqueRegressor", n, reps, min_rep_ms, [&](int i) {
     sink += pinocchio::computeJointTorqueRegressor(model, data, q(i), v(i), a(i))(0, 0); }, true);
   std::printf("}\n");
   return 0;
 }
-"""
+""")
 
 
 def _pinocchio_args() -> list[str]:
@@ -106,7 +88,7 @@ def pinocchio_regressor_ns(urdf: Path, lock: list[str], flags, n: int, workdir: 
             np.ascontiguousarray(st[key], dtype=np.float64).tofile(fh)
     best: dict[str, float] = {}
     for _ in range(rounds):
-        out = json.loads(bp._run([str(exe), str(workdir / "states.bin"), str(n), "7", "50"], "Pinocchio timing run"))
+        out = json.loads(bp._run([str(exe), str(workdir / "states.bin"), str(n), "7", "50", "time"], "Pinocchio timing run"))
         for k, v in out.items():
             best[k] = min(best.get(k, float("inf")), v["ns_min"])
     return best
