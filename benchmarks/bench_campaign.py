@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="scenarios per timed run (default 200)")
     ap.add_argument("--cache", default=None, help="compiled-module cache directory")
-    ap.add_argument("--batch", type=int, default=1, help="scenarios per Dask task (default 1)")
+    ap.add_argument("--batch", type=int, default=4, help="scenarios per Dask task (default 4)")
     args = ap.parse_args(argv)
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; {args.batch} scenario(s) per task")
     ser = serial_compute(min(args.n, 40), args.cache)

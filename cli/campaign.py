@@ -37,7 +37,7 @@ def add_campaign(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "(e.g. tcp://10.0.0.5:8786); default: an embedded LocalCluster")
     p.add_argument("--workers", type=int, default=None,
                    help="worker processes of the embedded cluster (default: every core; 0: in-process)")
-    p.add_argument("--batch", type=int, default=1, help="scenarios per Dask task (default 1)")
+    p.add_argument("--batch", type=int, default=4, help="scenarios per Dask task (default 4)")
     p.add_argument("--trajectories", action="store_true", help="also store full trajectories (Zarr)")
     p.add_argument("--cache", default=None, help="directory for compiled modules "
                    "(default: $SOADYN_CACHE or ~/.cache/soadyn/campaign)")

@@ -338,7 +338,7 @@ def run(
     progress: bool = True,
     part_size: int = 64,
     flush_seconds: float = 5.0,
-    batch: int = 1,
+    batch: int = 4,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> CampaignResult:
     """Run a campaign (see the module docstring); returns a :class:`CampaignResult`.
