@@ -30,7 +30,8 @@ from soadyn.model.names import (
 ARM = TEST_ARM.read_text(encoding="utf-8")
 
 
-def _one_line_error(path: Path, *phrases: str, seconds: float = 2.0) -> RobotFileError:
+def _one_line_error(path: Path, *phrases: str, seconds: float = 10.0) -> RobotFileError:
+    # ``seconds`` only guards against a hang (alias bombs took minutes and gigabytes before the fix)
     t0 = time.perf_counter()
     with pytest.raises(RobotFileError) as info:
         load_robot(path)
@@ -134,25 +135,28 @@ def _chain(n: int) -> list[str]:
     return lines
 
 
-def _cpu_load(path: Path) -> tuple[float, object]:
-    t0 = time.process_time()
-    robot = load_robot(path)
-    return time.process_time() - t0, robot
+def _calls(path: Path) -> tuple[int, object]:
+    """Function calls (Python and C, counted by cProfile) spent loading ``path``: a deterministic measure
+    of the work, unlike a timing on a shared machine."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    robot = prof.runcall(load_robot, path)
+    return pstats.Stats(prof).total_calls, robot
 
 
 def test_2000_body_chain_loads_in_linear_time(tmp_path):
-    """Validation is O(n): 8x the bodies take about 8x the time (the old tree check was O(n^3): 14 s for
-    2,000 bodies).  CPU time, not wall time: the machine running the suite may be shared."""
+    """Validation is O(n): 8x the bodies cost about 8x the function calls (the old tree check was O(n^3):
+    14 s for 2,000 bodies).  Counted, not timed (speed goals live in benchmarks)."""
     load_robot(TEST_ARM)  # imports and caches out of the measurement
     small, big = tmp_path / "small.yaml", tmp_path / "big.yaml"
     small.write_text("\n".join(_chain(250)) + "\n")
     big.write_text("\n".join(_chain(2000)) + "\n")
-    t_small = min(_cpu_load(small)[0] for _ in range(2))
-    t_big, robot = _cpu_load(big)
+    c_small, _ = _calls(small)
+    c_big, robot = _calls(big)
     assert robot.n_bodies == 2000
-    # measured: ~1.5 s CPU for 2,000 bodies on a loaded 2-core machine (YAML 0.6 s, mass-matrix check 0.7 s)
-    assert t_big < 4.0, f"{t_big:.2f} s"
-    assert t_big < 16 * t_small + 0.2, (t_small, t_big)  # linear: 8x; quadratic would be 64x
+    assert c_big < 10 * c_small, (c_small, c_big)  # linear: 8x; quadratic would be 64x
     # a cycle among 2,000 bodies is found in O(n) with a bounded message
     cyc = "\n".join(_chain(2000)).replace("- {name: b0, mass: 1.0,",
                                          "- {name: b0, parent: b1999, mass: 1.0,")
