@@ -70,12 +70,12 @@ def inverse_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     coordinates (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`); ``method="forward"``: forward mode
     over the staged body-frame recursions (kept for the operation-count comparison).
     """
-    if not ctx.symbolic:
+    if method == "analytic":      # a plain recursion: runs on any context
+        return rnea_derivatives(joint_transforms(robot, ctx, q), v, a, f_ext)
+    if not _stages(ctx):          # forward mode differentiates a staged program
         return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext, ctx.parameters,
                           method=method)
     kin = joint_transforms(robot, ctx, q)
-    if method == "analytic":
-        return rnea_derivatives(kin, v, a, f_ext)
     if method != "forward":
         raise ValueError(f"method must be 'analytic' or 'forward', got {method!r}")
     tau = _newton_euler(kin, velocities(kin, v, f_ext), a)
@@ -95,7 +95,7 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     ``dtau/dx``; ``method="direct"``: forward mode straight through Algorithms 2-3 (both kept for the
     operation count comparison).
     """
-    if not ctx.symbolic:
+    if method != "inverse" and not _stages(ctx):   # forward mode differentiates a staged program
         return _float_run("forward_dynamics_derivatives", robot, (q, v, tau), f_ext, ctx.parameters,
                           method=method)
     nv = robot.nv
@@ -176,7 +176,7 @@ def frame_acceleration_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.nd
                                    frame: str) -> tuple[np.ndarray, ...]:
     """(V, A, dV/dq, dA/dq, dA/dv) of :func:`frame_acceleration`, q along ``q (+) delta``; V, A (6,),
     the derivatives (6, nv).  ``dV/dv = dA/da`` is the world-aligned Jacobian."""
-    if not ctx.symbolic:
+    if not _stages(ctx):          # forward mode differentiates a staged program
         return _float_run("frame_acceleration_derivatives", robot, (q, v, a), None, frame=frame)
     V, A = frame_acceleration(robot, ctx, q, v, a, frame)
     V = ctx.stage("Vf", V)
@@ -191,6 +191,12 @@ def frame_acceleration_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.nd
 # float run
 # --------------------------------------------------------------------------------------------------
 _FLOAT_RUNS: dict[tuple, Any] = {}
+
+
+def _stages(ctx: Any) -> bool:
+    """Whether ``ctx`` records a staged program (what forward-mode tangents differentiate); on a context
+    that does not, the forward-mode derivatives are the staged program evaluated in floats."""
+    return getattr(ctx, "program", None) is not None
 
 
 def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
