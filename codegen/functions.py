@@ -475,8 +475,9 @@ def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
 
 
 def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
-    """Derivatives of the dynamics (soadyn.symbolic.algorithms.derivatives: forward mode over the staged
-    recursions; q along the tangent ``q (+) delta`` of docs/conventions.md, v held in base coordinates)."""
+    """Derivatives of the dynamics (soadyn.symbolic.algorithms.derivatives: the analytic recursions of
+    Carpentier & Mansard for ID and FD, forward mode over the staged recursions for the frame acceleration;
+    q along the tangent ``q (+) delta`` of docs/conventions.md, v held in base coordinates)."""
     nv = robot.nv
     table = [
         ("inverse_dynamics_derivatives", ("q", "v", "a"), ("dtau_dq", "dtau_dv"),
