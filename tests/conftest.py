@@ -139,3 +139,11 @@ def pinocchio_pair(name: str, base: str, gravity) -> tuple[Robot, object]:
              else pin.buildModelFromUrdf(str(path)))
     model.gravity.linear = np.asarray(gravity, dtype=float).copy()
     return robot, model
+
+
+def module_cache_dir(request, tmp_path_factory, name: str) -> Path:
+    """Directory for a test file's compiled modules: pytest's cache (kept between runs) unless
+    ``SOADYN_TEST_FRESH`` is set or the cache plugin is off, then a fresh temporary one."""
+    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
+        return tmp_path_factory.mktemp(name)
+    return Path(request.config.cache.mkdir(name))

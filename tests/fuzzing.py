@@ -72,6 +72,17 @@ HOSTILE = ["*/", "/*", "\n", "\"", "'", "\\", "#", "\x00", "\x1b[31m", "\u202e",
            "??/", "__attribute__((constructor))", "%s%n", "{{x}}", "\t", "\x7f", "é"]
 
 
+
+def _damaged(rng, base: str) -> Mutant:
+    """Text damage: the file truncated at a random byte, or one byte replaced."""
+    raw = base.encode()
+    k = rng.randrange(len(raw))
+    if rng.random() < 0.5:
+        return Mutant("text", "truncate", raw[:k], "any")
+    b = bytearray(raw)
+    b[k] = rng.randrange(256)
+    return Mutant("text", "byte", bytes(b), "any")
+
 def _yaml_quote(s: str) -> str:
     import yaml
 
@@ -115,14 +126,7 @@ def yaml_mutants(rng: random.Random, n: int) -> list[Mutant]:
             ls[i] = ls[i].lstrip()
         out.append(Mutant("structure", op, "\n".join(ls) + "\n", "any"))
         # text: truncation and byte damage
-        raw = base.encode()
-        k = rng.randrange(len(raw))
-        if rng.random() < 0.5:
-            out.append(Mutant("text", "truncate", raw[:k], "any"))
-        else:
-            b = bytearray(raw)
-            b[k] = rng.randrange(256)
-            out.append(Mutant("text", "byte", bytes(b), "any"))
+        out.append(_damaged(rng, base))
         # names: a hostile name for one of the names of the file
         names = re.findall(r"name: (\w+)", base)
         victim = rng.choice(names)
@@ -193,14 +197,7 @@ def urdf_mutants(rng: random.Random, n: int) -> list[Mutant]:
             k = rng.randrange(len(lines))
             lines[j], lines[k] = lines[k], lines[j]
         out.append(Mutant("structure", op, "\n".join(lines), "any"))
-        raw = base.encode()
-        k = rng.randrange(len(raw))
-        if rng.random() < 0.5:
-            out.append(Mutant("text", "truncate", raw[:k], "any"))
-        else:
-            b = bytearray(raw)
-            b[k] = rng.randrange(256)
-            out.append(Mutant("text", "byte", bytes(b), "any"))
+        out.append(_damaged(rng, base))
         victim = rng.choice(["base", "l1", "l2", "tool", "j1", "j2", "jt"])
         hostile = "".join(rng.choice(["*/", "/*", "&#10;", "&#13;", "&quot;", "'", "\\", "#", "&lt;",
                                       "\U0001F916", "\u202e", "??/", "__attribute__((constructor))"])

@@ -9,13 +9,12 @@ other tests); the Pinocchio comparisons evaluate the identical staged program in
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import TEST_ARM, pinocchio_pair, record, rel_err, with_gravity
+from conftest import TEST_ARM, module_cache_dir, pinocchio_pair, record, rel_err, with_gravity
 
 from soadyn.codegen.pipeline import compile_robot, resolve_robot
 from soadyn.model import load_robot
@@ -36,9 +35,7 @@ GRAVITY = np.array([0.7, -1.3, -9.81])
 
 @pytest.fixture(scope="session")
 def deriv_dir(request, tmp_path_factory) -> Path:
-    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
-        return tmp_path_factory.mktemp("soadyn_derivatives")
-    return Path(request.config.cache.mkdir("soadyn_derivative_modules"))
+    return module_cache_dir(request, tmp_path_factory, "soadyn_derivative_modules")
 
 
 @pytest.fixture(scope="session", params=["free", "fixed"])

@@ -4,12 +4,11 @@ zeros, and base parameters (numerical QR with column pivoting) against the textb
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, URDFS, load_urdf, record, rel_err, with_gravity
+from conftest import EXAMPLES, URDFS, load_urdf, module_cache_dir, record, rel_err, with_gravity
 
 from soadyn.codegen.pipeline import compile_robot
 from soadyn.model import load_robot
@@ -34,9 +33,7 @@ GRAVITY = np.array([0.7, -1.3, -9.81])
 
 @pytest.fixture(scope="session")
 def module_dir(request, tmp_path_factory) -> Path:
-    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
-        return tmp_path_factory.mktemp("soadyn_regressor_modules")
-    return Path(request.config.cache.mkdir("soadyn_regressor_modules"))
+    return module_cache_dir(request, tmp_path_factory, "soadyn_regressor_modules")
 
 
 def _robot(which: str, base: str | None):
