@@ -32,7 +32,10 @@ from soadyn.model.names import terminal
 # --------------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------------
-def _profile_arg(p: argparse.ArgumentParser) -> None:
+def _module_args(p: argparse.ArgumentParser) -> None:
+    """What ``compile`` and ``verify`` share: the robot, the output directory, the build profile, -q."""
+    add_robot_args(p, out_dir=True)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.add_argument("--profile", choices=PROFILES, default=None,
                    help="build profile: fast (default; fastest code for this machine, -march=native), "
                         "portable (baseline ISA, for other machines of this class), debug (compiles quickly)")
@@ -43,15 +46,13 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
                        description="Derive every dynamics function of a robot symbolically, emit C99, "
                        "compile it with cffi into DIR/<robot name>/ and cache it (an unchanged robot is not "
                        "rebuilt). Then: sys.path.insert(0, DIR); import <robot name>.")
-    add_robot_args(p, out_dir=True)
-    _profile_arg(p)
+    _module_args(p)
     p.add_argument("--force", action="store_true", help="rebuild even when the cached module is current")
     p.add_argument("--sources-only", action="store_true",
                    help="write only <name>.c and <name>.h (no C compiler needed)")
     p.add_argument("--functions", default=None, metavar="NAMES",
                    help="comma-separated public function names to build (default: all), e.g. "
                         "forward_dynamics,mass_matrix,jacobian")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_compile)
 
 
@@ -60,12 +61,10 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
                        description="Compile (or reuse) the module of a robot and compare every generated "
                        "function with the dense reference path and with the float run of its algorithm "
                        "on random states; exit code 1 if any relative error exceeds the tolerance.")
-    add_robot_args(p, out_dir=True)
-    _profile_arg(p)
+    _module_args(p)
     p.add_argument("--states", type=int, default=100, help="number of random states (default 100)")
     p.add_argument("--tol", type=float, default=1e-10, help="relative tolerance (default 1e-10)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_verify)
 
 
