@@ -10,12 +10,16 @@ cached objects were used, the build compiles every unit afresh (:func:`soadyn.co
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from soadyn.codegen.profiles import machine_id
 
 
 def default_dir() -> Path | None:
@@ -32,9 +36,23 @@ MAX_OBJECTS = 4000
 STATS = {"hits": 0, "stores": 0}
 
 
+@functools.lru_cache(maxsize=8)
+def compiler_identity(compiler: tuple[str, ...]) -> str:
+    """``<cc> --version`` (the same command name may be another compiler on another machine)."""
+    try:
+        return subprocess.run([*compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def object_key(text: str, dependency: str, compiler: list[str], flags: list[str], include: str) -> str:
+    """Hash of everything that decides an object: its source and dependencies, the compiler (by version),
+    the flags, Python's include directory, and for ``-march=native`` the CPU it resolves to (the cache
+    directory may be shared by machines of several kinds, e.g. a home directory on a cluster)."""
+    machine = machine_id() if any("native" in f for f in flags) else ""
     h = hashlib.sha256()
-    for part in (text, dependency, "\0".join(compiler), "\0".join(flags), include):
+    for part in (text, dependency, "\0".join(compiler), compiler_identity(tuple(compiler)), "\0".join(flags),
+                 include, machine):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0\1")
     return h.hexdigest()

@@ -109,7 +109,8 @@ def get_profile(name: str | Profile | None = None) -> Profile:
     else:
         raise ValueError(f"unknown build profile {name!r}; valid profiles: {', '.join(PROFILES)}")
     env = os.environ.get("SOADYN_CFLAGS")
-    if env is not None:
-        prof = Profile(prof.name, tuple(shlex.split(env)), prof.stage_ops, prof.lanes,
-                       native=any("native" in f for f in shlex.split(env)))
+    if env is not None:  # the optimisation flags; every profile keeps the IEEE flags (bit-identical results)
+        flags = tuple(shlex.split(env))
+        flags += tuple(f for f in IEEE_FLAGS if f not in flags)
+        prof = Profile(prof.name, flags, prof.stage_ops, prof.lanes, native=any("native" in f for f in flags))
     return prof

@@ -152,3 +152,30 @@ def test_object_cache_reuses_unchanged_functions(tmp_path, test_arm_path, monkey
                        progress=False)
     assert objcache.STATS["hits"] == hits + 1       # center_of_mass's object, not momentum's
     assert np.array_equal(m.center_of_mass(q), com)
+
+
+def test_soadyn_cflags_replace_optimisation_flags_only(monkeypatch):
+    """SOADYN_CFLAGS may not drop -ffp-contract=off / -fno-math-errno (bit-identical profiles)."""
+    from soadyn.codegen.profiles import IEEE_FLAGS, get_profile
+
+    monkeypatch.setenv("SOADYN_CFLAGS", "-O1 -g")
+    flags = get_profile("portable").cflags
+    assert flags[:2] == ("-O1", "-g") and all(f in flags for f in IEEE_FLAGS)
+
+
+def test_object_key_follows_the_cpu_for_native_code_and_the_compiler(monkeypatch):
+    """A shared object cache never serves -march=native objects built on another kind of CPU, nor objects
+    of another compiler that answers to the same name."""
+    from soadyn.codegen import objcache
+
+    args = ("int f(void){return 1;}", "", ["cc"], ["-O2", "-march=native"], "/inc")
+    monkeypatch.setattr(objcache, "machine_id", lambda: "cpu-a")
+    a = objcache.object_key(*args)
+    monkeypatch.setattr(objcache, "machine_id", lambda: "cpu-b")
+    assert objcache.object_key(*args) != a
+    portable = (*args[:3], ["-O2", "-march=x86-64"], "/inc")
+    assert objcache.object_key(*portable) == objcache.object_key(*portable)
+    monkeypatch.setattr(objcache, "compiler_identity", lambda cc: "gcc 99")
+    b = objcache.object_key(*portable)
+    monkeypatch.setattr(objcache, "compiler_identity", lambda cc: "clang 99")
+    assert objcache.object_key(*portable) != b
