@@ -55,15 +55,14 @@ def _parse_list(text: str | None, what: str) -> np.ndarray | None:
 
 
 def _load_module(args: argparse.Namespace) -> Any:
+    from soadyn.codegen.pipeline import compile_robot, resolve_robot
     from soadyn.runtime.numeric_module import NumericModule
-    from soadyn.symbolic.checks import load_robot
 
-    robot = load_robot(args.robot, base=args.base)
+    robot, _ = resolve_robot(args.robot, args.base)
     if args.python:
         return NumericModule(robot), robot
-    from soadyn.codegen import compile as compile_robot
-    kwargs = {} if args.cache is None else {"out_dir": args.cache}
-    return compile_robot(robot, **kwargs), robot
+    # from the file, so that a --base override gets its own module (<robot>_<base>), as with soadyn compile
+    return compile_robot(args.robot, args.cache, args.base), robot
 
 
 def _initial_state(default: np.ndarray, given: np.ndarray | None, flag: str, free: bool,

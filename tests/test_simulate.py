@@ -183,3 +183,15 @@ def test_cli_simulate(tmp_path, capsys):
     args = parser.parse_args(["simulate", str(TEST_ARM), "--duration", "0.04", "--python", "--torque", "1,x"])
     assert cmd_simulate(args) == 2
     assert "--torque: expected comma-separated numbers" in capsys.readouterr().err
+
+
+def test_cli_simulate_base_override_builds_its_own_module(tmp_path, cc):
+    """``--base fixed`` compiles ``<robot>_fixed`` (like ``soadyn compile --base fixed``), never over the
+    file's free-base module of the same directory."""
+    parser = argparse.ArgumentParser()
+    add_simulate_parser(parser.add_subparsers())
+    args = parser.parse_args(["simulate", str(TEST_ARM), "--base", "fixed", "--duration", "0.02",
+                              "--dt", "0.01", "--cache", str(tmp_path), "--no-progress"])
+    assert cmd_simulate(args) == 0
+    built = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert built == [f"{load_robot(TEST_ARM).name}_fixed"], built
