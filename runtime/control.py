@@ -247,9 +247,12 @@ def distributed_momentum_rates(module: Any, q: Any, v: Any, wheels: Sequence[int
     """Desired manipulator rates of Distributed Momentum Control (thesis eq. 5.6), base axes:
     ``qd_m^d = H~_bm^+ (H~_bm qd_m + H~_b w_b)``: the arm takes over the base's angular momentum."""
     q, v = np.asarray(q, float), np.asarray(v, float)
-    s = state(module, q, v)
-    rw = joint_indices(module, wheels, "wheels") if len(wheels) else np.array([], dtype=int)
-    arm = np.setdiff1d(np.arange(module.nv - 6), rw)
+    rw = joint_indices(module, wheels, "wheels")
+    return _dmc_rates(state(module, q, v), v, np.setdiff1d(np.arange(module.nv - 6), rw))
+
+
+def _dmc_rates(s: FreeFloatingState, v: np.ndarray, arm: np.ndarray) -> np.ndarray:
+    """Eq. 5.6 from the blocks of :func:`state` (arm: joint indices of the manipulator)."""
     Hbm = s.Hc[:, arm]
     return pinv_solve(Hbm, Hbm @ v[6 + arm] + s.Hb @ v[:3])
 
@@ -403,13 +406,11 @@ class DistributedMomentumControl:
         self._tau_r = _time_fn(tau_r, len(rw), "tau_r")
 
     def torque(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        qd_des = distributed_momentum_rates(self.module, q, v, self.wheels)
-        acc = self.K_v * (qd_des - v[6 + self.arm])
-        M = np.asarray(self.module.mass_matrix(q), float)
-        c = np.asarray(self.module.bias_forces(q, v), float)
+        s = state(self.module, q, v)          # one mass matrix and bias for the rates and the torques
+        acc = self.K_v * (_dmc_rates(s, np.asarray(v, float), self.arm) - v[6 + self.arm])
         tau = np.zeros(self.module.nv)
         tau[6 + self.rw] = self._tau_r(t, q, v)
-        return _mixed_torques(M, c, 6 + self.arm, acc, tau)
+        return _mixed_torques(s.M, s.c, 6 + self.arm, acc, tau)
 
 
 # ---- kinematic-level simulation of the momentum management law ---------------------------------------------
