@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.model.rotations import quaternion_to_matrix as rotation_matrix
+from soadyn.model.rotations import skew
 
 __all__ = [
     "RigidBody",
@@ -70,10 +71,6 @@ __all__ = [
 
 #: direction matrix of a rigid grasp: all six relative motions (angular and linear) stopped
 GRASP = np.eye(6)
-
-
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ class RigidBody:
     def point_jacobian(self, point: np.ndarray) -> np.ndarray:
         """``J_t``: twist ``[w; v]`` of the body's material point at ``point`` from ``nu``."""
         J = np.eye(6)
-        J[3:, :3] = -_skew(np.asarray(point, float) - self.position)
+        J[3:, :3] = -skew(np.asarray(point, float) - self.position)
         return J
 
     def momentum(self) -> np.ndarray:

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.rotations import matrix_to_quaternion, rpy_to_matrix
+
 __all__ = [
     "CampaignSpecError",
     "Setup",
@@ -552,7 +554,7 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
     arm = np.setdiff1d(np.arange(chaser.nv - 6), rw)
     q0 = np.array(S.q0)
     I_nom = np.array(S.target_inertia).reshape(3, 3)
-    Rg = _rpy(S.grasp_rpy)
+    Rg = rpy_to_matrix(S.grasp_rpy)
     w_body0 = math.radians(sc.spin_rate_deg_s) * np.array(sc.spin_axis)
 
     # 1. momentum distribution at the approach start (base at rest, P = 0), thesis Fig. 4.8
@@ -605,7 +607,8 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
     v_point = (J @ vc)[3:] - sc.closing_speed * n_w
     scale = sc.payload_scale
     target = RigidBody(
-        S.target_mass * scale, I_nom * scale, c_t, _quat(R_t), w_t, v_point + np.cross(w_t, c_t - p_h)
+        S.target_mass * scale, I_nom * scale, c_t, matrix_to_quaternion(R_t), w_t,
+        v_point + np.cross(w_t, c_t - p_h),
     )
     L_t = target.inertia_world() @ w_t
     pm = partial_momenta(chaser, qc, vc, wheels)
@@ -664,15 +667,3 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
         "phase": np.concatenate([np.full(len(p.t), 0 if p is app else 1, dtype=np.int8) for p in parts]),
         "base_attitude_deg": np.degrees(_attitude_angle(quat0, np.concatenate([p.q[:, 3:7] for p in parts]))),
     }
-
-
-def _rpy(rpy: Any) -> np.ndarray:
-    from soadyn.model.robot import rpy_to_matrix
-
-    return rpy_to_matrix(rpy)
-
-
-def _quat(R: np.ndarray) -> np.ndarray:
-    from soadyn.model.rotations import matrix_to_quaternion
-
-    return np.asarray(matrix_to_quaternion(R), float)
