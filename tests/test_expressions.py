@@ -3,13 +3,12 @@ evaluates to the generated C; the LaTeX command prints it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import sympy as sp
-from conftest import EXAMPLES
+from conftest import EXAMPLES, module_cache_dir
 
 from soadyn.cli.main import main
 from soadyn.codegen.pipeline import compile_robot
@@ -62,10 +61,6 @@ def test_planar_two_link_mass_matrix_is_the_textbook_one(planar):
                           [m2 * (lc2**2 + l1 * lc2 * sp.cos(q2)) + I2, m2 * lc2**2 + I2]])
     diff = (M.xreplace(sub) - textbook).applyfunc(sp.simplify)
     assert diff == sp.zeros(2, 2)
-    # and a wrong textbook (I2 left out of m12) is caught
-    wrong = textbook.copy()
-    wrong[0, 1] -= I2
-    assert (M.xreplace(sub) - wrong).applyfunc(sp.simplify) != sp.zeros(2, 2)
 
 
 def test_staged_form_evaluates_like_the_expanded_one(planar, rng):
@@ -84,10 +79,7 @@ def test_staged_form_evaluates_like_the_expanded_one(planar, rng):
 
 @pytest.fixture(scope="module")
 def tian_wu_module(request, tmp_path_factory):
-    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
-        out = tmp_path_factory.mktemp("soadyn_sympy_modules")
-    else:
-        out = Path(request.config.cache.mkdir("soadyn_sympy_modules"))
+    out = module_cache_dir(request, tmp_path_factory, "soadyn_sympy_modules")
     path = EXAMPLES / "tian_wu_3dof.yaml"
     return load_robot(path), compile_robot(path, out, functions=["mass_matrix", "inverse_dynamics"],
                                            progress=False)

@@ -6,13 +6,12 @@ the functions the tests call.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, REPO, TEST_ARM
+from conftest import EXAMPLES, REPO, TEST_ARM, module_cache_dir
 
 from soadyn.codegen.pipeline import compile_robot, generate
 from soadyn.model import load_robot
@@ -38,9 +37,7 @@ TOL = 1e-12
 
 @pytest.fixture(scope="session")
 def module_dir(request, tmp_path_factory) -> Path:
-    if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
-        return tmp_path_factory.mktemp("soadyn_param_modules")
-    return Path(request.config.cache.mkdir("soadyn_param_modules"))
+    return module_cache_dir(request, tmp_path_factory, "soadyn_param_modules")
 
 
 @pytest.fixture(scope="session")

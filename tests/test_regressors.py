@@ -8,7 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, URDFS, load_urdf, module_cache_dir, record, rel_err, with_gravity
+from conftest import (
+    EXAMPLES,
+    URDFS,
+    load_urdf,
+    module_cache_dir,
+    pinocchio_pair,
+    record,
+    rel_err,
+    with_gravity,
+)
 
 from soadyn.codegen.pipeline import compile_robot
 from soadyn.model import load_robot
@@ -113,12 +122,10 @@ def test_torque_regressor_matches_pinocchio(which, base, module_dir, rng):
     from soadyn.model.conventions import PinocchioMap
 
     robot = with_param_bodies(_robot(which, base), "all")
-    model = (pin.buildModelFromUrdf(str(URDFS[which]), pin.JointModelFreeFlyer()) if base == "free"
-             else pin.buildModelFromUrdf(str(URDFS[which])))
-    model.gravity.linear = GRAVITY.copy()
+    _, model = pinocchio_pair(which, base, GRAVITY)
     data = model.createData()
     pm = PinocchioMap(robot, model)
-    mod = compile_robot(robot, module_dir, functions=["inverse_dynamics_regressor"], progress=False)
+    mod = compile_robot(robot, module_dir, functions=FUNCS, progress=False)   # the module of the identities
     # our columns of body k, reordered by PINOCCHIO_ORDER, are Pinocchio's columns of joint joint_ids[k]
     # (both about the body = joint frame origin); a fixed base (universe) has no Pinocchio columns
     worst = 0.0
