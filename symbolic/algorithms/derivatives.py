@@ -48,7 +48,7 @@ from soadyn.symbolic.algorithms.kinematics import (
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler
 from soadyn.symbolic.algorithms.rnea_derivatives import rnea_derivatives
 from soadyn.symbolic.scalar import Symbolic
-from soadyn.symbolic.spatial import cross
+from soadyn.symbolic.spatial import cross, skew
 from soadyn.symbolic.tangent import configuration_directions, jacobians, python_function, vector_directions
 
 
@@ -126,10 +126,7 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
         # and the position columns are zero.
         grav = gravity_acceleration(kin)[3:]
-        for m in range(3):
-            e = ctx.zeros(3)
-            e[m] = ctx.one()
-            da[3:6, m] = cross(e, grav)
+        da[3:6, 0:3] = -skew(grav)              # column m: e_m x grav
     da = ctx.stage("dadx", da)
     return da[:, :nv], da[:, nv:], Minv
 

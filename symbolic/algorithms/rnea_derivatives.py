@@ -102,9 +102,9 @@ def _base_inertia(robot: Any, ctx: Any, k: int, X: Xform) -> RigidInertia:
     """Body k's inertia about the base origin in base axes, through its centre of mass:
     ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about
     O_k)."""
-    ri = robot.inertias[k]
     if X.R is None:
-        return RigidInertia(ri.mass, ctx.const(ri.mass * ri.com), ctx.const(ri.spatial()[:3, :3]))
+        return body_inertia(robot, ctx, k).rigid()
+    ri = robot.inertias[k]
     c = ctx.stage(f"cb{k}", X.R @ ctx.const(ri.com) + X.l)
     RJ = X.R @ ctx.const(ri.inertia)
     J = ctx.zeros((3, 3))
@@ -199,7 +199,8 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
                     ctx.stage(f"Gr{j}", coriolis_transpose_apply(Cc[j], Hc[j], s))) for s in S[j]]
         p = robot.parent[j]
         vl, al = (zero6, grav) if p < 0 else (V[p], A[p])
-        has_anc = any(S[i] for i in range(n) if i != j and _is_path(robot, i, j))
+        # a moving ancestor: every body but the base moves; the base only when it is free (S[0])
+        has_anc = robot.parent[j] > 0 or (robot.parent[j] == 0 and bool(S[0]))
         cj = []
         for s in S[j]:
             u = ctx.stage(f"u{j}", motion_cross(s, vl))
