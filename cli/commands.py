@@ -69,9 +69,9 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def _summary(module: Any, out: Path, cached: bool) -> str:
-    import json
+    from soadyn.codegen.cache import read_stamp
 
-    stamp = json.loads((Path(module.__file__).parent / "soadyn_stamp.json").read_text())
+    stamp = read_stamp(Path(module.__file__).parent)
     ops = sum(v["total"] for v in stamp["ops"].values())
     t = stamp["timings"]
     where = Path(module.__file__).parent

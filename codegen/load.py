@@ -32,7 +32,7 @@ def _importable_as(name: str, init: Path) -> bool:
     return spec is not None and spec.origin is not None and Path(spec.origin).resolve() == init
 
 
-def load(path: str | os.PathLike) -> types.ModuleType:
+def load(path: str | os.PathLike, *, verified: bool = False) -> types.ModuleType:
     """Import the compiled module in directory ``path`` (e.g. ``generated/scratch_tree``).
 
     The package is registered in ``sys.modules`` under a private alias ``_soadyn_<name>_<key>``, and also
@@ -41,7 +41,8 @@ def load(path: str | os.PathLike) -> types.ModuleType:
     gives the same module.  A module is never registered under a name another module owns (a robot
     called ``scipy`` does not become ``sys.modules['scipy']``).  If a different build is already imported
     under an alias (the robot changed and was recompiled in the same process, or another output
-    directory), this one gets a numbered alias: both stay usable.
+    directory), this one gets a numbered alias: both stay usable.  ``verified``: the caller has just
+    checked every file against the stamp (the compile pipeline, under its module lock): not hashed again.
     """
     path = Path(path).resolve()
     init = path / "__init__.py"
@@ -50,7 +51,7 @@ def load(path: str | os.PathLike) -> types.ModuleType:
                                 f"'soadyn compile ROBOT -o {path.parent}'")
     stamp = _stamp(path)
     key = stamp.get("key", "")
-    if "files" in stamp and not verify(path):
+    if not verified and "files" in stamp and not verify(path):
         raise ImportError(f"{path}: the module's files do not match the sha256 recorded at build time "
                           "(damaged or edited); rebuild it with 'soadyn compile ROBOT --force'")
     name = path.name

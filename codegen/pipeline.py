@@ -42,7 +42,7 @@ import soadyn.codegen.cache as _cache
 import soadyn.codegen.objcache as objcache
 from soadyn.codegen.derive import algorithm, derive, rename_reserved
 from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version
-from soadyn.codegen.functions import FunctionSpec, function_table, select_functions
+from soadyn.codegen.functions import FunctionSpec, api_names, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
 from soadyn.codegen.profiles import Profile, get_profile
@@ -260,12 +260,7 @@ def _normalise_functions(robot: Robot,
     """The requested API names, validated against the robot's table (``None`` = all)."""
     if functions is None:
         return None
-    specs = select_functions(function_table(robot, derivatives=functions is not None), functions, robot.name)
-    names: list[str] = []
-    for s in specs:
-        if s.api not in names:
-            names.append(s.api)
-    return names
+    return api_names(select_functions(function_table(robot, derivatives=True), functions, robot.name))
 
 
 def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike | None = None,
@@ -319,7 +314,7 @@ def compile_robot(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.Pa
 
 def _load_built(target: Path, key: str) -> types.ModuleType:
     """Load ``target`` (built or verified under the module lock) and check that it is that build."""
-    module = load(target)
+    module = load(target, verified=True)   # is_current() or the build just hashed every file
     if getattr(module, "cache_key", None) != key:  # pragma: no cover - the lock makes this impossible
         raise _build.CompileError(f"{target} changed while it was loaded; compile again")
     return module

@@ -37,6 +37,8 @@ import platform
 import shlex
 from dataclasses import dataclass
 
+from soadyn.codegen.units import STAGE_OPS
+
 #: flags every profile starts with (they fix the rounding: see the module docstring)
 IEEE_FLAGS = ("-fno-math-errno", "-ffp-contract=off")
 PROFILES = ("fast", "portable", "debug")
@@ -101,9 +103,9 @@ def get_profile(name: str | Profile | None = None) -> Profile:
     name = name or os.environ.get("SOADYN_PROFILE") or DEFAULT_PROFILE
     if name == "fast":
         prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *IEEE_FLAGS),
-                       stage_ops=2500, lanes=4, native=True)
+                       stage_ops=STAGE_OPS, lanes=4, native=True)
     elif name == "portable":
-        prof = Profile("portable", ("-O2", *_baseline_isa(), *IEEE_FLAGS), stage_ops=2500, lanes=2)
+        prof = Profile("portable", ("-O2", *_baseline_isa(), *IEEE_FLAGS), stage_ops=STAGE_OPS, lanes=2)
     elif name == "debug":
         prof = Profile("debug", ("-O0", "-g", *IEEE_FLAGS), stage_ops=0, lanes=1)
     else:
