@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import yaml
-from conftest import EXAMPLES
+from conftest import EXAMPLES, module_cache_dir
 
 from soadyn.runtime import campaign
 from soadyn.runtime.scenario import CampaignSpecError, load_spec, spec_from_dict
@@ -32,8 +32,8 @@ def _spec_doc(**changes):
 
 
 @pytest.fixture(scope="module")
-def cache(request):
-    return request.config.cache.mkdir("soadyn_campaign")
+def cache(request, tmp_path_factory):
+    return module_cache_dir(request, tmp_path_factory, "soadyn_campaign")
 
 
 @pytest.fixture(scope="module")

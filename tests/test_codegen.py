@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symengine as se
-from conftest import requires_cc
+from conftest import module_cache_dir, requires_cc
 
 from soadyn.cli.regenerate import REPO, example_robots, generate_example
 from soadyn.codegen import build, derive, load
@@ -68,7 +68,7 @@ bodies:
 def module_dir(cc, request, tmp_path_factory) -> Path:
     if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
         return tmp_path_factory.mktemp("soadyn_modules")
-    return Path(request.config.cache.mkdir("soadyn_modules"))
+    return Path(module_cache_dir(request, tmp_path_factory, "soadyn_modules"))
 
 
 @pytest.fixture(scope="session")

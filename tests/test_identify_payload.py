@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, module_cache_dir
 
 
 @pytest.fixture(scope="module")
 def out(request, tmp_path_factory) -> Path:
     if os.environ.get("SOADYN_TEST_FRESH") or getattr(request.config, "cache", None) is None:
         return tmp_path_factory.mktemp("soadyn_identify")
-    return Path(request.config.cache.mkdir("soadyn_identify"))
+    return Path(module_cache_dir(request, tmp_path_factory, "soadyn_identify"))
 
 
 def test_identify_payload_meets_its_claims(out, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, module_cache_dir
 
 from soadyn.model import load_robot
 from soadyn.model.rotations import quaternion_to_matrix as rotation_matrix
@@ -19,11 +19,11 @@ HAND = "ee"
 
 
 @pytest.fixture(scope="module")
-def chaser(request):
+def chaser(request, tmp_path_factory):
     """The thesis robot with the functions the impact needs (cached across sessions)."""
     from soadyn.codegen import compile as compile_robot
 
-    return compile_robot(ROBOT, out_dir=request.config.cache.mkdir("soadyn_campaign"),
+    return compile_robot(ROBOT, out_dir=module_cache_dir(request, tmp_path_factory, "soadyn_campaign"),
                          functions=CHASER_FUNCTIONS, progress=False)
 
 
@@ -118,7 +118,8 @@ def test_impact_matches_a_dense_momentum_balance(chaser, robot, rng):
         np.testing.assert_allclose(res.lam, x[nv + 6:], rtol=1e-9, atol=1e-12)
 
 
-def test_captured_state_is_the_attached_model_and_independent_of_the_contact(chaser, robot, rng, request):
+def test_captured_state_is_the_attached_model_and_independent_of_the_contact(chaser, robot, rng, request,
+                                                                              tmp_path_factory):
     """After contact + latch the target moves with the hand: the model with the target attached (a new
     compiled module) has the pair's momentum and kinetic energy at the chaser's post-capture velocity;
     the post-capture state does not depend on the contact's restitution or directions."""
@@ -127,7 +128,7 @@ def test_captured_state_is_the_attached_model_and_independent_of_the_contact(cha
     grasp_xyz, grasp_rpy = np.array([0.1, -0.2, 0.7]), np.array([0.3, -0.2, 0.5])
     inertia = np.array([[150.0, 3.0, -2.0], [3.0, 130.0, 1.0], [-2.0, 1.0, 170.0]])
     model = attach_target(robot, HAND, 180.0, inertia, grasp_xyz, grasp_rpy, name="dimitrov_test_capture")
-    truth = compile_robot(model, out_dir=request.config.cache.mkdir("soadyn_campaign"),
+    truth = compile_robot(model, out_dir=module_cache_dir(request, tmp_path_factory, "soadyn_campaign"),
                           functions=TRUTH_FUNCTIONS, progress=False)
     from soadyn.model.robot import rpy_to_matrix
     from soadyn.model.rotations import matrix_to_quaternion

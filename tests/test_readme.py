@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, REPO
+from conftest import EXAMPLES, REPO, module_cache_dir
 
 README = REPO / "README.md"
 SECTION = "## Space-robotics workflows"
@@ -137,8 +137,8 @@ def _load(name: str):
 
 
 @pytest.fixture(scope="module")
-def cache(request) -> str:
-    return str(request.config.cache.mkdir("soadyn_readme_examples"))
+def cache(request, tmp_path_factory) -> str:
+    return str(module_cache_dir(request, tmp_path_factory, "soadyn_readme_examples"))
 
 
 def test_seed004_example1_script(cache, capsys):

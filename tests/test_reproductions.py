@@ -16,7 +16,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, module_cache_dir
 
 
 def _load(name: str):
@@ -27,8 +27,8 @@ def _load(name: str):
 
 
 @pytest.fixture(scope="module")
-def cache(request):
-    return str(request.config.cache.mkdir("soadyn_reproductions"))
+def cache(request, tmp_path_factory):
+    return str(module_cache_dir(request, tmp_path_factory, "soadyn_reproductions"))
 
 
 @pytest.fixture(scope="module")

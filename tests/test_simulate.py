@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import TEST_ARM
+from conftest import TEST_ARM, module_cache_dir
 
 from soadyn.cli.simulate import add_simulate_parser, cmd_simulate
 from soadyn.model import load_robot
@@ -18,11 +18,11 @@ from soadyn.runtime.simulate import SimulationError, Trajectory, simulate
 
 
 @pytest.fixture(scope="module")
-def arm_module(request, cc):
+def arm_module(request, cc, tmp_path_factory):
     """The scratch tree robot compiled to C (cached across sessions in pytest's cache directory)."""
     from soadyn.codegen import compile as compile_robot
 
-    out = request.config.cache.mkdir("soadyn_simulate")
+    out = module_cache_dir(request, tmp_path_factory, "soadyn_simulate")
     return compile_robot(TEST_ARM, out_dir=out, progress=False)
 
 
