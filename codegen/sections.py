@@ -29,6 +29,13 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     (r"f\d+", "Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base"),
     (r"(Rh|RJ|F)\d+(_\d+)?", "composite-body inertias R(k) and the blocks H phi R H* of the mass matrix "
                              "(seed 000 eq. 2.4a), tip to base"),
+    (r"(Sb|vb|ab|Ibh|IbJ|cb|hb)\d+|gb", "analytic derivatives of Algorithm 1 (Carpentier & Mansard 2018), "
+                                        "base-aligned coordinates: joint columns S(k), velocities v(k), "
+                                        "accelerations a(k), inertias I(k) and momenta, base to tip"),
+    (r"(Ich|IcJ|Cc|Hc|Fc)\d+", "composite inertia Ic, Coriolis operator BCc and force F of each subtree, "
+                               "tip to base (Carpentier & Mansard 2018)"),
+    (r"(Fr|Gr|u|al|be|phi|psi)\d+|dtau_d[qv]", "rows Ic S, BCc^T S and columns u, alpha, beta, phi, psi of "
+                                               "dtau/dq, dtau/dv (Carpentier & Mansard 2018)"),
     (r"(Su|Sd|Sdi|Sg|Sp|S)\d+", "Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), "
                                 "D_s(k), G_s(k), base to tip"),
     (r"Zs(y|eps|nu)?\d+", "Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), "
@@ -44,6 +51,8 @@ SECTIONS: tuple[tuple[str, str], ...] = (
                                          "eq. C.17, E.3-E.6)"),
     (r"Ups\w*", "operational-space inertias Upsilon(k) = Lambda(k)^-1 (seed 000 eq. 4.7, 4.9)"),
     (r"cl\w*", "loop-closure constraint rows and the reduced dynamics (seed 004 eq. 5)"),
+    (r"dadx", "derivatives of the forward dynamics da/dx = -M^-1 dtau/dx at a = FD(q, v, tau) "
+              "(Carpentier & Mansard 2018; dtau/dx of Algorithm 1, M^-1 of seed 000 eq. 2.10c)"),
 )
 
 _COMPILED = tuple((re.compile(p), text) for p, text in SECTIONS)

@@ -153,7 +153,7 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
                 V[0], A[0] = zero6, grav
         else:
             p = robot.parent[k]
-            col = ctx.stage(f"S{k}", X.motion_to_parent(ctx.const(hinge_map(robot, k))))
+            col = ctx.stage(f"Sb{k}", X.motion_to_parent(ctx.const(hinge_map(robot, k))))
             S[k] = [col]
             qd, qdd = v[robot.v_index(k)][0], a[robot.v_index(k)][0]
             V[k] = ctx.stage(f"vb{k}", V[p] + col * qd)
