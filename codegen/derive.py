@@ -9,7 +9,7 @@ staged symbols.  Nothing is expanded, so the program grows linearly with the num
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,30 @@ class Program:
     ops: dict[str, int] = field(default_factory=dict)
     #: staged symbol name -> the stage name the algorithm gave it (``V3_4`` -> ``V3``), for the C comments
     stages: dict[str, str] = field(default_factory=dict)
+    #: dense products evaluated after the assignments, in place in the outputs (:class:`Product`)
+    products: list[Product] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Product:
+    """``scale * A @ B`` (``A`` m x m), evaluated after the program's assignments as a loop (the C of
+    :func:`soadyn.codegen.emit.product_lines`), in place: the program stores column ``j`` of ``B`` where
+    column ``j`` of the result goes, and ``A`` is the output ``left`` (row-major).  ``runs`` lists the
+    result's columns in order as ``(output, row stride, first column, number of columns)``."""
+
+    name: str
+    left: str
+    m: int
+    scale: int
+    runs: tuple[tuple[str, int, int, int], ...]
+
+    @property
+    def columns(self) -> int:
+        return sum(r[3] for r in self.runs)
+
+    def ops(self) -> dict[str, int]:
+        """Multiplications and additions of the product (the scale is a free sign)."""
+        return {"mul": self.m * self.m * self.columns, "add": self.m * (self.m - 1) * self.columns}
 
 
 class DerivationError(RuntimeError):
@@ -78,6 +102,121 @@ class SharingSymbolic(Symbolic):
         return s
 
 
+@dataclass
+class _Deferred:
+    """A product recorded by :meth:`CodegenSymbolic.matmul`: result symbols ``P`` for ``A @ B``, recorded
+    when the program had ``position`` assignments."""
+
+    name: str
+    P: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    position: int
+
+
+@dataclass
+class CodegenSymbolic(Symbolic):
+    """The derivation context of a (non-family) generated function: a dense product ``ctx.matmul`` becomes
+    a placeholder symbol per entry, and :func:`place_products` makes it a :class:`Product` loop of the C
+    (one vectorised multiply-add per column vector instead of one scalar expression per entry), or
+    expands it where its result is not an output of the right form."""
+
+    deferred: list[_Deferred] = field(default_factory=list)
+
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
+        if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+            raise DerivationError(f"matmul {name!r}: shapes {A.shape} and {B.shape} do not multiply")
+        base = self.fresh(name)
+        P = np.array([se.Symbol(f"{base}_{i}") for i in range(A.shape[0] * B.shape[1])],
+                     dtype=object).reshape(A.shape[0], B.shape[1])
+        self.deferred.append(_Deferred(name, P, A, B, len(self.program)))
+        return P
+
+
+def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
+                used: set) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
+    """The :class:`Product` of ``d`` and the output entries to store before it, or None when ``d`` cannot
+    run in place: a result entry used by the program, or stored other than as ``+-P_ij`` down whole
+    columns of one output, or ``A`` not square or not an output."""
+    m, k = d.A.shape
+    if m != k or used & set(d.P.ravel()):
+        return None
+    index = {p: ij for ij, p in np.ndenumerate(d.P)}
+    where: dict[tuple[int, int], tuple[str, int]] = {}
+    signs = set()
+    for name, es in outputs.items():
+        for flat, e in enumerate(es):
+            if e.is_Number or not (e.free_symbols & index.keys()):
+                continue
+            sign = 1
+            if e.is_Mul and e.args[0] == -1 and len(e.args) == 2:
+                sign, e = -1, e.args[1]
+            if e not in index or index[e] in where:
+                return None
+            where[index[e]] = (name, flat)
+            signs.add(sign)
+    if len(signs) > 1:
+        return None
+    targets = {w[0] for w in where.values()}
+    left = next((n for n, es in outputs.items() if shapes[n] == (m, m) and n not in targets
+                 and all(es[i * m + j] == se.sympify(d.A[i, j]) for i in range(m) for j in range(m))), None)
+    if left is None:
+        return None
+    stores: dict[tuple[str, int], se.Basic] = {}
+    runs: list[list[int]] = []
+    for j in sorted({ij[1] for ij in where}):
+        spots = [where.get((i, j)) for i in range(m)]
+        if all(se.sympify(b) == 0 for b in d.B[:, j]):       # an exact zero column: no product needed
+            stores.update({w: se.Integer(0) for w in spots if w is not None})
+            continue
+        if any(w is None for w in spots) or len({w[0] for w in spots}) != 1:
+            return None
+        name = spots[0][0]
+        shape = shapes[name]
+        col = spots[0][1]
+        if len(shape) != 2 or shape[0] != m or any(w[1] != i * shape[1] + col for i, w in enumerate(spots)):
+            return None
+        stores.update({(name, i * shape[1] + col): se.sympify(d.B[i, j]) for i in range(m)})
+        last = runs[-1] if runs else None
+        if last and last[0] == name and last[2] + last[3] == col:
+            last[3] += 1
+        else:
+            runs.append([name, shape[1], col, 1])
+    if not runs:
+        return None
+    product = Product(d.name, left, m, signs.pop() if signs else 1, tuple(tuple(r) for r in runs))
+    return product, stores
+
+
+def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]]],
+                   shapes: dict[str, tuple[int, ...]]
+                   ) -> tuple[list[tuple[str, list[se.Basic]]], list[Product]]:
+    """Turn the products of ``ctx.matmul`` into :class:`Product` loops where their results are outputs
+    (whole columns, one sign, ``A`` an output too); expand the others into ``ctx.program`` (in place).
+    Returns the outputs to store before the products, and the products in order."""
+    used: set = set()
+    for a in ctx.program:
+        used |= a.expr.free_symbols
+    outs = {n: [se.sympify(e) for e in es] for n, es in outputs}
+    products: list[Product] = []
+    expand: list[_Deferred] = []
+    for d in ctx.deferred:
+        found = _as_product(d, outs, shapes, used)
+        if found is None:
+            expand.append(d)
+            continue
+        product, stores = found
+        for (name, flat), e in stores.items():
+            outs[name][flat] = e
+        products.append(product)
+    for d in sorted(expand, key=lambda d: -d.position):
+        full = d.A @ d.B
+        ctx.program[d.position:d.position] = [Assignment(p, se.sympify(e), d.name)
+                                              for p, e in zip(d.P.ravel(), full.ravel())]
+    return [(n, outs[n]) for n, _ in outputs], products
+
+
 #: separator between an output's name and its case (frame id) in the program of a frame family
 CASE_SEP = "@"
 
@@ -90,7 +229,7 @@ def derive(robot: Robot, spec: FunctionSpec) -> Program:
     """
     STATS["derivations"] += 1
     fn = algorithm(spec.algorithm)
-    ctx = SharingSymbolic() if spec.is_family else Symbolic()
+    ctx = SharingSymbolic() if spec.is_family else CodegenSymbolic()
     args = []
     kwargs = spec.kwargs_dict()
     for arg in spec.inputs:
@@ -117,9 +256,12 @@ def derive(robot: Robot, spec: FunctionSpec) -> Program:
                                       f"expected {out.shape}")
             name = out.name if case is None else f"{out.name}{CASE_SEP}{case}"
             outputs.append((name, [se.sympify(e) for e in arr.ravel()]))
+    products: list[Product] = []
+    if isinstance(ctx, CodegenSymbolic) and ctx.deferred:
+        outputs, products = place_products(ctx, outputs, {a.name: a.shape for a in spec.outputs})
     program = Program(spec.name, [(k, list(v)) for k, v in ctx.inputs.items()],
                       [(a.target, se.sympify(a.expr)) for a in ctx.program], outputs,
-                      stages={a.target.name: a.stage for a in ctx.program})
+                      stages={a.target.name: a.stage for a in ctx.program}, products=products)
     _check_names(program)
     return program
 
@@ -161,4 +303,4 @@ def rename_reserved(program: Program, spec: FunctionSpec | None = None) -> Progr
     assigns = [(ren.get(t, t), e.xreplace(ren)) for t, e in program.assignments]
     outs = [(n, [e.xreplace(ren) for e in es]) for n, es in program.outputs]
     stages = {ren.get(se.Symbol(n), se.Symbol(n)).name: st for n, st in program.stages.items()}
-    return Program(program.name, program.inputs, assigns, outs, program.ops, stages)
+    return replace(program, assignments=assigns, outputs=outs, stages=stages)

@@ -20,7 +20,7 @@ import jinja2
 import symengine as se
 
 from soadyn._version import __version__
-from soadyn.codegen.derive import DerivationError, Program
+from soadyn.codegen.derive import DerivationError, Product, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import split_cases
 from soadyn.codegen.sections import section_of
@@ -58,6 +58,8 @@ class EmittedFunction:
     case_ops: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
     #: stage functions and SIMD batch code (:func:`soadyn.codegen.units.finish_function`)
     extra: Any = None
+    #: C lines run after the body's statements (the loops of the program's products, :func:`product_lines`)
+    epilogue: list[str] = field(default_factory=list)
 
     @property
     def is_family(self) -> bool:
@@ -150,6 +152,93 @@ def _assignments(assigns: list[tuple[se.Basic, se.Basic]], pr: _Printer, stages:
     return out
 
 
+#: how many result vectors one pass of a product's row loop keeps in registers
+PRODUCT_BLOCK = 8
+
+
+def _product_vector_lines(p: Product, width: int) -> list[str]:
+    """The GCC/Clang vector-extension loops of :func:`product_lines` with ``width`` doubles per vector:
+    one multiply and one add per vector of a result row and factor entry, in the scalar loops' order.
+    The factor and the result row are unions of vectors and doubles (C99 type punning), so that no
+    vector load waits on the scalar stores just before it."""
+    m, n = p.m, p.columns
+    nvec = -(-n // width)
+    out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
+           f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{m}], prod_r;",
+           "int prod_i, prod_j, prod_k;",
+           f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{"]
+    at = 0
+    for name, stride, col, count in p.runs:
+        out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
+                   f"prod_B[prod_k].d[{at} + prod_j] = {name}[{stride} * prod_k + {col} + prod_j];")
+        at += count
+    if nvec * width > n:
+        out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
+                   "prod_B[prod_k].d[prod_j] = 0.0;")
+    out += ["}",
+            f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+            f"    const double *prod_a = {p.left} + {m} * prod_i;"]
+    for b0 in range(0, nvec, PRODUCT_BLOCK):
+        acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
+        out += ["    {",
+                "        " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
+                f"        for (prod_k = 1; prod_k < {m}; ++prod_k) {{",
+                "            " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
+                                         for v in acc),
+                "        }",
+                "        " + " ".join(f"prod_r.v[{v}] = prod_c{v};" for v in acc),
+                "    }"]
+    return out + _product_stores(p, "prod_r.d") + ["}"]
+
+
+def _product_stores(p: Product, row: str) -> list[str]:
+    sign = "-" if p.scale < 0 else ""
+    out = []
+    at = 0
+    for name, stride, col, count in p.runs:
+        out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
+                   f"{name}[{stride} * prod_i + {col} + prod_j] = {sign}{row}[{at} + prod_j];")
+        at += count
+    return out
+
+
+def product_lines(p: Product) -> list[str]:
+    """C block evaluating ``p`` after the statements: the right factor is read back from where the
+    result goes, then each result row is accumulated over the left factor's row,
+    ``r = a[0] B[0] + a[1] B[1] + ...`` (left to right).  With GCC or Clang the columns are vectors
+    (4 doubles with AVX, else 2); every lane performs the scalar loop's operations in the same order
+    (``-ffp-contract=off``), so both give the same bits."""
+    m, n = p.m, p.columns
+    what = section_of(p.name) or f"{p.name}: dense product"
+    sign = "-" if p.scale < 0 else ""
+    head = [f"/* {c_comment(what)} */",
+            f"/* {p.name} = {sign}{p.left} B: ({m} x {m}) by ({m} x {n}), B read back from the outputs */",
+            "{",
+            "#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
+            "#if defined(__AVX__)"]
+    scalar = [f"double prod_B[{m}][{n}], prod_r[{n}];",
+              "int prod_i, prod_j, prod_k;",
+              f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{"]
+    at = 0
+    for name, stride, col, count in p.runs:
+        scalar.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
+                      f"prod_B[prod_k][{at} + prod_j] = {name}[{stride} * prod_k + {col} + prod_j];")
+        at += count
+    scalar += ["}",
+               f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+               f"    const double *prod_a = {p.left} + {m} * prod_i;",
+               f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
+               "prod_r[prod_j] = prod_a[0] * prod_B[0][prod_j];",
+               f"    for (prod_k = 1; prod_k < {m}; ++prod_k)",
+               f"        for (prod_j = 0; prod_j < {n}; ++prod_j) "
+               "prod_r[prod_j] += prod_a[prod_k] * prod_B[prod_k][prod_j];",
+               *_product_stores(p, "prod_r"), "}"]
+    ind = "    "
+    return (head + [ind + x for x in _product_vector_lines(p, 4)] + ["#else"]
+            + [ind + x for x in _product_vector_lines(p, 2)] + ["#endif", "#else"]
+            + [ind + x for x in scalar] + ["#endif", "}"])
+
+
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                   enum: list[tuple[str, str, int]] | None = None) -> EmittedFunction:
     """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`)."""
@@ -181,13 +270,18 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     loop = ["int i;"]
     prefix_ops = None
     case_ops: list[tuple[str, str, dict[str, int]]] = []
+    epilogue: list[str] = []
     if not family:
         body += _assignments(program.assignments, pr, program.stages)
         for name, es in program.outputs:
             for i, e in enumerate(es):
                 body.append(f"{name}[{i}] = {pr(e)};")
         loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
+        epilogue = [line for p in program.products for line in product_lines(p)]
+        body += epilogue
     else:
+        if program.products:
+            raise DerivationError(f"{cname}: a frame family cannot have product loops")
         if enum is None or len(enum) != len(spec.frames):
             raise DerivationError(f"{cname}: frame family without a matching frame enum")
         split = split_cases(program, len(spec.frames))
@@ -209,7 +303,8 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                  "for (i = 0; i < n; ++i) {", f"    (void){cname}({batch_args});", "}", "return 0;"]
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                            dict(program.ops), signature, batch_signature, batch_args, signature + ";",
-                           batch_signature + ";", body, unused, loop, prefix_ops, case_ops)
+                           batch_signature + ";", body, unused, loop, prefix_ops, case_ops,
+                           epilogue=epilogue)
 
 
 def module_prefix(module_name: str) -> str:

@@ -33,7 +33,7 @@ Operation counting (:func:`count_ops`) over the final expression trees, as the C
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import symengine as se
 
@@ -61,7 +61,7 @@ def eliminate_dead_code(program: Program) -> Program:
             kept.append((t, e))
             needed |= _free(e)
     kept.reverse()
-    return Program(program.name, program.inputs, kept, program.outputs, program.ops, program.stages)
+    return replace(program, assignments=kept)
 
 
 def _integral(e: se.Basic) -> se.Basic:
@@ -77,7 +77,7 @@ def exact_integers(program: Program) -> Program:
     """Floating-point constants with integral values -> exact integers (re-canonicalising the expressions)."""
     assigns = [(t, _integral(e)) for t, e in program.assignments]
     outputs = [(n, [_integral(e) for e in es]) for n, es in program.outputs]
-    return Program(program.name, program.inputs, assigns, outputs, program.ops, program.stages)
+    return replace(program, assignments=assigns, outputs=outputs)
 
 
 def _subst(e: se.Basic, sub: dict) -> se.Basic:
@@ -110,7 +110,7 @@ def propagate_copies(program: Program) -> Program:
     outputs = program.outputs
     if sub:
         outputs = [(n, [_subst(e, sub) for e in es]) for n, es in outputs]
-    return Program(program.name, program.inputs, out, outputs, program.ops, program.stages)
+    return replace(program, assignments=out, outputs=outputs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def common_subexpressions(program: Program) -> Program:
     for name, es in program.outputs:
         outputs.append((name, reduced[k:k + len(es)]))
         k += len(es)
-    return Program(program.name, program.inputs, assigns, outputs, program.ops, program.stages)
+    return replace(program, assignments=assigns, outputs=outputs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def lower_powers(program: Program) -> Program:
                 low.new = []
             new_es.append(e)
         outputs.append((name, new_es))
-    return Program(program.name, program.inputs, assigns + tail, outputs, program.ops, program.stages)
+    return replace(program, assignments=assigns + tail, outputs=outputs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -432,4 +432,8 @@ def optimise(program: Program, cse: bool = True) -> Program:
         p = eliminate_dead_code(p)
     p = lower_powers(p)
     p.ops = count_ops(p)
+    for product in p.products:
+        for kind, n in product.ops().items():
+            p.ops[kind] += n
+        p.ops["total"] += sum(product.ops().values())
     return p

@@ -396,11 +396,16 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
             extra.prototypes += staged.prototypes
             extra.pieces += staged.stages
         return
-    staged = split_stages(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
+    # product loops (the body's last lines) run after the statements, staged or not; scalar batches
+    n_epi = len(f.epilogue)
+    statements = f.body[:len(f.body) - n_epi]
+    staged = split_stages(f.cname, params, statements, stage_ops) if stage_ops > 0 else None
     if staged is not None:
-        f.body = staged.body
+        f.body = staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes
         extra.pieces += staged.stages
+    if n_epi:
+        return
     if lanes <= 1:
         return
     inputs = {a.name: a.size for a in f.inputs}

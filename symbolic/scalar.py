@@ -80,6 +80,11 @@ class ScalarContext(Protocol):
         """Stage a symmetric matrix, upper triangle named, lower mirrored."""
         ...
 
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """The dense product ``A @ B`` of two matrices, named ``name``.  A code generator may evaluate it
+        as a loop over the stored factors instead of one scalar expression per entry."""
+        ...
+
 
 class Numeric:
     """Float context: the algorithms run as plain numpy code."""
@@ -120,6 +125,9 @@ class Numeric:
 
     def is_zero(self, x: Any) -> bool:
         return False
+
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.asarray(A) @ np.asarray(B)
 
     def stage_symmetric(self, name: str, arr: Any) -> Any:
         return arr
@@ -250,6 +258,11 @@ class Symbolic:
                 out[i, j] = out[j, i] = self._stage_one(f"{base}_{i}{j}" if n <= 10 else f"{base}_{i}_{j}",
                                                         arr[i, j], name)
         return out
+
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """``A @ B`` as one expression per entry (:class:`soadyn.codegen.derive.CodegenSymbolic` defers it to
+        a loop in the generated C instead)."""
+        return np.asarray(A) @ np.asarray(B)
 
     def _stage_one(self, sym_name: str, e: Any, stage: str = "") -> Any:
         e = se.sympify(e)

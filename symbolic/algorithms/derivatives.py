@@ -15,7 +15,9 @@ Derivatives with respect to q are taken along the tangent ``q (+) delta`` of doc
 
   with ``a`` from Algorithm 3, ``dtau/dx`` the analytic derivatives above at that ``a``, and ``M^-1`` from
   the innovations factorisation (eq. 2.10c) of the same articulated-body run (Carpentier & Mansard 2018
-  use the same identity).  For a free base the attitude columns are in closed form: the attitude only
+  use the same identity).  The product is ``ctx.matmul``: one scalar expression per entry on a plain
+  symbolic context, a loop over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
+  ``Product``).  For a free base the attitude columns are in closed form: the attitude only
   turns gravity, which enters as a base acceleration, so ``da/d delta_w = -[0; e_m x g_b; 0]`` and the
   position columns vanish.  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
   ``method="direct"`` differentiates Algorithms 2-3 in forward mode (both kept for the operation-count
@@ -120,14 +122,13 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         seeds, over, n = _qv_seeds(robot, ctx, q, v)
         (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
     Minv = mass_matrix_inverse_from(ab)
-    da = -(Minv @ J)
+    da = -ctx.matmul("dadx", Minv, J)           # a loop over the stored factors in the generated C
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
         # and the position columns are zero.
         grav = gravity_acceleration(kin)[3:]
         da[3:6, 0:3] = -skew(grav)              # column m: e_m x grav
-    da = ctx.stage("dadx", da)
     return da[:, :nv], da[:, nv:], Minv
 
 
