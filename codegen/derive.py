@@ -130,7 +130,7 @@ class CodegenSymbolic(Symbolic):
         base = self.fresh(name)
         P = np.array([se.Symbol(f"{base}_{i}") for i in range(A.shape[0] * B.shape[1])],
                      dtype=object).reshape(A.shape[0], B.shape[1])
-        self.deferred.append(_Deferred(name, P, A, B, len(self.program)))
+        self.deferred.append(_Deferred(base, P, A, B, len(self.program)))
         return P
 
 

@@ -478,7 +478,8 @@ def translation_units(funcs: list, header_name: str, header_text: str) -> list[t
 
 
 def _function_text(f) -> str:
+    helpers = "".join(f"\n{h}" for h in f.helpers)
     unused = "".join(f"    (void){a};\n" for a in f.unused)
     body = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.body)
     batch = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.batch_body)
-    return f"\n{f.signature}\n{{\n{unused}{body}}}\n\n{f.batch_signature}\n{{\n{batch}}}\n"
+    return f"{helpers}\n{f.signature}\n{{\n{unused}{body}}}\n\n{f.batch_signature}\n{{\n{batch}}}\n"
