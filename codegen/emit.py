@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -22,7 +22,7 @@ import symengine as se
 from soadyn._version import __version__
 from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
-from soadyn.codegen.optimise import split_cases
+from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -151,8 +151,12 @@ def _assignments(assigns: list[tuple[se.Basic, se.Basic]], pr: _Printer, stages:
 
 
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
-                  enum: list[tuple[str, str, int]] | None = None) -> EmittedFunction:
-    """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`)."""
+                  enum: list[tuple[str, str, int]] | None = None,
+                  skip_zeros: bool = False) -> EmittedFunction:
+    """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`).
+
+    ``skip_zeros``: no store for an output entry that is the exact zero (a structural zero, the same for
+    every input): the function then needs a zeroed output (:func:`structured_variants`)."""
     cname = prefix + spec.name
     family = spec.is_family
     params_in = [f"const double *{a.name}" for a in spec.inputs] + (["int frame"] if family else [])
@@ -185,7 +189,8 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
         body += _assignments(program.assignments, pr, program.stages)
         for name, es in program.outputs:
             for i, e in enumerate(es):
-                body.append(f"{name}[{i}] = {pr(e)};")
+                if not (skip_zeros and e == 0):
+                    body.append(f"{name}[{i}] = {pr(e)};")
         loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
     else:
         if enum is None or len(enum) != len(spec.frames):
@@ -212,6 +217,46 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                            batch_signature + ";", body, unused, loop, prefix_ops, case_ops)
 
 
+#: functions that also get structured variants (:func:`structured_variants`): the square output's name
+STRUCTURED = {"mass_matrix": "M"}
+#: what the variants' documentation says about the output buffer
+ZEROED = "needs a zeroed output: the entries not written are the exact zeros of every state"
+
+
+def _masked(program: Program, keep) -> Program:
+    """``program`` with the output entries that ``keep(name, i)`` rejects set to zero, dead code removed and
+    the operations counted again."""
+    outputs = [(n, [e if keep(n, i) else se.Integer(0) for i, e in enumerate(es)])
+               for n, es in program.outputs]
+    p = eliminate_dead_code(Program(program.name, program.inputs, program.assignments, outputs, {},
+                                    program.stages))
+    p.ops = count_ops(p)
+    return p
+
+
+def structured_variants(spec: FunctionSpec, program: Program, prefix: str) -> list[EmittedFunction]:
+    """Variants of a function with a square, symmetric output (:data:`STRUCTURED`) that write less than the
+    whole matrix into a **zeroed** output (issue 11, item 3):
+
+    * ``<name>_nz``: only the structurally nonzero entries (the exact zeros, e.g. between bodies on
+      different branches of a tree, are not stored);
+    * ``<name>_upper``: only the structurally nonzero entries with ``i <= j`` (upper triangle, row-major);
+      what only the lower triangle needs is removed as dead code.
+
+    The full-writing function stays: it is the one for a buffer of unknown contents."""
+    out_name = STRUCTURED.get(spec.name)
+    if out_name is None or spec.is_family:
+        return []
+    n = next(a.shape[0] for a in spec.outputs if a.name == out_name)
+    nz = replace(spec, name=f"{spec.name}_nz",
+                 doc=f"{spec.doc}, structurally nonzero entries only ({ZEROED})")
+    upper = replace(spec, name=f"{spec.name}_upper",
+                    doc=f"{spec.doc}, upper triangle (i <= j), structurally nonzero entries only ({ZEROED})")
+    upper_program = _masked(program, lambda name, i: name != out_name or i // n <= i % n)
+    return [emit_function(nz, program, prefix, skip_zeros=True),
+            emit_function(upper, upper_program, prefix, skip_zeros=True)]
+
+
 def module_prefix(module_name: str) -> str:
     return c_identifier(module_name) + "_"
 
@@ -233,7 +278,12 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     :func:`~soadyn.codegen.units.translation_units`): the same statements, arranged for the compiler."""
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
-    funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
+    funcs: list[EmittedFunction] = []
+    simd: list[bool] = []
+    for s, p in zip(specs, programs):
+        group = [emit_function(s, p, prefix, enum), *structured_variants(s, p, prefix)]
+        funcs += group
+        simd += [s.name in SIMD_FUNCTIONS] * len(group)
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
     prototypes = "\n".join(f"/* {c_comment(f.doc)}; {c_comment(f.ops_text(), 1 << 20)} */\n{f.prototype}\n"
@@ -243,8 +293,8 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
     source = render("module.c.j2", functions=funcs, prelude="", **common)
-    for s, f in zip(specs, funcs):
-        finish_function(f, stage_ops, lanes if s.name in SIMD_FUNCTIONS else 1)
+    for f, vector in zip(funcs, simd):
+        finish_function(f, stage_ops, lanes if vector else 1)
     cdef = ""
     if families:
         cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")
@@ -316,7 +366,16 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
             entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name, input_names=names,
                          has_params=has_params,
                          doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
-            if fext is None:
+            if fext is None and plain.name in STRUCTURED:
+                entry.update(kind="structured", params=", ".join([*names, *tail]),
+                             c_nz=f"{prefix}{plain.name}_nz", c_upper=f"{prefix}{plain.name}_upper",
+                             doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}. "
+                                           "triangle='upper': only the entries i <= j, zeros below the "
+                                           "diagonal. Structural zeros (bodies on different branches) are "
+                                           "not stored per call: a new result starts zeroed, an out= "
+                                           "array is written whole (triangle='full') or zeroed once per "
+                                           "call first (triangle='upper')."))
+            elif fext is None:
                 entry.update(kind="plain", params=", ".join([*names, *tail]))
             else:
                 entry.update(kind="fext", params=", ".join([*names, "f_ext=None", *tail]),

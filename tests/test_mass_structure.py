@@ -1,0 +1,126 @@
+"""Structure in the mass matrix (issue 11, item 3): the structural zeros between bodies on different
+branches are not stored per call, and ``triangle="upper"`` fills only i <= j.
+
+The generated C keeps the full-writing ``<robot>_mass_matrix`` (correct for any buffer) and adds
+``_mass_matrix_nz`` / ``_mass_matrix_upper``, which need a zeroed output; the Python wrapper uses them only
+where it zeroes the buffer itself.  Every check below starts from a garbage-filled ``out=`` buffer, so a
+wrapper that trusted it to be zero fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TEST_ARM, module_cache_dir
+
+from soadyn.codegen.pipeline import compile_robot
+from soadyn.model import load_robot
+from soadyn.reference import dense
+
+N = 11          # batch size: not a multiple of the SIMD lanes of any profile
+
+
+@pytest.fixture(scope="module", params=["free", "fixed"])
+def tree(request, tmp_path_factory, cc):
+    """The scratch tree (two branches on the base: j1-j3 and j4), free and fixed base, mass matrix only."""
+    robot = load_robot(TEST_ARM, base=request.param)
+    robot = robot.replace(name=f"mass_structure_{request.param}")
+    out = module_cache_dir(request, tmp_path_factory, "soadyn_mass_structure_modules")
+    return robot, compile_robot(robot, out, functions=["mass_matrix"], progress=False)
+
+
+def _states(robot, n, seed=11):
+    rng = np.random.default_rng(seed)
+    return np.stack([robot.random_configuration(rng) for _ in range(n)])
+
+
+def _garbage(shape, seed=5):
+    out = np.random.default_rng(seed).normal(size=shape) * 1e3
+    out.flat[::3] = np.nan
+    return out
+
+
+def _rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+def _branch_block(robot):
+    """(rows, cols) of M coupling joint j4 (its own branch) with j1-j3: exact zeros for every q."""
+    off = robot.nv - robot.n_joints
+    names = robot.joint_names
+    return [off + names.index(j) for j in ("j1", "j2", "j3")], [off + names.index("j4")]
+
+
+def test_full_and_upper_against_reference_with_garbage_out(tree):
+    robot, m = tree
+    Q = _states(robot, N)
+    ref = np.stack([dense.mass_matrix(robot, q) for q in Q])
+    iu = np.triu_indices(robot.nv)
+    il = np.tril_indices(robot.nv, -1)
+    for i, q in enumerate(Q):
+        new = m.mass_matrix(q)
+        assert _rel(new, ref[i]) <= 1e-12
+        out = _garbage((robot.nv, robot.nv))
+        assert m.mass_matrix(q, out=out) is out
+        assert np.array_equal(out, new)
+        up = m.mass_matrix(q, triangle="upper")
+        out = _garbage((robot.nv, robot.nv))
+        assert m.mass_matrix(q, triangle="upper", out=out) is out
+        for u in (up, out):
+            assert _rel(u[iu], ref[i][iu]) <= 1e-12
+            assert np.array_equal(u[iu], new[iu])
+            assert np.all(u[il] == 0)
+    rows, cols = _branch_block(robot)
+    assert np.all(ref[:, rows][:, :, cols] == 0) and np.all(new[np.ix_(rows, cols)] == 0)
+
+
+@pytest.mark.parametrize("threads", [None, 2])
+def test_batch_equals_scalar_with_garbage_out(tree, threads):
+    robot, m = tree
+    Q = _states(robot, N, seed=12)
+    for tri in ("full", "upper"):
+        single = np.stack([m.mass_matrix(q, triangle=tri) for q in Q])
+        new = m.mass_matrix(Q, triangle=tri, threads=threads)
+        out = _garbage((N, robot.nv, robot.nv))
+        assert m.mass_matrix(Q, triangle=tri, out=out, threads=threads) is out
+        for got in (new, out):
+            assert _rel(got, single) <= 1e-15, tri
+            assert np.array_equal(np.isnan(got), np.zeros_like(got, dtype=bool))
+        if tri == "upper":
+            assert np.all(out[:, np.tril_indices(robot.nv, -1)[0], np.tril_indices(robot.nv, -1)[1]] == 0)
+
+
+def test_c_variants_skip_exactly_the_structural_zeros(tree):
+    """At the C level: the full function writes every entry of a NaN buffer; the nonzero-only variant
+    leaves the NaNs exactly where the matrix is zero for every state (the branch block among them) and the
+    upper variant leaves the lower triangle and those zeros alone."""
+    robot, m = tree
+    ffi, lib, p = m._ffi, m._lib, m.module_name
+    Q = _states(robot, N, seed=13)
+    nv = robot.nv
+    buf = lambda a: ffi.from_buffer("double[]", a)  # noqa: E731
+    full = np.full((N, nv, nv), np.nan)
+    getattr(lib, f"{p}_mass_matrix_batch")(N, buf(Q), buf(full))
+    assert not np.isnan(full).any()
+    zero_everywhere = np.all(full == 0, axis=0)
+    rows, cols = _branch_block(robot)
+    assert zero_everywhere[np.ix_(rows, cols)].all()
+    for suffix, written in (("_nz", ~zero_everywhere),
+                            ("_upper", ~zero_everywhere & np.triu(np.ones((nv, nv), dtype=bool)))):
+        out = np.full((N, nv, nv), np.nan)
+        getattr(lib, f"{p}_mass_matrix{suffix}_batch")(N, buf(Q), buf(out))
+        assert np.array_equal(~np.isnan(out), np.broadcast_to(written, out.shape)), suffix
+        assert np.array_equal(out[:, written], full[:, written])
+        single = np.full((nv, nv), np.nan)
+        getattr(lib, f"{p}_mass_matrix{suffix}")(buf(Q[0]), buf(single))
+        assert np.array_equal(~np.isnan(single), written)
+    assert int(zero_everywhere.sum()) > 0
+
+
+def test_triangle_argument_errors(tree):
+    robot, m = tree
+    q = _states(robot, 1)[0]
+    for bad in ("lower", "Upper", None, 1):
+        with pytest.raises(ValueError, match="triangle must be 'full' or 'upper'"):
+            m.mass_matrix(q, triangle=bad)
+    with pytest.raises(ValueError, match="out must be"):
+        m.mass_matrix(np.stack([q, q]), triangle="upper", out=np.empty((2, robot.nv, robot.nv + 1)))
