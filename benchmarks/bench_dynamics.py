@@ -156,6 +156,7 @@ def _pin_inertia(I):
 # ---------------------------------------------------------------------------------------------------
 _HARNESS = r"""
 #define _POSIX_C_SOURCE 199309L
+#include <string.h>
 #include <time.h>
 typedef void (*f1)(const double *, double *);
 typedef void (*f2)(const double *, const double *, double *);
@@ -185,6 +186,36 @@ double soadyn_bench_time(void *fn, int kind, int n, int reps, int passes, const 
     }
     return best;
 }
+/* min over reps of ns per state of the mass matrix into a buffer of n states; mode 0: the full-writing
+ * scalar function per state; 1: a variant that needs a zeroed output, per state, buffer zeroed once before
+ * timing (zeroing not timed); 2: the same with a memset of the state's matrix before each call (timed);
+ * 3: the batched entry point (n states, one call); 4: memset of the whole batch buffer + the batched entry
+ * point of a variant (timed) */
+typedef void (*fb)(int, const double *, double *);
+double soadyn_bench_mass(void *fn, int mode, int n, int reps, int passes, const double *q, int nq, double *out,
+                         int size) {
+    double best = 1e300;
+    for (int r = 0; r < reps; ++r) {
+        double t0 = cpu();
+        for (int p = 0; p < passes; ++p) {
+            if (mode >= 3) {
+                if (mode == 4) memset(out, 0, sizeof(double) * (size_t)n * (size_t)size);
+                ((fb)fn)(n, q, out);
+                soadyn_bench_sink += out[(long)(n - 1) * size];
+                continue;
+            }
+            for (int i = 0; i < n; ++i) {
+                double *o = out + (long)i * size;
+                if (mode == 2) memset(o, 0, sizeof(double) * (size_t)size);
+                ((f1)fn)(q + (long)i * nq, o);
+                soadyn_bench_sink += o[0];
+            }
+        }
+        double dt = (cpu() - t0) / ((double)n * passes) * 1e9;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
 """
 
 
@@ -197,7 +228,92 @@ def _harness(workdir: Path) -> ctypes.CDLL:
     h.soadyn_bench_time.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                     ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
                                     ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    h.soadyn_bench_mass.restype = ctypes.c_double
+    h.soadyn_bench_mass.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                    ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
     return h
+
+
+#: rows of the mass-matrix structure measurement: (label, C function suffix, harness mode)
+MASS_ROWS = (("full-writing, per state", "", 0),
+             ("nonzero-only, per state, buffer pre-zeroed (zeroing not timed)", "_nz", 1),
+             ("nonzero-only, per state, memset of the state's matrix + call", "_nz", 2),
+             ("upper, per state, buffer pre-zeroed (zeroing not timed)", "_upper", 1),
+             ("upper, per state, memset of the state's matrix + call", "_upper", 2),
+             ("full-writing batched entry (n states)", "_batch", 3),
+             ("nonzero-only batched entry, buffer pre-zeroed (zeroing not timed)", "_nz_batch", 3),
+             ("memset of the batch buffer + nonzero-only batched entry", "_nz_batch", 4),
+             ("memset of the batch buffer + upper batched entry", "_upper_batch", 4))
+
+
+def time_mass_structure(h, mod, Q: np.ndarray, reps: int = 7, rounds: int = 3) -> dict[str, float]:
+    """ns per state of the shipped module's mass matrix: full-writing against the structured variants
+    (:data:`MASS_ROWS`), interleaved over ``rounds`` so that load changes hit every row alike; the minimum
+    over all repetitions.  Checks first that every variant reproduces the full function exactly."""
+    ffi, lib, p = mod._ffi, mod._lib, mod.module_name
+    nv = mod.nv
+    size = nv * nv
+    Q = np.ascontiguousarray(Q)
+    n = len(Q)
+    full = np.full((n, nv, nv), np.nan)
+    getattr(lib, f"{p}_mass_matrix_batch")(n, ffi.from_buffer("double[]", Q), ffi.from_buffer("double[]", full))
+    for suffix in ("_nz", "_upper"):
+        o = np.zeros((n, nv, nv))
+        getattr(lib, f"{p}_mass_matrix{suffix}_batch")(n, ffi.from_buffer("double[]", Q), ffi.from_buffer("double[]", o))
+        ref = np.triu(full) if suffix == "_upper" else full
+        assert np.array_equal(o, ref), f"{suffix}: differs from the full-writing function"
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, suffix, mode in MASS_ROWS:
+            fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, f"{p}_mass_matrix{suffix}")))
+            o = np.zeros((n, size))
+            t1 = h.soadyn_bench_mass(fn, mode, n, 1, 1, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
+            passes = max(1, int(30e6 / max(t1 * n, 1.0)))
+            t = h.soadyn_bench_mass(fn, mode, n, reps, passes, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
+            best[label] = min(best.get(label, 1e300), t)
+    return best
+
+
+def structure_robot(label: str, path: Path, base: str, lock: list[str], workdir: Path, profile: str,
+                    n_states: int) -> dict:
+    """Fresh compile of ``mass_matrix`` alone, then :func:`time_mass_structure` on ``n_states`` states."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
+    if lock:
+        robot = lock_joints(robot, lock)
+    info = fresh_compile(path, base, lock, workdir / label, profile, "mass_matrix")
+    mod = load(info["module_dir"])
+    rng = np.random.default_rng(0)
+    Q = np.array([robot.random_configuration(rng) for _ in range(n_states)])
+    h = _harness(workdir)
+    full = mod.mass_matrix(Q[0])
+    ops = {k.removeprefix(mod.module_name + "_"): v["total"] for k, v in info["stamp"]["ops"].items()}
+    return {"label": label, "robot": robot.name, "nv": robot.nv, "profile": info["stamp"].get("profile"),
+            "cflags": info["stamp"].get("cflags"), "compile_s": info["stamp"]["timings"].get("compile"),
+            "entries": robot.nv ** 2, "exact_zeros": int(np.sum(full == 0)),
+            "stored_nz": _stores(info["module_dir"], mod.module_name, "_nz"),
+            "stored_upper": _stores(info["module_dir"], mod.module_name, "_upper"), "ops": ops,
+            "ns": time_mass_structure(h, mod, Q), "load": os.getloadavg()[0]}
+
+
+def _stores(module_dir: str, module_name: str, suffix: str) -> int:
+    """Output stores of the C function ``<module>_mass_matrix<suffix>`` in the module's portable source."""
+    text = (Path(module_dir) / f"{module_name}.c").read_text()
+    body = text.split(f"void {module_name}_mass_matrix{suffix}(const double *q, double *M)\n{{", 1)[1].split("\n}", 1)[0]
+    return sum(1 for line in body.splitlines() if line.strip().startswith("M["))
+
+
+def structure_report(r: dict) -> str:
+    lines = [f"### {r['label']}: {r['robot']} (nv = {r['nv']}), mass matrix structure", "",
+             f"profile `{r['profile']}` ({' '.join(r['cflags'] or [])}); {r['entries']:,} entries, "
+             f"{r['exact_zeros']:,} exact zeros; stores: full {r['entries']:,}, nonzero-only {r['stored_nz']:,}, "
+             f"upper {r['stored_upper']:,}; operations {r['ops']}; load average {r['load']:.1f}", "",
+             "| variant | ns/state (CPU, min) | vs full-writing per state |", "|---|---|---|"]
+    base = r["ns"][MASS_ROWS[0][0]]
+    for label, _, _ in MASS_ROWS:
+        t = r["ns"][label]
+        lines.append(f"| {label} | {t:.0f} | {base / t:.2f}x |")
+    return "\n".join(lines) + "\n"
 
 
 def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7) -> dict[str, float]:
@@ -397,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--functions", default=None,
                     help="compile only these API functions (default: all; --sweep default: " + SWEEP_FUNCTIONS + ")")
     ap.add_argument("--sizes", default="7,14,28,56", help="chain lengths of the sweep")
+    ap.add_argument("--mass-structure", action="store_true",
+                    help="only the mass matrix: full-writing vs nonzero-only vs upper triangle (issue 11, item 3)")
     ap.add_argument("--out", help="write the JSON results here")
     args = ap.parse_args(argv)
     work = Path(args.workdir).resolve()
@@ -421,6 +539,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {bp.machine_info()}; {bp._compiler_version(bp._compiler('c'))}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for label, path, base, lock, frame in jobs:
+        if args.mass_structure:
+            r = structure_robot(label, path, base, lock, work / "runs", args.profile, args.states)
+            results.append(r)
+            print(structure_report(r), flush=True)
+            continue
         functions = args.functions or (SWEEP_FUNCTIONS if args.sweep else None)
         r = bench_robot(label, path, base, lock, frame, work / "runs", args.profile, args.states, args.batch,
                         not args.no_pinocchio, functions)
