@@ -247,13 +247,15 @@ def _rewrite(line: str, remote: dict[str, str]) -> str:
     return lhs + " = " + _IDENT.sub(lambda m: remote.get(m.group(0), m.group(0)), rhs)
 
 
-def stored_entries(body: list[str], outputs: list[str]) -> dict[str, list[int]]:
-    """The entries of each output array that a straight-line body stores, in order."""
-    out: dict[str, list[int]] = {name: [] for name in outputs}
+def stored_entries(body: list[str], outputs: list[str]) -> dict[str, list[tuple[int, str | None]]]:
+    """The entries of each output array that a straight-line body stores, in order: (index, the constant
+    stored there, or None for a computed value)."""
+    out: dict[str, list[tuple[int, str | None]]] = {name: [] for name in outputs}
     for line in body:
         m = _STORE.match(line.strip())
         if m and m.group(1) in out:
-            out[m.group(1)].append(int(m.group(2)))
+            expr = m.group(3).strip()
+            out[m.group(1)].append((int(m.group(2)), expr if _CONSTANT.fullmatch(expr) else None))
     return out
 
 
@@ -303,8 +305,11 @@ def simd_prelude(lanes: int) -> str:
     ]) + "\n"
 
 
+_CONSTANT = re.compile(r"-?\(?-?[0-9.eE+-]+\)?")
+
+
 def _vexpr(expr: str, inputs: dict[str, int], lanes: int = 0) -> str:
-    if lanes and re.fullmatch(r"-?\(?-?[0-9.eE+-]+\)?", expr.strip()):
+    if lanes and _CONSTANT.fullmatch(expr.strip()):
         # a constant: broadcast (x - 0.0 == x exactly for every x, signed zeros included)
         return f"({expr}) - ({vector_type(lanes)}){{0}}"
     expr = _INDEXED.sub(lambda m: (f"SOADYN_LD({m.group(1)}, {m.group(2)}, {inputs[m.group(1)]})"
@@ -313,10 +318,12 @@ def _vexpr(expr: str, inputs: dict[str, int], lanes: int = 0) -> str:
 
 
 def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str, int], lanes: int,
-                    rename: dict[str, str]) -> list[str] | None:
+                    rename: dict[str, str],
+                    slots: dict[str, dict[int, int]] | None = None) -> list[str] | None:
     """The statements of a straight-line body for ``lanes`` states at once (None if a line is not one
     of the generated forms).  ``inputs``/``outputs``: array parameters and their sizes (state strides);
-    ``rename``: called functions (stages) -> their vector versions."""
+    ``rename``: called functions (stages) -> their vector versions; ``slots``: output entry -> its slot in
+    the lane-major buffer (an entry without a slot, a constant, is not stored there)."""
     vd = vector_type(lanes)
     # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
     sins = {a for line in lines for a in _SIN.findall(line)}
@@ -340,7 +347,12 @@ def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str,
             continue
         m = _STORE.match(s)
         if m and m.group(1) in outputs:   # into the lane-major output buffer (transposed at the end)
-            out.append(f"o_{m.group(1)}[{m.group(2)}] = {_vexpr(m.group(3), inputs, lanes)};")
+            k = int(m.group(2))
+            if slots is not None:
+                if k not in slots[m.group(1)]:
+                    continue
+                k = slots[m.group(1)][k]
+            out.append(f"o_{m.group(1)}[{k}] = {_vexpr(m.group(3), inputs, lanes)};")
             continue
         if m and m.group(1) == "w":
             out.append(s)
@@ -416,6 +428,13 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
         return
     inputs = {a.name: a.size for a in f.inputs}
     outputs = {a.name: a.size for a in f.outputs}
+    # outputs stored whole with computed values keep slot = entry; the others are packed
+    packed = {a.name: [k for k, _ in stored[a.name]] != list(range(a.size))
+              or any(c is not None for _, c in stored[a.name]) for a in f.outputs}
+    slots: dict[str, dict[int, int]] = {}
+    for a in f.outputs:
+        computed = [k for k, c in stored[a.name] if c is None]
+        slots[a.name] = {k: j for j, k in enumerate(computed)} if packed[a.name] else {k: k for k in computed}
     vname = f"{f.cname}_lanes"
     vd = vector_type(lanes)
     decl = ", ".join(f"{t}{p}" for t, p in params)
@@ -427,27 +446,32 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
         for name, body in zip(staged.names, staged.stage_bodies):
             vstage = name.replace(f.cname + "_stage", vname + "_stage")
             rename[name] = vstage
-            vbody = vectorise_lines(body, inputs, outputs, lanes, {})
+            vbody = vectorise_lines(body, inputs, outputs, lanes, {}, slots)
             if vbody is None:
                 return
             sig = f"void {vstage}({vdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(_guarded(lanes, _block(f"SOADYN_STAGE {sig}", vbody)))
-    vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename)
+    vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename, slots)
     if vbody is None:
         return
     # lane-major buffers, transposed into the callers' arrays at the end: measured 185 vs 347 ns per
-    # state for the Panda's mass matrix against extracting each lane at every output store
-    whole = any(len(stored[a.name]) == a.size for a in f.outputs)
-    vbody = [f"{vd} o_{a.name}[{a.size}];" for a in f.outputs] + vbody + ["int k, l;" if whole else "int l;"]
+    # state for the Panda's mass matrix against extracting each lane at every output store.  An output
+    # with constant entries (the mass matrix's structural zeros) or entries left alone (its variants for a
+    # zeroed output) keeps only its computed entries there, in slots, and the transposition writes each
+    # stored entry by name, the constants directly
+    plain = [a for a in f.outputs if not packed[a.name]]
+    vbody = ([f"{vd} o_{a.name}[{max(len(slots[a.name]), 1)}];" for a in f.outputs] + vbody
+             + ["int k, l;" if plain else "int l;"])
     for a in f.outputs:
-        if len(stored[a.name]) == a.size:
+        if not packed[a.name]:
             vbody.append(f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
-        else:   # a structured variant (zeroed output): only the entries it stores; o_ holds no others
-            vbody += [f"for (l = 0; l < {lanes}; ++l) {{",
-                      *(f"    {a.name}[l * {a.size} + {k}] = o_{a.name}[{k}][l];" for k in stored[a.name]),
-                      "}"]
+            continue
+        lines = [f"    {a.name}[l * {a.size} + {k}] = {c};" if c is not None else
+                 f"    {a.name}[l * {a.size} + {k}] = o_{a.name}[{slots[a.name][k]}][l];"
+                 for k, c in stored[a.name]]
+        vbody += [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(_guarded(lanes, _block(sig, vbody)))
