@@ -58,6 +58,8 @@ class EmittedFunction:
     case_ops: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
     #: stage functions and SIMD batch code (:func:`soadyn.codegen.units.finish_function`)
     extra: Any = None
+    #: output entries the function stores (all of them unless it skips structural zeros)
+    stores: int = 0
 
     @property
     def is_family(self) -> bool:
@@ -183,6 +185,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             unused.append(name)
     pr = _Printer(known, f"{cname}")
     loop = ["int i;"]
+    stores = 0
     prefix_ops = None
     case_ops: list[tuple[str, str, dict[str, int]]] = []
     if not family:
@@ -191,6 +194,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             for i, e in enumerate(es):
                 if not (skip_zeros and e == 0):
                     body.append(f"{name}[{i}] = {pr(e)};")
+                    stores += 1
         loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
     else:
         if enum is None or len(enum) != len(spec.frames):
@@ -214,13 +218,18 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                  "for (i = 0; i < n; ++i) {", f"    (void){cname}({batch_args});", "}", "return 0;"]
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                            dict(program.ops), signature, batch_signature, batch_args, signature + ";",
-                           batch_signature + ";", body, unused, loop, prefix_ops, case_ops)
+                           batch_signature + ";", body, unused, loop, prefix_ops, case_ops, stores=stores)
 
 
 #: functions that also get structured variants (:func:`structured_variants`): the square output's name
 STRUCTURED = {"mass_matrix": "M"}
 #: what the variants' documentation says about the output buffer
 ZEROED = "needs a zeroed output: the entries not written are the exact zeros of every state"
+#: a new result of the Python ``mass_matrix(triangle="full")`` is ``numpy.zeros`` + the nonzero-only variant
+#: when at least this fraction of the entries are structural zeros, else ``numpy.empty`` + the full-writing
+#: function.  Measured (``benchmarks/README.md``, issue 11 item 3): with 59 % zeros (the four-arm robot)
+#: zeroing + nonzero stores was 4-5 % faster per state, with 8 % zeros (the Panda) 5-13 % slower.
+SPARSE_NEW_RESULT = 0.5
 
 
 def _masked(program: Program, keep) -> Program:
@@ -327,8 +336,11 @@ def _doc_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
-def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
-    """Description of the Python-level functions of the module, for ``__init__.py.j2``."""
+def python_api(specs: list[FunctionSpec], prefix: str,
+               funcs: list[EmittedFunction] | None = None) -> list[dict[str, Any]]:
+    """Description of the Python-level functions of the module, for ``__init__.py.j2`` (``funcs``: the
+    emitted functions, for the number of entries the structured variants store)."""
+    stores = {f.cname: f.stores for f in funcs or []}
     apis: list[dict[str, Any]] = []
     by_api: dict[str, list[FunctionSpec]] = {}
     for s in specs:
@@ -367,14 +379,14 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
                          has_params=has_params,
                          doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
             if fext is None and plain.name in STRUCTURED:
+                size = first.outputs[0].size
+                zeros = size - stores.get(f"{prefix}{plain.name}_nz", size)
                 entry.update(kind="structured", params=", ".join([*names, *tail]),
                              c_nz=f"{prefix}{plain.name}_nz", c_upper=f"{prefix}{plain.name}_upper",
+                             new_nz=zeros >= SPARSE_NEW_RESULT * size, zeros=zeros, size=size,
                              doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}. "
-                                           "triangle='upper': only the entries i <= j, zeros below the "
-                                           "diagonal. Structural zeros (bodies on different branches) are "
-                                           "not stored per call: a new result starts zeroed, an out= "
-                                           "array is written whole (triangle='full') or zeroed once per "
-                                           "call first (triangle='upper')."))
+                                           "triangle='upper': only the entries i <= j are computed, "
+                                           "zeros below the diagonal (an out= array is zeroed first)."))
             elif fext is None:
                 entry.update(kind="plain", params=", ".join([*names, *tail]))
             else:
@@ -398,5 +410,5 @@ def emit_wrapper(robot: Robot, module_name: str, ext_name: str, specs: list[Func
                   sha256=robot.source_hash or None, gravity=[float(g) for g in robot.gravity],
                   total_mass=float(robot.total_mass), fingerprint=robot.fingerprint(), functions=funcs,
                   frame_ids=[(name, i) for name, _, i in enum], frame_ops=frame_ops,
-                  apis=python_api(specs, prefix), param_bodies=list(robot.param_bodies),
+                  apis=python_api(specs, prefix, funcs), param_bodies=list(robot.param_bodies),
                   default_params=default_params(robot).tolist())

@@ -8,6 +8,8 @@ wrapper that trusted it to be zero fails."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import TEST_ARM, module_cache_dir
@@ -19,13 +21,47 @@ from soadyn.reference import dense
 N = 11          # batch size: not a multiple of the SIMD lanes of any profile
 
 
-@pytest.fixture(scope="module", params=["free", "fixed"])
+#: a fixed-base tree of four branches on a hub (j1-j2-j3, j4, j5, j6): 28 of its 36 entries are structural
+#: zeros, so a new result goes through numpy.zeros + the nonzero-only variant (the scratch tree, 24 of 100,
+#: through numpy.empty + the full-writing function)
+SPARSE_TREE = """
+name: mass_structure_hub
+base: fixed
+bodies:
+  - {name: hub, mass: 10.0, inertia: {ixx: 1.0, iyy: 1.0, izz: 1.0}}
+  - {name: a1, parent: hub, joint: {name: j1, type: revolute, axis: [0, 0, 1], xyz: [0.3, 0, 0]},
+     mass: 2.0, com: [0.2, 0.01, 0], inertia: {ixx: 0.01, iyy: 0.05, izz: 0.05}}
+  - {name: a2, parent: a1, joint: {name: j2, type: revolute, axis: [0, 1, 0], xyz: [0.4, 0, 0]},
+     mass: 1.5, com: [0.15, 0, 0.02], inertia: {ixx: 0.01, iyy: 0.04, izz: 0.04, ixy: 0.002}}
+  - {name: a3, parent: a2, joint: {name: j3, type: prismatic, axis: [1, 0, 0], xyz: [0.3, 0, 0]},
+     mass: 0.7, com: [0.05, 0, 0], inertia: {ixx: 0.002, iyy: 0.01, izz: 0.01}}
+  - {name: b1, parent: hub, joint: {name: j4, type: revolute, axis: [0, 1, 0], xyz: [-0.3, 0, 0.1]},
+     mass: 1.2, com: [-0.1, 0, 0], inertia: {ixx: 0.01, iyy: 0.03, izz: 0.03}}
+  - {name: c1, parent: hub, joint: {name: j5, type: revolute, axis: [1, 0, 0], xyz: [0, 0.3, 0]},
+     mass: 0.9, com: [0, 0.1, 0.02], inertia: {ixx: 0.01, iyy: 0.02, izz: 0.02}}
+  - {name: d1, parent: hub, joint: {name: j6, type: revolute, axis: [0.6, 0, 0.8], xyz: [0, -0.3, 0],
+     rpy: [0.2, 0, 0.1]}, mass: 0.8, com: [0, -0.1, 0], inertia: {ixx: 0.01, iyy: 0.02, izz: 0.03}}
+"""
+
+
+@pytest.fixture(scope="module", params=["scratch_free", "hub_fixed"])
 def tree(request, tmp_path_factory, cc):
-    """The scratch tree (two branches on the base: j1-j3 and j4), free and fixed base, mass matrix only."""
-    robot = load_robot(TEST_ARM, base=request.param)
-    robot = robot.replace(name=f"mass_structure_{request.param}")
+    """The scratch tree (free base; branches j1-j3 and j4 on the base) and :data:`SPARSE_TREE`, mass matrix
+    only, debug profile (the suite's)."""
     out = module_cache_dir(request, tmp_path_factory, "soadyn_mass_structure_modules")
-    return robot, compile_robot(robot, out, functions=["mass_matrix"], progress=False)
+    if request.param == "scratch_free":
+        robot = load_robot(TEST_ARM).replace(name="mass_structure_scratch")
+    else:
+        path = out / "mass_structure_hub.yaml"
+        if not path.is_file() or path.read_text() != SPARSE_TREE:
+            path.write_text(SPARSE_TREE)
+        robot = load_robot(path)
+    module = compile_robot(robot, out, functions=["mass_matrix"], progress=False)
+    init = Path(module.__file__).read_text()
+    name = module.module_name
+    nz_new = f"_lib.{name}_mass_matrix_nz, _lib.{name}_mass_matrix_nz_batch" in init
+    assert nz_new == (request.param == "hub_fixed")    # both wrapper paths of triangle="full" are tested
+    return robot, module
 
 
 def _states(robot, n, seed=11):
@@ -37,6 +73,13 @@ def _garbage(shape, seed=5):
     out = np.random.default_rng(seed).normal(size=shape) * 1e3
     out.flat[::3] = np.nan
     return out
+
+
+def _dirty(shape):
+    """Leave a freed NaN-filled block of this size behind: numpy's and malloc's caches hand it to the next
+    allocation of the same size, so a result array that the wrapper forgot to zero shows NaNs."""
+    junk = np.full(shape, np.nan)
+    del junk
 
 
 def _rel(a, b):
@@ -57,11 +100,13 @@ def test_full_and_upper_against_reference_with_garbage_out(tree):
     iu = np.triu_indices(robot.nv)
     il = np.tril_indices(robot.nv, -1)
     for i, q in enumerate(Q):
+        _dirty((robot.nv, robot.nv))
         new = m.mass_matrix(q)
         assert _rel(new, ref[i]) <= 1e-12
         out = _garbage((robot.nv, robot.nv))
         assert m.mass_matrix(q, out=out) is out
         assert np.array_equal(out, new)
+        _dirty((robot.nv, robot.nv))
         up = m.mass_matrix(q, triangle="upper")
         out = _garbage((robot.nv, robot.nv))
         assert m.mass_matrix(q, triangle="upper", out=out) is out
@@ -79,6 +124,7 @@ def test_batch_equals_scalar_with_garbage_out(tree, threads):
     Q = _states(robot, N, seed=12)
     for tri in ("full", "upper"):
         single = np.stack([m.mass_matrix(q, triangle=tri) for q in Q])
+        _dirty((N, robot.nv, robot.nv))
         new = m.mass_matrix(Q, triangle=tri, threads=threads)
         out = _garbage((N, robot.nv, robot.nv))
         assert m.mass_matrix(Q, triangle=tri, out=out, threads=threads) is out
