@@ -60,6 +60,11 @@ class EmittedFunction:
     extra: Any = None
     #: output entries the function stores (all of them unless it skips structural zeros)
     stores: int = 0
+    #: a full-writing function that calls its nonzero-only variant and stores the zeros:
+    #: (the variant's C name, {output: indices of the structural zeros})
+    delegate: tuple[str, dict[str, list[int]]] | None = None
+    #: the nonzero-only variant that such a function calls: its SIMD computation is a function of its own
+    core: bool = False
 
     @property
     def is_family(self) -> bool:
@@ -266,6 +271,18 @@ def structured_variants(spec: FunctionSpec, program: Program, prefix: str) -> li
             emit_function(upper, upper_program, prefix, skip_zeros=True)]
 
 
+def _delegate_to_nonzero(full: EmittedFunction, nz: EmittedFunction, program: Program) -> None:
+    """Make the full-writing function call its nonzero-only variant and store the structural zeros: the
+    same values in every entry, and the compiler translates the long body once instead of twice."""
+    zeros = {name: [i for i, e in enumerate(es) if e == 0] for name, es in program.outputs}
+    args = ", ".join([a.name for a in full.inputs] + [a.name for a in full.outputs])
+    full.body = [f"{nz.cname}({args});  /* the structurally nonzero entries */"]
+    full.body += [f"{name}[{i}] = 0;" for name, idx in zeros.items() for i in idx]
+    full.unused = []
+    full.delegate = (nz.cname, zeros)
+    nz.core = True
+
+
 def module_prefix(module_name: str) -> str:
     return c_identifier(module_name) + "_"
 
@@ -290,7 +307,11 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     funcs: list[EmittedFunction] = []
     simd: list[bool] = []
     for s, p in zip(specs, programs):
-        group = [emit_function(s, p, prefix, enum), *structured_variants(s, p, prefix)]
+        main = emit_function(s, p, prefix, enum)
+        variants = structured_variants(s, p, prefix)
+        if variants:
+            _delegate_to_nonzero(main, variants[0], p)
+        group = [main, *variants]
         funcs += group
         simd += [s.name in SIMD_FUNCTIONS] * len(group)
     families = [f for f in funcs if f.is_family]
@@ -302,8 +323,10 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
     source = render("module.c.j2", functions=funcs, prelude="", **common)
-    for f, vector in zip(funcs, simd):
-        finish_function(f, stage_ops, lanes if vector else 1)
+    # a delegating function after the variant it calls (it reuses that variant's SIMD lanes)
+    for f, vector in sorted(zip(funcs, simd), key=lambda fv: fv[0].delegate is not None):
+        finish_function(f, stage_ops, lanes if vector else 1,
+                        {g.cname: g for g in funcs} if f.delegate is not None else None)
     cdef = ""
     if families:
         cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")

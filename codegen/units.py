@@ -388,6 +388,10 @@ class Extra:
     prototypes: list[str] = field(default_factory=list)
     lanes: int = 1
     vectorised: bool = False
+    #: the SIMD computation as a function of its own (``<name>_lanes_core(inputs, o_outputs)``) that a
+    #: delegating function reuses: (its name, its parameter list, {output: (slots, [(entry, constant or
+    #: None, slot)])})
+    core: tuple[str, str, dict[str, tuple[int, list[tuple[int, str | None, int]]]]] | None = None
 
     @property
     def text(self) -> str:
@@ -404,12 +408,17 @@ def _guarded(lanes: int, text: str) -> str:
     return f"#ifdef {vector_type(lanes).upper()}\n{text}#endif\n"
 
 
-def finish_function(f, stage_ops: int, lanes: int) -> None:
+def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None) -> None:
     """Split ``f`` (an :class:`~soadyn.codegen.emit.EmittedFunction`) into stages when it is long
     (``stage_ops`` > 0) and give its batch entry a ``lanes``-wide SIMD path (``lanes`` > 1); in place.
-    Frame families keep their body and scalar batch loop."""
+    Frame families keep their body and scalar batch loop.  A function that delegates to its nonzero-only
+    variant (``f.delegate``) gets that variant's SIMD lanes plus its zero stores (``finished``: the
+    functions by C name, the variant already finished)."""
     extra = Extra(lanes=lanes)
     f.extra = extra
+    if getattr(f, "delegate", None) is not None:
+        _finish_delegate(f, extra, lanes, (finished or {})[f.delegate[0]])
+        return
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
     stored = stored_entries(f.body, [a.name for a in f.outputs])
     if f.is_family:
@@ -455,6 +464,14 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
     vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename, slots)
     if vbody is None:
         return
+    if getattr(f, "core", False):   # a function whose SIMD computation a delegating function reuses
+        core = f"{vname}_core"
+        vprotos.append(f"void {core}({vdecl});")
+        vpieces.append(_guarded(lanes, _block(f"void {core}({vdecl})", vbody)))
+        vbody = [f"{core}({', '.join([a.name for a in f.inputs] + [f'o_{a.name}' for a in f.outputs])});"]
+        extra.core = (core, vdecl, {a.name: (len(slots[a.name]), [(k, c, slots[a.name].get(k, -1))
+                                                                  for k, c in stored[a.name]])
+                                    for a in f.outputs})
     # lane-major buffers, transposed into the callers' arrays at the end: measured 185 vs 347 ns per
     # state for the Panda's mass matrix against extracting each lane at every output store.  An output
     # with constant entries (the mass matrix's structural zeros) or entries left alone (its variants for a
@@ -468,15 +485,52 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
             vbody.append(f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
-        lines = [f"    {a.name}[l * {a.size} + {k}] = {c};" if c is not None else
-                 f"    {a.name}[l * {a.size} + {k}] = o_{a.name}[{slots[a.name][k]}][l];"
-                 for k, c in stored[a.name]]
-        vbody += [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+        vbody += _transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
+                                                         for k, c in stored[a.name]])
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(_guarded(lanes, _block(sig, vbody)))
     extra.prototypes += [_guarded(lanes, "\n".join(vprotos) + "\n")]
     extra.pieces += vpieces
+    extra.vectorised = True
+    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
+    f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
+                    f"for (; i + {lanes} <= n; i += {lanes}) {{",
+                    f"    {vname}({lane_args});", "}", "#endif",
+                    "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+
+
+def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
+    """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
+    constant or None, slot), each stored by name, a constant directly.  Zeros (``"0"``) are left out: a
+    delegating function clears its states' rows with one memset first (a thousand unrolled zero stores
+    cost gcc seconds of alias analysis, a loop over a table of their entries is scattered slowly)."""
+    lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
+             f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
+    return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+
+
+def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
+    """SIMD batch of a function that calls its nonzero-only variant ``target`` and stores the zeros: the
+    variant's SIMD computation (its ``_lanes_core``), then one transposition that writes the computed
+    entries, the variant's constants and the zeros."""
+    t_extra = getattr(target, "extra", None)
+    if lanes <= 1 or t_extra is None or t_extra.core is None:
+        return
+    core, vdecl, layout = t_extra.core
+    vd = vector_type(lanes)
+    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    decl = ", ".join(f"{t}{p}" for t, p in params)
+    vname = f"{f.cname}_lanes"
+    body = [f"{vd} o_{a.name}[{max(layout[a.name][0], 1)}];" for a in f.outputs]
+    args = ", ".join([a.name for a in f.inputs] + [f"o_{a.name}" for a in f.outputs])
+    body += [f"{core}({args});", "int l;"]
+    for a in f.outputs:
+        if f.delegate[1].get(a.name):
+            body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
+        body += _transposition(a.name, a.size, lanes, layout[a.name][1])
+    extra.prototypes.append(_guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
+    extra.pieces.append(_guarded(lanes, "#include <string.h>\n" + _block(f"void {vname}({decl})", body)))
     extra.vectorised = True
     lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
     f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
