@@ -274,8 +274,73 @@ def time_mass_structure(h, mod, Q: np.ndarray, reps: int = 7, rounds: int = 3) -
     return best
 
 
+def python_mass_structure(mod, Q: np.ndarray, n_batch: int, rounds: int = 2) -> dict[str, float]:
+    """ns per state from Python over ``n_batch`` states (CPU time, min of 5 x ``rounds``): the wrapper
+    (new result and ``out=``, both triangles) and the two ways a new full result can be made (numpy.empty +
+    the full-writing batched entry; numpy.zeros + the nonzero-only one), which the wrapper chooses between
+    by the share of structural zeros (``soadyn.codegen.emit.SPARSE_NEW_RESULT``)."""
+    ffi, lib, p, nv = mod._ffi, mod._lib, mod.module_name, mod.nv
+    reps = -(-n_batch // len(Q))
+    Qb = np.ascontiguousarray(np.tile(Q, (reps, 1))[:n_batch])
+    fb = ffi.from_buffer
+    full_b, nz_b = getattr(lib, f"{p}_mass_matrix_batch"), getattr(lib, f"{p}_mass_matrix_nz_batch")
+    O = np.empty((n_batch, nv, nv))
+
+    def empty_full():
+        o = np.empty((n_batch, nv, nv))
+        full_b(n_batch, fb("double[]", Qb), fb("double[]", o, True))
+
+    def zeros_nz():
+        o = np.zeros((n_batch, nv, nv))
+        nz_b(n_batch, fb("double[]", Qb), fb("double[]", o, True))
+
+    cases = {"numpy.empty + full-writing batched entry": empty_full,
+             "numpy.zeros + nonzero-only batched entry": zeros_nz,
+             "wrapper mass_matrix(Q) (new result)": lambda: mod.mass_matrix(Qb),
+             "wrapper mass_matrix(Q, triangle='upper') (new result)": lambda: mod.mass_matrix(Qb, triangle="upper"),
+             "wrapper mass_matrix(Q, out=O)": lambda: mod.mass_matrix(Qb, out=O),
+             "wrapper mass_matrix(Q, triangle='upper', out=O)": lambda: mod.mass_matrix(Qb, triangle="upper", out=O)}
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, fn in cases.items():
+            fn()
+            for _ in range(5):
+                t0 = time.process_time()
+                fn()
+                best[label] = min(best.get(label, 1e300), (time.process_time() - t0) / n_batch * 1e9)
+    return best
+
+
+def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
+    """Compiler CPU seconds per generated mass-matrix function (its translation units: stages, SIMD lanes,
+    the function and its batch entry), each unit compiled alone with the profile's flags."""
+    import resource
+
+    from soadyn.codegen.build import compiler_command
+    from soadyn.codegen.pipeline import generate
+    from soadyn.codegen.profiles import get_profile
+    from soadyn.codegen.units import translation_units
+
+    prof = get_profile(profile)
+    gen = generate(robot, functions=["mass_matrix"], profile=prof)
+    d = workdir / "units"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / gen.header_name).write_text(gen.files[gen.header_name])
+    out: dict[str, float] = {}
+    for stem, text, _, _ in translation_units(gen.functions, gen.header_name, gen.files[gen.header_name]):
+        (d / f"{stem}.c").write_text(text)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([*compiler_command(), "-c", "-fPIC", *prof.cflags, f"-I{d}", str(d / f"{stem}.c"), "-o",
+                        str(d / f"{stem}.o")], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        fn = next(f.cname for f in sorted(gen.functions, key=lambda f: -len(f.cname)) if stem.startswith(f.cname))
+        out[fn.removeprefix(gen.module_name + "_")] = out.get(fn.removeprefix(gen.module_name + "_"), 0.0) + (
+            after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return out
+
+
 def structure_robot(label: str, path: Path, base: str, lock: list[str], workdir: Path, profile: str,
-                    n_states: int) -> dict:
+                    n_states: int, n_batch: int) -> dict:
     """Fresh compile of ``mass_matrix`` alone, then :func:`time_mass_structure` on ``n_states`` states."""
     workdir.mkdir(parents=True, exist_ok=True)
     robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
@@ -290,10 +355,13 @@ def structure_robot(label: str, path: Path, base: str, lock: list[str], workdir:
     ops = {k.removeprefix(mod.module_name + "_"): v["total"] for k, v in info["stamp"]["ops"].items()}
     return {"label": label, "robot": robot.name, "nv": robot.nv, "profile": info["stamp"].get("profile"),
             "cflags": info["stamp"].get("cflags"), "compile_s": info["stamp"]["timings"].get("compile"),
+            "n_batch": n_batch, "compile_cpu_s": unit_compile_cpu(robot, profile, workdir / label),
             "entries": robot.nv ** 2, "exact_zeros": int(np.sum(full == 0)),
             "stored_nz": _stores(info["module_dir"], mod.module_name, "_nz"),
             "stored_upper": _stores(info["module_dir"], mod.module_name, "_upper"), "ops": ops,
-            "ns": time_mass_structure(h, mod, Q), "load": os.getloadavg()[0]}
+            "ns": time_mass_structure(h, mod, Q), "python_ns": python_mass_structure(mod, Q, n_batch),
+            "new_result_nz": f"_lib.{mod.module_name}_mass_matrix_nz, " in Path(mod.__file__).read_text(),
+            "load": os.getloadavg()[0]}
 
 
 def _stores(module_dir: str, module_name: str, suffix: str) -> int:
@@ -308,11 +376,17 @@ def structure_report(r: dict) -> str:
              f"profile `{r['profile']}` ({' '.join(r['cflags'] or [])}); {r['entries']:,} entries, "
              f"{r['exact_zeros']:,} exact zeros; stores: full {r['entries']:,}, nonzero-only {r['stored_nz']:,}, "
              f"upper {r['stored_upper']:,}; operations {r['ops']}; load average {r['load']:.1f}", "",
+             "compiler CPU per function (its units compiled one by one): "
+             + ", ".join(f"{k} {v:.1f} s" for k, v in r["compile_cpu_s"].items()), "",
              "| variant | ns/state (CPU, min) | vs full-writing per state |", "|---|---|---|"]
     base = r["ns"][MASS_ROWS[0][0]]
     for label, _, _ in MASS_ROWS:
         t = r["ns"][label]
         lines.append(f"| {label} | {t:.0f} | {base / t:.2f}x |")
+    way = "numpy.zeros + nonzero-only" if r["new_result_nz"] else "numpy.empty + full-writing"
+    lines += ["", f"From Python, batch of {r['n_batch']:,} states (a new full result here: {way}):", "",
+              "| call | ns/state (CPU, min) |", "|---|---|"]
+    lines += [f"| {label} | {t:.0f} |" for label, t in r["python_ns"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -540,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for label, path, base, lock, frame in jobs:
         if args.mass_structure:
-            r = structure_robot(label, path, base, lock, work / "runs", args.profile, args.states)
+            r = structure_robot(label, path, base, lock, work / "runs", args.profile, args.states, args.batch)
             results.append(r)
             print(structure_report(r), flush=True)
             continue
