@@ -411,14 +411,11 @@ def _guarded(lanes: int, text: str) -> str:
 def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None) -> None:
     """Split ``f`` (an :class:`~soadyn.codegen.emit.EmittedFunction`) into stages when it is long
     (``stage_ops`` > 0) and give its batch entry a ``lanes``-wide SIMD path (``lanes`` > 1); in place.
-    Frame families keep their body and scalar batch loop.  A function that delegates to its nonzero-only
-    variant (``f.delegate``) gets that variant's SIMD lanes plus its zero stores (``finished``: the
-    functions by C name, the variant already finished)."""
+    Frame families keep their body and scalar batch loop.  A function with ``f.delegate`` gets its SIMD
+    batch from its nonzero-only variant's vector computation (``finished``: the functions by C name, the
+    variant already finished)."""
     extra = Extra(lanes=lanes)
     f.extra = extra
-    if getattr(f, "delegate", None) is not None:
-        _finish_delegate(f, extra, lanes, (finished or {})[f.delegate[0]])
-        return
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
     stored = stored_entries(f.body, [a.name for a in f.outputs])
     if f.is_family:
@@ -433,6 +430,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
         f.body = staged.body
         extra.prototypes += staged.prototypes
         extra.pieces += staged.stages
+    if getattr(f, "delegate", None) is not None:
+        _finish_delegate(f, extra, lanes, (finished or {})[f.delegate[0]])
+        return
     if lanes <= 1:
         return
     inputs = {a.name: a.size for a in f.inputs}
@@ -511,9 +511,9 @@ def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, st
 
 
 def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
-    """SIMD batch of a function that calls its nonzero-only variant ``target`` and stores the zeros: the
-    variant's SIMD computation (its ``_lanes_core``), then one transposition that writes the computed
-    entries, the variant's constants and the zeros."""
+    """SIMD batch of a full-writing function from its nonzero-only variant ``target``: the variant's SIMD
+    computation (its ``_lanes_core``), one memset of the lanes' rows, then the transposition of the
+    computed entries and the variant's constants."""
     t_extra = getattr(target, "extra", None)
     if lanes <= 1 or t_extra is None or t_extra.core is None:
         return
@@ -525,12 +525,13 @@ def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     body = [f"{vd} o_{a.name}[{max(layout[a.name][0], 1)}];" for a in f.outputs]
     args = ", ".join([a.name for a in f.inputs] + [f"o_{a.name}" for a in f.outputs])
     body += [f"{core}({args});", "int l;"]
+    _, keep, zero = f.delegate
     for a in f.outputs:
-        if f.delegate[1].get(a.name):
+        if zero:
             body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
-        body += _transposition(a.name, a.size, lanes, layout[a.name][1])
+        body += _transposition(a.name, a.size, lanes, [e for e in layout[a.name][1] if e[0] in keep[a.name]])
     extra.prototypes.append(_guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
-    extra.pieces.append(_guarded(lanes, "#include <string.h>\n" + _block(f"void {vname}({decl})", body)))
+    extra.pieces.append(_guarded(lanes, _block(f"void {vname}({decl})", body)))
     extra.vectorised = True
     lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
     f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
@@ -555,7 +556,9 @@ def translation_units(funcs: list, header_name: str, header_text: str) -> list[t
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
         lanes = extra.lanes if extra else 1
-        head = f'#include <math.h>\n#include "{header_name}"\n' + prelude(lanes)
+        memset = extra is not None and extra.vectorised and (getattr(f, "delegate", None) or (0, 0, False))[2]
+        strings = "#include <string.h>\n" if memset else ""
+        head = f'#include <math.h>\n{strings}#include "{header_name}"\n' + prelude(lanes)
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
         n = max(1, len(pieces))

@@ -101,33 +101,70 @@ void seed004_example1_center_of_mass_batch(int n, const double *q, double *com)
  */
 void seed004_example1_mass_matrix(const double *q, double *M)
 {
-    seed004_example1_mass_matrix_nz(q, M);  /* the structurally nonzero entries */
+    const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double t0 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh0_0 = 5 + t0;
+    const double t1 = 5*s1;
+    const double t2 = pow(s1, 2);
+    const double t3 = pow(c1, 2);
+    const double RJ0_00 = 16 + t2*3.35 + t3*0.02;
+    const double RJ0_01 = -s1*2.5 - s1*c1*3.33;
+    const double RJ0_11 = 18.5 + t0 + t2*0.02 + t3*3.35;
+    const double RJ0_22 = 21.85 + t0;
+    const double F1_0_2 = 3.35 + c1*2.5;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
     M[2] = 0;
     M[3] = 0;
     M[4] = 0;
+    M[5] = t1;
     M[6] = 0;
+    M[7] = RJ0_01;
+    M[8] = RJ0_11;
     M[9] = 0;
     M[10] = 0;
     M[11] = 0;
+    M[12] = -Rh0_0;
     M[13] = 0;
     M[14] = 0;
     M[15] = 0;
+    M[16] = RJ0_22;
+    M[17] = -t1;
+    M[18] = Rh0_0;
     M[19] = 0;
+    M[20] = F1_0_2;
     M[21] = 0;
     M[22] = 0;
+    M[23] = -t1;
+    M[24] = 110;
     M[25] = 0;
     M[26] = 0;
+    M[27] = -t1;
     M[28] = 0;
     M[29] = 0;
+    M[30] = Rh0_0;
     M[31] = 0;
+    M[32] = 110;
     M[33] = 0;
+    M[34] = t0;
+    M[35] = t1;
+    M[36] = -Rh0_0;
     M[37] = 0;
     M[38] = 0;
     M[39] = 0;
+    M[40] = 110;
     M[41] = 0;
     M[42] = 0;
     M[43] = 0;
+    M[44] = F1_0_2;
+    M[45] = -t1;
+    M[46] = t0;
     M[47] = 0;
+    M[48] = 3.35;
 }
 
 void seed004_example1_mass_matrix_batch(int n, const double *q, double *M)
