@@ -246,10 +246,22 @@ MASS_ROWS = (("full-writing, per state", "", 0),
              ("memset of the batch buffer + upper batched entry", "_upper_batch", 4))
 
 
-def time_mass_structure(h, mod, Q: np.ndarray, reps: int = 7, rounds: int = 3) -> dict[str, float]:
+def _baseline_functions(module_dir: str | Path, name: str) -> dict[str, int]:
+    """Addresses of ``<name>_mass_matrix`` and ``_batch`` in the extension of a module built by another
+    soadyn version (``--baseline``), loaded with ctypes (its own symbols, RTLD_LOCAL)."""
+    so = next(Path(module_dir).glob("_soadyn_*.so"))
+    lib = ctypes.CDLL(str(so))
+    return {suffix: ctypes.cast(getattr(lib, f"{name}_mass_matrix{suffix}"), ctypes.c_void_p).value
+            for suffix in ("", "_batch")}
+
+
+def time_mass_structure(h, mod, Q: np.ndarray, reps: int = 7, rounds: int = 3,
+                        baseline: str | None = None) -> dict[str, float]:
     """ns per state of the shipped module's mass matrix: full-writing against the structured variants
     (:data:`MASS_ROWS`), interleaved over ``rounds`` so that load changes hit every row alike; the minimum
-    over all repetitions.  Checks first that every variant reproduces the full function exactly."""
+    over all repetitions.  Checks first that every variant reproduces the full function exactly.
+    ``baseline``: a module directory of the same robot built by another soadyn version, whose full-writing
+    function and batched entry are timed in the same rounds (and checked against this module's)."""
     ffi, lib, p = mod._ffi, mod._lib, mod.module_name
     nv = mod.nv
     size = nv * nv
@@ -262,10 +274,18 @@ def time_mass_structure(h, mod, Q: np.ndarray, reps: int = 7, rounds: int = 3) -
         getattr(lib, f"{p}_mass_matrix{suffix}_batch")(n, ffi.from_buffer("double[]", Q), ffi.from_buffer("double[]", o))
         ref = np.triu(full) if suffix == "_upper" else full
         assert np.array_equal(o, ref), f"{suffix}: differs from the full-writing function"
+    rows = [(label, int(ffi.cast("uintptr_t", ffi.addressof(lib, f"{p}_mass_matrix{suffix}"))), mode)
+            for label, suffix, mode in MASS_ROWS]
+    if baseline:
+        fns = _baseline_functions(baseline, p)
+        o = np.full((n, nv, nv), np.nan)
+        h.soadyn_bench_mass(fns["_batch"], 3, n, 1, 1, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
+        assert np.array_equal(o, full), "the baseline module computes another mass matrix"
+        rows += [("baseline module: full-writing, per state", fns[""], 0),
+                 ("baseline module: full-writing batched entry (n states)", fns["_batch"], 3)]
     best: dict[str, float] = {}
     for _ in range(rounds):
-        for label, suffix, mode in MASS_ROWS:
-            fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, f"{p}_mass_matrix{suffix}")))
+        for label, fn, mode in rows:
             o = np.zeros((n, size))
             t1 = h.soadyn_bench_mass(fn, mode, n, 1, 1, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
             passes = max(1, int(30e6 / max(t1 * n, 1.0)))
@@ -340,7 +360,7 @@ def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
 
 
 def structure_robot(label: str, path: Path, base: str, lock: list[str], workdir: Path, profile: str,
-                    n_states: int, n_batch: int) -> dict:
+                    n_states: int, n_batch: int, baseline: str | None = None) -> dict:
     """Fresh compile of ``mass_matrix`` alone, then :func:`time_mass_structure` on ``n_states`` states."""
     workdir.mkdir(parents=True, exist_ok=True)
     robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
@@ -359,7 +379,7 @@ def structure_robot(label: str, path: Path, base: str, lock: list[str], workdir:
             "entries": robot.nv ** 2, "exact_zeros": int(np.sum(full == 0)),
             "stored_nz": _stores(info["module_dir"], mod.module_name, "_nz"),
             "stored_upper": _stores(info["module_dir"], mod.module_name, "_upper"), "ops": ops,
-            "ns": time_mass_structure(h, mod, Q), "python_ns": python_mass_structure(mod, Q, n_batch),
+            "ns": time_mass_structure(h, mod, Q, baseline=baseline), "python_ns": python_mass_structure(mod, Q, n_batch),
             "new_result_nz": f"_lib.{mod.module_name}_mass_matrix_nz, " in Path(mod.__file__).read_text(),
             "load": os.getloadavg()[0]}
 
@@ -380,8 +400,7 @@ def structure_report(r: dict) -> str:
              + ", ".join(f"{k} {v:.1f} s" for k, v in r["compile_cpu_s"].items()), "",
              "| variant | ns/state (CPU, min) | vs full-writing per state |", "|---|---|---|"]
     base = r["ns"][MASS_ROWS[0][0]]
-    for label, _, _ in MASS_ROWS:
-        t = r["ns"][label]
+    for label, t in r["ns"].items():
         lines.append(f"| {label} | {t:.0f} | {base / t:.2f}x |")
     way = "numpy.zeros + nonzero-only" if r["new_result_nz"] else "numpy.empty + full-writing"
     lines += ["", f"From Python, batch of {r['n_batch']:,} states (a new full result here: {way}):", "",
@@ -589,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="7,14,28,56", help="chain lengths of the sweep")
     ap.add_argument("--mass-structure", action="store_true",
                     help="only the mass matrix: full-writing vs nonzero-only vs upper triangle (issue 11, item 3)")
+    ap.add_argument("--baseline", help="with --mass-structure: a module directory of the same robot built by "
+                    "another soadyn version ('{module}' is replaced by the robot's label), timed in the same run")
     ap.add_argument("--out", help="write the JSON results here")
     args = ap.parse_args(argv)
     work = Path(args.workdir).resolve()
@@ -614,7 +635,9 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for label, path, base, lock, frame in jobs:
         if args.mass_structure:
-            r = structure_robot(label, path, base, lock, work / "runs", args.profile, args.states, args.batch)
+            baseline = args.baseline.replace("{module}", label) if args.baseline else None
+            r = structure_robot(label, path, base, lock, work / "runs", args.profile, args.states, args.batch,
+                                baseline)
             results.append(r)
             print(structure_report(r), flush=True)
             continue
