@@ -170,3 +170,16 @@ def test_triangle_argument_errors(tree):
             m.mass_matrix(q, triangle=bad)
     with pytest.raises(ValueError, match="out must be"):
         m.mass_matrix(np.stack([q, q]), triangle="upper", out=np.empty((2, robot.nv, robot.nv + 1)))
+
+
+def test_python_stand_in_has_the_same_triangle_argument(tree):
+    """soadyn.runtime.numeric_module (the pure-Python stand-in of a compiled module) takes triangle= too."""
+    from soadyn.runtime.numeric_module import NumericModule
+
+    robot, m = tree
+    q = _states(robot, 1, seed=21)[0]
+    stand_in = NumericModule(robot)
+    for tri in ("full", "upper"):
+        assert _rel(stand_in.mass_matrix(q, triangle=tri), m.mass_matrix(q, triangle=tri)) <= 1e-12
+    with pytest.raises(ValueError, match="triangle must be"):
+        stand_in.mass_matrix(q, triangle="lower")
