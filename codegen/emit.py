@@ -232,8 +232,9 @@ STRUCTURED = {"mass_matrix": "M"}
 ZEROED = "needs a zeroed output: the entries not written are the exact zeros of every state"
 #: a new result of the Python ``mass_matrix(triangle="full")`` is ``numpy.zeros`` + the nonzero-only variant
 #: when at least this fraction of the entries are structural zeros, else ``numpy.empty`` + the full-writing
-#: function.  Measured (``benchmarks/README.md``, issue 11 item 3): with 59 % zeros (the four-arm robot)
-#: zeroing + nonzero stores was 4-5 % faster per state, with 8 % zeros (the Panda) 5-13 % slower.
+#: function.  Measured from Python over 20,000 states (``benchmarks/README.md``, issue 11 item 3): with 59 %
+#: zeros (the four-arm robot) zeros + nonzero stores was 3-5 % faster per state, with 8 % zeros (the Panda)
+#: 5-52 % slower.
 SPARSE_NEW_RESULT = 0.5
 
 
@@ -328,7 +329,7 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
     source = render("module.c.j2", functions=funcs, prelude="", **common)
-    # a delegating function after the variant it calls (it reuses that variant's SIMD lanes)
+    # a delegating function after the variant whose vector computation its SIMD batch reuses
     for f, vector in sorted(zip(funcs, simd), key=lambda fv: fv[0].delegate is not None):
         finish_function(f, stage_ops, lanes if vector else 1,
                         {g.cname: g for g in funcs} if f.delegate is not None else None)
