@@ -156,6 +156,7 @@ def _pin_inertia(I):
 # ---------------------------------------------------------------------------------------------------
 _HARNESS = r"""
 #define _POSIX_C_SOURCE 199309L
+#include <string.h>
 #include <time.h>
 typedef void (*f1)(const double *, double *);
 typedef void (*f2)(const double *, const double *, double *);
@@ -185,6 +186,36 @@ double soadyn_bench_time(void *fn, int kind, int n, int reps, int passes, const 
     }
     return best;
 }
+/* min over reps of ns per state of the mass matrix into a buffer of n states; mode 0: the full-writing
+ * scalar function per state; 1: a variant that needs a zeroed output, per state, buffer zeroed once before
+ * timing (zeroing not timed); 2: the same with a memset of the state's matrix before each call (timed);
+ * 3: the batched entry point (n states, one call); 4: memset of the whole batch buffer + the batched entry
+ * point of a variant (timed) */
+typedef void (*fb)(int, const double *, double *);
+double soadyn_bench_mass(void *fn, int mode, int n, int reps, int passes, const double *q, int nq, double *out,
+                         int size) {
+    double best = 1e300;
+    for (int r = 0; r < reps; ++r) {
+        double t0 = cpu();
+        for (int p = 0; p < passes; ++p) {
+            if (mode >= 3) {
+                if (mode == 4) memset(out, 0, sizeof(double) * (size_t)n * (size_t)size);
+                ((fb)fn)(n, q, out);
+                soadyn_bench_sink += out[(long)(n - 1) * size];
+                continue;
+            }
+            for (int i = 0; i < n; ++i) {
+                double *o = out + (long)i * size;
+                if (mode == 2) memset(o, 0, sizeof(double) * (size_t)size);
+                ((f1)fn)(q + (long)i * nq, o);
+                soadyn_bench_sink += o[0];
+            }
+        }
+        double dt = (cpu() - t0) / ((double)n * passes) * 1e9;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
 """
 
 
@@ -197,7 +228,185 @@ def _harness(workdir: Path) -> ctypes.CDLL:
     h.soadyn_bench_time.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                     ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
                                     ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    h.soadyn_bench_mass.restype = ctypes.c_double
+    h.soadyn_bench_mass.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                    ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
     return h
+
+
+#: rows of the mass-matrix structure measurement: (label, C function suffix, harness mode)
+MASS_ROWS = (("full-writing, per state", "", 0),
+             ("nonzero-only, per state, buffer pre-zeroed (zeroing not timed)", "_nz", 1),
+             ("nonzero-only, per state, memset of the state's matrix + call", "_nz", 2),
+             ("upper, per state, buffer pre-zeroed (zeroing not timed)", "_upper", 1),
+             ("upper, per state, memset of the state's matrix + call", "_upper", 2),
+             ("full-writing batched entry (n states)", "_batch", 3),
+             ("nonzero-only batched entry, buffer pre-zeroed (zeroing not timed)", "_nz_batch", 3),
+             ("memset of the batch buffer + nonzero-only batched entry", "_nz_batch", 4),
+             ("memset of the batch buffer + upper batched entry", "_upper_batch", 4))
+
+
+def _baseline_functions(module_dir: str | Path, name: str) -> dict[str, int]:
+    """Addresses of ``<name>_mass_matrix`` and ``_batch`` in the extension of a module built by another
+    soadyn version (``--baseline``), loaded with ctypes (its own symbols, RTLD_LOCAL)."""
+    so = next(Path(module_dir).glob("_soadyn_*.so"))
+    lib = ctypes.CDLL(str(so))
+    return {suffix: ctypes.cast(getattr(lib, f"{name}_mass_matrix{suffix}"), ctypes.c_void_p).value
+            for suffix in ("", "_batch")}
+
+
+def time_mass_structure(h, mod, Q: np.ndarray, reps: int = 7, rounds: int = 3,
+                        baseline: str | None = None) -> dict[str, float]:
+    """ns per state of the shipped module's mass matrix: full-writing against the structured variants
+    (:data:`MASS_ROWS`), interleaved over ``rounds`` so that load changes hit every row alike; the minimum
+    over all repetitions.  Checks first that every variant reproduces the full function exactly.
+    ``baseline``: a module directory of the same robot built by another soadyn version, whose full-writing
+    function and batched entry are timed in the same rounds (and checked against this module's)."""
+    ffi, lib, p = mod._ffi, mod._lib, mod.module_name
+    nv = mod.nv
+    size = nv * nv
+    Q = np.ascontiguousarray(Q)
+    n = len(Q)
+    full = np.full((n, nv, nv), np.nan)
+    getattr(lib, f"{p}_mass_matrix_batch")(n, ffi.from_buffer("double[]", Q), ffi.from_buffer("double[]", full))
+    for suffix in ("_nz", "_upper"):
+        o = np.zeros((n, nv, nv))
+        getattr(lib, f"{p}_mass_matrix{suffix}_batch")(n, ffi.from_buffer("double[]", Q), ffi.from_buffer("double[]", o))
+        ref = np.triu(full) if suffix == "_upper" else full
+        assert np.array_equal(o, ref), f"{suffix}: differs from the full-writing function"
+    rows = [(label, int(ffi.cast("uintptr_t", ffi.addressof(lib, f"{p}_mass_matrix{suffix}"))), mode)
+            for label, suffix, mode in MASS_ROWS]
+    if baseline:
+        fns = _baseline_functions(baseline, p)
+        o = np.full((n, nv, nv), np.nan)
+        h.soadyn_bench_mass(fns["_batch"], 3, n, 1, 1, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
+        assert np.array_equal(o, full), "the baseline module computes another mass matrix"
+        rows += [("baseline module: full-writing, per state", fns[""], 0),
+                 ("baseline module: full-writing batched entry (n states)", fns["_batch"], 3)]
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, fn, mode in rows:
+            o = np.zeros((n, size))
+            t1 = h.soadyn_bench_mass(fn, mode, n, 1, 1, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
+            passes = max(1, int(30e6 / max(t1 * n, 1.0)))
+            t = h.soadyn_bench_mass(fn, mode, n, reps, passes, Q.ctypes.data, Q.shape[1], o.ctypes.data, size)
+            best[label] = min(best.get(label, 1e300), t)
+    return best
+
+
+def python_mass_structure(mod, Q: np.ndarray, n_batch: int, rounds: int = 2) -> dict[str, float]:
+    """ns per state from Python over ``n_batch`` states (CPU time, min of 5 x ``rounds``): the wrapper
+    (new result and ``out=``, both triangles) and the two ways a new full result can be made (numpy.empty +
+    the full-writing batched entry; numpy.zeros + the nonzero-only one), which the wrapper chooses between
+    by the share of structural zeros (``soadyn.codegen.emit.SPARSE_NEW_RESULT``)."""
+    ffi, lib, p, nv = mod._ffi, mod._lib, mod.module_name, mod.nv
+    reps = -(-n_batch // len(Q))
+    Qb = np.ascontiguousarray(np.tile(Q, (reps, 1))[:n_batch])
+    fb = ffi.from_buffer
+    full_b, nz_b = getattr(lib, f"{p}_mass_matrix_batch"), getattr(lib, f"{p}_mass_matrix_nz_batch")
+    O = np.empty((n_batch, nv, nv))
+
+    def empty_full():
+        o = np.empty((n_batch, nv, nv))
+        full_b(n_batch, fb("double[]", Qb), fb("double[]", o, True))
+
+    def zeros_nz():
+        o = np.zeros((n_batch, nv, nv))
+        nz_b(n_batch, fb("double[]", Qb), fb("double[]", o, True))
+
+    cases = {"numpy.empty + full-writing batched entry": empty_full,
+             "numpy.zeros + nonzero-only batched entry": zeros_nz,
+             "wrapper mass_matrix(Q) (new result)": lambda: mod.mass_matrix(Qb),
+             "wrapper mass_matrix(Q, triangle='upper') (new result)": lambda: mod.mass_matrix(Qb, triangle="upper"),
+             "wrapper mass_matrix(Q, out=O)": lambda: mod.mass_matrix(Qb, out=O),
+             "wrapper mass_matrix(Q, triangle='upper', out=O)": lambda: mod.mass_matrix(Qb, triangle="upper", out=O)}
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, fn in cases.items():
+            fn()
+            for _ in range(5):
+                t0 = time.process_time()
+                fn()
+                best[label] = min(best.get(label, 1e300), (time.process_time() - t0) / n_batch * 1e9)
+    return best
+
+
+def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
+    """Compiler CPU seconds per generated mass-matrix function (its translation units: stages, SIMD lanes,
+    the function and its batch entry), each unit compiled alone with the profile's flags."""
+    import resource
+
+    from soadyn.codegen.build import compiler_command
+    from soadyn.codegen.pipeline import generate
+    from soadyn.codegen.profiles import get_profile
+    from soadyn.codegen.units import translation_units
+
+    prof = get_profile(profile)
+    gen = generate(robot, functions=["mass_matrix"], profile=prof)
+    d = workdir / "units"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / gen.header_name).write_text(gen.files[gen.header_name])
+    out: dict[str, float] = {}
+    for stem, text, _, _ in translation_units(gen.functions, gen.header_name, gen.files[gen.header_name]):
+        (d / f"{stem}.c").write_text(text)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([*compiler_command(), "-c", "-fPIC", *prof.cflags, f"-I{d}", str(d / f"{stem}.c"), "-o",
+                        str(d / f"{stem}.o")], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        fn = next(f.cname for f in sorted(gen.functions, key=lambda f: -len(f.cname)) if stem.startswith(f.cname))
+        out[fn.removeprefix(gen.module_name + "_")] = out.get(fn.removeprefix(gen.module_name + "_"), 0.0) + (
+            after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return out
+
+
+def structure_robot(label: str, path: Path, base: str, lock: list[str], workdir: Path, profile: str,
+                    n_states: int, n_batch: int, baseline: str | None = None) -> dict:
+    """Fresh compile of ``mass_matrix`` alone, then :func:`time_mass_structure` on ``n_states`` states."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
+    if lock:
+        robot = lock_joints(robot, lock)
+    info = fresh_compile(path, base, lock, workdir / label, profile, "mass_matrix")
+    mod = load(info["module_dir"])
+    rng = np.random.default_rng(0)
+    Q = np.array([robot.random_configuration(rng) for _ in range(n_states)])
+    h = _harness(workdir)
+    full = mod.mass_matrix(Q[0])
+    ops = {k.removeprefix(mod.module_name + "_"): v["total"] for k, v in info["stamp"]["ops"].items()}
+    return {"label": label, "robot": robot.name, "nv": robot.nv, "profile": info["stamp"].get("profile"),
+            "cflags": info["stamp"].get("cflags"), "compile_s": info["stamp"]["timings"].get("compile"),
+            "n_batch": n_batch, "compile_cpu_s": unit_compile_cpu(robot, profile, workdir / label),
+            "entries": robot.nv ** 2, "exact_zeros": int(np.sum(full == 0)),
+            "stored_nz": _stores(info["module_dir"], mod.module_name, "_nz"),
+            "stored_upper": _stores(info["module_dir"], mod.module_name, "_upper"), "ops": ops,
+            "ns": time_mass_structure(h, mod, Q, baseline=baseline), "python_ns": python_mass_structure(mod, Q, n_batch),
+            "new_result_nz": f"_lib.{mod.module_name}_mass_matrix_nz, " in Path(mod.__file__).read_text(),
+            "load": os.getloadavg()[0]}
+
+
+def _stores(module_dir: str, module_name: str, suffix: str) -> int:
+    """Output stores of the C function ``<module>_mass_matrix<suffix>`` in the module's portable source."""
+    text = (Path(module_dir) / f"{module_name}.c").read_text()
+    body = text.split(f"void {module_name}_mass_matrix{suffix}(const double *q, double *M)\n{{", 1)[1].split("\n}", 1)[0]
+    return sum(1 for line in body.splitlines() if line.strip().startswith("M["))
+
+
+def structure_report(r: dict) -> str:
+    lines = [f"### {r['label']}: {r['robot']} (nv = {r['nv']}), mass matrix structure", "",
+             f"profile `{r['profile']}` ({' '.join(r['cflags'] or [])}); {r['entries']:,} entries, "
+             f"{r['exact_zeros']:,} exact zeros; stores: full {r['entries']:,}, nonzero-only {r['stored_nz']:,}, "
+             f"upper {r['stored_upper']:,}; operations {r['ops']}; load average {r['load']:.1f}", "",
+             "compiler CPU per function (its units compiled one by one): "
+             + ", ".join(f"{k} {v:.1f} s" for k, v in r["compile_cpu_s"].items()), "",
+             "| variant | ns/state (CPU, min) | vs full-writing per state |", "|---|---|---|"]
+    base = r["ns"][MASS_ROWS[0][0]]
+    for label, t in r["ns"].items():
+        lines.append(f"| {label} | {t:.0f} | {base / t:.2f}x |")
+    way = "numpy.zeros + nonzero-only" if r["new_result_nz"] else "numpy.empty + full-writing"
+    lines += ["", f"From Python, batch of {r['n_batch']:,} states (a new full result here: {way}):", "",
+              "| call | ns/state (CPU, min) |", "|---|---|"]
+    lines += [f"| {label} | {t:.0f} |" for label, t in r["python_ns"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7) -> dict[str, float]:
@@ -397,6 +606,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--functions", default=None,
                     help="compile only these API functions (default: all; --sweep default: " + SWEEP_FUNCTIONS + ")")
     ap.add_argument("--sizes", default="7,14,28,56", help="chain lengths of the sweep")
+    ap.add_argument("--mass-structure", action="store_true",
+                    help="only the mass matrix: full-writing vs nonzero-only vs upper triangle (issue 11, item 3)")
+    ap.add_argument("--baseline", help="with --mass-structure: a module directory of the same robot built by "
+                    "another soadyn version ('{module}' is replaced by the robot's label), timed in the same run")
     ap.add_argument("--out", help="write the JSON results here")
     args = ap.parse_args(argv)
     work = Path(args.workdir).resolve()
@@ -421,6 +634,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {bp.machine_info()}; {bp._compiler_version(bp._compiler('c'))}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for label, path, base, lock, frame in jobs:
+        if args.mass_structure:
+            baseline = args.baseline.replace("{module}", label) if args.baseline else None
+            r = structure_robot(label, path, base, lock, work / "runs", args.profile, args.states, args.batch,
+                                baseline)
+            results.append(r)
+            print(structure_report(r), flush=True)
+            continue
         functions = args.functions or (SWEEP_FUNCTIONS if args.sweep else None)
         r = bench_robot(label, path, base, lock, frame, work / "runs", args.profile, args.states, args.batch,
                         not args.no_pinocchio, functions)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -22,7 +22,7 @@ import symengine as se
 from soadyn._version import __version__
 from soadyn.codegen.derive import DerivationError, Product, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
-from soadyn.codegen.optimise import split_cases
+from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -62,6 +62,13 @@ class EmittedFunction:
     #: (:func:`product_function`), whose definitions are ``helpers`` (printed before the function)
     epilogue: list[str] = field(default_factory=list)
     helpers: list[str] = field(default_factory=list)
+    #: output entries the function stores (all of them unless it skips structural zeros)
+    stores: int = 0
+    #: a function whose SIMD batch reuses the nonzero-only variant's vector computation: (the variant's C
+    #: name, {output: the entries this function stores}, whether the lanes' rows are zeroed first)
+    delegate: tuple[str, dict[str, set[int]], bool] | None = None
+    #: the nonzero-only variant that such a function reuses: its SIMD computation is a function of its own
+    core: bool = False
 
     @property
     def is_family(self) -> bool:
@@ -251,8 +258,12 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
 
 
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
-                  enum: list[tuple[str, str, int]] | None = None) -> EmittedFunction:
-    """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`)."""
+                  enum: list[tuple[str, str, int]] | None = None,
+                  skip_zeros: bool = False) -> EmittedFunction:
+    """C text of one optimised program (a frame family needs ``enum``, see :func:`frame_enum`).
+
+    ``skip_zeros``: no store for an output entry that is the exact zero (a structural zero, the same for
+    every input): the function then needs a zeroed output (:func:`structured_variants`)."""
     cname = prefix + spec.name
     family = spec.is_family
     params_in = [f"const double *{a.name}" for a in spec.inputs] + (["int frame"] if family else [])
@@ -279,6 +290,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             unused.append(name)
     pr = _Printer(known, f"{cname}")
     loop = ["int i;"]
+    stores = 0
     prefix_ops = None
     case_ops: list[tuple[str, str, dict[str, int]]] = []
     epilogue: list[str] = []
@@ -287,7 +299,9 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
         body += _assignments(program.assignments, pr, program.stages)
         for name, es in program.outputs:
             for i, e in enumerate(es):
-                body.append(f"{name}[{i}] = {pr(e)};")
+                if not (skip_zeros and e == 0):
+                    body.append(f"{name}[{i}] = {pr(e)};")
+                    stores += 1
         loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
         for p in program.products:
             text, call = product_function(p, cname)
@@ -319,7 +333,70 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                            dict(program.ops), signature, batch_signature, batch_args, signature + ";",
                            batch_signature + ";", body, unused, loop, prefix_ops, case_ops,
-                           epilogue=epilogue, helpers=helpers)
+                           epilogue=epilogue, helpers=helpers, stores=stores)
+
+
+#: functions that also get structured variants (:func:`structured_variants`): the square output's name
+STRUCTURED = {"mass_matrix": "M"}
+#: what the variants' documentation says about the output buffer
+ZEROED = "needs a zeroed output: the entries not written are the exact zeros of every state"
+#: a new result of the Python ``mass_matrix(triangle="full")`` is ``numpy.zeros`` + the nonzero-only variant
+#: when at least this fraction of the entries are structural zeros, else ``numpy.empty`` + the full-writing
+#: function.  Measured from Python over 20,000 states (``benchmarks/README.md``, issue 11 item 3): with 59 %
+#: zeros (the four-arm robot) zeros + nonzero stores was 3-5 % faster per state, with 8 % zeros (the Panda)
+#: 5-52 % slower.
+SPARSE_NEW_RESULT = 0.5
+
+
+def _masked(program: Program, keep) -> Program:
+    """``program`` with the output entries that ``keep(name, i)`` rejects set to zero, dead code removed and
+    the operations counted again."""
+    outputs = [(n, [e if keep(n, i) else se.Integer(0) for i, e in enumerate(es)])
+               for n, es in program.outputs]
+    p = eliminate_dead_code(Program(program.name, program.inputs, program.assignments, outputs, {},
+                                    program.stages))
+    p.ops = count_ops(p)
+    return p
+
+
+def structured_variants(spec: FunctionSpec, program: Program, prefix: str) -> list[EmittedFunction]:
+    """Variants of a function with a square, symmetric output (:data:`STRUCTURED`) that write less than the
+    whole matrix into a **zeroed** output (issue 11, item 3):
+
+    * ``<name>_nz``: only the structurally nonzero entries (the exact zeros, e.g. between bodies on
+      different branches of a tree, are not stored);
+    * ``<name>_upper``: only the structurally nonzero entries with ``i <= j`` (upper triangle, row-major);
+      what only the lower triangle needs is removed as dead code.
+
+    The full-writing function stays: it is the one for a buffer of unknown contents."""
+    out_name = STRUCTURED.get(spec.name)
+    if out_name is None or spec.is_family:
+        return []
+    n = next(a.shape[0] for a in spec.outputs if a.name == out_name)
+    nz = replace(spec, name=f"{spec.name}_nz",
+                 doc=f"{spec.doc}, structurally nonzero entries only ({ZEROED})")
+    upper = replace(spec, name=f"{spec.name}_upper",
+                    doc=f"{spec.doc}, upper triangle (i <= j), structurally nonzero entries only ({ZEROED})")
+    upper_program = _masked(program, lambda name, i: name != out_name or i // n <= i % n)
+    return [emit_function(nz, program, prefix, skip_zeros=True),
+            emit_function(upper, upper_program, prefix, skip_zeros=True)]
+
+
+def _delegate_to_nonzero(funcs: list[EmittedFunction], nz: EmittedFunction, program: Program) -> None:
+    """Let the SIMD batches of the full-writing function and of the upper variant (``funcs``) reuse the
+    vector computation of the nonzero-only variant ``nz``: the long body is vectorised and compiled once
+    for all three (the full one zeroes the lanes' rows with one memset, then every function transposes the
+    entries it stores).  The scalar functions keep their own bodies, the full-writing one unchanged: a
+    full-writing function that called the variant after a memset measured 1,437 against 1,340 ns per state
+    on the four-arm robot in one run, but unchanged code varied as much between runs on the shared machine,
+    so nothing was traded for it."""
+    full, upper = funcs
+    shapes = {a.name: a.shape for a in full.outputs}
+    full.delegate = (nz.cname, {name: set(range(len(es))) for name, es in program.outputs}, True)
+    upper.delegate = (nz.cname, {name: {i for i in range(len(es)) if len(shapes[name]) != 2
+                                        or i // shapes[name][1] <= i % shapes[name][1]}
+                                 for name, es in program.outputs}, False)
+    nz.core = True
 
 
 def module_prefix(module_name: str) -> str:
@@ -343,7 +420,16 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     :func:`~soadyn.codegen.units.translation_units`): the same statements, arranged for the compiler."""
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
-    funcs = [emit_function(s, p, prefix, enum) for s, p in zip(specs, programs)]
+    funcs: list[EmittedFunction] = []
+    simd: list[bool] = []
+    for s, p in zip(specs, programs):
+        main = emit_function(s, p, prefix, enum)
+        variants = structured_variants(s, p, prefix)
+        if variants:
+            _delegate_to_nonzero([main, variants[1]], variants[0], p)
+        group = [main, *variants]
+        funcs += group
+        simd += [s.name in SIMD_FUNCTIONS] * len(group)
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
     prototypes = "\n".join(f"/* {c_comment(f.doc)}; {c_comment(f.ops_text(), 1 << 20)} */\n{f.prototype}\n"
@@ -353,8 +439,10 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
     source = render("module.c.j2", functions=funcs, prelude="", **common)
-    for s, f in zip(specs, funcs):
-        finish_function(f, stage_ops, lanes if s.name in SIMD_FUNCTIONS else 1)
+    # a delegating function after the variant whose vector computation its SIMD batch reuses
+    for f, vector in sorted(zip(funcs, simd), key=lambda fv: fv[0].delegate is not None):
+        finish_function(f, stage_ops, lanes if vector else 1,
+                        {g.cname: g for g in funcs} if f.delegate is not None else None)
     cdef = ""
     if families:
         cdef = (f"enum {enum_name} {{\n" + "".join(f"    {e} = {i},\n" for _, e, i in enum) + "};\n")
@@ -387,8 +475,11 @@ def _doc_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
-def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
-    """Description of the Python-level functions of the module, for ``__init__.py.j2``."""
+def python_api(specs: list[FunctionSpec], prefix: str,
+               funcs: list[EmittedFunction] | None = None) -> list[dict[str, Any]]:
+    """Description of the Python-level functions of the module, for ``__init__.py.j2`` (``funcs``: the
+    emitted functions, for the number of entries the structured variants store)."""
+    stores = {f.cname: f.stores for f in funcs or []}
     apis: list[dict[str, Any]] = []
     by_api: dict[str, list[FunctionSpec]] = {}
     for s in specs:
@@ -426,7 +517,16 @@ def python_api(specs: list[FunctionSpec], prefix: str) -> list[dict[str, Any]]:
             entry = dict(name=api, inputs=inputs, outputs=outputs, c=prefix + plain.name, input_names=names,
                          has_params=has_params,
                          doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}."))
-            if fext is None:
+            if fext is None and plain.name in STRUCTURED:
+                size = first.outputs[0].size
+                zeros = size - stores.get(f"{prefix}{plain.name}_nz", size)
+                entry.update(kind="structured", params=", ".join([*names, *tail]),
+                             c_nz=f"{prefix}{plain.name}_nz", c_upper=f"{prefix}{plain.name}_upper",
+                             new_nz=zeros >= SPARSE_NEW_RESULT * size, zeros=zeros, size=size,
+                             doc=_doc_text(f"{plain.doc[:1].upper()}{plain.doc[1:]}: returns {shapes}. "
+                                           "triangle='upper': only the entries i <= j are computed, "
+                                           "zeros below the diagonal (an out= array is zeroed first)."))
+            elif fext is None:
                 entry.update(kind="plain", params=", ".join([*names, *tail]))
             else:
                 entry.update(kind="fext", params=", ".join([*names, "f_ext=None", *tail]),
@@ -449,5 +549,5 @@ def emit_wrapper(robot: Robot, module_name: str, ext_name: str, specs: list[Func
                   sha256=robot.source_hash or None, gravity=[float(g) for g in robot.gravity],
                   total_mass=float(robot.total_mass), fingerprint=robot.fingerprint(), functions=funcs,
                   frame_ids=[(name, i) for name, _, i in enum], frame_ops=frame_ops,
-                  apis=python_api(specs, prefix), param_bodies=list(robot.param_bodies),
+                  apis=python_api(specs, prefix, funcs), param_bodies=list(robot.param_bodies),
                   default_params=default_params(robot).tolist())

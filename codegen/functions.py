@@ -15,7 +15,8 @@ Public (Python-level) API of a compiled module, with the names of the reference 
 Python function            C functions                                     outputs
 =========================  ==============================================  ============================
 center_of_mass(q)          center_of_mass                                  com (3,)
-mass_matrix(q)             mass_matrix                                     M (nv, nv)
+mass_matrix(q,             mass_matrix; mass_matrix_nz, mass_matrix_upper  M (nv, nv)
+  triangle="full")           (variants from the same program, emit.py)
 bias_forces(q, v)          bias_forces                                     C (nv,)
 inverse_dynamics(q,v,a,    inverse_dynamics, inverse_dynamics_fext         tau (nv,)
   f_ext=None)

@@ -247,6 +247,18 @@ def _rewrite(line: str, remote: dict[str, str]) -> str:
     return lhs + " = " + _IDENT.sub(lambda m: remote.get(m.group(0), m.group(0)), rhs)
 
 
+def stored_entries(body: list[str], outputs: list[str]) -> dict[str, list[tuple[int, str | None]]]:
+    """The entries of each output array that a straight-line body stores, in order: (index, the constant
+    stored there, or None for a computed value)."""
+    out: dict[str, list[tuple[int, str | None]]] = {name: [] for name in outputs}
+    for line in body:
+        m = _STORE.match(line.strip())
+        if m and m.group(1) in out:
+            expr = m.group(3).strip()
+            out[m.group(1)].append((int(m.group(2)), expr if _CONSTANT.fullmatch(expr) else None))
+    return out
+
+
 def _natural(name: str) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
@@ -293,8 +305,11 @@ def simd_prelude(lanes: int) -> str:
     ]) + "\n"
 
 
+_CONSTANT = re.compile(r"-?\(?-?[0-9.eE+-]+\)?")
+
+
 def _vexpr(expr: str, inputs: dict[str, int], lanes: int = 0) -> str:
-    if lanes and re.fullmatch(r"-?\(?-?[0-9.eE+-]+\)?", expr.strip()):
+    if lanes and _CONSTANT.fullmatch(expr.strip()):
         # a constant: broadcast (x - 0.0 == x exactly for every x, signed zeros included)
         return f"({expr}) - ({vector_type(lanes)}){{0}}"
     expr = _INDEXED.sub(lambda m: (f"SOADYN_LD({m.group(1)}, {m.group(2)}, {inputs[m.group(1)]})"
@@ -303,10 +318,12 @@ def _vexpr(expr: str, inputs: dict[str, int], lanes: int = 0) -> str:
 
 
 def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str, int], lanes: int,
-                    rename: dict[str, str]) -> list[str] | None:
+                    rename: dict[str, str],
+                    slots: dict[str, dict[int, int]] | None = None) -> list[str] | None:
     """The statements of a straight-line body for ``lanes`` states at once (None if a line is not one
     of the generated forms).  ``inputs``/``outputs``: array parameters and their sizes (state strides);
-    ``rename``: called functions (stages) -> their vector versions."""
+    ``rename``: called functions (stages) -> their vector versions; ``slots``: output entry -> its slot in
+    the lane-major buffer (an entry without a slot, a constant, is not stored there)."""
     vd = vector_type(lanes)
     # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
     sins = {a for line in lines for a in _SIN.findall(line)}
@@ -330,7 +347,12 @@ def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str,
             continue
         m = _STORE.match(s)
         if m and m.group(1) in outputs:   # into the lane-major output buffer (transposed at the end)
-            out.append(f"o_{m.group(1)}[{m.group(2)}] = {_vexpr(m.group(3), inputs, lanes)};")
+            k = int(m.group(2))
+            if slots is not None:
+                if k not in slots[m.group(1)]:
+                    continue
+                k = slots[m.group(1)][k]
+            out.append(f"o_{m.group(1)}[{k}] = {_vexpr(m.group(3), inputs, lanes)};")
             continue
         if m and m.group(1) == "w":
             out.append(s)
@@ -366,6 +388,10 @@ class Extra:
     prototypes: list[str] = field(default_factory=list)
     lanes: int = 1
     vectorised: bool = False
+    #: the SIMD computation as a function of its own (``<name>_lanes_core(inputs, o_outputs)``) that a
+    #: delegating function reuses: (its name, its parameter list, {output: (slots, [(entry, constant or
+    #: None, slot)])})
+    core: tuple[str, str, dict[str, tuple[int, list[tuple[int, str | None, int]]]]] | None = None
 
     @property
     def text(self) -> str:
@@ -382,13 +408,16 @@ def _guarded(lanes: int, text: str) -> str:
     return f"#ifdef {vector_type(lanes).upper()}\n{text}#endif\n"
 
 
-def finish_function(f, stage_ops: int, lanes: int) -> None:
+def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None) -> None:
     """Split ``f`` (an :class:`~soadyn.codegen.emit.EmittedFunction`) into stages when it is long
     (``stage_ops`` > 0) and give its batch entry a ``lanes``-wide SIMD path (``lanes`` > 1); in place.
-    Frame families keep their body and scalar batch loop."""
+    Frame families keep their body and scalar batch loop.  A function with ``f.delegate`` gets its SIMD
+    batch from its nonzero-only variant's vector computation (``finished``: the functions by C name, the
+    variant already finished)."""
     extra = Extra(lanes=lanes)
     f.extra = extra
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    stored = stored_entries(f.body, [a.name for a in f.outputs])
     if f.is_family:
         staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
         if staged is not None:
@@ -406,10 +435,20 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
         extra.pieces += staged.stages
     if n_epi:
         return
+    if getattr(f, "delegate", None) is not None:
+        _finish_delegate(f, extra, lanes, (finished or {})[f.delegate[0]])
+        return
     if lanes <= 1:
         return
     inputs = {a.name: a.size for a in f.inputs}
     outputs = {a.name: a.size for a in f.outputs}
+    # outputs stored whole with computed values keep slot = entry; the others are packed
+    packed = {a.name: [k for k, _ in stored[a.name]] != list(range(a.size))
+              or any(c is not None for _, c in stored[a.name]) for a in f.outputs}
+    slots: dict[str, dict[int, int]] = {}
+    for a in f.outputs:
+        computed = [k for k, c in stored[a.name] if c is None]
+        slots[a.name] = {k: j for j, k in enumerate(computed)} if packed[a.name] else {k: k for k in computed}
     vname = f"{f.cname}_lanes"
     vd = vector_type(lanes)
     decl = ", ".join(f"{t}{p}" for t, p in params)
@@ -421,25 +460,83 @@ def finish_function(f, stage_ops: int, lanes: int) -> None:
         for name, body in zip(staged.names, staged.stage_bodies):
             vstage = name.replace(f.cname + "_stage", vname + "_stage")
             rename[name] = vstage
-            vbody = vectorise_lines(body, inputs, outputs, lanes, {})
+            vbody = vectorise_lines(body, inputs, outputs, lanes, {}, slots)
             if vbody is None:
                 return
             sig = f"void {vstage}({vdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(_guarded(lanes, _block(f"SOADYN_STAGE {sig}", vbody)))
-    vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename)
+    vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename, slots)
     if vbody is None:
         return
+    if getattr(f, "core", False):   # a function whose SIMD computation a delegating function reuses
+        core = f"{vname}_core"
+        vprotos.append(f"void {core}({vdecl});")
+        vpieces.append(_guarded(lanes, _block(f"void {core}({vdecl})", vbody)))
+        vbody = [f"{core}({', '.join([a.name for a in f.inputs] + [f'o_{a.name}' for a in f.outputs])});"]
+        extra.core = (core, vdecl, {a.name: (len(slots[a.name]), [(k, c, slots[a.name].get(k, -1))
+                                                                  for k, c in stored[a.name]])
+                                    for a in f.outputs})
     # lane-major buffers, transposed into the callers' arrays at the end: measured 185 vs 347 ns per
-    # state for the Panda's mass matrix against extracting each lane at every output store
-    vbody = [f"{vd} o_{a.name}[{a.size}];" for a in f.outputs] + vbody + ["int k, l;"] + [
-        f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
-        f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];" for a in f.outputs]
+    # state for the Panda's mass matrix against extracting each lane at every output store.  An output
+    # with constant entries (the mass matrix's structural zeros) or entries left alone (its variants for a
+    # zeroed output) keeps only its computed entries there, in slots, and the transposition writes each
+    # stored entry by name, the constants directly
+    plain = [a for a in f.outputs if not packed[a.name]]
+    vbody = ([f"{vd} o_{a.name}[{max(len(slots[a.name]), 1)}];" for a in f.outputs] + vbody
+             + ["int k, l;" if plain else "int l;"])
+    for a in f.outputs:
+        if not packed[a.name]:
+            vbody.append(f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
+                         f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
+            continue
+        vbody += _transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
+                                                         for k, c in stored[a.name]])
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(_guarded(lanes, _block(sig, vbody)))
     extra.prototypes += [_guarded(lanes, "\n".join(vprotos) + "\n")]
     extra.pieces += vpieces
+    extra.vectorised = True
+    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
+    f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
+                    f"for (; i + {lanes} <= n; i += {lanes}) {{",
+                    f"    {vname}({lane_args});", "}", "#endif",
+                    "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+
+
+def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
+    """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
+    constant or None, slot), each stored by name, a constant directly.  Zeros (``"0"``) are left out: a
+    delegating function clears its states' rows with one memset first (a thousand unrolled zero stores
+    cost gcc seconds of alias analysis, a loop over a table of their entries is scattered slowly)."""
+    lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
+             f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
+    return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+
+
+def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
+    """SIMD batch of a full-writing function from its nonzero-only variant ``target``: the variant's SIMD
+    computation (its ``_lanes_core``), one memset of the lanes' rows, then the transposition of the
+    computed entries and the variant's constants."""
+    t_extra = getattr(target, "extra", None)
+    if lanes <= 1 or t_extra is None or t_extra.core is None:
+        return
+    core, vdecl, layout = t_extra.core
+    vd = vector_type(lanes)
+    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    decl = ", ".join(f"{t}{p}" for t, p in params)
+    vname = f"{f.cname}_lanes"
+    body = [f"{vd} o_{a.name}[{max(layout[a.name][0], 1)}];" for a in f.outputs]
+    args = ", ".join([a.name for a in f.inputs] + [f"o_{a.name}" for a in f.outputs])
+    body += [f"{core}({args});", "int l;"]
+    _, keep, zero = f.delegate
+    for a in f.outputs:
+        if zero:
+            body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
+        body += _transposition(a.name, a.size, lanes, [e for e in layout[a.name][1] if e[0] in keep[a.name]])
+    extra.prototypes.append(_guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
+    extra.pieces.append(_guarded(lanes, _block(f"void {vname}({decl})", body)))
     extra.vectorised = True
     lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
     f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
@@ -464,7 +561,9 @@ def translation_units(funcs: list, header_name: str, header_text: str) -> list[t
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
         lanes = extra.lanes if extra else 1
-        head = f'#include <math.h>\n#include "{header_name}"\n' + prelude(lanes)
+        memset = extra is not None and extra.vectorised and (getattr(f, "delegate", None) or (0, 0, False))[2]
+        strings = "#include <string.h>\n" if memset else ""
+        head = f'#include <math.h>\n{strings}#include "{header_name}"\n' + prelude(lanes)
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
         n = max(1, len(pieces))

@@ -88,8 +88,11 @@ class NumericModule:
     def center_of_mass(self, q: Any) -> np.ndarray:
         return self._run("center_of_mass", alg.center_of_mass, [(q, self.nq, "q")])
 
-    def mass_matrix(self, q: Any) -> np.ndarray:
-        return self._run("mass_matrix", alg.mass_matrix, [(q, self.nq, "q")])
+    def mass_matrix(self, q: Any, *, triangle: str = "full") -> np.ndarray:
+        if triangle not in ("full", "upper"):
+            raise ValueError(f"mass_matrix: triangle must be 'full' or 'upper', got {triangle!r}")
+        M = self._run("mass_matrix", alg.mass_matrix, [(q, self.nq, "q")])
+        return np.triu(M) if triangle == "upper" else M
 
     def bias_forces(self, q: Any, v: Any, f_ext: Any = None) -> np.ndarray:
         return self._run("bias_forces", alg.bias_forces, [(q, self.nq, "q"), (v, self.nv, "v")],

@@ -95,6 +95,28 @@ def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test
         staged_module.jacobian(Q[0], "no such frame")
 
 
+def test_mass_matrix_structure_in_stages_and_lanes(staged_module, plain_module, test_arm_path):
+    """The mass matrix's structured variants (nonzero-only, upper) through stages and SIMD lanes, into
+    garbage-filled out= buffers, against the plain module's full-writing function."""
+    robot = load_robot(test_arm_path)
+    n, nv = 23, robot.nv
+    Q, _, _ = _states(robot, n, seed=8)
+    ffi, lib = plain_module._ffi, plain_module._lib
+    full = np.full((n, nv, nv), np.nan)
+    getattr(lib, f"{plain_module.module_name}_mass_matrix_batch")(n, ffi.from_buffer("double[]", Q),
+                                                                  ffi.from_buffer("double[]", full))
+    rng = np.random.default_rng(4)
+    for tri, ref in (("full", full), ("upper", np.triu(full))):
+        for threads in (None, 2):
+            out = rng.normal(size=(n, nv, nv))
+            assert staged_module.mass_matrix(Q, triangle=tri, out=out, threads=threads) is out
+            assert _rel(out, ref) <= 1e-15, (tri, threads)
+            assert _rel(staged_module.mass_matrix(Q, triangle=tri, threads=threads), ref) <= 1e-15
+        for i in (0, n - 1):
+            assert _rel(staged_module.mass_matrix(Q[i], triangle=tri, out=rng.normal(size=(nv, nv))),
+                        ref[i]) <= 1e-15
+
+
 def test_out_argument(staged_module, test_arm_path):
     robot = load_robot(test_arm_path)
     Q, V, T = _states(robot, 5)

@@ -85,7 +85,8 @@ def test_functions_subset(robot_file, tmp_path, capsys):
 
     stamp = json.loads((out / "tiny_arm" / "soadyn_stamp.json").read_text())
     assert sorted(stamp["ops"]) == ["tiny_arm_jacobian_local", "tiny_arm_jacobian_world",
-                                    "tiny_arm_mass_matrix"]
+                                    "tiny_arm_mass_matrix", "tiny_arm_mass_matrix_nz",
+                                    "tiny_arm_mass_matrix_upper"]
     assert stamp["functions"] == ["mass_matrix", "jacobian"]
     c = (out / "tiny_arm" / "tiny_arm.c").read_text()
     assert "tiny_arm_mass_matrix(" in c and "forward_dynamics" not in c

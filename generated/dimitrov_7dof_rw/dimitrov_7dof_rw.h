@@ -9,7 +9,10 @@
  * q = [base position (3), base quaternion x y z w (4), joint positions]
  * v = [base angular (3), base linear (3) velocity in base coordinates, joint rates]
  * f_ext = n_bodies x 6 wrenches [moment; force] at each body origin, body coordinates.
- * Arrays are row-major; every function is reentrant, allocation-free and writes every output entry.
+ * Arrays are row-major; every function is reentrant and allocation-free, and writes every output entry
+ * except the mass matrix's variants *_mass_matrix_nz (only the structurally nonzero entries) and
+ * *_mass_matrix_upper (only those with i <= j): they need a zeroed output (e.g. one memset or calloc for
+ * a whole batch), as the entries they leave alone are exact zeros for every state.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
  * Frame families (dimitrov_7dof_rw_jacobian_local, dimitrov_7dof_rw_jacobian_world, dimitrov_7dof_rw_generalized_jacobian, dimitrov_7dof_rw_momentum_frame_twist) take a frame id `int frame`
@@ -48,6 +51,14 @@ void dimitrov_7dof_rw_center_of_mass_batch(int n, const double *q, double *com);
 /* joint-space mass matrix; operations: 770 */
 void dimitrov_7dof_rw_mass_matrix(const double *q, double *M);
 void dimitrov_7dof_rw_mass_matrix_batch(int n, const double *q, double *M);
+
+/* joint-space mass matrix, structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state); operations: 770 */
+void dimitrov_7dof_rw_mass_matrix_nz(const double *q, double *M);
+void dimitrov_7dof_rw_mass_matrix_nz_batch(int n, const double *q, double *M);
+
+/* joint-space mass matrix, upper triangle (i <= j), structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state); operations: 770 */
+void dimitrov_7dof_rw_mass_matrix_upper(const double *q, double *M);
+void dimitrov_7dof_rw_mass_matrix_upper_batch(int n, const double *q, double *M);
 
 /* Coriolis, centrifugal and gravity forces (inverse dynamics at zero acceleration); operations: 1093 */
 void dimitrov_7dof_rw_bias_forces(const double *q, const double *v, double *C);

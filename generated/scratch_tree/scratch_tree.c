@@ -8,6 +8,8 @@
  * Operation counts (add / mul / div / sqrt / trig / other = total):
  *   scratch_tree_center_of_mass              62 / 74 / 1 / 0 / 6 / 0 = 143
  *   scratch_tree_mass_matrix                 203 / 255 / 0 / 0 / 6 / 0 = 464
+ *   scratch_tree_mass_matrix_nz              203 / 255 / 0 / 0 / 6 / 0 = 464
+ *   scratch_tree_mass_matrix_upper           203 / 255 / 0 / 0 / 6 / 0 = 464
  *   scratch_tree_bias_forces                 278 / 373 / 0 / 0 / 6 / 0 = 657
  *   scratch_tree_inverse_dynamics            333 / 416 / 0 / 0 / 6 / 0 = 755
  *   scratch_tree_inverse_dynamics_fext       363 / 416 / 0 / 0 / 6 / 0 = 785
@@ -370,6 +372,401 @@ void scratch_tree_mass_matrix_batch(int n, const double *q, double *M)
     int i;
     for (i = 0; i < n; ++i) {
         scratch_tree_mass_matrix(q + (long)i * 11, M + (long)i * 100);
+    }
+}
+
+/*
+ * joint-space mass matrix, structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[11]
+ *   out M[100] (10 x 10, row-major)
+ *   operations: 464 (203 add, 255 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ */
+void scratch_tree_mass_matrix_nz(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double t0 = 1 - c2;
+    const double t1 = t0*0.24489795918367346;
+    const double t2 = s2*0.5050762722761053;
+    const double R2_0 = t1 - t2;
+    const double t3 = t0*0.4081632653061224;
+    const double t4 = s2*0.3030457633656632;
+    const double R2_1 = t3 + t4;
+    const double R2_2 = c2 + t0*0.653061224489796;
+    const double t5 = t0*0.15306122448979587;
+    const double t6 = s2*0.8081220356417687;
+    const double R2_3 = t5 + t6;
+    const double R2_4 = c2 + t0*0.2551020408163265;
+    const double R2_5 = t3 - t4;
+    const double R2_6 = -(c2 + t0*0.09183673469387753);
+    const double R2_7 = -(t5 - t6);
+    const double R2_8 = -(t1 + t2);
+    const double l3_0 = 0.3 + q_9;
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
+    const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
+    const double t7 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
+    const double RJ2_11 = 0.2763117926589405 + t7;
+    const double RJ2_22 = 0.28554212198800577 + t7;
+    const double t8 = 0.04*R2_2 + R2_0*Rh2_0 + R2_1*0.0038941834230865058;
+    const double Rh1_0 = 2 + t8;
+    const double t9 = 0.04*R2_5 + R2_3*Rh2_0 + R2_4*0.0038941834230865058;
+    const double Rh1_1 = 0.03 + t9;
+    const double t10 = 0.04*R2_8 + R2_6*Rh2_0 + R2_7*0.0038941834230865058;
+    const double t11 = -R2_0*0.006 + R2_2*RJ2_22;
+    const double t12 = R2_0*RJ2_01 + R2_1*RJ2_11;
+    const double t13 = R2_0*0.05183032932906528 + R2_1*RJ2_01 - R2_2*0.006;
+    const double RJ1_00 = 0.050300000000000004 + t11*R2_2 + t12*R2_1 + t13*R2_0;
+    const double RJ1_01 = -0.006 + t11*R2_5 + t12*R2_4 + t13*R2_3 - t9*0.4;
+    const double RJ1_02 = -0.4*t10 + t11*R2_8 + t12*R2_7 + t13*R2_6;
+    const double t14 = t8*0.8;
+    const double t15 = -R2_3*0.006 + R2_5*RJ2_22;
+    const double t16 = R2_3*RJ2_01 + R2_4*RJ2_11;
+    const double t17 = R2_3*0.05183032932906528 + R2_4*RJ2_01 - R2_5*0.006;
+    const double RJ1_11 = 0.9800000000000001 + t14 + t15*R2_5 + t16*R2_4 + t17*R2_3;
+    const double RJ1_12 = t15*R2_8 + t16*R2_7 + t17*R2_6;
+    const double RJ1_22 = 0.9803000000000001 + t14 + R2_6*(R2_6*0.05183032932906528 + R2_7*RJ2_01 - R2_8*0.006) + R2_8*(-R2_6*0.006 + R2_8*RJ2_22) + (R2_6*RJ2_01 + R2_7*RJ2_11)*R2_7;
+    const double t18 = c4*0.15000000000000002;
+    const double t20 = R1_0*Rh1_0 + R1_1*Rh1_1 + t10*0.21835066314633444;
+    const double Rh0_0 = 3 - t18 + t20;
+    const double t21 = R1_3*Rh1_0 + R1_4*Rh1_1 - t10*0.036957013524625076;
+    const double Rh0_1 = -0.35 + t21;
+    const double t22 = s4*0.15000000000000002;
+    const double t23 = R1_6*Rh1_0 + R1_7*Rh1_1 + t10*0.975170327201816;
+    const double Rh0_2 = 2.9499999999999997 + t22 + t23;
+    const double t24 = pow(c4, 2);
+    const double t25 = pow(s4, 2);
+    const double t26 = R1_0*RJ1_02 + R1_1*RJ1_12 + RJ1_22*0.21835066314633444;
+    const double t27 = R1_0*RJ1_01 + R1_1*RJ1_11 + RJ1_12*0.21835066314633444;
+    const double t28 = R1_0*RJ1_00 + R1_1*RJ1_01 + RJ1_02*0.21835066314633444;
+    const double t29 = c4*0.07500000000000001 + s4*0.015000000000000003;
+    const double t30 = 2*t29 + 2*(0.1*t21 + 0.2*t23 + 0.5*t20);
+    const double RJ0_00 = 4.405 - t18 - t20 + t30 + t24*0.02 + t25*0.065 + t26*0.21835066314633444 + t27*R1_1 + t28*R1_0;
+    const double RJ0_01 = -0.21500000000000002 - t26*0.036957013524625076 + t27*R1_4 + t28*R1_3 - (0.1*t20 + 0.5*t21);
+    const double RJ0_02 = -0.79 + t26*0.975170327201816 + t27*R1_7 + t28*R1_6 + s4*c4*0.045 - (0.2*t20 + 0.5*t23) - (-c4*0.015000000000000003 - s4*0.07500000000000001);
+    const double t31 = R1_3*RJ1_00 + R1_4*RJ1_01 - RJ1_02*0.036957013524625076;
+    const double t32 = R1_3*RJ1_01 + R1_4*RJ1_11 - RJ1_12*0.036957013524625076;
+    const double t33 = R1_3*RJ1_02 + R1_4*RJ1_12 - RJ1_22*0.036957013524625076;
+    const double t34 = 0.2*t21;
+    const double RJ0_11 = 7.390000000000001 + t30 - t34 + t31*R1_3 + t32*R1_4 - t33*0.036957013524625076;
+    const double RJ0_12 = -0.05000000000000003 + t31*R1_6 + t32*R1_7 + t33*0.975170327201816 - (t34 + 0.1*t23);
+    const double t35 = R1_6*RJ1_02 + R1_7*RJ1_12 + RJ1_22*0.975170327201816;
+    const double RJ0_22 = 8.09 + t30 - 0.4*t23 + R1_6*(R1_6*RJ1_00 + R1_7*RJ1_01 + RJ1_02*0.975170327201816) + R1_7*(R1_6*RJ1_01 + R1_7*RJ1_11 + RJ1_12*0.975170327201816) - s4*0.030000000000000006 + t24*0.065 + t25*0.02 + t35*0.975170327201816;
+    const double t36 = -R1_3*Rh1_1 + R1_4*Rh1_0;
+    const double t37 = -R1_6*Rh1_1 + R1_7*Rh1_0;
+    const double F1_0_0 = t26 + 0.1*t37 - 0.2*t36;
+    const double t38 = -R1_0*Rh1_1 + R1_1*Rh1_0;
+    const double F1_0_1 = t33 + 0.2*t38 - 0.5*t37;
+    const double F1_0_2 = t35 - 0.1*t38 + 0.5*t36;
+    const double F2_0 = 0.010858229503169697 + RJ2_01*0.5050762722761053;
+    const double F2_1 = RJ2_01*0.3030457633656632 + RJ2_11*0.5050762722761053;
+    const double F2_2 = -0.0018182745801939792 + RJ2_22*0.8081220356417687;
+    const double F2_4 = -0.012121830534626527 + Rh2_0*0.8081220356417687;
+    const double F2_5 = 0.0011801157881351615 - Rh2_0*0.5050762722761053;
+    const double F2_1_0 = F2_0*R2_0 + F2_1*R2_1 + F2_2*R2_2;
+    const double t39 = F2_4*R2_7 + F2_5*R2_8 + R2_6*0.017056075456017113;
+    const double F2_1_1 = -0.4*t39 + F2_0*R2_3 + F2_1*R2_4 + F2_2*R2_5;
+    const double t40 = F2_4*R2_4 + F2_5*R2_5 + R2_3*0.017056075456017113;
+    const double F2_1_2 = 0.4*t40 + F2_0*R2_6 + F2_1*R2_7 + F2_2*R2_8;
+    const double F2_1_3 = F2_4*R2_1 + F2_5*R2_2 + R2_0*0.017056075456017113;
+    const double t41 = R1_6*F2_1_3 + t39*0.975170327201816 + t40*R1_7;
+    const double t42 = R1_3*F2_1_3 - t39*0.036957013524625076 + t40*R1_4;
+    const double F2_0_0 = 0.1*t41 - 0.2*t42 + F2_1_2*0.21835066314633444 + R1_0*F2_1_0 + R1_1*F2_1_1;
+    const double t43 = R1_0*F2_1_3 + t39*0.21835066314633444 + t40*R1_1;
+    const double F2_0_1 = 0.2*t43 - 0.5*t41 - F2_1_2*0.036957013524625076 + R1_3*F2_1_0 + R1_4*F2_1_1;
+    const double F2_0_2 = -0.1*t43 + 0.5*t42 + F2_1_2*0.975170327201816 + R1_6*F2_1_0 + R1_7*F2_1_1;
+    const double F3_1_0 = -R2_2*0.0038941834230865058;
+    const double F3_1_1 = -R2_5*0.0038941834230865058 - R2_6*0.6000000000000001;
+    const double F3_1_2 = R2_3*0.6000000000000001 - R2_8*0.0038941834230865058;
+    const double F3_1_3 = 1.5*R2_0;
+    const double F3_1_4 = 1.5*R2_3;
+    const double F3_1_5 = 1.5*R2_6;
+    const double t44 = F3_1_5*0.975170327201816 + R1_6*F3_1_3 + R1_7*F3_1_4;
+    const double t45 = -F3_1_5*0.036957013524625076 + R1_3*F3_1_3 + R1_4*F3_1_4;
+    const double F3_0_0 = 0.1*t44 - 0.2*t45 + F3_1_2*0.21835066314633444 + R1_0*F3_1_0 + R1_1*F3_1_1;
+    const double t46 = F3_1_5*0.21835066314633444 + R1_0*F3_1_3 + R1_1*F3_1_4;
+    const double F3_0_1 = 0.2*t46 - 0.5*t44 - F3_1_2*0.036957013524625076 + R1_3*F3_1_0 + R1_4*F3_1_1;
+    const double F3_0_2 = -0.1*t46 + 0.5*t45 + F3_1_2*0.975170327201816 + R1_6*F3_1_0 + R1_7*F3_1_1;
+    const double F4_0_1 = 0.065 + t29;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[2] = RJ0_02;
+    M[4] = -Rh0_2;
+    M[5] = Rh0_1;
+    M[6] = F1_0_0;
+    M[7] = F2_0_0;
+    M[8] = F3_0_0;
+    M[10] = RJ0_01;
+    M[11] = RJ0_11;
+    M[12] = RJ0_12;
+    M[13] = Rh0_2;
+    M[15] = -Rh0_0;
+    M[16] = F1_0_1;
+    M[17] = F2_0_1;
+    M[18] = F3_0_1;
+    M[19] = F4_0_1;
+    M[20] = RJ0_02;
+    M[21] = RJ0_12;
+    M[22] = RJ0_22;
+    M[23] = -Rh0_1;
+    M[24] = Rh0_0;
+    M[26] = F1_0_2;
+    M[27] = F2_0_2;
+    M[28] = F3_0_2;
+    M[31] = Rh0_2;
+    M[32] = -Rh0_1;
+    M[33] = 58;
+    M[36] = t38;
+    M[37] = t43;
+    M[38] = t46;
+    M[39] = t22;
+    M[40] = -Rh0_2;
+    M[42] = Rh0_0;
+    M[44] = 58;
+    M[46] = t36;
+    M[47] = t42;
+    M[48] = t45;
+    M[50] = Rh0_1;
+    M[51] = -Rh0_0;
+    M[55] = 58;
+    M[56] = t37;
+    M[57] = t41;
+    M[58] = t44;
+    M[59] = t18;
+    M[60] = F1_0_0;
+    M[61] = F1_0_1;
+    M[62] = F1_0_2;
+    M[63] = t38;
+    M[64] = t36;
+    M[65] = t37;
+    M[66] = RJ1_22;
+    M[67] = F2_1_2;
+    M[68] = F3_1_2;
+    M[70] = F2_0_0;
+    M[71] = F2_0_1;
+    M[72] = F2_0_2;
+    M[73] = t43;
+    M[74] = t42;
+    M[75] = t41;
+    M[76] = F2_1_2;
+    M[77] = F2_0*0.3030457633656632 + F2_1*0.5050762722761053 + F2_2*0.8081220356417687;
+    M[78] = -0.003146975435027098;
+    M[80] = F3_0_0;
+    M[81] = F3_0_1;
+    M[82] = F3_0_2;
+    M[83] = t46;
+    M[84] = t45;
+    M[85] = t44;
+    M[86] = F3_1_2;
+    M[87] = -0.003146975435027098;
+    M[88] = 1.5;
+    M[91] = F4_0_1;
+    M[93] = t22;
+    M[95] = t18;
+    M[99] = 0.065;
+}
+
+void scratch_tree_mass_matrix_nz_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        scratch_tree_mass_matrix_nz(q + (long)i * 11, M + (long)i * 100);
+    }
+}
+
+/*
+ * joint-space mass matrix, upper triangle (i <= j), structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[11]
+ *   out M[100] (10 x 10, row-major)
+ *   operations: 464 (203 add, 255 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ */
+void scratch_tree_mass_matrix_upper(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double t0 = 1 - c2;
+    const double t1 = t0*0.24489795918367346;
+    const double t2 = s2*0.5050762722761053;
+    const double R2_0 = t1 - t2;
+    const double t3 = t0*0.4081632653061224;
+    const double t4 = s2*0.3030457633656632;
+    const double R2_1 = t3 + t4;
+    const double R2_2 = c2 + t0*0.653061224489796;
+    const double t5 = t0*0.15306122448979587;
+    const double t6 = s2*0.8081220356417687;
+    const double R2_3 = t5 + t6;
+    const double R2_4 = c2 + t0*0.2551020408163265;
+    const double R2_5 = t3 - t4;
+    const double R2_6 = -(c2 + t0*0.09183673469387753);
+    const double R2_7 = -(t5 - t6);
+    const double R2_8 = -(t1 + t2);
+    const double l3_0 = 0.3 + q_9;
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
+    const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
+    const double t7 = 1.5*pow(l3_0, 2) + l3_0*0.21842121988005775;
+    const double RJ2_11 = 0.2763117926589405 + t7;
+    const double RJ2_22 = 0.28554212198800577 + t7;
+    const double t8 = 0.04*R2_2 + R2_0*Rh2_0 + R2_1*0.0038941834230865058;
+    const double Rh1_0 = 2 + t8;
+    const double t9 = 0.04*R2_5 + R2_3*Rh2_0 + R2_4*0.0038941834230865058;
+    const double Rh1_1 = 0.03 + t9;
+    const double t10 = 0.04*R2_8 + R2_6*Rh2_0 + R2_7*0.0038941834230865058;
+    const double t11 = -R2_0*0.006 + R2_2*RJ2_22;
+    const double t12 = R2_0*RJ2_01 + R2_1*RJ2_11;
+    const double t13 = R2_0*0.05183032932906528 + R2_1*RJ2_01 - R2_2*0.006;
+    const double RJ1_00 = 0.050300000000000004 + t11*R2_2 + t12*R2_1 + t13*R2_0;
+    const double RJ1_01 = -0.006 + t11*R2_5 + t12*R2_4 + t13*R2_3 - t9*0.4;
+    const double RJ1_02 = -0.4*t10 + t11*R2_8 + t12*R2_7 + t13*R2_6;
+    const double t14 = t8*0.8;
+    const double t15 = -R2_3*0.006 + R2_5*RJ2_22;
+    const double t16 = R2_3*RJ2_01 + R2_4*RJ2_11;
+    const double t17 = R2_3*0.05183032932906528 + R2_4*RJ2_01 - R2_5*0.006;
+    const double RJ1_11 = 0.9800000000000001 + t14 + t15*R2_5 + t16*R2_4 + t17*R2_3;
+    const double RJ1_12 = t15*R2_8 + t16*R2_7 + t17*R2_6;
+    const double RJ1_22 = 0.9803000000000001 + t14 + R2_6*(R2_6*0.05183032932906528 + R2_7*RJ2_01 - R2_8*0.006) + R2_8*(-R2_6*0.006 + R2_8*RJ2_22) + (R2_6*RJ2_01 + R2_7*RJ2_11)*R2_7;
+    const double t18 = c4*0.15000000000000002;
+    const double t20 = R1_0*Rh1_0 + R1_1*Rh1_1 + t10*0.21835066314633444;
+    const double Rh0_0 = 3 - t18 + t20;
+    const double t21 = R1_3*Rh1_0 + R1_4*Rh1_1 - t10*0.036957013524625076;
+    const double Rh0_1 = -0.35 + t21;
+    const double t22 = s4*0.15000000000000002;
+    const double t23 = R1_6*Rh1_0 + R1_7*Rh1_1 + t10*0.975170327201816;
+    const double Rh0_2 = 2.9499999999999997 + t22 + t23;
+    const double t24 = pow(c4, 2);
+    const double t25 = pow(s4, 2);
+    const double t26 = R1_0*RJ1_02 + R1_1*RJ1_12 + RJ1_22*0.21835066314633444;
+    const double t27 = R1_0*RJ1_01 + R1_1*RJ1_11 + RJ1_12*0.21835066314633444;
+    const double t28 = R1_0*RJ1_00 + R1_1*RJ1_01 + RJ1_02*0.21835066314633444;
+    const double t29 = c4*0.07500000000000001 + s4*0.015000000000000003;
+    const double t30 = 2*t29 + 2*(0.1*t21 + 0.2*t23 + 0.5*t20);
+    const double RJ0_00 = 4.405 - t18 - t20 + t30 + t24*0.02 + t25*0.065 + t26*0.21835066314633444 + t27*R1_1 + t28*R1_0;
+    const double RJ0_01 = -0.21500000000000002 - t26*0.036957013524625076 + t27*R1_4 + t28*R1_3 - (0.1*t20 + 0.5*t21);
+    const double RJ0_02 = -0.79 + t26*0.975170327201816 + t27*R1_7 + t28*R1_6 + s4*c4*0.045 - (0.2*t20 + 0.5*t23) - (-c4*0.015000000000000003 - s4*0.07500000000000001);
+    const double t31 = R1_3*RJ1_00 + R1_4*RJ1_01 - RJ1_02*0.036957013524625076;
+    const double t32 = R1_3*RJ1_01 + R1_4*RJ1_11 - RJ1_12*0.036957013524625076;
+    const double t33 = R1_3*RJ1_02 + R1_4*RJ1_12 - RJ1_22*0.036957013524625076;
+    const double t34 = 0.2*t21;
+    const double RJ0_11 = 7.390000000000001 + t30 - t34 + t31*R1_3 + t32*R1_4 - t33*0.036957013524625076;
+    const double RJ0_12 = -0.05000000000000003 + t31*R1_6 + t32*R1_7 + t33*0.975170327201816 - (t34 + 0.1*t23);
+    const double t35 = R1_6*RJ1_02 + R1_7*RJ1_12 + RJ1_22*0.975170327201816;
+    const double RJ0_22 = 8.09 + t30 - 0.4*t23 + R1_6*(R1_6*RJ1_00 + R1_7*RJ1_01 + RJ1_02*0.975170327201816) + R1_7*(R1_6*RJ1_01 + R1_7*RJ1_11 + RJ1_12*0.975170327201816) - s4*0.030000000000000006 + t24*0.065 + t25*0.02 + t35*0.975170327201816;
+    const double t36 = -R1_3*Rh1_1 + R1_4*Rh1_0;
+    const double t37 = -R1_6*Rh1_1 + R1_7*Rh1_0;
+    const double F1_0_0 = t26 + 0.1*t37 - 0.2*t36;
+    const double t38 = -R1_0*Rh1_1 + R1_1*Rh1_0;
+    const double F1_0_1 = t33 + 0.2*t38 - 0.5*t37;
+    const double F1_0_2 = t35 - 0.1*t38 + 0.5*t36;
+    const double F2_0 = 0.010858229503169697 + RJ2_01*0.5050762722761053;
+    const double F2_1 = RJ2_01*0.3030457633656632 + RJ2_11*0.5050762722761053;
+    const double F2_2 = -0.0018182745801939792 + RJ2_22*0.8081220356417687;
+    const double F2_4 = -0.012121830534626527 + Rh2_0*0.8081220356417687;
+    const double F2_5 = 0.0011801157881351615 - Rh2_0*0.5050762722761053;
+    const double F2_1_0 = F2_0*R2_0 + F2_1*R2_1 + F2_2*R2_2;
+    const double t39 = F2_4*R2_7 + F2_5*R2_8 + R2_6*0.017056075456017113;
+    const double F2_1_1 = -0.4*t39 + F2_0*R2_3 + F2_1*R2_4 + F2_2*R2_5;
+    const double t40 = F2_4*R2_4 + F2_5*R2_5 + R2_3*0.017056075456017113;
+    const double F2_1_2 = 0.4*t40 + F2_0*R2_6 + F2_1*R2_7 + F2_2*R2_8;
+    const double F2_1_3 = F2_4*R2_1 + F2_5*R2_2 + R2_0*0.017056075456017113;
+    const double t41 = R1_6*F2_1_3 + t39*0.975170327201816 + t40*R1_7;
+    const double t42 = R1_3*F2_1_3 - t39*0.036957013524625076 + t40*R1_4;
+    const double F2_0_0 = 0.1*t41 - 0.2*t42 + F2_1_2*0.21835066314633444 + R1_0*F2_1_0 + R1_1*F2_1_1;
+    const double t43 = R1_0*F2_1_3 + t39*0.21835066314633444 + t40*R1_1;
+    const double F2_0_1 = 0.2*t43 - 0.5*t41 - F2_1_2*0.036957013524625076 + R1_3*F2_1_0 + R1_4*F2_1_1;
+    const double F2_0_2 = -0.1*t43 + 0.5*t42 + F2_1_2*0.975170327201816 + R1_6*F2_1_0 + R1_7*F2_1_1;
+    const double F3_1_0 = -R2_2*0.0038941834230865058;
+    const double F3_1_1 = -R2_5*0.0038941834230865058 - R2_6*0.6000000000000001;
+    const double F3_1_2 = R2_3*0.6000000000000001 - R2_8*0.0038941834230865058;
+    const double F3_1_3 = 1.5*R2_0;
+    const double F3_1_4 = 1.5*R2_3;
+    const double F3_1_5 = 1.5*R2_6;
+    const double t44 = F3_1_5*0.975170327201816 + R1_6*F3_1_3 + R1_7*F3_1_4;
+    const double t45 = -F3_1_5*0.036957013524625076 + R1_3*F3_1_3 + R1_4*F3_1_4;
+    const double F3_0_0 = 0.1*t44 - 0.2*t45 + F3_1_2*0.21835066314633444 + R1_0*F3_1_0 + R1_1*F3_1_1;
+    const double t46 = F3_1_5*0.21835066314633444 + R1_0*F3_1_3 + R1_1*F3_1_4;
+    const double F3_0_1 = 0.2*t46 - 0.5*t44 - F3_1_2*0.036957013524625076 + R1_3*F3_1_0 + R1_4*F3_1_1;
+    const double F3_0_2 = -0.1*t46 + 0.5*t45 + F3_1_2*0.975170327201816 + R1_6*F3_1_0 + R1_7*F3_1_1;
+    const double F4_0_1 = 0.065 + t29;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[2] = RJ0_02;
+    M[4] = -Rh0_2;
+    M[5] = Rh0_1;
+    M[6] = F1_0_0;
+    M[7] = F2_0_0;
+    M[8] = F3_0_0;
+    M[11] = RJ0_11;
+    M[12] = RJ0_12;
+    M[13] = Rh0_2;
+    M[15] = -Rh0_0;
+    M[16] = F1_0_1;
+    M[17] = F2_0_1;
+    M[18] = F3_0_1;
+    M[19] = F4_0_1;
+    M[22] = RJ0_22;
+    M[23] = -Rh0_1;
+    M[24] = Rh0_0;
+    M[26] = F1_0_2;
+    M[27] = F2_0_2;
+    M[28] = F3_0_2;
+    M[33] = 58;
+    M[36] = t38;
+    M[37] = t43;
+    M[38] = t46;
+    M[39] = t22;
+    M[44] = 58;
+    M[46] = t36;
+    M[47] = t42;
+    M[48] = t45;
+    M[55] = 58;
+    M[56] = t37;
+    M[57] = t41;
+    M[58] = t44;
+    M[59] = t18;
+    M[66] = RJ1_22;
+    M[67] = F2_1_2;
+    M[68] = F3_1_2;
+    M[77] = F2_0*0.3030457633656632 + F2_1*0.5050762722761053 + F2_2*0.8081220356417687;
+    M[78] = -0.003146975435027098;
+    M[88] = 1.5;
+    M[99] = 0.065;
+}
+
+void scratch_tree_mass_matrix_upper_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        scratch_tree_mass_matrix_upper(q + (long)i * 11, M + (long)i * 100);
     }
 }
 

@@ -8,6 +8,8 @@
  * Operation counts (add / mul / div / sqrt / trig / other = total):
  *   seed004_dual_arm_center_of_mass          35 / 47 / 1 / 0 / 12 / 0 = 95
  *   seed004_dual_arm_mass_matrix             120 / 130 / 0 / 0 / 12 / 0 = 262
+ *   seed004_dual_arm_mass_matrix_nz          120 / 130 / 0 / 0 / 12 / 0 = 262
+ *   seed004_dual_arm_mass_matrix_upper       120 / 130 / 0 / 0 / 12 / 0 = 262
  *   seed004_dual_arm_bias_forces             226 / 327 / 0 / 0 / 12 / 0 = 565
  *   seed004_dual_arm_inverse_dynamics        267 / 353 / 0 / 0 / 12 / 0 = 632
  *   seed004_dual_arm_inverse_dynamics_fext   309 / 352 / 0 / 0 / 12 / 0 = 673
@@ -400,6 +402,407 @@ void seed004_dual_arm_mass_matrix_batch(int n, const double *q, double *M)
     int i;
     for (i = 0; i < n; ++i) {
         seed004_dual_arm_mass_matrix(q + (long)i * 13, M + (long)i * 144);
+    }
+}
+
+/*
+ * joint-space mass matrix, structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[13]
+ *   out M[144] (12 x 12, row-major)
+ *   operations: 262 (120 add, 130 mul, 0 div, 0 sqrt, 12 trig, 0 other)
+ */
+void seed004_dual_arm_mass_matrix_nz(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    const double q_11 = q[11];
+    const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    const double c5 = cos(q_11);
+    const double s5 = sin(q_11);
+    const double c6 = cos(q_12);
+    const double s6 = sin(q_12);
+    const double t0 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh5_0 = -150 - t0;
+    const double t2 = 50*s6;
+    const double t4 = pow(s6, 2);
+    const double t5 = pow(c6, 2);
+    const double RJ5_00 = 33 + 58*t4 + 33*t5;
+    const double RJ5_01 = -t2 - 25*s6*c6;
+    const double t6 = 100*c6;
+    const double RJ5_11 = 158 + 33*t4 + 58*t5 + t6;
+    const double RJ5_22 = 216 + t6;
+    const double t7 = c5*Rh5_0 + s5*t2;
+    const double Rh4_0 = -250 + t7;
+    const double t8 = s5*Rh5_0;
+    const double t9 = -t2*c5;
+    const double t10 = t8 + t9;
+    const double t11 = c5*RJ5_01;
+    const double t12 = t11 - s5*RJ5_11;
+    const double t13 = s5*RJ5_01;
+    const double t14 = -t13 + c5*RJ5_00;
+    const double RJ4_00 = 33 + c5*t14 - s5*t12;
+    const double RJ4_01 = t10 + c5*t12 + s5*t14;
+    const double t15 = 258 - 2*t7;
+    const double RJ4_11 = t15 + c5*(t13 + c5*RJ5_11) + s5*(t11 + s5*RJ5_00);
+    const double RJ4_22 = RJ5_22 + t15;
+    const double t16 = c3*336.3013604775476 - s3*86.32540286453572;
+    const double Rh2_0 = 350 + t16;
+    const double t17 = s3*336.3013604775476;
+    const double t18 = c3*86.32540286453572;
+    const double t19 = t17 + t18;
+    const double t20 = 2*t16;
+    const double t21 = -c3*123.57540141944477;
+    const double t22 = t21 - s3*617.8423450564732;
+    const double t23 = s3*123.57540141944477;
+    const double t24 = t23 + c3*220.26037589862193;
+    const double RJ2_00 = 33 + t20 + c3*t24 - s3*t22 - (c3*672.6027209550952 - s3*172.65080572907144);
+    const double RJ2_01 = -t19 + c3*t22 + s3*t24;
+    const double RJ2_11 = 358 + t20 + c3*(-t23 + c3*617.8423450564732) + s3*(t21 + s3*220.26037589862193);
+    const double RJ2_22 = 1013.102720955095 + t20;
+    const double t25 = s2*t19;
+    const double t26 = c2*Rh2_0;
+    const double t27 = -t25 + t26;
+    const double Rh1_0 = 450 + t27;
+    const double t28 = s2*Rh2_0;
+    const double t29 = c2*t19;
+    const double t30 = t28 + t29;
+    const double t31 = 2*t27;
+    const double t32 = c2*RJ2_01;
+    const double t33 = t32 - s2*RJ2_11;
+    const double t34 = s2*RJ2_01;
+    const double t35 = -t34 + c2*RJ2_00;
+    const double RJ1_00 = 33 + t31 + c2*t35 - s2*t33 - (-2*t25 + 2*t26);
+    const double RJ1_01 = -t30 + c2*t33 + s2*t35;
+    const double t36 = 458 + t31;
+    const double RJ1_11 = t36 + c2*(t34 + c2*RJ2_11) + s2*(t32 + s2*RJ2_00);
+    const double RJ1_22 = RJ2_22 + t36;
+    const double t37 = c1*Rh1_0 - s1*t30;
+    const double t38 = c4*Rh4_0 - s4*t10;
+    const double Rh0_0 = 100 + t37 + t38;
+    const double t39 = s4*Rh4_0;
+    const double t40 = c4*t10;
+    const double t41 = t39 + t40;
+    const double t42 = s1*Rh1_0;
+    const double t43 = c1*t30;
+    const double t44 = t42 + t43;
+    const double Rh0_1 = t41 + t44;
+    const double t45 = s4*RJ4_01;
+    const double t46 = -t45 + c4*RJ4_00;
+    const double t47 = c1*RJ1_01;
+    const double t48 = t47 - s1*RJ1_11;
+    const double t49 = c4*RJ4_01;
+    const double t50 = t49 - s4*RJ4_11;
+    const double t51 = s1*RJ1_01;
+    const double t52 = -t51 + c1*RJ1_00;
+    const double RJ0_00 = 1250 + c1*t52 + c4*t46 - s1*t48 - s4*t50;
+    const double RJ0_01 = 0.5*t41 - 0.5*t44 + c1*t48 + c4*t50 + s1*t52 + s4*t46;
+    const double t53 = 1450 + t37 - t38;
+    const double RJ0_11 = t53 + c1*(t51 + c1*RJ1_11) + c4*(t45 + c4*RJ4_11) + s1*(t47 + s1*RJ1_00) + s4*(t49 + s4*RJ4_00);
+    const double RJ0_22 = RJ1_22 + RJ4_22 + t53;
+    const double F1_0_2 = RJ1_22 + 0.5*t37;
+    const double F1_0_3 = -t42 - t43;
+    const double F2_1_2 = RJ2_22 + t27;
+    const double F2_1_3 = -t28 - t29;
+    const double t54 = c1*t27 + s1*F2_1_3;
+    const double F2_0_2 = F2_1_2 + 0.5*t54;
+    const double F2_0_3 = c1*F2_1_3 - s1*t27;
+    const double F3_2_2 = 655.102720955095 + t16;
+    const double F3_2_3 = -t17 - t18;
+    const double t55 = c2*t16 + s2*F3_2_3;
+    const double F3_1_2 = F3_2_2 + t55;
+    const double F3_1_3 = c2*F3_2_3 - s2*t16;
+    const double t56 = c1*t55 + s1*F3_1_3;
+    const double F3_0_2 = F3_1_2 + 0.5*t56;
+    const double F3_0_3 = c1*F3_1_3 - s1*t55;
+    const double F4_0_2 = RJ4_22 - 0.5*t38;
+    const double F4_0_3 = -t39 - t40;
+    const double F5_4_2 = RJ5_22 - t7;
+    const double F5_4_3 = -t8 - t9;
+    const double t57 = s4*F5_4_3 + t7*c4;
+    const double F5_0_2 = F5_4_2 - 0.5*t57;
+    const double F5_0_3 = c4*F5_4_3 - s4*t7;
+    const double F6_5_2 = 58 + t0;
+    const double t58 = s5*t2 - t0*c5;
+    const double F6_4_2 = F6_5_2 - t58;
+    const double F6_4_3 = s5*t0 + t2*c5;
+    const double t59 = c4*t58 + s4*F6_4_3;
+    const double F6_0_2 = F6_4_2 - 0.5*t59;
+    const double F6_0_3 = c4*F6_4_3 - s4*t58;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[5] = Rh0_1;
+    M[12] = RJ0_01;
+    M[13] = RJ0_11;
+    M[17] = -Rh0_0;
+    M[26] = RJ0_22;
+    M[27] = -Rh0_1;
+    M[28] = Rh0_0;
+    M[30] = F1_0_2;
+    M[31] = F2_0_2;
+    M[32] = F3_0_2;
+    M[33] = F4_0_2;
+    M[34] = F5_0_2;
+    M[35] = F6_0_2;
+    M[38] = -Rh0_1;
+    M[39] = 1800;
+    M[42] = F1_0_3;
+    M[43] = F2_0_3;
+    M[44] = F3_0_3;
+    M[45] = F4_0_3;
+    M[46] = F5_0_3;
+    M[47] = F6_0_3;
+    M[50] = Rh0_0;
+    M[52] = 1800;
+    M[54] = t37;
+    M[55] = t54;
+    M[56] = t56;
+    M[57] = t38;
+    M[58] = t57;
+    M[59] = t59;
+    M[60] = Rh0_1;
+    M[61] = -Rh0_0;
+    M[65] = 1800;
+    M[74] = F1_0_2;
+    M[75] = F1_0_3;
+    M[76] = t37;
+    M[78] = RJ1_22;
+    M[79] = F2_1_2;
+    M[80] = F3_1_2;
+    M[86] = F2_0_2;
+    M[87] = F2_0_3;
+    M[88] = t54;
+    M[90] = F2_1_2;
+    M[91] = RJ2_22;
+    M[92] = F3_2_2;
+    M[98] = F3_0_2;
+    M[99] = F3_0_3;
+    M[100] = t56;
+    M[102] = F3_1_2;
+    M[103] = F3_2_2;
+    M[104] = 655.102720955095;
+    M[110] = F4_0_2;
+    M[111] = F4_0_3;
+    M[112] = t38;
+    M[117] = RJ4_22;
+    M[118] = F5_4_2;
+    M[119] = F6_4_2;
+    M[122] = F5_0_2;
+    M[123] = F5_0_3;
+    M[124] = t57;
+    M[129] = F5_4_2;
+    M[130] = RJ5_22;
+    M[131] = F6_5_2;
+    M[134] = F6_0_2;
+    M[135] = F6_0_3;
+    M[136] = t59;
+    M[141] = F6_4_2;
+    M[142] = F6_5_2;
+    M[143] = 58;
+}
+
+void seed004_dual_arm_mass_matrix_nz_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_dual_arm_mass_matrix_nz(q + (long)i * 13, M + (long)i * 144);
+    }
+}
+
+/*
+ * joint-space mass matrix, upper triangle (i <= j), structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[13]
+ *   out M[144] (12 x 12, row-major)
+ *   operations: 262 (120 add, 130 mul, 0 div, 0 sqrt, 12 trig, 0 other)
+ */
+void seed004_dual_arm_mass_matrix_upper(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    const double q_10 = q[10];
+    const double q_11 = q[11];
+    const double q_12 = q[12];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double c4 = cos(q_10);
+    const double s4 = sin(q_10);
+    const double c5 = cos(q_11);
+    const double s5 = sin(q_11);
+    const double c6 = cos(q_12);
+    const double s6 = sin(q_12);
+    const double t0 = 50*c6;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh5_0 = -150 - t0;
+    const double t2 = 50*s6;
+    const double t4 = pow(s6, 2);
+    const double t5 = pow(c6, 2);
+    const double RJ5_00 = 33 + 58*t4 + 33*t5;
+    const double RJ5_01 = -t2 - 25*s6*c6;
+    const double t6 = 100*c6;
+    const double RJ5_11 = 158 + 33*t4 + 58*t5 + t6;
+    const double RJ5_22 = 216 + t6;
+    const double t7 = c5*Rh5_0 + s5*t2;
+    const double Rh4_0 = -250 + t7;
+    const double t8 = s5*Rh5_0;
+    const double t9 = -t2*c5;
+    const double t10 = t8 + t9;
+    const double t11 = c5*RJ5_01;
+    const double t12 = t11 - s5*RJ5_11;
+    const double t13 = s5*RJ5_01;
+    const double t14 = -t13 + c5*RJ5_00;
+    const double RJ4_00 = 33 + c5*t14 - s5*t12;
+    const double RJ4_01 = t10 + c5*t12 + s5*t14;
+    const double t15 = 258 - 2*t7;
+    const double RJ4_11 = t15 + c5*(t13 + c5*RJ5_11) + s5*(t11 + s5*RJ5_00);
+    const double RJ4_22 = RJ5_22 + t15;
+    const double t16 = c3*336.3013604775476 - s3*86.32540286453572;
+    const double Rh2_0 = 350 + t16;
+    const double t17 = s3*336.3013604775476;
+    const double t18 = c3*86.32540286453572;
+    const double t19 = t17 + t18;
+    const double t20 = 2*t16;
+    const double t21 = -c3*123.57540141944477;
+    const double t22 = t21 - s3*617.8423450564732;
+    const double t23 = s3*123.57540141944477;
+    const double t24 = t23 + c3*220.26037589862193;
+    const double RJ2_00 = 33 + t20 + c3*t24 - s3*t22 - (c3*672.6027209550952 - s3*172.65080572907144);
+    const double RJ2_01 = -t19 + c3*t22 + s3*t24;
+    const double RJ2_11 = 358 + t20 + c3*(-t23 + c3*617.8423450564732) + s3*(t21 + s3*220.26037589862193);
+    const double RJ2_22 = 1013.102720955095 + t20;
+    const double t25 = s2*t19;
+    const double t26 = c2*Rh2_0;
+    const double t27 = -t25 + t26;
+    const double Rh1_0 = 450 + t27;
+    const double t28 = s2*Rh2_0;
+    const double t29 = c2*t19;
+    const double t30 = t28 + t29;
+    const double t31 = 2*t27;
+    const double t32 = c2*RJ2_01;
+    const double t33 = t32 - s2*RJ2_11;
+    const double t34 = s2*RJ2_01;
+    const double t35 = -t34 + c2*RJ2_00;
+    const double RJ1_00 = 33 + t31 + c2*t35 - s2*t33 - (-2*t25 + 2*t26);
+    const double RJ1_01 = -t30 + c2*t33 + s2*t35;
+    const double t36 = 458 + t31;
+    const double RJ1_11 = t36 + c2*(t34 + c2*RJ2_11) + s2*(t32 + s2*RJ2_00);
+    const double RJ1_22 = RJ2_22 + t36;
+    const double t37 = c1*Rh1_0 - s1*t30;
+    const double t38 = c4*Rh4_0 - s4*t10;
+    const double Rh0_0 = 100 + t37 + t38;
+    const double t39 = s4*Rh4_0;
+    const double t40 = c4*t10;
+    const double t41 = t39 + t40;
+    const double t42 = s1*Rh1_0;
+    const double t43 = c1*t30;
+    const double t44 = t42 + t43;
+    const double Rh0_1 = t41 + t44;
+    const double t45 = s4*RJ4_01;
+    const double t46 = -t45 + c4*RJ4_00;
+    const double t47 = c1*RJ1_01;
+    const double t48 = t47 - s1*RJ1_11;
+    const double t49 = c4*RJ4_01;
+    const double t50 = t49 - s4*RJ4_11;
+    const double t51 = s1*RJ1_01;
+    const double t52 = -t51 + c1*RJ1_00;
+    const double RJ0_00 = 1250 + c1*t52 + c4*t46 - s1*t48 - s4*t50;
+    const double RJ0_01 = 0.5*t41 - 0.5*t44 + c1*t48 + c4*t50 + s1*t52 + s4*t46;
+    const double t53 = 1450 + t37 - t38;
+    const double RJ0_11 = t53 + c1*(t51 + c1*RJ1_11) + c4*(t45 + c4*RJ4_11) + s1*(t47 + s1*RJ1_00) + s4*(t49 + s4*RJ4_00);
+    const double RJ0_22 = RJ1_22 + RJ4_22 + t53;
+    const double F1_0_2 = RJ1_22 + 0.5*t37;
+    const double F1_0_3 = -t42 - t43;
+    const double F2_1_2 = RJ2_22 + t27;
+    const double F2_1_3 = -t28 - t29;
+    const double t54 = c1*t27 + s1*F2_1_3;
+    const double F2_0_2 = F2_1_2 + 0.5*t54;
+    const double F2_0_3 = c1*F2_1_3 - s1*t27;
+    const double F3_2_2 = 655.102720955095 + t16;
+    const double F3_2_3 = -t17 - t18;
+    const double t55 = c2*t16 + s2*F3_2_3;
+    const double F3_1_2 = F3_2_2 + t55;
+    const double F3_1_3 = c2*F3_2_3 - s2*t16;
+    const double t56 = c1*t55 + s1*F3_1_3;
+    const double F3_0_2 = F3_1_2 + 0.5*t56;
+    const double F3_0_3 = c1*F3_1_3 - s1*t55;
+    const double F4_0_2 = RJ4_22 - 0.5*t38;
+    const double F4_0_3 = -t39 - t40;
+    const double F5_4_2 = RJ5_22 - t7;
+    const double F5_4_3 = -t8 - t9;
+    const double t57 = s4*F5_4_3 + t7*c4;
+    const double F5_0_2 = F5_4_2 - 0.5*t57;
+    const double F5_0_3 = c4*F5_4_3 - s4*t7;
+    const double F6_5_2 = 58 + t0;
+    const double t58 = s5*t2 - t0*c5;
+    const double F6_4_2 = F6_5_2 - t58;
+    const double F6_4_3 = s5*t0 + t2*c5;
+    const double t59 = c4*t58 + s4*F6_4_3;
+    const double F6_0_2 = F6_4_2 - 0.5*t59;
+    const double F6_0_3 = c4*F6_4_3 - s4*t58;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[5] = Rh0_1;
+    M[13] = RJ0_11;
+    M[17] = -Rh0_0;
+    M[26] = RJ0_22;
+    M[27] = -Rh0_1;
+    M[28] = Rh0_0;
+    M[30] = F1_0_2;
+    M[31] = F2_0_2;
+    M[32] = F3_0_2;
+    M[33] = F4_0_2;
+    M[34] = F5_0_2;
+    M[35] = F6_0_2;
+    M[39] = 1800;
+    M[42] = F1_0_3;
+    M[43] = F2_0_3;
+    M[44] = F3_0_3;
+    M[45] = F4_0_3;
+    M[46] = F5_0_3;
+    M[47] = F6_0_3;
+    M[52] = 1800;
+    M[54] = t37;
+    M[55] = t54;
+    M[56] = t56;
+    M[57] = t38;
+    M[58] = t57;
+    M[59] = t59;
+    M[65] = 1800;
+    M[78] = RJ1_22;
+    M[79] = F2_1_2;
+    M[80] = F3_1_2;
+    M[91] = RJ2_22;
+    M[92] = F3_2_2;
+    M[104] = 655.102720955095;
+    M[117] = RJ4_22;
+    M[118] = F5_4_2;
+    M[119] = F6_4_2;
+    M[130] = RJ5_22;
+    M[131] = F6_5_2;
+    M[143] = 58;
+}
+
+void seed004_dual_arm_mass_matrix_upper_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_dual_arm_mass_matrix_upper(q + (long)i * 13, M + (long)i * 144);
     }
 }
 

@@ -8,6 +8,8 @@
  * Operation counts (add / mul / div / sqrt / trig / other = total):
  *   seed004_example1_center_of_mass          19 / 27 / 1 / 0 / 2 / 0 = 49
  *   seed004_example1_mass_matrix             9 / 12 / 0 / 0 / 2 / 0 = 23
+ *   seed004_example1_mass_matrix_nz          9 / 12 / 0 / 0 / 2 / 0 = 23
+ *   seed004_example1_mass_matrix_upper       9 / 12 / 0 / 0 / 2 / 0 = 23
  *   seed004_example1_bias_forces             32 / 60 / 0 / 0 / 2 / 0 = 94
  *   seed004_example1_inverse_dynamics        47 / 71 / 0 / 0 / 2 / 0 = 120
  *   seed004_example1_inverse_dynamics_fext   59 / 71 / 0 / 0 / 2 / 0 = 132
@@ -170,6 +172,110 @@ void seed004_example1_mass_matrix_batch(int n, const double *q, double *M)
     int i;
     for (i = 0; i < n; ++i) {
         seed004_example1_mass_matrix(q + (long)i * 8, M + (long)i * 49);
+    }
+}
+
+/*
+ * joint-space mass matrix, structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[8]
+ *   out M[49] (7 x 7, row-major)
+ *   operations: 23 (9 add, 12 mul, 0 div, 0 sqrt, 2 trig, 0 other)
+ */
+void seed004_example1_mass_matrix_nz(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double t0 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh0_0 = 5 + t0;
+    const double t1 = 5*s1;
+    const double t2 = pow(s1, 2);
+    const double t3 = pow(c1, 2);
+    const double RJ0_00 = 16 + t2*3.35 + t3*0.02;
+    const double RJ0_01 = -s1*2.5 - s1*c1*3.33;
+    const double RJ0_11 = 18.5 + t0 + t2*0.02 + t3*3.35;
+    const double RJ0_22 = 21.85 + t0;
+    const double F1_0_2 = 3.35 + c1*2.5;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[5] = t1;
+    M[7] = RJ0_01;
+    M[8] = RJ0_11;
+    M[12] = -Rh0_0;
+    M[16] = RJ0_22;
+    M[17] = -t1;
+    M[18] = Rh0_0;
+    M[20] = F1_0_2;
+    M[23] = -t1;
+    M[24] = 110;
+    M[27] = -t1;
+    M[30] = Rh0_0;
+    M[32] = 110;
+    M[34] = t0;
+    M[35] = t1;
+    M[36] = -Rh0_0;
+    M[40] = 110;
+    M[44] = F1_0_2;
+    M[45] = -t1;
+    M[46] = t0;
+    M[48] = 3.35;
+}
+
+void seed004_example1_mass_matrix_nz_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_example1_mass_matrix_nz(q + (long)i * 8, M + (long)i * 49);
+    }
+}
+
+/*
+ * joint-space mass matrix, upper triangle (i <= j), structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[8]
+ *   out M[49] (7 x 7, row-major)
+ *   operations: 23 (9 add, 12 mul, 0 div, 0 sqrt, 2 trig, 0 other)
+ */
+void seed004_example1_mass_matrix_upper(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double t0 = 5*c1;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh0_0 = 5 + t0;
+    const double t1 = 5*s1;
+    const double t2 = pow(s1, 2);
+    const double t3 = pow(c1, 2);
+    const double RJ0_00 = 16 + t2*3.35 + t3*0.02;
+    const double RJ0_01 = -s1*2.5 - s1*c1*3.33;
+    const double RJ0_11 = 18.5 + t0 + t2*0.02 + t3*3.35;
+    const double RJ0_22 = 21.85 + t0;
+    const double F1_0_2 = 3.35 + c1*2.5;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[5] = t1;
+    M[8] = RJ0_11;
+    M[12] = -Rh0_0;
+    M[16] = RJ0_22;
+    M[17] = -t1;
+    M[18] = Rh0_0;
+    M[20] = F1_0_2;
+    M[24] = 110;
+    M[27] = -t1;
+    M[32] = 110;
+    M[34] = t0;
+    M[40] = 110;
+    M[48] = 3.35;
+}
+
+void seed004_example1_mass_matrix_upper_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_example1_mass_matrix_upper(q + (long)i * 8, M + (long)i * 49);
     }
 }
 

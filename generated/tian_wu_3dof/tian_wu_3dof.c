@@ -8,6 +8,8 @@
  * Operation counts (add / mul / div / sqrt / trig / other = total):
  *   tian_wu_3dof_center_of_mass              25 / 35 / 1 / 0 / 6 / 0 = 67
  *   tian_wu_3dof_mass_matrix                 55 / 62 / 0 / 0 / 6 / 0 = 123
+ *   tian_wu_3dof_mass_matrix_nz              55 / 62 / 0 / 0 / 6 / 0 = 123
+ *   tian_wu_3dof_mass_matrix_upper           55 / 62 / 0 / 0 / 6 / 0 = 123
  *   tian_wu_3dof_bias_forces                 106 / 160 / 0 / 0 / 6 / 0 = 272
  *   tian_wu_3dof_inverse_dynamics            129 / 175 / 0 / 0 / 6 / 0 = 310
  *   tian_wu_3dof_inverse_dynamics_fext       153 / 176 / 0 / 0 / 6 / 0 = 335
@@ -263,6 +265,243 @@ void tian_wu_3dof_mass_matrix_batch(int n, const double *q, double *M)
     int i;
     for (i = 0; i < n; ++i) {
         tian_wu_3dof_mass_matrix(q + (long)i * 10, M + (long)i * 81);
+    }
+}
+
+/*
+ * joint-space mass matrix, structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[10]
+ *   out M[81] (9 x 9, row-major)
+ *   operations: 123 (55 add, 62 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ */
+void tian_wu_3dof_mass_matrix_nz(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double t0 = s3*1.25;
+    const double t1 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh2_2 = 10 + t1;
+    const double t2 = pow(c3, 2);
+    const double t3 = pow(s3, 2);
+    const double t4 = c3*2.5;
+    const double RJ2_00 = 8.34 + t4 + t2*0.4225 + t3*0.0063;
+    const double RJ2_02 = -t0 - s3*c3*0.4162;
+    const double RJ2_11 = 8.7625 + t4;
+    const double RJ2_22 = 0.013 + t2*0.0063 + t3*0.4225;
+    const double t6 = t0*c2;
+    const double t7 = s2*Rh2_2;
+    const double t8 = t6 + t7;
+    const double t9 = s2*t0;
+    const double t10 = c2*Rh2_2;
+    const double t11 = t10 - t9;
+    const double Rh1_2 = 20 + t11;
+    const double t12 = s2*RJ2_02;
+    const double t13 = t12 + c2*RJ2_00;
+    const double t14 = c2*RJ2_02;
+    const double t15 = t14 + s2*RJ2_22;
+    const double t16 = 2*t11;
+    const double t17 = 18.34 + t16;
+    const double RJ1_00 = t17 + c2*t13 + s2*t15;
+    const double RJ1_02 = -t8 + c2*t15 - s2*t13;
+    const double RJ1_11 = RJ2_11 + t17;
+    const double RJ1_22 = 0.013 + t16 + c2*(-t12 + c2*RJ2_22) - s2*(t14 - s2*RJ2_00) - (2*t10 - 2*t9);
+    const double t18 = c1*Rh1_2 - s1*t8;
+    const double Rh0_0 = 12.5 + t18;
+    const double t19 = t8*c1;
+    const double t20 = s1*Rh1_2;
+    const double t21 = t19 + t20;
+    const double t22 = c1*RJ1_02;
+    const double t23 = t22 - s1*RJ1_00;
+    const double t24 = s1*RJ1_02;
+    const double t25 = -t24 + c1*RJ1_22;
+    const double RJ0_00 = 8.33 + c1*t25 - s1*t23;
+    const double RJ0_01 = -0.5*t21 + c1*t23 + s1*t25;
+    const double t26 = 14.58 + t18;
+    const double RJ0_11 = t26 + c1*(t24 + c1*RJ1_00) + s1*(t22 + s1*RJ1_22);
+    const double RJ0_22 = RJ1_11 + t26;
+    const double F1_0_2 = RJ1_11 + 0.5*t18;
+    const double F1_0_3 = -t19 - t20;
+    const double F2_1_1 = RJ2_11 + t11;
+    const double F2_1_5 = -t6 - t7;
+    const double t27 = c1*t11 + s1*F2_1_5;
+    const double F2_0_2 = F2_1_1 + 0.5*t27;
+    const double F2_0_3 = c1*F2_1_5 - s1*t11;
+    const double F3_2_1 = 0.4225 + t1;
+    const double t28 = -s2*t0 + t1*c2;
+    const double F3_1_1 = F3_2_1 + t28;
+    const double F3_1_5 = -s2*t1 - t0*c2;
+    const double t29 = c1*t28 + s1*F3_1_5;
+    const double F3_0_2 = F3_1_1 + 0.5*t29;
+    const double F3_0_3 = c1*F3_1_5 - s1*t28;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[5] = t21;
+    M[9] = RJ0_01;
+    M[10] = RJ0_11;
+    M[14] = -Rh0_0;
+    M[20] = RJ0_22;
+    M[21] = -t21;
+    M[22] = Rh0_0;
+    M[24] = F1_0_2;
+    M[25] = F2_0_2;
+    M[26] = F3_0_2;
+    M[29] = -t21;
+    M[30] = 75;
+    M[33] = F1_0_3;
+    M[34] = F2_0_3;
+    M[35] = F3_0_3;
+    M[38] = Rh0_0;
+    M[40] = 75;
+    M[42] = t18;
+    M[43] = t27;
+    M[44] = t29;
+    M[45] = t21;
+    M[46] = -Rh0_0;
+    M[50] = 75;
+    M[56] = F1_0_2;
+    M[57] = F1_0_3;
+    M[58] = t18;
+    M[60] = RJ1_11;
+    M[61] = F2_1_1;
+    M[62] = F3_1_1;
+    M[65] = F2_0_2;
+    M[66] = F2_0_3;
+    M[67] = t27;
+    M[69] = F2_1_1;
+    M[70] = RJ2_11;
+    M[71] = F3_2_1;
+    M[74] = F3_0_2;
+    M[75] = F3_0_3;
+    M[76] = t29;
+    M[78] = F3_1_1;
+    M[79] = F3_2_1;
+    M[80] = 0.4225;
+}
+
+void tian_wu_3dof_mass_matrix_nz_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        tian_wu_3dof_mass_matrix_nz(q + (long)i * 10, M + (long)i * 81);
+    }
+}
+
+/*
+ * joint-space mass matrix, upper triangle (i <= j), structurally nonzero entries only (needs a zeroed output: the entries not written are the exact zeros of every state)
+ *   in  q[10]
+ *   out M[81] (9 x 9, row-major)
+ *   operations: 123 (55 add, 62 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ */
+void tian_wu_3dof_mass_matrix_upper(const double *q, double *M)
+{
+    const double q_7 = q[7];
+    const double q_8 = q[8];
+    const double q_9 = q[9];
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double c1 = cos(q_7);
+    const double s1 = sin(q_7);
+    const double c2 = cos(q_8);
+    const double s2 = sin(q_8);
+    const double c3 = cos(q_9);
+    const double s3 = sin(q_9);
+    const double t0 = s3*1.25;
+    const double t1 = c3*1.25;
+    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
+    const double Rh2_2 = 10 + t1;
+    const double t2 = pow(c3, 2);
+    const double t3 = pow(s3, 2);
+    const double t4 = c3*2.5;
+    const double RJ2_00 = 8.34 + t4 + t2*0.4225 + t3*0.0063;
+    const double RJ2_02 = -t0 - s3*c3*0.4162;
+    const double RJ2_11 = 8.7625 + t4;
+    const double RJ2_22 = 0.013 + t2*0.0063 + t3*0.4225;
+    const double t6 = t0*c2;
+    const double t7 = s2*Rh2_2;
+    const double t8 = t6 + t7;
+    const double t9 = s2*t0;
+    const double t10 = c2*Rh2_2;
+    const double t11 = t10 - t9;
+    const double Rh1_2 = 20 + t11;
+    const double t12 = s2*RJ2_02;
+    const double t13 = t12 + c2*RJ2_00;
+    const double t14 = c2*RJ2_02;
+    const double t15 = t14 + s2*RJ2_22;
+    const double t16 = 2*t11;
+    const double t17 = 18.34 + t16;
+    const double RJ1_00 = t17 + c2*t13 + s2*t15;
+    const double RJ1_02 = -t8 + c2*t15 - s2*t13;
+    const double RJ1_11 = RJ2_11 + t17;
+    const double RJ1_22 = 0.013 + t16 + c2*(-t12 + c2*RJ2_22) - s2*(t14 - s2*RJ2_00) - (2*t10 - 2*t9);
+    const double t18 = c1*Rh1_2 - s1*t8;
+    const double Rh0_0 = 12.5 + t18;
+    const double t19 = t8*c1;
+    const double t20 = s1*Rh1_2;
+    const double t21 = t19 + t20;
+    const double t22 = c1*RJ1_02;
+    const double t23 = t22 - s1*RJ1_00;
+    const double t24 = s1*RJ1_02;
+    const double t25 = -t24 + c1*RJ1_22;
+    const double RJ0_00 = 8.33 + c1*t25 - s1*t23;
+    const double RJ0_01 = -0.5*t21 + c1*t23 + s1*t25;
+    const double t26 = 14.58 + t18;
+    const double RJ0_11 = t26 + c1*(t24 + c1*RJ1_00) + s1*(t22 + s1*RJ1_22);
+    const double RJ0_22 = RJ1_11 + t26;
+    const double F1_0_2 = RJ1_11 + 0.5*t18;
+    const double F1_0_3 = -t19 - t20;
+    const double F2_1_1 = RJ2_11 + t11;
+    const double F2_1_5 = -t6 - t7;
+    const double t27 = c1*t11 + s1*F2_1_5;
+    const double F2_0_2 = F2_1_1 + 0.5*t27;
+    const double F2_0_3 = c1*F2_1_5 - s1*t11;
+    const double F3_2_1 = 0.4225 + t1;
+    const double t28 = -s2*t0 + t1*c2;
+    const double F3_1_1 = F3_2_1 + t28;
+    const double F3_1_5 = -s2*t1 - t0*c2;
+    const double t29 = c1*t28 + s1*F3_1_5;
+    const double F3_0_2 = F3_1_1 + 0.5*t29;
+    const double F3_0_3 = c1*F3_1_5 - s1*t28;
+    M[0] = RJ0_00;
+    M[1] = RJ0_01;
+    M[5] = t21;
+    M[10] = RJ0_11;
+    M[14] = -Rh0_0;
+    M[20] = RJ0_22;
+    M[21] = -t21;
+    M[22] = Rh0_0;
+    M[24] = F1_0_2;
+    M[25] = F2_0_2;
+    M[26] = F3_0_2;
+    M[30] = 75;
+    M[33] = F1_0_3;
+    M[34] = F2_0_3;
+    M[35] = F3_0_3;
+    M[40] = 75;
+    M[42] = t18;
+    M[43] = t27;
+    M[44] = t29;
+    M[50] = 75;
+    M[60] = RJ1_11;
+    M[61] = F2_1_1;
+    M[62] = F3_1_1;
+    M[70] = RJ2_11;
+    M[71] = F3_2_1;
+    M[80] = 0.4225;
+}
+
+void tian_wu_3dof_mass_matrix_upper_batch(int n, const double *q, double *M)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        tian_wu_3dof_mass_matrix_upper(q + (long)i * 10, M + (long)i * 81);
     }
 }
 
