@@ -179,6 +179,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             unused.append(name)
     pr = _Printer(known, f"{cname}")
     loop = ["int i;"]
+    fn_ops = dict(program.ops)
     prefix_ops = None
     case_ops: list[tuple[str, str, dict[str, int]]] = []
     if not family:
@@ -204,11 +205,13 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             case_ops.append((fname, enumerator, ops))
         body += ["default:", "    return 1;", "}", "return 0;"]
         prefix_ops = split.prefix_ops
+        # what the C holds: quantities copied into several cases count once per copy
+        fn_ops = {k: prefix_ops[k] + sum(o[k] for o in split.case_ops) for k in prefix_ops}
         n_frames = f"{prefix.upper()}N_FRAMES"
         loop += [f"if (frame < 0 || frame >= {n_frames}) return 1;",
                  "for (i = 0; i < n; ++i) {", f"    (void){cname}({batch_args});", "}", "return 0;"]
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
-                           dict(program.ops), signature, batch_signature, batch_args, signature + ";",
+                           fn_ops, signature, batch_signature, batch_args, signature + ";",
                            batch_signature + ";", body, unused, loop, prefix_ops, case_ops)
 
 

@@ -31,10 +31,10 @@
  *   dimitrov_7dof_rw_angular_reduced_dynamics_fext 998 / 1254 / 0 / 0 / 20 / 0 = 2272
  *   dimitrov_7dof_rw_coupling_inertia_rate   316 / 447 / 0 / 0 / 14 / 0 = 777
  *   dimitrov_7dof_rw_base_velocity           462 / 612 / 7 / 0 / 20 / 0 = 1101
- *   dimitrov_7dof_rw_jacobian_local          415 / 618 / 0 / 0 / 20 / 0 = 1053
- *   dimitrov_7dof_rw_jacobian_world          402 / 579 / 1 / 0 / 14 / 0 = 996
- *   dimitrov_7dof_rw_generalized_jacobian    2111 / 2407 / 7 / 0 / 20 / 0 = 4545
- *   dimitrov_7dof_rw_momentum_frame_twist    477 / 644 / 7 / 0 / 20 / 0 = 1148
+ *   dimitrov_7dof_rw_jacobian_local          593 / 931 / 0 / 0 / 76 / 0 = 1600
+ *   dimitrov_7dof_rw_jacobian_world          574 / 885 / 1 / 0 / 56 / 0 = 1516
+ *   dimitrov_7dof_rw_generalized_jacobian    2397 / 2831 / 7 / 0 / 20 / 0 = 5255
+ *   dimitrov_7dof_rw_momentum_frame_twist    577 / 816 / 7 / 0 / 20 / 0 = 1420
  */
 #include <math.h>
 #include "dimitrov_7dof_rw.h"
@@ -22864,21 +22864,21 @@ void dimitrov_7dof_rw_base_velocity_batch(int n, const double *q, const double *
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[17]
  *   out J[96] (6 x 16, row-major)
- *   operations: 1053 (415 add, 618 mul, 0 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 1600 (593 add, 931 mul, 0 div, 0 sqrt, 76 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 219 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             3
- *     DIMITROV_7DOF_RW_FRAME_LINK2             18
- *     DIMITROV_7DOF_RW_FRAME_LINK3             71
- *     DIMITROV_7DOF_RW_FRAME_LINK4             98
- *     DIMITROV_7DOF_RW_FRAME_LINK5             117
- *     DIMITROV_7DOF_RW_FRAME_LINK6             154
- *     DIMITROV_7DOF_RW_FRAME_LINK7             163
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             6
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             30
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             113
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             165
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             223
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             290
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             363
  *     DIMITROV_7DOF_RW_FRAME_RW_X              2
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              2
  *     DIMITROV_7DOF_RW_FRAME_RW_Z              4
- *     DIMITROV_7DOF_RW_FRAME_EE                202
+ *     DIMITROV_7DOF_RW_FRAME_EE                402
  */
 int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
 {
@@ -22892,93 +22892,6 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
-    const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
-    const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
-    const double t0 = 0.275*Rb2_1;
-    const double pb3_0 = 0.65 + t0 + c1*0.4;
-    const double t1 = 0.275*Rb2_4;
-    const double pb3_1 = t1 + s1*0.4;
-    const double t2 = s2*0.275;
-    const double pb3_2 = 1.1 + t2;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
-    const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_6 = c6*Rb5_6 - s6*s2;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double Rb7_0 = -c7*Rb5_1 + s7*Rb6_1;
-    const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
-    const double Rb7_3 = -c7*Rb5_4 + s7*Rb6_4;
-    const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
-    const double Rb7_6 = -c7*Rb5_7 + s7*Rb6_7;
-    const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
-    const double t6 = s1*0.65;
-    const double t8 = c1*Rb2_1 + s1*Rb2_4;
-    const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
-    const double t18 = c1*Rb2_4;
-    const double t39 = c1*Rb5_1 + s1*Rb5_4;
-    const double t40 = Rb5_1*Rb2_1 + Rb5_4*Rb2_4 + s2*Rb5_7;
-    const double t62 = c1*Rb5_4;
-    const double t64 = c1*Rb6_0 + s1*Rb6_3;
-    const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
-    const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
-    const double t97 = c1*Rb7_0 + s1*Rb7_3;
-    const double t98 = Rb2_1*Rb7_0 + Rb2_4*Rb7_3 + s2*Rb7_6;
-    const double t99 = Rb5_1*Rb7_0 + Rb5_4*Rb7_3 + Rb5_7*Rb7_6;
-    const double t100 = Rb6_0*Rb7_0 + Rb6_3*Rb7_3 + Rb6_6*Rb7_6;
-    const double t101 = c1*Rb7_1 + s1*Rb7_4;
-    const double t102 = Rb2_1*Rb7_1 + Rb2_4*Rb7_4 + s2*Rb7_7;
-    const double t103 = Rb5_1*Rb7_1 + Rb5_4*Rb7_4 + Rb5_7*Rb7_7;
-    const double t104 = Rb6_0*Rb7_1 + Rb6_3*Rb7_4 + Rb6_6*Rb7_7;
-    const double t105 = pow(Rb6_0, 2) + pow(Rb6_3, 2) + pow(Rb6_6, 2);
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
@@ -23079,9 +22992,13 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 3 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 6 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         const double t4 = -s1*0.75;
         const double t5 = c1*0.75;
+        const double t6 = s1*0.65;
         J[0] = c1;
         J[1] = s1;
         J[2] = 0;
@@ -23180,7 +23097,19 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 18 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 30 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double t6 = s1*0.65;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
         J[0] = Rb2_0;
         J[1] = Rb2_3;
         J[2] = -c2;
@@ -23279,7 +23208,33 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 71 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 113 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
+        const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
         const double t10 = -pb3_1*Rb3_0;
         const double t11 = -0.65 + pb3_0;
         const double t12 = -1.1 + pb3_2;
@@ -23288,6 +23243,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         const double t15 = c1*pb3_1 - s1*t11;
         const double t16 = -pb3_1*Rb3_1;
         const double t17 = -pb3_1*Rb2_1;
+        const double t18 = c1*Rb2_4;
         J[0] = Rb3_0;
         J[1] = Rb3_3;
         J[2] = Rb3_6;
@@ -23386,7 +23342,44 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 98 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 165 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
+        const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
         const double t19 = Rb4_0*Rb2_1 + Rb4_3*Rb2_4 + s2*Rb4_6;
         const double t20 = Rb4_1*Rb2_1 + Rb4_4*Rb2_4 + s2*Rb4_7;
         const double t21 = -pb4_1*Rb4_0;
@@ -23501,8 +23494,59 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 117 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 223 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
+        const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
+        const double t18 = c1*Rb2_4;
         const double t38 = Rb5_0*Rb2_1 + Rb5_3*Rb2_4 + s2*Rb5_6;
+        const double t39 = c1*Rb5_1 + s1*Rb5_4;
+        const double t40 = Rb5_1*Rb2_1 + Rb5_4*Rb2_4 + s2*Rb5_7;
         const double t41 = -pb5_1*Rb5_0;
         const double t42 = -0.65 + pb5_0;
         const double t43 = -1.1 + pb5_2;
@@ -23521,6 +23565,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         const double t59 = s2*t58 - t53*Rb2_1;
         const double t60 = t55*Rb2_1 - t58*Rb2_4;
         const double t61 = -pb5_1*Rb5_1;
+        const double t62 = c1*Rb5_4;
         const double t63 = -pb5_1*Rb2_1;
         J[0] = Rb5_0;
         J[1] = Rb5_3;
@@ -23620,7 +23665,70 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 154 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 290 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double t39 = c1*Rb5_1 + s1*Rb5_4;
+        const double t40 = Rb5_1*Rb2_1 + Rb5_4*Rb2_4 + s2*Rb5_7;
+        const double t62 = c1*Rb5_4;
+        const double t64 = c1*Rb6_0 + s1*Rb6_3;
+        const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
+        const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
         const double t67 = Rb6_1*Rb2_1 + Rb6_4*Rb2_4 + s2*Rb6_7;
         const double t68 = -pb6_1*Rb6_0;
         const double t69 = -0.65 + pb6_0;
@@ -23746,7 +23854,87 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 163 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 363 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        const double c7 = cos(q_13);
+        const double s7 = sin(q_13);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double Rb7_0 = -c7*Rb5_1 + s7*Rb6_1;
+        const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
+        const double Rb7_3 = -c7*Rb5_4 + s7*Rb6_4;
+        const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
+        const double Rb7_6 = -c7*Rb5_7 + s7*Rb6_7;
+        const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+        const double t64 = c1*Rb6_0 + s1*Rb6_3;
+        const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
+        const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
+        const double t97 = c1*Rb7_0 + s1*Rb7_3;
+        const double t98 = Rb2_1*Rb7_0 + Rb2_4*Rb7_3 + s2*Rb7_6;
+        const double t99 = Rb5_1*Rb7_0 + Rb5_4*Rb7_3 + Rb5_7*Rb7_6;
+        const double t100 = Rb6_0*Rb7_0 + Rb6_3*Rb7_3 + Rb6_6*Rb7_6;
+        const double t101 = c1*Rb7_1 + s1*Rb7_4;
+        const double t102 = Rb2_1*Rb7_1 + Rb2_4*Rb7_4 + s2*Rb7_7;
+        const double t103 = Rb5_1*Rb7_1 + Rb5_4*Rb7_4 + Rb5_7*Rb7_7;
+        const double t104 = Rb6_0*Rb7_1 + Rb6_3*Rb7_4 + Rb6_6*Rb7_7;
+        const double t105 = pow(Rb6_0, 2) + pow(Rb6_3, 2) + pow(Rb6_6, 2);
         const double t106 = -pb7_1*Rb7_0;
         const double t107 = -0.65 + pb7_0;
         const double t108 = -1.1 + pb7_2;
@@ -24185,11 +24373,90 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 202 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 402 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        const double c7 = cos(q_13);
+        const double s7 = sin(q_13);
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double Rb7_0 = -c7*Rb5_1 + s7*Rb6_1;
+        const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
+        const double Rb7_3 = -c7*Rb5_4 + s7*Rb6_4;
+        const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
+        const double Rb7_6 = -c7*Rb5_7 + s7*Rb6_7;
+        const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        const double t64 = c1*Rb6_0 + s1*Rb6_3;
+        const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
+        const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
+        const double t97 = c1*Rb7_0 + s1*Rb7_3;
+        const double t98 = Rb2_1*Rb7_0 + Rb2_4*Rb7_3 + s2*Rb7_6;
+        const double t99 = Rb5_1*Rb7_0 + Rb5_4*Rb7_3 + Rb5_7*Rb7_6;
+        const double t100 = Rb6_0*Rb7_0 + Rb6_3*Rb7_3 + Rb6_6*Rb7_6;
+        const double t101 = c1*Rb7_1 + s1*Rb7_4;
+        const double t102 = Rb2_1*Rb7_1 + Rb2_4*Rb7_4 + s2*Rb7_7;
+        const double t103 = Rb5_1*Rb7_1 + Rb5_4*Rb7_4 + Rb5_7*Rb7_7;
+        const double t104 = Rb6_0*Rb7_1 + Rb6_3*Rb7_4 + Rb6_6*Rb7_7;
+        const double t105 = pow(Rb6_0, 2) + pow(Rb6_3, 2) + pow(Rb6_6, 2);
         const double t147 = -Rb7_0*pf_ee_1;
         const double t148 = -0.65 + pf_ee_0;
         const double t149 = -1.1 + pf_ee_2;
@@ -24346,21 +24613,21 @@ int dimitrov_7dof_rw_jacobian_local_batch(int n, const double *q, int frame, dou
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[17]
  *   out J[96] (6 x 16, row-major)
- *   operations: 996 (402 add, 579 mul, 1 div, 0 sqrt, 14 trig, 0 other)
+ *   operations: 1516 (574 add, 885 mul, 1 div, 0 sqrt, 56 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 232 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             3
- *     DIMITROV_7DOF_RW_FRAME_LINK2             9
- *     DIMITROV_7DOF_RW_FRAME_LINK3             54
- *     DIMITROV_7DOF_RW_FRAME_LINK4             81
- *     DIMITROV_7DOF_RW_FRAME_LINK5             108
- *     DIMITROV_7DOF_RW_FRAME_LINK6             135
- *     DIMITROV_7DOF_RW_FRAME_LINK7             162
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             15
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             26
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             96
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             140
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             194
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             262
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             345
  *     DIMITROV_7DOF_RW_FRAME_RW_X              0
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              0
- *     DIMITROV_7DOF_RW_FRAME_RW_Z              0
- *     DIMITROV_7DOF_RW_FRAME_EE                212
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              6
+ *     DIMITROV_7DOF_RW_FRAME_EE                395
  */
 int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
 {
@@ -24399,92 +24666,6 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(t0 + t13 - t2);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
-    const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
-    const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
-    const double t16 = 0.275*Rb2_1;
-    const double pb3_0 = 0.65 + t16 + c1*0.4;
-    const double t17 = 0.275*Rb2_4;
-    const double pb3_1 = t17 + s1*0.4;
-    const double t18 = s2*0.275;
-    const double pb3_2 = 1.1 + t18;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
-    const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_6 = c6*Rb5_6 - s6*s2;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
-    const double t19 = 0.75*R0_1;
-    const double t20 = -0.65*R0_2;
-    const double t21 = 0.75*R0_0;
-    const double t22 = 0.65*R0_1;
-    const double t23 = 0.75*R0_4;
-    const double t24 = -0.65*R0_5;
-    const double t25 = 0.75*R0_3;
-    const double t26 = 0.65*R0_4;
-    const double t27 = 0.75*R0_7;
-    const double t28 = -0.65*R0_8;
-    const double t29 = 0.75*R0_6;
-    const double t30 = 0.65*R0_7;
-    const double t31 = c1*R0_0 + s1*R0_1;
-    const double t32 = c1*R0_3 + s1*R0_4;
-    const double t33 = c1*R0_6 + s1*R0_7;
-    const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-    const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-    const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-    const double t41 = c1*R0_1;
-    const double t44 = c1*R0_4;
-    const double t46 = c1*R0_7;
-    const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
-    const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
-    const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
-    const double t116 = R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
-    const double t117 = R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
-    const double t118 = R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
@@ -24585,7 +24766,19 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 3 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 15 operations */
+        const double t19 = 0.75*R0_1;
+        const double t20 = -0.65*R0_2;
+        const double t21 = 0.75*R0_0;
+        const double t22 = 0.65*R0_1;
+        const double t23 = 0.75*R0_4;
+        const double t24 = -0.65*R0_5;
+        const double t25 = 0.75*R0_3;
+        const double t26 = 0.65*R0_4;
+        const double t27 = 0.75*R0_7;
+        const double t28 = -0.65*R0_8;
+        const double t29 = 0.75*R0_6;
+        const double t30 = 0.65*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -24684,7 +24877,19 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 9 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 26 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double t20 = -0.65*R0_2;
+        const double t22 = 0.65*R0_1;
+        const double t24 = -0.65*R0_5;
+        const double t26 = 0.65*R0_4;
+        const double t28 = -0.65*R0_8;
+        const double t30 = 0.65*R0_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -24783,14 +24988,37 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 54 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 96 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_4 = c1*c2;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
         const double t37 = -R0_0*pb3_1;
         const double t38 = -0.65 + pb3_0;
         const double t39 = -1.1 + pb3_2;
         const double t40 = s1*t39;
+        const double t41 = c1*R0_1;
         const double t42 = c1*pb3_1 - s1*t38;
         const double t43 = -R0_3*pb3_1;
+        const double t44 = c1*R0_4;
         const double t45 = -R0_6*pb3_1;
+        const double t46 = c1*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -24889,7 +25117,40 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 81 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 140 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
         const double t47 = -R0_0*pb4_1;
         const double t48 = -0.65 + pb4_0;
         const double t49 = -1.1 + pb4_2;
@@ -25001,7 +25262,51 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 108 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 194 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
         const double t63 = -R0_0*pb5_1;
         const double t64 = -0.65 + pb5_0;
         const double t65 = -1.1 + pb5_2;
@@ -25119,7 +25424,65 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 135 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 262 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
+        const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
         const double t88 = -R0_0*pb6_1;
         const double t89 = -0.65 + pb6_0;
         const double t90 = -1.1 + pb6_2;
@@ -25243,7 +25606,82 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 162 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 345 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
+        const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t116 = R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t117 = R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t118 = R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t119 = -R0_0*pb7_1;
         const double t120 = -0.65 + pb7_0;
         const double t121 = -1.1 + pb7_2;
@@ -25571,7 +26009,13 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 0 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 6 operations */
+        const double t19 = 0.75*R0_1;
+        const double t21 = 0.75*R0_0;
+        const double t23 = 0.75*R0_4;
+        const double t25 = 0.75*R0_3;
+        const double t27 = 0.75*R0_7;
+        const double t29 = 0.75*R0_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -25670,17 +26114,90 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 212 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 395 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
         const double c7 = cos(q_13);
         const double s7 = sin(q_13);
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
+        const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t116 = R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t117 = R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t118 = R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t156 = -R0_0*pf_ee_1;
         const double t157 = -0.65 + pf_ee_0;
         const double t158 = -1.1 + pf_ee_2;
@@ -25836,21 +26353,21 @@ int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, dou
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[17]
  *   out J[60] (6 x 10, row-major)
- *   operations: 4545 (2111 add, 2407 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 5255 (2397 add, 2831 mul, 7 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 2102 + the frame's case:
+ *   operations per call: shared prefix 1780 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             93
- *     DIMITROV_7DOF_RW_FRAME_LINK2             129
- *     DIMITROV_7DOF_RW_FRAME_LINK3             240
- *     DIMITROV_7DOF_RW_FRAME_LINK4             270
- *     DIMITROV_7DOF_RW_FRAME_LINK5             300
- *     DIMITROV_7DOF_RW_FRAME_LINK6             330
- *     DIMITROV_7DOF_RW_FRAME_LINK7             360
- *     DIMITROV_7DOF_RW_FRAME_RW_X              93
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             225
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             237
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             288
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             336
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             394
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             466
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             553
+ *     DIMITROV_7DOF_RW_FRAME_RW_X              123
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              123
- *     DIMITROV_7DOF_RW_FRAME_RW_Z              93
- *     DIMITROV_7DOF_RW_FRAME_EE                412
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              129
+ *     DIMITROV_7DOF_RW_FRAME_EE                601
  */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -25912,53 +26429,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
-    const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
-    const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
-    const double t16 = 0.275*Rb2_1;
-    const double pb3_0 = 0.65 + t16 + c1*0.4;
-    const double t17 = 0.275*Rb2_4;
-    const double pb3_1 = t17 + s1*0.4;
-    const double t18 = s2*0.275;
-    const double pb3_2 = 1.1 + t18;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
-    const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_6 = c6*Rb5_6 - s6*s2;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
     const double t19 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t19;
@@ -26418,133 +26888,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double t239 = R0_6*HbiHbmc7x_2 + R0_7*HbiHbmc7x_1 + R0_8*HbiHbmc7x;
     const double t240 = R0_6*HbiHbmc8x_2 + R0_7*HbiHbmc8x_1 + R0_8*HbiHbmc8x;
     const double t241 = R0_6*HbiHbmc9x_2 + R0_7*HbiHbmc9x_1 + R0_8*HbiHbmc9x;
-    const double t242 = R0_2 + t182;
-    const double t243 = R0_5 + t192;
-    const double t244 = R0_8 + t202;
-    const double t245 = -0.65*R0_2;
-    const double t246 = 0.75*R0_0;
-    const double t248 = 0.75*R0_1;
-    const double t249 = t248*HbiHbmc0x_5;
-    const double t250 = R0_1*HbiHbmc0x_3;
-    const double t251 = t212 + 0.65*t250;
-    const double t252 = t248*HbiHbmc1x_5;
-    const double t253 = R0_1*HbiHbmc1x_3;
-    const double t254 = t213 + 0.65*t253;
-    const double t255 = t248*HbiHbmc2x_5;
-    const double t256 = R0_1*HbiHbmc2x_3;
-    const double t257 = t214 + 0.65*t256;
-    const double t258 = t248*HbiHbmc3x_5;
-    const double t259 = R0_1*HbiHbmc3x_3;
-    const double t260 = t215 + 0.65*t259;
-    const double t261 = t248*HbiHbmc4x_5;
-    const double t262 = R0_1*HbiHbmc4x_3;
-    const double t263 = t216 + 0.65*t262;
-    const double t264 = t248*HbiHbmc5x_5;
-    const double t265 = R0_1*HbiHbmc5x_3;
-    const double t266 = t217 + 0.65*t265;
-    const double t267 = t248*HbiHbmc6x_5;
-    const double t268 = R0_1*HbiHbmc6x_3;
-    const double t269 = t218 + 0.65*t268;
-    const double t270 = t248*HbiHbmc7x_5;
-    const double t271 = R0_1*HbiHbmc7x_3;
-    const double t272 = t219 + 0.65*t271;
-    const double t273 = t248*HbiHbmc8x_5;
-    const double t274 = R0_1*HbiHbmc8x_3;
-    const double t275 = t220 + 0.65*t274;
-    const double t276 = t248*HbiHbmc9x_5;
-    const double t277 = R0_1*HbiHbmc9x_3;
-    const double t278 = t221 + 0.65*t277;
-    const double t279 = -0.65*R0_5;
-    const double t280 = 0.75*R0_3;
-    const double t282 = 0.75*R0_4;
-    const double t283 = t282*HbiHbmc0x_5;
-    const double t284 = R0_4*HbiHbmc0x_3;
-    const double t285 = t222 + 0.65*t284;
-    const double t286 = t282*HbiHbmc1x_5;
-    const double t287 = R0_4*HbiHbmc1x_3;
-    const double t288 = t223 + 0.65*t287;
-    const double t289 = t282*HbiHbmc2x_5;
-    const double t290 = R0_4*HbiHbmc2x_3;
-    const double t291 = t224 + 0.65*t290;
-    const double t292 = t282*HbiHbmc3x_5;
-    const double t293 = R0_4*HbiHbmc3x_3;
-    const double t294 = t225 + 0.65*t293;
-    const double t295 = t282*HbiHbmc4x_5;
-    const double t296 = R0_4*HbiHbmc4x_3;
-    const double t297 = t226 + 0.65*t296;
-    const double t298 = t282*HbiHbmc5x_5;
-    const double t299 = R0_4*HbiHbmc5x_3;
-    const double t300 = t227 + 0.65*t299;
-    const double t301 = t282*HbiHbmc6x_5;
-    const double t302 = R0_4*HbiHbmc6x_3;
-    const double t303 = t228 + 0.65*t302;
-    const double t304 = t282*HbiHbmc7x_5;
-    const double t305 = R0_4*HbiHbmc7x_3;
-    const double t306 = t229 + 0.65*t305;
-    const double t307 = t282*HbiHbmc8x_5;
-    const double t308 = R0_4*HbiHbmc8x_3;
-    const double t309 = t230 + 0.65*t308;
-    const double t310 = t282*HbiHbmc9x_5;
-    const double t311 = R0_4*HbiHbmc9x_3;
-    const double t312 = t231 + 0.65*t311;
-    const double t313 = -0.65*R0_8;
-    const double t314 = 0.75*R0_6;
-    const double t316 = 0.75*R0_7;
-    const double t317 = t316*HbiHbmc0x_5;
-    const double t318 = R0_7*HbiHbmc0x_3;
-    const double t319 = t232 + 0.65*t318;
-    const double t320 = t316*HbiHbmc1x_5;
-    const double t321 = R0_7*HbiHbmc1x_3;
-    const double t322 = t233 + 0.65*t321;
-    const double t323 = t316*HbiHbmc2x_5;
-    const double t324 = R0_7*HbiHbmc2x_3;
-    const double t325 = t234 + 0.65*t324;
-    const double t326 = t316*HbiHbmc3x_5;
-    const double t327 = R0_7*HbiHbmc3x_3;
-    const double t328 = t235 + 0.65*t327;
-    const double t329 = t316*HbiHbmc4x_5;
-    const double t330 = R0_7*HbiHbmc4x_3;
-    const double t331 = t236 + 0.65*t330;
-    const double t332 = t316*HbiHbmc5x_5;
-    const double t333 = R0_7*HbiHbmc5x_3;
-    const double t334 = t237 + 0.65*t333;
-    const double t335 = t316*HbiHbmc6x_5;
-    const double t336 = R0_7*HbiHbmc6x_3;
-    const double t337 = t238 + 0.65*t336;
-    const double t338 = t316*HbiHbmc7x_5;
-    const double t339 = R0_7*HbiHbmc7x_3;
-    const double t340 = t239 + 0.65*t339;
-    const double t341 = t316*HbiHbmc8x_5;
-    const double t342 = R0_7*HbiHbmc8x_3;
-    const double t343 = t240 + 0.65*t342;
-    const double t344 = t316*HbiHbmc9x_5;
-    const double t345 = R0_7*HbiHbmc9x_3;
-    const double t346 = t241 + 0.65*t345;
-    const double t347 = t183 + c1*R0_0 + s1*R0_1;
-    const double t348 = t193 + c1*R0_3 + s1*R0_4;
-    const double t349 = t203 + c1*R0_6 + s1*R0_7;
-    const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-    const double t357 = t184 + t356;
-    const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-    const double t359 = t194 + t358;
-    const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-    const double t361 = t204 + t360;
-    const double t369 = c1*R0_1;
-    const double t375 = c1*R0_4;
-    const double t380 = s1*R0_6;
-    const double t381 = c1*R0_7;
-    const double t382 = t185 + t356;
-    const double t383 = t195 + t358;
-    const double t384 = t205 + t360;
-    const double t410 = t186 + t356;
-    const double t411 = t196 + t358;
-    const double t412 = t206 + t360;
-    const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
-    const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
-    const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
-    const double t484 = t188 + R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
-    const double t485 = t198 + R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
-    const double t486 = t208 + R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t182;
@@ -26609,10 +26952,112 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -t241;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 93 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 225 operations */
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t245 = -0.65*R0_2;
+        const double t246 = 0.75*R0_0;
         const double t247 = t245 + t246;
+        const double t248 = 0.75*R0_1;
+        const double t249 = t248*HbiHbmc0x_5;
+        const double t250 = R0_1*HbiHbmc0x_3;
+        const double t251 = t212 + 0.65*t250;
+        const double t252 = t248*HbiHbmc1x_5;
+        const double t253 = R0_1*HbiHbmc1x_3;
+        const double t254 = t213 + 0.65*t253;
+        const double t255 = t248*HbiHbmc2x_5;
+        const double t256 = R0_1*HbiHbmc2x_3;
+        const double t257 = t214 + 0.65*t256;
+        const double t258 = t248*HbiHbmc3x_5;
+        const double t259 = R0_1*HbiHbmc3x_3;
+        const double t260 = t215 + 0.65*t259;
+        const double t261 = t248*HbiHbmc4x_5;
+        const double t262 = R0_1*HbiHbmc4x_3;
+        const double t263 = t216 + 0.65*t262;
+        const double t264 = t248*HbiHbmc5x_5;
+        const double t265 = R0_1*HbiHbmc5x_3;
+        const double t266 = t217 + 0.65*t265;
+        const double t267 = t248*HbiHbmc6x_5;
+        const double t268 = R0_1*HbiHbmc6x_3;
+        const double t269 = t218 + 0.65*t268;
+        const double t270 = t248*HbiHbmc7x_5;
+        const double t271 = R0_1*HbiHbmc7x_3;
+        const double t272 = t219 + 0.65*t271;
+        const double t273 = t248*HbiHbmc8x_5;
+        const double t274 = R0_1*HbiHbmc8x_3;
+        const double t275 = t220 + 0.65*t274;
+        const double t276 = t248*HbiHbmc9x_5;
+        const double t277 = R0_1*HbiHbmc9x_3;
+        const double t278 = t221 + 0.65*t277;
+        const double t279 = -0.65*R0_5;
+        const double t280 = 0.75*R0_3;
         const double t281 = t279 + t280;
+        const double t282 = 0.75*R0_4;
+        const double t283 = t282*HbiHbmc0x_5;
+        const double t284 = R0_4*HbiHbmc0x_3;
+        const double t285 = t222 + 0.65*t284;
+        const double t286 = t282*HbiHbmc1x_5;
+        const double t287 = R0_4*HbiHbmc1x_3;
+        const double t288 = t223 + 0.65*t287;
+        const double t289 = t282*HbiHbmc2x_5;
+        const double t290 = R0_4*HbiHbmc2x_3;
+        const double t291 = t224 + 0.65*t290;
+        const double t292 = t282*HbiHbmc3x_5;
+        const double t293 = R0_4*HbiHbmc3x_3;
+        const double t294 = t225 + 0.65*t293;
+        const double t295 = t282*HbiHbmc4x_5;
+        const double t296 = R0_4*HbiHbmc4x_3;
+        const double t297 = t226 + 0.65*t296;
+        const double t298 = t282*HbiHbmc5x_5;
+        const double t299 = R0_4*HbiHbmc5x_3;
+        const double t300 = t227 + 0.65*t299;
+        const double t301 = t282*HbiHbmc6x_5;
+        const double t302 = R0_4*HbiHbmc6x_3;
+        const double t303 = t228 + 0.65*t302;
+        const double t304 = t282*HbiHbmc7x_5;
+        const double t305 = R0_4*HbiHbmc7x_3;
+        const double t306 = t229 + 0.65*t305;
+        const double t307 = t282*HbiHbmc8x_5;
+        const double t308 = R0_4*HbiHbmc8x_3;
+        const double t309 = t230 + 0.65*t308;
+        const double t310 = t282*HbiHbmc9x_5;
+        const double t311 = R0_4*HbiHbmc9x_3;
+        const double t312 = t231 + 0.65*t311;
+        const double t313 = -0.65*R0_8;
+        const double t314 = 0.75*R0_6;
         const double t315 = t313 + t314;
+        const double t316 = 0.75*R0_7;
+        const double t317 = t316*HbiHbmc0x_5;
+        const double t318 = R0_7*HbiHbmc0x_3;
+        const double t319 = t232 + 0.65*t318;
+        const double t320 = t316*HbiHbmc1x_5;
+        const double t321 = R0_7*HbiHbmc1x_3;
+        const double t322 = t233 + 0.65*t321;
+        const double t323 = t316*HbiHbmc2x_5;
+        const double t324 = R0_7*HbiHbmc2x_3;
+        const double t325 = t234 + 0.65*t324;
+        const double t326 = t316*HbiHbmc3x_5;
+        const double t327 = R0_7*HbiHbmc3x_3;
+        const double t328 = t235 + 0.65*t327;
+        const double t329 = t316*HbiHbmc4x_5;
+        const double t330 = R0_7*HbiHbmc4x_3;
+        const double t331 = t236 + 0.65*t330;
+        const double t332 = t316*HbiHbmc5x_5;
+        const double t333 = R0_7*HbiHbmc5x_3;
+        const double t334 = t237 + 0.65*t333;
+        const double t335 = t316*HbiHbmc6x_5;
+        const double t336 = R0_7*HbiHbmc6x_3;
+        const double t337 = t238 + 0.65*t336;
+        const double t338 = t316*HbiHbmc7x_5;
+        const double t339 = R0_7*HbiHbmc7x_3;
+        const double t340 = t239 + 0.65*t339;
+        const double t341 = t316*HbiHbmc8x_5;
+        const double t342 = R0_7*HbiHbmc8x_3;
+        const double t343 = t240 + 0.65*t342;
+        const double t344 = t316*HbiHbmc9x_5;
+        const double t345 = R0_7*HbiHbmc9x_3;
+        const double t346 = t241 + 0.65*t345;
         J[0] = t242;
         J[1] = t183;
         J[2] = t184;
@@ -26675,7 +27120,76 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(-t344 + t346 + t315*HbiHbmc9x_4);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 129 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 237 operations */
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t245 = -0.65*R0_2;
+        const double t250 = R0_1*HbiHbmc0x_3;
+        const double t251 = t212 + 0.65*t250;
+        const double t253 = R0_1*HbiHbmc1x_3;
+        const double t254 = t213 + 0.65*t253;
+        const double t256 = R0_1*HbiHbmc2x_3;
+        const double t257 = t214 + 0.65*t256;
+        const double t259 = R0_1*HbiHbmc3x_3;
+        const double t260 = t215 + 0.65*t259;
+        const double t262 = R0_1*HbiHbmc4x_3;
+        const double t263 = t216 + 0.65*t262;
+        const double t265 = R0_1*HbiHbmc5x_3;
+        const double t266 = t217 + 0.65*t265;
+        const double t268 = R0_1*HbiHbmc6x_3;
+        const double t269 = t218 + 0.65*t268;
+        const double t271 = R0_1*HbiHbmc7x_3;
+        const double t272 = t219 + 0.65*t271;
+        const double t274 = R0_1*HbiHbmc8x_3;
+        const double t275 = t220 + 0.65*t274;
+        const double t277 = R0_1*HbiHbmc9x_3;
+        const double t278 = t221 + 0.65*t277;
+        const double t279 = -0.65*R0_5;
+        const double t284 = R0_4*HbiHbmc0x_3;
+        const double t285 = t222 + 0.65*t284;
+        const double t287 = R0_4*HbiHbmc1x_3;
+        const double t288 = t223 + 0.65*t287;
+        const double t290 = R0_4*HbiHbmc2x_3;
+        const double t291 = t224 + 0.65*t290;
+        const double t293 = R0_4*HbiHbmc3x_3;
+        const double t294 = t225 + 0.65*t293;
+        const double t296 = R0_4*HbiHbmc4x_3;
+        const double t297 = t226 + 0.65*t296;
+        const double t299 = R0_4*HbiHbmc5x_3;
+        const double t300 = t227 + 0.65*t299;
+        const double t302 = R0_4*HbiHbmc6x_3;
+        const double t303 = t228 + 0.65*t302;
+        const double t305 = R0_4*HbiHbmc7x_3;
+        const double t306 = t229 + 0.65*t305;
+        const double t308 = R0_4*HbiHbmc8x_3;
+        const double t309 = t230 + 0.65*t308;
+        const double t311 = R0_4*HbiHbmc9x_3;
+        const double t312 = t231 + 0.65*t311;
+        const double t313 = -0.65*R0_8;
+        const double t318 = R0_7*HbiHbmc0x_3;
+        const double t319 = t232 + 0.65*t318;
+        const double t321 = R0_7*HbiHbmc1x_3;
+        const double t322 = t233 + 0.65*t321;
+        const double t324 = R0_7*HbiHbmc2x_3;
+        const double t325 = t234 + 0.65*t324;
+        const double t327 = R0_7*HbiHbmc3x_3;
+        const double t328 = t235 + 0.65*t327;
+        const double t330 = R0_7*HbiHbmc4x_3;
+        const double t331 = t236 + 0.65*t330;
+        const double t333 = R0_7*HbiHbmc5x_3;
+        const double t334 = t237 + 0.65*t333;
+        const double t336 = R0_7*HbiHbmc6x_3;
+        const double t337 = t238 + 0.65*t336;
+        const double t339 = R0_7*HbiHbmc7x_3;
+        const double t340 = t239 + 0.65*t339;
+        const double t342 = R0_7*HbiHbmc8x_3;
+        const double t343 = t240 + 0.65*t342;
+        const double t345 = R0_7*HbiHbmc9x_3;
+        const double t346 = t241 + 0.65*t345;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
         const double t350 = t245 + 1.1*R0_0;
         const double t351 = 1.1*R0_1;
         const double t352 = t279 + 1.1*R0_3;
@@ -26744,7 +27258,28 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t346 + t354*HbiHbmc9x_4 - t355*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 240 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 288 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_4 = c1*c2;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
+        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t357 = t184 + t356;
+        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t359 = t194 + t358;
+        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t361 = t204 + t360;
         const double t362 = -R0_0*pb3_1;
         const double t363 = t362 + R0_1*pb3_0;
         const double t364 = R0_0*pb3_2 - R0_2*pb3_0;
@@ -26752,15 +27287,19 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double t366 = -0.65 + pb3_0;
         const double t367 = -1.1 + pb3_2;
         const double t368 = s1*t367;
+        const double t369 = c1*R0_1;
         const double t370 = c1*pb3_1 - s1*t366;
         const double t371 = -R0_3*pb3_1;
         const double t372 = t371 + R0_4*pb3_0;
         const double t373 = R0_3*pb3_2 - R0_5*pb3_0;
         const double t374 = -R0_4*pb3_2 + R0_5*pb3_1;
+        const double t375 = c1*R0_4;
         const double t376 = -R0_6*pb3_1;
         const double t377 = t376 + R0_7*pb3_0;
         const double t378 = R0_6*pb3_2 - R0_8*pb3_0;
         const double t379 = -R0_7*pb3_2 + R0_8*pb3_1;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
         J[0] = t242;
         J[1] = t347;
         J[2] = t357;
@@ -26823,7 +27362,43 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t377*HbiHbmc9x_3 + t378*HbiHbmc9x_4 + t379*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 270 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 336 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
+        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t357 = t184 + t356;
+        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t359 = t194 + t358;
+        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t361 = t204 + t360;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
         const double t385 = -R0_0*pb4_1;
         const double t386 = t385 + R0_1*pb4_0;
         const double t387 = R0_0*pb4_2 - R0_2*pb4_0;
@@ -26908,7 +27483,55 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t407*HbiHbmc9x_3 + t408*HbiHbmc9x_4 + t409*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 300 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 394 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
+        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t357 = t184 + t356;
+        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t359 = t194 + t358;
+        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t361 = t204 + t360;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
         const double t413 = -R0_0*pb5_1;
         const double t414 = t413 + R0_1*pb5_0;
         const double t415 = R0_0*pb5_2 - R0_2*pb5_0;
@@ -26999,7 +27622,67 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t441*HbiHbmc9x_3 + t442*HbiHbmc9x_4 + t443*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 330 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 466 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
+        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t357 = t184 + t356;
+        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t359 = t194 + t358;
+        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t361 = t204 + t360;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
+        const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
         const double t447 = -R0_0*pb6_1;
         const double t448 = t447 + R0_1*pb6_0;
         const double t449 = R0_0*pb6_2 - R0_2*pb6_0;
@@ -27096,7 +27779,82 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t481*HbiHbmc9x_3 + t482*HbiHbmc9x_4 + t483*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 360 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 553 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
+        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t357 = t184 + t356;
+        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t359 = t194 + t358;
+        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t361 = t204 + t360;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
+        const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t484 = t188 + R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t485 = t198 + R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t486 = t208 + R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t487 = -R0_0*pb7_1;
         const double t488 = t487 + R0_1*pb7_0;
         const double t489 = R0_0*pb7_2 - R0_2*pb7_0;
@@ -27199,7 +27957,37 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t527*HbiHbmc9x_3 + t528*HbiHbmc9x_4 + t529*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 93 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 123 operations */
+        const double t250 = R0_1*HbiHbmc0x_3;
+        const double t253 = R0_1*HbiHbmc1x_3;
+        const double t256 = R0_1*HbiHbmc2x_3;
+        const double t259 = R0_1*HbiHbmc3x_3;
+        const double t262 = R0_1*HbiHbmc4x_3;
+        const double t265 = R0_1*HbiHbmc5x_3;
+        const double t268 = R0_1*HbiHbmc6x_3;
+        const double t271 = R0_1*HbiHbmc7x_3;
+        const double t274 = R0_1*HbiHbmc8x_3;
+        const double t277 = R0_1*HbiHbmc9x_3;
+        const double t284 = R0_4*HbiHbmc0x_3;
+        const double t287 = R0_4*HbiHbmc1x_3;
+        const double t290 = R0_4*HbiHbmc2x_3;
+        const double t293 = R0_4*HbiHbmc3x_3;
+        const double t296 = R0_4*HbiHbmc4x_3;
+        const double t299 = R0_4*HbiHbmc5x_3;
+        const double t302 = R0_4*HbiHbmc6x_3;
+        const double t305 = R0_4*HbiHbmc7x_3;
+        const double t308 = R0_4*HbiHbmc8x_3;
+        const double t311 = R0_4*HbiHbmc9x_3;
+        const double t318 = R0_7*HbiHbmc0x_3;
+        const double t321 = R0_7*HbiHbmc1x_3;
+        const double t324 = R0_7*HbiHbmc2x_3;
+        const double t327 = R0_7*HbiHbmc3x_3;
+        const double t330 = R0_7*HbiHbmc4x_3;
+        const double t333 = R0_7*HbiHbmc5x_3;
+        const double t336 = R0_7*HbiHbmc6x_3;
+        const double t339 = R0_7*HbiHbmc7x_3;
+        const double t342 = R0_7*HbiHbmc8x_3;
+        const double t345 = R0_7*HbiHbmc9x_3;
         J[0] = t182;
         J[1] = t183;
         J[2] = t184;
@@ -27325,7 +28113,43 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + R0_6*HbiHbmc9x_3 - R0_8*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 93 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 129 operations */
+        const double t246 = 0.75*R0_0;
+        const double t248 = 0.75*R0_1;
+        const double t249 = t248*HbiHbmc0x_5;
+        const double t252 = t248*HbiHbmc1x_5;
+        const double t255 = t248*HbiHbmc2x_5;
+        const double t258 = t248*HbiHbmc3x_5;
+        const double t261 = t248*HbiHbmc4x_5;
+        const double t264 = t248*HbiHbmc5x_5;
+        const double t267 = t248*HbiHbmc6x_5;
+        const double t270 = t248*HbiHbmc7x_5;
+        const double t273 = t248*HbiHbmc8x_5;
+        const double t276 = t248*HbiHbmc9x_5;
+        const double t280 = 0.75*R0_3;
+        const double t282 = 0.75*R0_4;
+        const double t283 = t282*HbiHbmc0x_5;
+        const double t286 = t282*HbiHbmc1x_5;
+        const double t289 = t282*HbiHbmc2x_5;
+        const double t292 = t282*HbiHbmc3x_5;
+        const double t295 = t282*HbiHbmc4x_5;
+        const double t298 = t282*HbiHbmc5x_5;
+        const double t301 = t282*HbiHbmc6x_5;
+        const double t304 = t282*HbiHbmc7x_5;
+        const double t307 = t282*HbiHbmc8x_5;
+        const double t310 = t282*HbiHbmc9x_5;
+        const double t314 = 0.75*R0_6;
+        const double t316 = 0.75*R0_7;
+        const double t317 = t316*HbiHbmc0x_5;
+        const double t320 = t316*HbiHbmc1x_5;
+        const double t323 = t316*HbiHbmc2x_5;
+        const double t326 = t316*HbiHbmc3x_5;
+        const double t329 = t316*HbiHbmc4x_5;
+        const double t332 = t316*HbiHbmc5x_5;
+        const double t335 = t316*HbiHbmc6x_5;
+        const double t338 = t316*HbiHbmc7x_5;
+        const double t341 = t316*HbiHbmc8x_5;
+        const double t344 = t316*HbiHbmc9x_5;
         J[0] = t182;
         J[1] = t183;
         J[2] = t184;
@@ -27388,14 +28212,84 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t344 - t314*HbiHbmc9x_4);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 412 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 601 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        const double t242 = R0_2 + t182;
+        const double t243 = R0_5 + t192;
+        const double t244 = R0_8 + t202;
+        const double t347 = t183 + c1*R0_0 + s1*R0_1;
+        const double t348 = t193 + c1*R0_3 + s1*R0_4;
+        const double t349 = t203 + c1*R0_6 + s1*R0_7;
+        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t357 = t184 + t356;
+        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t359 = t194 + t358;
+        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t361 = t204 + t360;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
+        const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t484 = t188 + R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t485 = t198 + R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t486 = t208 + R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t530 = -R0_0*pf_ee_1;
         const double t531 = t530 + R0_1*pf_ee_0;
         const double t532 = R0_0*pf_ee_2 - R0_2*pf_ee_0;
@@ -27526,21 +28420,21 @@ int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[17]
  *   in  h[6]
  *   out tw[6]
- *   operations: 1148 (477 add, 644 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 1420 (577 add, 816 mul, 7 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 787 + the frame's case:
+ *   operations per call: shared prefix 663 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             12
- *     DIMITROV_7DOF_RW_FRAME_LINK2             19
- *     DIMITROV_7DOF_RW_FRAME_LINK3             45
- *     DIMITROV_7DOF_RW_FRAME_LINK4             45
- *     DIMITROV_7DOF_RW_FRAME_LINK5             45
- *     DIMITROV_7DOF_RW_FRAME_LINK6             45
- *     DIMITROV_7DOF_RW_FRAME_LINK7             45
- *     DIMITROV_7DOF_RW_FRAME_RW_X              9
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             31
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             31
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             56
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             71
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             96
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             102
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             150
+ *     DIMITROV_7DOF_RW_FRAME_RW_X              12
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              12
- *     DIMITROV_7DOF_RW_FRAME_RW_Z              9
- *     DIMITROV_7DOF_RW_FRAME_EE                75
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              16
+ *     DIMITROV_7DOF_RW_FRAME_EE                180
  */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -27764,72 +28658,12 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t78*Hbdi2 - vb0x*HbL52;
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t77*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
-    const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
-    const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
-    const double t81 = 0.275*Rb2_1;
-    const double pb3_0 = 0.65 + t81 + c1*0.4;
-    const double t82 = 0.275*Rb2_4;
-    const double pb3_1 = t82 + s1*0.4;
-    const double t83 = s2*0.275;
-    const double pb3_2 = 1.1 + t83;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
     const double t84 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t85 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t86 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
     const double t87 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t88 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t89 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
-    const double t90 = -0.65*R0_2;
-    const double t91 = 0.75*R0_0;
-    const double t92 = 0.75*vb0x_5;
-    const double t93 = t92*R0_1;
-    const double t94 = R0_1*vb0x_3;
-    const double t95 = t87 + t94*0.65;
-    const double t96 = -0.65*R0_5;
-    const double t97 = 0.75*R0_3;
-    const double t98 = t92*R0_4;
-    const double t99 = R0_4*vb0x_3;
-    const double t100 = t88 + t99*0.65;
-    const double t101 = -0.65*R0_8;
-    const double t102 = 0.75*R0_6;
-    const double t103 = t92*R0_7;
-    const double t104 = R0_7*vb0x_3;
-    const double t105 = t89 + 0.65*t104;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t84;
@@ -27840,7 +28674,23 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 12 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 31 operations */
+        const double t90 = -0.65*R0_2;
+        const double t91 = 0.75*R0_0;
+        const double t92 = 0.75*vb0x_5;
+        const double t93 = t92*R0_1;
+        const double t94 = R0_1*vb0x_3;
+        const double t95 = t87 + t94*0.65;
+        const double t96 = -0.65*R0_5;
+        const double t97 = 0.75*R0_3;
+        const double t98 = t92*R0_4;
+        const double t99 = R0_4*vb0x_3;
+        const double t100 = t88 + t99*0.65;
+        const double t101 = -0.65*R0_8;
+        const double t102 = 0.75*R0_6;
+        const double t103 = t92*R0_7;
+        const double t104 = R0_7*vb0x_3;
+        const double t105 = t89 + 0.65*t104;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27849,7 +28699,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = -t103 + t105 + (t101 + t102)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 19 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 31 operations */
+        const double t90 = -0.65*R0_2;
+        const double t94 = R0_1*vb0x_3;
+        const double t95 = t87 + t94*0.65;
+        const double t96 = -0.65*R0_5;
+        const double t99 = R0_4*vb0x_3;
+        const double t100 = t88 + t99*0.65;
+        const double t101 = -0.65*R0_8;
+        const double t104 = R0_7*vb0x_3;
+        const double t105 = t89 + 0.65*t104;
         const double t106 = 1.1*vb0x_5;
         tw[0] = t84;
         tw[1] = t85;
@@ -27859,7 +28718,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t105 - t106*R0_7 + vb0x_4*(t101 + 1.1*R0_6);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 56 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_4 = c1*c2;
+        const double t81 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t81 + c1*0.4;
+        const double t82 = 0.275*Rb2_4;
+        const double pb3_1 = t82 + s1*0.4;
+        const double t83 = s2*0.275;
+        const double pb3_2 = 1.1 + t83;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27868,7 +28736,24 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 71 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_7 = -c2*c3;
+        const double t81 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t81 + c1*0.4;
+        const double t82 = 0.275*Rb2_4;
+        const double pb3_1 = t82 + s1*0.4;
+        const double t83 = s2*0.275;
+        const double pb3_2 = 1.1 + t83;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27877,7 +28762,33 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb4_1 + R0_7*pb4_0)*vb0x_3 + (R0_6*pb4_2 - R0_8*pb4_0)*vb0x_4 + (-R0_7*pb4_2 + R0_8*pb4_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 96 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t81 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t81 + c1*0.4;
+        const double t82 = 0.275*Rb2_4;
+        const double pb3_1 = t82 + s1*0.4;
+        const double t83 = s2*0.275;
+        const double pb3_2 = 1.1 + t83;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27886,7 +28797,36 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb5_1 + R0_7*pb5_0)*vb0x_3 + (R0_6*pb5_2 - R0_8*pb5_0)*vb0x_4 + (-R0_7*pb5_2 + R0_8*pb5_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 102 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t81 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t81 + c1*0.4;
+        const double t82 = 0.275*Rb2_4;
+        const double pb3_1 = t82 + s1*0.4;
+        const double t83 = s2*0.275;
+        const double pb3_2 = 1.1 + t83;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27895,7 +28835,51 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3 + (-R0_7*pb6_2 + R0_8*pb6_1)*vb0x_5 + (R0_6*pb6_2 - R0_8*pb6_0)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 150 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t81 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t81 + c1*0.4;
+        const double t82 = 0.275*Rb2_4;
+        const double pb3_1 = t82 + s1*0.4;
+        const double t83 = s2*0.275;
+        const double pb3_2 = 1.1 + t83;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27904,7 +28888,10 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb7_1 + R0_7*pb7_0)*vb0x_3 + (-R0_7*pb7_2 + R0_8*pb7_1)*vb0x_5 + (R0_6*pb7_2 - R0_8*pb7_0)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 9 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 12 operations */
+        const double t94 = R0_1*vb0x_3;
+        const double t99 = R0_4*vb0x_3;
+        const double t104 = R0_7*vb0x_3;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27922,7 +28909,14 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + R0_6*vb0x_3 - R0_8*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 9 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 16 operations */
+        const double t91 = 0.75*R0_0;
+        const double t92 = 0.75*vb0x_5;
+        const double t93 = t92*R0_1;
+        const double t97 = 0.75*R0_3;
+        const double t98 = t92*R0_4;
+        const double t102 = 0.75*R0_6;
+        const double t103 = t92*R0_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27931,14 +28925,57 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t103 + t89 - t102*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 75 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 180 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t81 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t81 + c1*0.4;
+        const double t82 = 0.275*Rb2_4;
+        const double pb3_1 = t82 + s1*0.4;
+        const double t83 = s2*0.275;
+        const double pb3_2 = 1.1 + t83;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
         const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
         const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
         const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;

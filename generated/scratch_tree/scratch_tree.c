@@ -31,10 +31,10 @@
  *   scratch_tree_angular_reduced_dynamics_fext 563 / 710 / 0 / 0 / 6 / 0 = 1279
  *   scratch_tree_coupling_inertia_rate       137 / 191 / 0 / 0 / 6 / 0 = 334
  *   scratch_tree_base_velocity               309 / 421 / 7 / 0 / 6 / 0 = 743
- *   scratch_tree_jacobian_local              224 / 328 / 0 / 0 / 6 / 0 = 558
- *   scratch_tree_jacobian_world              222 / 317 / 1 / 0 / 4 / 0 = 544
- *   scratch_tree_generalized_jacobian        839 / 1034 / 7 / 0 / 6 / 0 = 1886
- *   scratch_tree_momentum_frame_twist        362 / 502 / 7 / 0 / 6 / 0 = 877
+ *   scratch_tree_jacobian_local              409 / 592 / 0 / 0 / 20 / 0 = 1021
+ *   scratch_tree_jacobian_world              413 / 593 / 1 / 0 / 16 / 0 = 1023
+ *   scratch_tree_generalized_jacobian        1001 / 1247 / 7 / 0 / 6 / 0 = 2261
+ *   scratch_tree_momentum_frame_twist        389 / 544 / 7 / 0 / 6 / 0 = 946
  */
 #include <math.h>
 #include "scratch_tree.h"
@@ -10825,16 +10825,16 @@ void scratch_tree_base_velocity_batch(int n, const double *q, const double *qd, 
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[11]
  *   out J[60] (6 x 10, row-major)
- *   operations: 558 (224 add, 328 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 1021 (409 add, 592 mul, 0 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 197 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    28
- *     SCRATCH_TREE_FRAME_L2                    54
- *     SCRATCH_TREE_FRAME_L3                    91
+ *     SCRATCH_TREE_FRAME_L1                    48
+ *     SCRATCH_TREE_FRAME_L2                    191
+ *     SCRATCH_TREE_FRAME_L3                    240
  *     SCRATCH_TREE_FRAME_L4                    8
- *     SCRATCH_TREE_FRAME_TOOL                  87
- *     SCRATCH_TREE_FRAME_TCP                   93
+ *     SCRATCH_TREE_FRAME_TOOL                  264
+ *     SCRATCH_TREE_FRAME_TCP                   270
  */
 int scratch_tree_jacobian_local(const double *q, int frame, double *J)
 {
@@ -10842,72 +10842,6 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
-    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
-    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
-    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
-    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
-    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double t0 = 1 - c2;
-    const double t1 = t0*0.24489795918367346;
-    const double t2 = s2*0.5050762722761053;
-    const double R2_0 = t1 - t2;
-    const double t3 = t0*0.4081632653061224;
-    const double t4 = s2*0.3030457633656632;
-    const double R2_1 = t3 + t4;
-    const double R2_2 = c2 + t0*0.653061224489796;
-    const double t5 = t0*0.15306122448979587;
-    const double t6 = s2*0.8081220356417687;
-    const double R2_3 = t5 + t6;
-    const double R2_4 = c2 + t0*0.2551020408163265;
-    const double R2_5 = t3 - t4;
-    const double R2_6 = -(c2 + t0*0.09183673469387753);
-    const double R2_7 = -(t5 - t6);
-    const double R2_8 = -(t1 + t2);
-    const double l3_0 = 0.3 + q_9;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-    const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-    const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-    const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-    const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-    const double pb2_0 = 0.5 + 0.4*R1_0;
-    const double pb2_1 = 0.1 + 0.4*R1_3;
-    const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-    const double t7 = Rb2_0*0.21835066314633444 - Rb2_3*0.036957013524625076 + Rb2_6*0.975170327201816;
-    const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-    const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-    const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-    const double t11 = t10*Rb2_0 + t8*Rb2_6 + t9*Rb2_3;
-    const double t12 = Rb2_1*0.21835066314633444 - Rb2_4*0.036957013524625076 + Rb2_7*0.975170327201816;
-    const double t13 = t10*Rb2_1 + t8*Rb2_7 + t9*Rb2_4;
-    const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
-    const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
-    const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
-    const double t39 = Rb2_0*0.9210609940028851 + Rb2_1*0.3894183423086505;
-    const double t40 = Rb2_3*0.9210609940028851 + Rb2_4*0.3894183423086505;
-    const double t41 = Rb2_6*0.9210609940028851 + Rb2_7*0.3894183423086505;
-    const double t42 = t39*0.21835066314633444 - t40*0.036957013524625076 + t41*0.975170327201816;
-    const double t43 = t39*t10 + t8*t41 + t9*t40;
-    const double t44 = -Rb2_0*0.3894183423086505 + Rb2_1*0.9210609940028851;
-    const double t45 = -Rb2_3*0.3894183423086505 + Rb2_4*0.9210609940028851;
-    const double t46 = -Rb2_6*0.3894183423086505 + Rb2_7*0.9210609940028851;
-    const double t47 = t44*0.21835066314633444 - t45*0.036957013524625076 + t46*0.975170327201816;
-    const double t48 = t44*t10 + t8*t46 + t9*t45;
-    const double t61 = t39*Rb2_0 + t40*Rb2_3 + t41*Rb2_6;
-    const double t62 = t44*Rb2_0 + t45*Rb2_3 + t46*Rb2_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
@@ -10972,7 +10906,16 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 28 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 48 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
         J[0] = R1_0;
         J[1] = R1_3;
         J[2] = R1_6;
@@ -11035,7 +10978,56 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 54 operations */
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double t7 = Rb2_0*0.21835066314633444 - Rb2_3*0.036957013524625076 + Rb2_6*0.975170327201816;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t11 = t10*Rb2_0 + t8*Rb2_6 + t9*Rb2_3;
+        const double t12 = Rb2_1*0.21835066314633444 - Rb2_4*0.036957013524625076 + Rb2_7*0.975170327201816;
+        const double t13 = t10*Rb2_1 + t8*Rb2_7 + t9*Rb2_4;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
         const double t16 = -0.5 + pb2_0;
         const double t17 = -0.1 + pb2_1;
         const double t18 = t16*0.036957013524625076 + t17*0.21835066314633444;
@@ -11104,7 +11096,60 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 91 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        const double l3_0 = 0.3 + q_9;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+        const double t7 = Rb2_0*0.21835066314633444 - Rb2_3*0.036957013524625076 + Rb2_6*0.975170327201816;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t11 = t10*Rb2_0 + t8*Rb2_6 + t9*Rb2_3;
+        const double t12 = Rb2_1*0.21835066314633444 - Rb2_4*0.036957013524625076 + Rb2_7*0.975170327201816;
+        const double t13 = t10*Rb2_1 + t8*Rb2_7 + t9*Rb2_4;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
         const double t22 = -0.5 + pb3_0;
         const double t23 = -0.1 + pb3_1;
         const double t24 = t22*0.036957013524625076 + t23*0.21835066314633444;
@@ -11117,6 +11162,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         const double t34 = -pb2_2 + pb3_2;
         const double t35 = -t34*t10 + t8*t29;
         const double t36 = -t8*t31 + t9*t34;
+        const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
         J[0] = Rb2_0;
         J[1] = Rb2_3;
         J[2] = Rb2_6;
@@ -11245,11 +11291,70 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 87 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 264 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
+        const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
+        const double t39 = Rb2_0*0.9210609940028851 + Rb2_1*0.3894183423086505;
+        const double t40 = Rb2_3*0.9210609940028851 + Rb2_4*0.3894183423086505;
+        const double t41 = Rb2_6*0.9210609940028851 + Rb2_7*0.3894183423086505;
+        const double t42 = t39*0.21835066314633444 - t40*0.036957013524625076 + t41*0.975170327201816;
+        const double t43 = t39*t10 + t8*t41 + t9*t40;
+        const double t44 = -Rb2_0*0.3894183423086505 + Rb2_1*0.9210609940028851;
+        const double t45 = -Rb2_3*0.3894183423086505 + Rb2_4*0.9210609940028851;
+        const double t46 = -Rb2_6*0.3894183423086505 + Rb2_7*0.9210609940028851;
+        const double t47 = t44*0.21835066314633444 - t45*0.036957013524625076 + t46*0.975170327201816;
+        const double t48 = t44*t10 + t8*t46 + t9*t45;
         const double t49 = -0.5 + pf_tool_0;
         const double t50 = -0.1 + pf_tool_1;
         const double t51 = t49*0.036957013524625076 + t50*0.21835066314633444;
@@ -11262,6 +11367,8 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         const double t58 = -pb2_2 + pf_tool_2;
         const double t59 = -t58*t10 + t8*t55;
         const double t60 = -t8*t56 + t9*t58;
+        const double t61 = t39*Rb2_0 + t40*Rb2_3 + t41*Rb2_6;
+        const double t62 = t44*Rb2_0 + t45*Rb2_3 + t46*Rb2_6;
         J[0] = t39;
         J[1] = t40;
         J[2] = t41;
@@ -11324,11 +11431,72 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 270 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
+        const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
+        const double t39 = Rb2_0*0.9210609940028851 + Rb2_1*0.3894183423086505;
+        const double t40 = Rb2_3*0.9210609940028851 + Rb2_4*0.3894183423086505;
+        const double t41 = Rb2_6*0.9210609940028851 + Rb2_7*0.3894183423086505;
+        const double t42 = t39*0.21835066314633444 - t40*0.036957013524625076 + t41*0.975170327201816;
+        const double t43 = t39*t10 + t8*t41 + t9*t40;
+        const double t44 = -Rb2_0*0.3894183423086505 + Rb2_1*0.9210609940028851;
+        const double t45 = -Rb2_3*0.3894183423086505 + Rb2_4*0.9210609940028851;
+        const double t46 = -Rb2_6*0.3894183423086505 + Rb2_7*0.9210609940028851;
+        const double t47 = t44*0.21835066314633444 - t45*0.036957013524625076 + t46*0.975170327201816;
+        const double t48 = t44*t10 + t8*t46 + t9*t45;
+        const double t61 = t39*Rb2_0 + t40*Rb2_3 + t41*Rb2_6;
+        const double t62 = t44*Rb2_0 + t45*Rb2_3 + t46*Rb2_6;
         const double t63 = -0.5 + pf_tcp_0;
         const double t64 = -0.1 + pf_tcp_1;
         const double t65 = t63*0.036957013524625076 + t64*0.21835066314633444;
@@ -11423,16 +11591,16 @@ int scratch_tree_jacobian_local_batch(int n, const double *q, int frame, double 
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[11]
  *   out J[60] (6 x 10, row-major)
- *   operations: 544 (222 add, 317 mul, 1 div, 0 sqrt, 4 trig, 0 other)
+ *   operations: 1023 (413 add, 593 mul, 1 div, 0 sqrt, 16 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 205 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    18
- *     SCRATCH_TREE_FRAME_L2                    54
- *     SCRATCH_TREE_FRAME_L3                    81
- *     SCRATCH_TREE_FRAME_L4                    6
- *     SCRATCH_TREE_FRAME_TOOL                  87
- *     SCRATCH_TREE_FRAME_TCP                   93
+ *     SCRATCH_TREE_FRAME_L1                    42
+ *     SCRATCH_TREE_FRAME_L2                    191
+ *     SCRATCH_TREE_FRAME_L3                    240
+ *     SCRATCH_TREE_FRAME_L4                    15
+ *     SCRATCH_TREE_FRAME_TOOL                  246
+ *     SCRATCH_TREE_FRAME_TCP                   252
  */
 int scratch_tree_jacobian_world(const double *q, int frame, double *J)
 {
@@ -11467,70 +11635,6 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
-    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
-    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
-    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
-    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
-    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double t16 = 1 - c2;
-    const double t17 = t16*0.24489795918367346;
-    const double t18 = s2*0.5050762722761053;
-    const double R2_0 = t17 - t18;
-    const double t19 = t16*0.4081632653061224;
-    const double t20 = s2*0.3030457633656632;
-    const double R2_1 = t19 + t20;
-    const double R2_2 = c2 + t16*0.653061224489796;
-    const double t21 = t16*0.15306122448979587;
-    const double t22 = s2*0.8081220356417687;
-    const double R2_3 = t21 + t22;
-    const double R2_4 = c2 + t16*0.2551020408163265;
-    const double R2_5 = t19 - t20;
-    const double R2_6 = -(c2 + t16*0.09183673469387753);
-    const double R2_7 = -(t21 - t22);
-    const double R2_8 = -(t17 + t18);
-    const double l3_0 = 0.3 + q_9;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-    const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-    const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-    const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-    const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-    const double pb2_0 = 0.5 + 0.4*R1_0;
-    const double pb2_1 = 0.1 + 0.4*R1_3;
-    const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-    const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-    const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-    const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-    const double t26 = 0.5*R0_2;
-    const double t27 = 0.5*R0_1;
-    const double t28 = 0.1*R0_0;
-    const double t29 = 0.5*R0_5;
-    const double t30 = 0.5*R0_4;
-    const double t31 = 0.1*R0_3;
-    const double t32 = 0.5*R0_8;
-    const double t33 = 0.5*R0_7;
-    const double t34 = 0.1*R0_6;
-    const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-    const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-    const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-    const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
-    const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
-    const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
-    const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-    const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-    const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
@@ -11595,7 +11699,19 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 18 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 42 operations */
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t26 = 0.5*R0_2;
+        const double t27 = 0.5*R0_1;
+        const double t28 = 0.1*R0_0;
+        const double t29 = 0.5*R0_5;
+        const double t30 = 0.5*R0_4;
+        const double t31 = 0.1*R0_3;
+        const double t32 = 0.5*R0_8;
+        const double t33 = 0.5*R0_7;
+        const double t34 = 0.1*R0_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -11658,7 +11774,56 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 54 operations */
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
         const double t41 = -0.5 + pb2_0;
         const double t42 = -0.1 + pb2_1;
         const double t43 = t41*0.036957013524625076 + t42*0.21835066314633444;
@@ -11727,7 +11892,60 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 81 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        const double l3_0 = 0.3 + q_9;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
         const double t47 = -0.5 + pb3_0;
         const double t48 = -0.1 + pb3_1;
         const double t49 = t47*0.036957013524625076 + t48*0.21835066314633444;
@@ -11740,6 +11958,9 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         const double t59 = -pb2_2 + pb3_2;
         const double t60 = t54*t35 - t59*t37;
         const double t61 = -t56*t35 + t59*t36;
+        const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -11802,7 +12023,16 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 6 operations */
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 15 operations */
+        const double t26 = 0.5*R0_2;
+        const double t27 = 0.5*R0_1;
+        const double t28 = 0.1*R0_0;
+        const double t29 = 0.5*R0_5;
+        const double t30 = 0.5*R0_4;
+        const double t31 = 0.1*R0_3;
+        const double t32 = 0.5*R0_8;
+        const double t33 = 0.5*R0_7;
+        const double t34 = 0.1*R0_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -11865,11 +12095,66 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 87 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 246 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
+        const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t65 = -0.5 + pf_tool_0;
         const double t66 = -0.1 + pf_tool_1;
         const double t67 = t65*0.036957013524625076 + t66*0.21835066314633444;
@@ -11944,11 +12229,66 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 252 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
+        const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t77 = -0.5 + pf_tcp_0;
         const double t78 = -0.1 + pf_tcp_1;
         const double t79 = t77*0.036957013524625076 + t78*0.21835066314633444;
@@ -12043,16 +12383,16 @@ int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[11]
  *   out J[24] (6 x 4, row-major)
- *   operations: 1886 (839 add, 1034 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 2261 (1001 add, 1247 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 1082 + the frame's case:
+ *   operations per call: shared prefix 950 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    90
- *     SCRATCH_TREE_FRAME_L2                    129
- *     SCRATCH_TREE_FRAME_L3                    162
- *     SCRATCH_TREE_FRAME_L4                    81
- *     SCRATCH_TREE_FRAME_TOOL                  168
- *     SCRATCH_TREE_FRAME_TCP                   174
+ *     SCRATCH_TREE_FRAME_L1                    117
+ *     SCRATCH_TREE_FRAME_L2                    231
+ *     SCRATCH_TREE_FRAME_L3                    285
+ *     SCRATCH_TREE_FRAME_L4                    90
+ *     SCRATCH_TREE_FRAME_TOOL                  291
+ *     SCRATCH_TREE_FRAME_TCP                   297
  */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -12117,22 +12457,6 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-    const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-    const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-    const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-    const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-    const double pb2_0 = 0.5 + 0.4*R1_0;
-    const double pb2_1 = 0.1 + 0.4*R1_3;
-    const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -12317,27 +12641,6 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double t104 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1 + R0_8*HbiHbmc1x;
     const double t105 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1 + R0_8*HbiHbmc2x;
     const double t106 = R0_6*HbiHbmc3x_2 + R0_7*HbiHbmc3x_1 + R0_8*HbiHbmc3x;
-    const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-    const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-    const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-    const double t110 = 0.5*R0_1;
-    const double t111 = 0.1*R0_0;
-    const double t113 = 0.5*R0_2;
-    const double t116 = 0.5*R0_4;
-    const double t117 = 0.1*R0_3;
-    const double t119 = 0.5*R0_5;
-    const double t122 = 0.5*R0_7;
-    const double t123 = 0.1*R0_6;
-    const double t125 = 0.5*R0_8;
-    const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-    const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-    const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-    const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
-    const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
-    const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
-    const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-    const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-    const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t83;
@@ -12366,14 +12669,26 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -t106;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 90 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 117 operations */
+        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t110 = 0.5*R0_1;
+        const double t111 = 0.1*R0_0;
         const double t112 = t110 - t111;
+        const double t113 = 0.5*R0_2;
         const double t114 = -t113 + 0.2*R0_0;
         const double t115 = 0.1*R0_2 - 0.2*R0_1;
+        const double t116 = 0.5*R0_4;
+        const double t117 = 0.1*R0_3;
         const double t118 = t116 - t117;
+        const double t119 = 0.5*R0_5;
         const double t120 = -t119 + 0.2*R0_3;
         const double t121 = 0.1*R0_5 - 0.2*R0_4;
+        const double t122 = 0.5*R0_7;
+        const double t123 = 0.1*R0_6;
         const double t124 = t122 - t123;
+        const double t125 = 0.5*R0_8;
         const double t126 = -t125 + 0.2*R0_6;
         const double t127 = 0.1*R0_8 - 0.2*R0_7;
         J[0] = t107;
@@ -12402,7 +12717,29 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t124*HbiHbmc3x_3 + t126*HbiHbmc3x_4 + t127*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 129 operations */
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 231 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
+        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
+        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
         const double t134 = -R0_0*pb2_1 + R0_1*pb2_0;
         const double t135 = R0_0*pb2_2 - R0_2*pb2_0;
         const double t136 = -R0_1*pb2_2 + R0_2*pb2_1;
@@ -12444,7 +12781,32 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t146*HbiHbmc3x_3 + t147*HbiHbmc3x_4 + t148*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 162 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 285 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
+        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
+        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
         const double t149 = -R0_0*pb3_1 + R0_1*pb3_0;
         const double t150 = R0_0*pb3_2 - R0_2*pb3_0;
         const double t151 = -R0_1*pb3_2 + R0_2*pb3_1;
@@ -12460,12 +12822,15 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         const double t164 = -pb2_2 + pb3_2;
         const double t165 = t159*t128 - t164*t130;
         const double t166 = -t161*t128 + t164*t129;
+        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
         const double t168 = -R0_3*pb3_1 + R0_4*pb3_0;
         const double t169 = R0_3*pb3_2 - R0_5*pb3_0;
         const double t170 = -R0_4*pb3_2 + R0_5*pb3_1;
+        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
         const double t172 = -R0_6*pb3_1 + R0_7*pb3_0;
         const double t173 = R0_6*pb3_2 - R0_8*pb3_0;
         const double t174 = -R0_7*pb3_2 + R0_8*pb3_1;
+        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         J[0] = t107;
         J[1] = t131;
         J[2] = t85;
@@ -12492,7 +12857,16 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t172*HbiHbmc3x_3 + t173*HbiHbmc3x_4 + t174*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 81 operations */
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 90 operations */
+        const double t110 = 0.5*R0_1;
+        const double t111 = 0.1*R0_0;
+        const double t113 = 0.5*R0_2;
+        const double t116 = 0.5*R0_4;
+        const double t117 = 0.1*R0_3;
+        const double t119 = 0.5*R0_5;
+        const double t122 = 0.5*R0_7;
+        const double t123 = 0.1*R0_6;
+        const double t125 = 0.5*R0_8;
         const double t176 = t111 + t113;
         const double t177 = 0.1*R0_1;
         const double t178 = t117 + t119;
@@ -12525,11 +12899,38 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 - t122*HbiHbmc3x_3 + t180*HbiHbmc3x_4 - t181*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 168 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 291 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
+        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
+        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
+        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t182 = R0_0*pf_tool_2 - R0_2*pf_tool_0;
         const double t183 = -R0_0*pf_tool_1 + R0_1*pf_tool_0;
         const double t184 = -R0_1*pf_tool_2 + R0_2*pf_tool_1;
@@ -12577,11 +12978,38 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t200*HbiHbmc3x_3 + t201*HbiHbmc3x_4 + t202*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 174 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 297 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
+        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
+        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
+        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t203 = -R0_0*pf_tcp_1 + R0_1*pf_tcp_0;
         const double t204 = R0_0*pf_tcp_2 - R0_2*pf_tcp_0;
         const double t205 = -R0_1*pf_tcp_2 + R0_2*pf_tcp_1;
@@ -12650,16 +13078,16 @@ int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[11]
  *   in  h[6]
  *   out tw[6]
- *   operations: 877 (362 add, 502 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 946 (389 add, 544 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 606 + the frame's case:
+ *   operations per call: shared prefix 570 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    36
- *     SCRATCH_TREE_FRAME_L2                    45
- *     SCRATCH_TREE_FRAME_L3                    45
- *     SCRATCH_TREE_FRAME_L4                    22
- *     SCRATCH_TREE_FRAME_TOOL                  51
- *     SCRATCH_TREE_FRAME_TCP                   72
+ *     SCRATCH_TREE_FRAME_L1                    45
+ *     SCRATCH_TREE_FRAME_L2                    51
+ *     SCRATCH_TREE_FRAME_L3                    72
+ *     SCRATCH_TREE_FRAME_L4                    31
+ *     SCRATCH_TREE_FRAME_TOOL                  78
+ *     SCRATCH_TREE_FRAME_TCP                   99
  */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -12828,31 +13256,12 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t60*Hbdi2 - vb0x*HbL52;
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t59*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-    const double pb2_0 = 0.5 + 0.4*R1_0;
-    const double pb2_1 = 0.1 + 0.4*R1_3;
-    const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
     const double t63 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t64 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t65 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
     const double t66 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t67 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t68 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
-    const double t69 = 0.5*R0_2;
-    const double t70 = 0.5*R0_1;
-    const double t71 = 0.1*R0_0;
-    const double t72 = 0.5*R0_4;
-    const double t73 = 0.1*R0_3;
-    const double t74 = 0.5*R0_5;
-    const double t75 = 0.5*R0_7;
-    const double t76 = 0.1*R0_6;
-    const double t77 = 0.5*R0_8;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t63;
@@ -12863,7 +13272,16 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 36 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 45 operations */
+        const double t69 = 0.5*R0_2;
+        const double t70 = 0.5*R0_1;
+        const double t71 = 0.1*R0_0;
+        const double t72 = 0.5*R0_4;
+        const double t73 = 0.1*R0_3;
+        const double t74 = 0.5*R0_5;
+        const double t75 = 0.5*R0_7;
+        const double t76 = 0.1*R0_6;
+        const double t77 = 0.5*R0_8;
         tw[0] = t63;
         tw[1] = t64;
         tw[2] = t65;
@@ -12872,7 +13290,11 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + vb0x_4*(-t77 + 0.2*R0_6) + (t75 - t76)*vb0x_3 + (0.1*R0_8 - 0.2*R0_7)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 45 operations */
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 51 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
         tw[0] = t63;
         tw[1] = t64;
         tw[2] = t65;
@@ -12881,7 +13303,17 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pb2_1 + R0_7*pb2_0)*vb0x_3 + (R0_6*pb2_2 - R0_8*pb2_0)*vb0x_4 + (-R0_7*pb2_2 + R0_8*pb2_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 45 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 72 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         tw[0] = t63;
         tw[1] = t64;
         tw[2] = t65;
@@ -12890,7 +13322,16 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 22 operations */
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 31 operations */
+        const double t69 = 0.5*R0_2;
+        const double t70 = 0.5*R0_1;
+        const double t71 = 0.1*R0_0;
+        const double t72 = 0.5*R0_4;
+        const double t73 = 0.1*R0_3;
+        const double t74 = 0.5*R0_5;
+        const double t75 = 0.5*R0_7;
+        const double t76 = 0.1*R0_6;
+        const double t77 = 0.5*R0_8;
         const double t78 = 0.1*vb0x_5;
         tw[0] = t63;
         tw[1] = t64;
@@ -12900,8 +13341,17 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 - t75*vb0x_3 - t78*R0_7 + (t76 + t77)*vb0x_4;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 51 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 78 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
@@ -12913,11 +13363,20 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pf_tool_1 + R0_7*pf_tool_0)*vb0x_3 + (R0_6*pf_tool_2 - R0_8*pf_tool_0)*vb0x_4 + (-R0_7*pf_tool_2 + R0_8*pf_tool_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 72 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 99 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
         const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
         const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;

@@ -31,10 +31,10 @@
  *   tian_wu_3dof_angular_reduced_dynamics_fext 218 / 272 / 0 / 0 / 6 / 0 = 496
  *   tian_wu_3dof_coupling_inertia_rate       21 / 33 / 0 / 0 / 6 / 0 = 60
  *   tian_wu_3dof_base_velocity               115 / 156 / 7 / 0 / 6 / 0 = 284
- *   tian_wu_3dof_jacobian_local              39 / 46 / 0 / 0 / 6 / 0 = 91
- *   tian_wu_3dof_jacobian_world              62 / 99 / 1 / 0 / 6 / 0 = 168
- *   tian_wu_3dof_generalized_jacobian        181 / 207 / 4 / 0 / 6 / 0 = 398
- *   tian_wu_3dof_momentum_frame_twist        156 / 218 / 7 / 0 / 6 / 0 = 387
+ *   tian_wu_3dof_jacobian_local              53 / 62 / 0 / 0 / 18 / 0 = 133
+ *   tian_wu_3dof_jacobian_world              68 / 103 / 1 / 0 / 12 / 0 = 184
+ *   tian_wu_3dof_generalized_jacobian        205 / 211 / 4 / 0 / 6 / 0 = 426
+ *   tian_wu_3dof_momentum_frame_twist        162 / 222 / 7 / 0 / 6 / 0 = 397
  */
 #include <math.h>
 #include "tian_wu_3dof.h"
@@ -5396,40 +5396,20 @@ void tian_wu_3dof_base_velocity_batch(int n, const double *q, const double *qd, 
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[10]
  *   out J[54] (6 x 9, row-major)
- *   operations: 91 (39 add, 46 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 133 (53 add, 62 mul, 0 div, 0 sqrt, 18 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 28 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
- *     TIAN_WU_3DOF_FRAME_LINK1                 2
- *     TIAN_WU_3DOF_FRAME_LINK2                 11
- *     TIAN_WU_3DOF_FRAME_LINK3                 19
- *     TIAN_WU_3DOF_FRAME_EE                    31
+ *     TIAN_WU_3DOF_FRAME_LINK1                 4
+ *     TIAN_WU_3DOF_FRAME_LINK2                 23
+ *     TIAN_WU_3DOF_FRAME_LINK3                 47
+ *     TIAN_WU_3DOF_FRAME_EE                    59
  */
 int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
 {
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double t0 = s1*c2;
-    const double t1 = s2*c1;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -t0 - t1;
-    const double t2 = c1*c2 - s1*s2;
-    const double Rb2_5 = t0 + t1;
-    const double pb2_0 = 0.5 + c1;
-    const double Rb3_0 = c3*Rb2_0 - s3*t2;
-    const double Rb3_2 = s3*Rb2_0 + t2*c3;
-    const double Rb3_3 = -s3*Rb2_5 + t2*c3;
-    const double Rb3_5 = c3*Rb2_5 + s3*t2;
-    const double pb3_0 = pb2_0 + t2;
-    const double pb3_1 = Rb2_5 + s1;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
@@ -5488,7 +5468,10 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 2 operations */
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 4 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         J[0] = -s1;
         J[1] = c1;
         J[2] = 0;
@@ -5545,7 +5528,19 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 11 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = s1*c2;
+        const double t1 = s2*c1;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -t0 - t1;
+        const double t2 = c1*c2 - s1*s2;
+        const double Rb2_5 = t0 + t1;
+        const double pb2_0 = 0.5 + c1;
         const double t4 = -s1*Rb2_0;
         const double t5 = -0.5 + pb2_0;
         const double t7 = -s1*t2;
@@ -5605,7 +5600,27 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 19 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 47 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = s1*c2;
+        const double t1 = s2*c1;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -t0 - t1;
+        const double t2 = c1*c2 - s1*s2;
+        const double Rb2_5 = t0 + t1;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*Rb2_0 - s3*t2;
+        const double Rb3_2 = s3*Rb2_0 + t2*c3;
+        const double Rb3_3 = -s3*Rb2_5 + t2*c3;
+        const double Rb3_5 = c3*Rb2_5 + s3*t2;
+        const double pb3_0 = pb2_0 + t2;
+        const double pb3_1 = Rb2_5 + s1;
         const double t8 = -pb3_1*Rb3_0;
         const double t9 = -0.5 + pb3_0;
         const double t10 = pb3_1 - s1;
@@ -5667,8 +5682,27 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 31 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 59 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = s1*c2;
+        const double t1 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -t0 - t1;
+        const double t2 = c1*c2 - s1*s2;
+        const double Rb2_5 = t0 + t1;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*Rb2_0 - s3*t2;
+        const double Rb3_2 = s3*Rb2_0 + t2*c3;
+        const double Rb3_3 = -s3*Rb2_5 + t2*c3;
+        const double Rb3_5 = c3*Rb2_5 + s3*t2;
+        const double pb3_0 = pb2_0 + t2;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t14 = -Rb3_0*pf_ee_1;
@@ -5754,14 +5788,14 @@ int tian_wu_3dof_jacobian_local_batch(int n, const double *q, int frame, double 
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[10]
  *   out J[54] (6 x 9, row-major)
- *   operations: 168 (62 add, 99 mul, 1 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 184 (68 add, 103 mul, 1 div, 0 sqrt, 12 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 50 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
  *     TIAN_WU_3DOF_FRAME_LINK1                 6
- *     TIAN_WU_3DOF_FRAME_LINK2                 22
- *     TIAN_WU_3DOF_FRAME_LINK3                 33
- *     TIAN_WU_3DOF_FRAME_EE                    57
+ *     TIAN_WU_3DOF_FRAME_LINK2                 25
+ *     TIAN_WU_3DOF_FRAME_LINK3                 46
+ *     TIAN_WU_3DOF_FRAME_EE                    70
  */
 int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
 {
@@ -5796,18 +5830,6 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double t16 = s1*c2;
-    const double t17 = s2*c1;
-    const double t18 = c1*c2 - s1*s2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_5 = t16 + t17;
-    const double pb2_0 = 0.5 + c1;
-    const double pb3_0 = pb2_0 + t18;
-    const double pb3_1 = Rb2_5 + s1;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
@@ -5923,7 +5945,12 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 22 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 25 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
         const double t19 = -s1*R0_0;
         const double t20 = -0.5 + pb2_0;
         const double t21 = -s1*R0_3;
@@ -5984,7 +6011,20 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 33 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 46 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
+        const double t18 = c1*c2 - s1*s2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
         const double t23 = -R0_0*pb3_1;
         const double t24 = -0.5 + pb3_0;
         const double t26 = pb3_1 - s1;
@@ -6047,14 +6087,25 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 57 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 70 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
         const double c3 = cos(q_9);
         const double s3 = sin(q_9);
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t16 - t17;
+        const double t18 = c1*c2 - s1*s2;
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
         const double Rb3_2 = c3*t18 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t18;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t31 = -R0_0*pf_ee_1;
@@ -6141,14 +6192,14 @@ int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[10]
  *   out J[18] (6 x 3, row-major)
- *   operations: 398 (181 add, 207 mul, 4 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 426 (205 add, 211 mul, 4 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 212 + the frame's case:
+ *   operations per call: shared prefix 194 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
- *     TIAN_WU_3DOF_FRAME_LINK1                 22
- *     TIAN_WU_3DOF_FRAME_LINK2                 37
- *     TIAN_WU_3DOF_FRAME_LINK3                 51
- *     TIAN_WU_3DOF_FRAME_EE                    76
+ *     TIAN_WU_3DOF_FRAME_LINK1                 25
+ *     TIAN_WU_3DOF_FRAME_LINK2                 44
+ *     TIAN_WU_3DOF_FRAME_LINK3                 69
+ *     TIAN_WU_3DOF_FRAME_EE                    94
  */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -6189,14 +6240,6 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
-    const double t16 = s1*c2;
-    const double t17 = s2*c1;
-    const double t18 = c1*c2 - s1*s2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_5 = t16 + t17;
-    const double pb2_0 = 0.5 + c1;
-    const double pb3_0 = pb2_0 + t18;
-    const double pb3_1 = Rb2_5 + s1;
     const double t19 = s3*1.25;
     const double t20 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -6270,15 +6313,6 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t48 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
     const double t49 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1;
     const double t50 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1;
-    const double t51 = R0_2 + t33;
-    const double t52 = R0_5 + t36;
-    const double t53 = R0_8 + t39;
-    const double t58 = R0_2 + t34;
-    const double t59 = R0_5 + t37;
-    const double t60 = R0_8 + t40;
-    const double t68 = R0_2 + t35;
-    const double t69 = R0_5 + t38;
-    const double t70 = R0_8 + t41;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t33;
@@ -6301,7 +6335,10 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -t50;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 22 operations */
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 25 operations */
+        const double t51 = R0_2 + t33;
+        const double t52 = R0_5 + t36;
+        const double t53 = R0_8 + t39;
         const double t54 = 0.5*HbiHbmc0x_3;
         const double t55 = 0.5*HbiHbmc1x_3;
         const double t56 = 0.5*HbiHbmc2x_3;
@@ -6326,7 +6363,15 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t57*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 37 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 44 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
+        const double t51 = R0_2 + t33;
+        const double t52 = R0_5 + t36;
+        const double t53 = R0_8 + t39;
+        const double t58 = R0_2 + t34;
+        const double t59 = R0_5 + t37;
+        const double t60 = R0_8 + t40;
         const double t61 = -0.5 + pb2_0;
         const double t62 = -s1*R0_0;
         const double t63 = t62 + R0_1*pb2_0;
@@ -6354,7 +6399,24 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t67*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 51 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 69 operations */
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
+        const double t18 = c1*c2 - s1*s2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
+        const double t51 = R0_2 + t33;
+        const double t52 = R0_5 + t36;
+        const double t53 = R0_8 + t39;
+        const double t58 = R0_2 + t34;
+        const double t59 = R0_5 + t37;
+        const double t60 = R0_8 + t40;
+        const double t68 = R0_2 + t35;
+        const double t69 = R0_5 + t38;
+        const double t70 = R0_8 + t41;
         const double t71 = -R0_0*pb3_1;
         const double t72 = t71 + R0_1*pb3_0;
         const double t73 = -0.5 + pb3_0;
@@ -6384,13 +6446,29 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t81*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 76 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 94 operations */
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t16 - t17;
+        const double t18 = c1*c2 - s1*s2;
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
         const double Rb3_2 = c3*t18 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t18;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
+        const double t51 = R0_2 + t33;
+        const double t52 = R0_5 + t36;
+        const double t53 = R0_8 + t39;
+        const double t58 = R0_2 + t34;
+        const double t59 = R0_5 + t37;
+        const double t60 = R0_8 + t40;
+        const double t68 = R0_2 + t35;
+        const double t69 = R0_5 + t38;
+        const double t70 = R0_8 + t41;
         const double t82 = -R0_0*pf_ee_1;
         const double t83 = t82 + R0_1*pf_ee_0;
         const double t84 = -0.5 + pf_ee_0;
@@ -6443,14 +6521,14 @@ int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[10]
  *   in  h[6]
  *   out tw[6]
- *   operations: 387 (156 add, 218 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 397 (162 add, 222 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 275 + the frame's case:
+ *   operations per call: shared prefix 266 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
  *     TIAN_WU_3DOF_FRAME_LINK1                 14
- *     TIAN_WU_3DOF_FRAME_LINK2                 29
- *     TIAN_WU_3DOF_FRAME_LINK3                 29
- *     TIAN_WU_3DOF_FRAME_EE                    40
+ *     TIAN_WU_3DOF_FRAME_LINK2                 30
+ *     TIAN_WU_3DOF_FRAME_LINK3                 38
+ *     TIAN_WU_3DOF_FRAME_EE                    49
  */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -6569,14 +6647,6 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
     const double vb0x_4 = t42*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
-    const double t44 = s1*c2;
-    const double t45 = s2*c1;
-    const double t46 = c1*c2 - s1*s2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_5 = t44 + t45;
-    const double pb2_0 = 0.5 + c1;
-    const double pb3_0 = pb2_0 + t46;
-    const double pb3_1 = Rb2_5 + s1;
     const double t47 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t48 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t49 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
@@ -6604,7 +6674,9 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t52 + t53*R0_7 - t54*R0_8;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 29 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 30 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
         const double t55 = s1*vb0x_5;
         const double t56 = pb2_0*vb0x_4;
         tw[0] = t47;
@@ -6615,7 +6687,15 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t52 + t55*R0_8 - t56*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 29 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 38 operations */
+        const double t44 = s1*c2;
+        const double t45 = s2*c1;
+        const double t46 = c1*c2 - s1*s2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_5 = t44 + t45;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t46;
+        const double pb3_1 = Rb2_5 + s1;
         const double t57 = pb3_0*vb0x_4;
         const double t58 = pb3_1*vb0x_5;
         tw[0] = t47;
@@ -6626,11 +6706,18 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t52 - t57*R0_8 + t58*R0_8 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 40 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 49 operations */
+        const double t44 = s1*c2;
+        const double t45 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t44 - t45;
+        const double t46 = c1*c2 - s1*s2;
+        const double Rb2_5 = t44 + t45;
+        const double pb2_0 = 0.5 + c1;
         const double Rb3_2 = c3*t46 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t46;
+        const double pb3_0 = pb2_0 + t46;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t59 = vb0x_4*pf_ee_0;
