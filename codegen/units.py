@@ -36,6 +36,7 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
 _ASSIGN = re.compile(r"^const double (\w+) = (.*);$")
 _STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
 _LOAD = re.compile(r"^\w+\[\d+\]$")
+_ZEROS = re.compile(r"^for \(int k = \d+; k < \d+; \+\+k\) (\w+)\[k\] = 0\.0;$")
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _OPS = re.compile(r"[-+*/]|\b(?:sin|cos|sqrt|pow)\(")
@@ -79,6 +80,10 @@ def parse_body(body: list[str]) -> list[Stmt] | None:
             expr = m.group(3)
             out.append(Stmt(s, None, _names(expr) | {m.group(1)},
                             len(_OPS.findall(_NUMBER.sub(" ", expr))) + 1))
+            continue
+        m = _ZEROS.match(s)
+        if m:                 # a run of zeros stored into an output (frame families)
+            out.append(Stmt(s, None, {m.group(1)}, 1))
             continue
         if s.startswith("/*") and s.endswith("*/") or not s:
             out.append(Stmt(s, None, set(), 0))

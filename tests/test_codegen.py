@@ -529,12 +529,15 @@ def test_frame_family_every_frame_into_garbage(module_dir, base, profile):
     """Every frame of a branched tree (two branches off the base, a fixed tool body, a named frame): the
     local and world Jacobians and the generalised Jacobian against the reference path, written into
     ``out=`` buffers that hold garbage (NaN, huge numbers) for one state and a batch; a frame's case
-    computes only what that frame needs and writes every element.  ``split``: the same through stage
+    computes only what that frame needs and writes every element, the zeros of the joints off its path
+    as loops.  ``split``: the same through stage
     functions and one C function per frame."""
     robot, _ = resolve_robot(TEST_ARM, base)
     functions = ["jacobian", "generalized_jacobian"] if base == "free" else ["jacobian"]
     m = compile_robot(TEST_ARM, module_dir, base, functions=functions,
                       progress=False, profile=SPLIT_PROFILE if profile == "split" else "debug")
+    text = (Path(m.__file__).parent / f"{m.module_name}.c").read_text()
+    assert "for (int k = " in text                 # zero runs as loops (the joints off a frame's path)
     rng = np.random.default_rng(11)
     Q = np.stack([robot.random_configuration(rng) for _ in range(3)])
     garbage = [np.nan, 1e300, -7.0]
