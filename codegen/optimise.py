@@ -366,6 +366,9 @@ def count_ops(program: Program) -> dict[str, int]:
 #: :func:`split_cases`): the emitted prefix and cases hold at most this many times the operations of the
 #: family's program (where every quantity appears once)
 CASE_GROWTH = 2.0
+#: ... and a copy must be worth it: the fraction of the average call's operations it saves must be at
+#: least this many times the fraction of code it adds (see :func:`split_cases`)
+CASE_WORTH = 0.25
 
 
 @dataclass
@@ -386,18 +389,23 @@ class CaseSplit:
     shared: int = 1
 
 
-def split_cases(program: Program, n_cases: int, growth: float = CASE_GROWTH) -> CaseSplit:
+def split_cases(program: Program, n_cases: int, growth: float = CASE_GROWTH,
+                worth: float = CASE_WORTH) -> CaseSplit:
     """Partition a family program (outputs named ``<name>@<case>``) into a prefix and per-case blocks.
 
     Each assignment is needed (transitively) by a set of cases.  An assignment needed by every case is in
     the prefix; one needed by ``k`` cases is either in the prefix, where every call pays for it, or
     copied into each of the ``k`` cases, where only the calls that need it do: on a tree, the kinematics
     of a body are needed by the frames of its subtree only, so a shared prefix would compute every body
-    of the robot for every frame.  Copies cost code (``k - 1`` extra copies, against ``n - k`` frames
-    saved), so assignments are copied in order of increasing ``k`` up to the largest ``k`` for which the
-    emitted code stays within ``growth`` times the program's operations.  An assignment's
-    dependencies are needed by at least the same cases, so they are in the prefix or in the same cases
-    before it, and each part keeps the program's topological order.
+    of the robot for every frame.  Copies cost code: ``k - 1`` extra copies of ``w`` operations save
+    ``w (n - k)`` operations summed over the ``n`` frames' calls.  Assignments are copied level by level
+    in order of increasing ``k`` (the best trade first) while (a) the emitted code stays within ``growth``
+    times the program's operations and (b) the level is worth it: the fraction of the average call it
+    saves, ``(n - k) / n`` of its operations over the average call's, is at least ``worth`` times the
+    fraction of code it adds, ``(k - 1)`` of its operations over the code's (on a long chain the bodies
+    near the base, needed by almost every frame, stay shared; so does the mass matrix of a generalised
+    Jacobian).  An assignment's dependencies are needed by at least the same cases, so they are in the
+    prefix or in the same cases before it, and each part keeps the program's topological order.
     """
     from soadyn.codegen.derive import CASE_SEP
 
@@ -420,21 +428,26 @@ def split_cases(program: Program, n_cases: int, growth: float = CASE_GROWTH) -> 
                 need[s] = need.get(s, 0) | m
     masks.reverse()
     counts = [bin(m).count("1") for m in masks]
-    # operations by the number of cases needing them: copying everything needed by <= k cases costs
-    # sum over those assignments of (cases - 1) x ops
-    extra_by_k: dict[int, int] = {}
-    for (t, e), k in zip(program.assignments, counts):
-        if 1 < k < n_cases:
-            ops = count_ops(Program(program.name, [], [(t, e)], []))["total"]
-            extra_by_k[k] = extra_by_k.get(k, 0) + (k - 1) * ops
     total = program.ops["total"] if "total" in program.ops else count_ops(program)["total"]
-    budget = (growth - 1.0) * total
+    # operations by the number of cases needing them, and the operations of all calls (one per case)
+    # with everything needed by two or more cases shared
+    ops_by_k: dict[int, int] = {}
+    calls = total
+    for (t, e), k in zip(program.assignments, counts):
+        if k > 1:
+            ops = count_ops(Program(program.name, [], [(t, e)], []))["total"]
+            ops_by_k[k] = ops_by_k.get(k, 0) + ops
+            calls += (n_cases - 1) * ops
     shared = 1
-    spent = 0
-    for k in sorted(extra_by_k):
-        if spent + extra_by_k[k] > budget:
+    code = total
+    for k in sorted(ops_by_k):
+        if k >= n_cases:
             break
-        spent += extra_by_k[k]
+        w = ops_by_k[k]
+        if code + (k - 1) * w > growth * total or (n_cases - k) * code < worth * (k - 1) * calls:
+            break
+        code += (k - 1) * w
+        calls -= (n_cases - k) * w
         shared = k
     prefix: list = []
     per_case: list[list] = [[] for _ in range(n_cases)]

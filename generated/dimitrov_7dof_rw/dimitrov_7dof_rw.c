@@ -33,8 +33,8 @@
  *   dimitrov_7dof_rw_base_velocity           462 / 612 / 7 / 0 / 20 / 0 = 1101
  *   dimitrov_7dof_rw_jacobian_local          593 / 931 / 0 / 0 / 76 / 0 = 1600
  *   dimitrov_7dof_rw_jacobian_world          574 / 885 / 1 / 0 / 56 / 0 = 1516
- *   dimitrov_7dof_rw_generalized_jacobian    2397 / 2831 / 7 / 0 / 20 / 0 = 5255
- *   dimitrov_7dof_rw_momentum_frame_twist    577 / 816 / 7 / 0 / 20 / 0 = 1420
+ *   dimitrov_7dof_rw_generalized_jacobian    2275 / 2715 / 7 / 0 / 20 / 0 = 5017
+ *   dimitrov_7dof_rw_momentum_frame_twist    557 / 781 / 7 / 0 / 20 / 0 = 1365
  */
 #include <math.h>
 #include "dimitrov_7dof_rw.h"
@@ -25447,21 +25447,21 @@ int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, dou
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[17]
  *   out J[60] (6 x 10, row-major)
- *   operations: 5255 (2397 add, 2831 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 5017 (2275 add, 2715 mul, 7 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 1780 + the frame's case:
+ *   operations per call: shared prefix 1824 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             225
- *     DIMITROV_7DOF_RW_FRAME_LINK2             237
- *     DIMITROV_7DOF_RW_FRAME_LINK3             288
- *     DIMITROV_7DOF_RW_FRAME_LINK4             336
- *     DIMITROV_7DOF_RW_FRAME_LINK5             394
- *     DIMITROV_7DOF_RW_FRAME_LINK6             466
- *     DIMITROV_7DOF_RW_FRAME_LINK7             553
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             222
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             222
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             244
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             292
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             350
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             422
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             509
  *     DIMITROV_7DOF_RW_FRAME_RW_X              123
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              123
  *     DIMITROV_7DOF_RW_FRAME_RW_Z              129
- *     DIMITROV_7DOF_RW_FRAME_EE                601
+ *     DIMITROV_7DOF_RW_FRAME_EE                557
  */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -25523,6 +25523,15 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double s9 = sin(q_15);
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+    const double Rb2_1 = -s1*c2;
+    const double Rb2_4 = c1*c2;
+    const double t16 = 0.275*Rb2_1;
+    const double pb3_0 = 0.65 + t16 + c1*0.4;
+    const double t17 = 0.275*Rb2_4;
+    const double pb3_1 = t17 + s1*0.4;
+    const double t18 = s2*0.275;
+    const double pb3_2 = 1.1 + t18;
     const double t19 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t19;
@@ -25982,6 +25991,18 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double t239 = R0_6*HbiHbmc7x_2 + R0_7*HbiHbmc7x_1 + R0_8*HbiHbmc7x;
     const double t240 = R0_6*HbiHbmc8x_2 + R0_7*HbiHbmc8x_1 + R0_8*HbiHbmc8x;
     const double t241 = R0_6*HbiHbmc9x_2 + R0_7*HbiHbmc9x_1 + R0_8*HbiHbmc9x;
+    const double t242 = R0_2 + t182;
+    const double t243 = R0_5 + t192;
+    const double t244 = R0_8 + t202;
+    const double t347 = t183 + c1*R0_0 + s1*R0_1;
+    const double t348 = t193 + c1*R0_3 + s1*R0_4;
+    const double t349 = t203 + c1*R0_6 + s1*R0_7;
+    const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+    const double t357 = t184 + t356;
+    const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+    const double t359 = t194 + t358;
+    const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+    const double t361 = t204 + t360;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t182;
@@ -26046,10 +26067,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -t241;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 225 operations */
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 222 operations */
         const double t245 = -0.65*R0_2;
         const double t246 = 0.75*R0_0;
         const double t247 = t245 + t246;
@@ -26214,10 +26232,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(-t344 + t346 + t315*HbiHbmc9x_4);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 237 operations */
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 222 operations */
         const double t245 = -0.65*R0_2;
         const double t250 = R0_1*HbiHbmc0x_3;
         const double t251 = t212 + 0.65*t250;
@@ -26281,9 +26296,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double t343 = t240 + 0.65*t342;
         const double t345 = R0_7*HbiHbmc9x_3;
         const double t346 = t241 + 0.65*t345;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
         const double t350 = t245 + 1.1*R0_0;
         const double t351 = 1.1*R0_1;
         const double t352 = t279 + 1.1*R0_3;
@@ -26352,28 +26364,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t346 + t354*HbiHbmc9x_4 - t355*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 288 operations */
-        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double Rb2_1 = -s1*c2;
-        const double Rb2_4 = c1*c2;
-        const double t16 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t16 + c1*0.4;
-        const double t17 = 0.275*Rb2_4;
-        const double pb3_1 = t17 + s1*0.4;
-        const double t18 = s2*0.275;
-        const double pb3_2 = 1.1 + t18;
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
-        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-        const double t357 = t184 + t356;
-        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-        const double t359 = t194 + t358;
-        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-        const double t361 = t204 + t360;
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 244 operations */
         const double t362 = -R0_0*pb3_1;
         const double t363 = t362 + R0_1*pb3_0;
         const double t364 = R0_0*pb3_2 - R0_2*pb3_0;
@@ -26456,36 +26447,16 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t377*HbiHbmc9x_3 + t378*HbiHbmc9x_4 + t379*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 336 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 292 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_7 = -c2*c3;
-        const double t16 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t16 + c1*0.4;
-        const double t17 = 0.275*Rb2_4;
-        const double pb3_1 = t17 + s1*0.4;
-        const double t18 = s2*0.275;
-        const double pb3_2 = 1.1 + t18;
         const double pb4_0 = pb3_0 - 0.87*Rb3_1;
         const double pb4_1 = pb3_1 - 0.87*Rb3_4;
         const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
-        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-        const double t357 = t184 + t356;
-        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-        const double t359 = t194 + t358;
-        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-        const double t361 = t204 + t360;
         const double t369 = c1*R0_1;
         const double t375 = c1*R0_4;
         const double t380 = s1*R0_6;
@@ -26577,24 +26548,16 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t407*HbiHbmc9x_3 + t408*HbiHbmc9x_4 + t409*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 394 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 350 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t16 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t16 + c1*0.4;
-        const double t17 = 0.275*Rb2_4;
-        const double pb3_1 = t17 + s1*0.4;
-        const double t18 = s2*0.275;
-        const double pb3_2 = 1.1 + t18;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
         const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
@@ -26604,18 +26567,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
         const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
         const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
-        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-        const double t357 = t184 + t356;
-        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-        const double t359 = t194 + t358;
-        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-        const double t361 = t204 + t360;
         const double t369 = c1*R0_1;
         const double t375 = c1*R0_4;
         const double t380 = s1*R0_6;
@@ -26716,24 +26667,16 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t441*HbiHbmc9x_3 + t442*HbiHbmc9x_4 + t443*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 466 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 422 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t16 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t16 + c1*0.4;
-        const double t17 = 0.275*Rb2_4;
-        const double pb3_1 = t17 + s1*0.4;
-        const double t18 = s2*0.275;
-        const double pb3_2 = 1.1 + t18;
         const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
@@ -26752,18 +26695,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double pb6_0 = pb5_0 - 0.36*Rb2_1;
         const double pb6_1 = pb5_1 - 0.36*Rb2_4;
         const double pb6_2 = pb5_2 - s2*0.36;
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
-        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-        const double t357 = t184 + t356;
-        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-        const double t359 = t194 + t358;
-        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-        const double t361 = t204 + t360;
         const double t369 = c1*R0_1;
         const double t375 = c1*R0_4;
         const double t380 = s1*R0_6;
@@ -26873,24 +26804,16 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t481*HbiHbmc9x_3 + t482*HbiHbmc9x_4 + t483*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 553 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 509 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t16 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t16 + c1*0.4;
-        const double t17 = 0.275*Rb2_4;
-        const double pb3_1 = t17 + s1*0.4;
-        const double t18 = s2*0.275;
-        const double pb3_2 = 1.1 + t18;
         const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
@@ -26921,18 +26844,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
         const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
         const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
-        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-        const double t357 = t184 + t356;
-        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-        const double t359 = t194 + t358;
-        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-        const double t361 = t204 + t360;
         const double t369 = c1*R0_1;
         const double t375 = c1*R0_4;
         const double t380 = s1*R0_6;
@@ -27306,24 +27217,16 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t344 - t314*HbiHbmc9x_4);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 601 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 557 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t16 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t16 + c1*0.4;
-        const double t17 = 0.275*Rb2_4;
-        const double pb3_1 = t17 + s1*0.4;
-        const double t18 = s2*0.275;
-        const double pb3_2 = 1.1 + t18;
         const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
@@ -27360,18 +27263,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
-        const double t242 = R0_2 + t182;
-        const double t243 = R0_5 + t192;
-        const double t244 = R0_8 + t202;
-        const double t347 = t183 + c1*R0_0 + s1*R0_1;
-        const double t348 = t193 + c1*R0_3 + s1*R0_4;
-        const double t349 = t203 + c1*R0_6 + s1*R0_7;
-        const double t356 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-        const double t357 = t184 + t356;
-        const double t358 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-        const double t359 = t194 + t358;
-        const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-        const double t361 = t204 + t360;
         const double t382 = t185 + t356;
         const double t383 = t195 + t358;
         const double t384 = t205 + t360;
@@ -27514,21 +27405,21 @@ int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[17]
  *   in  h[6]
  *   out tw[6]
- *   operations: 1420 (577 add, 816 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 1365 (557 add, 781 mul, 7 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 663 + the frame's case:
+ *   operations per call: shared prefix 674 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
  *     DIMITROV_7DOF_RW_FRAME_LINK1             31
  *     DIMITROV_7DOF_RW_FRAME_LINK2             31
- *     DIMITROV_7DOF_RW_FRAME_LINK3             56
- *     DIMITROV_7DOF_RW_FRAME_LINK4             71
- *     DIMITROV_7DOF_RW_FRAME_LINK5             96
- *     DIMITROV_7DOF_RW_FRAME_LINK6             102
- *     DIMITROV_7DOF_RW_FRAME_LINK7             150
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             45
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             60
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             85
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             91
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             139
  *     DIMITROV_7DOF_RW_FRAME_RW_X              12
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              12
  *     DIMITROV_7DOF_RW_FRAME_RW_Z              16
- *     DIMITROV_7DOF_RW_FRAME_EE                180
+ *     DIMITROV_7DOF_RW_FRAME_EE                169
  */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -27752,6 +27643,15 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t78*Hbdi2 - vb0x*HbL52;
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t77*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+    const double Rb2_1 = -s1*c2;
+    const double Rb2_4 = c1*c2;
+    const double t81 = 0.275*Rb2_1;
+    const double pb3_0 = 0.65 + t81 + c1*0.4;
+    const double t82 = 0.275*Rb2_4;
+    const double pb3_1 = t82 + s1*0.4;
+    const double t83 = s2*0.275;
+    const double pb3_2 = 1.1 + t83;
     const double t84 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t85 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t86 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
@@ -27812,16 +27712,7 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t105 - t106*R0_7 + vb0x_4*(t101 + 1.1*R0_6);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 56 operations */
-        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double Rb2_1 = -s1*c2;
-        const double Rb2_4 = c1*c2;
-        const double t81 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t81 + c1*0.4;
-        const double t82 = 0.275*Rb2_4;
-        const double pb3_1 = t82 + s1*0.4;
-        const double t83 = s2*0.275;
-        const double pb3_2 = 1.1 + t83;
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 45 operations */
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -27830,21 +27721,13 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 71 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 60 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_7 = -c2*c3;
-        const double t81 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t81 + c1*0.4;
-        const double t82 = 0.275*Rb2_4;
-        const double pb3_1 = t82 + s1*0.4;
-        const double t83 = s2*0.275;
-        const double pb3_2 = 1.1 + t83;
         const double pb4_0 = pb3_0 - 0.87*Rb3_1;
         const double pb4_1 = pb3_1 - 0.87*Rb3_4;
         const double pb4_2 = pb3_2 - 0.87*Rb3_7;
@@ -27856,24 +27739,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb4_1 + R0_7*pb4_0)*vb0x_3 + (R0_6*pb4_2 - R0_8*pb4_0)*vb0x_4 + (-R0_7*pb4_2 + R0_8*pb4_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 96 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 85 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t81 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t81 + c1*0.4;
-        const double t82 = 0.275*Rb2_4;
-        const double pb3_1 = t82 + s1*0.4;
-        const double t83 = s2*0.275;
-        const double pb3_2 = 1.1 + t83;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
         const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
@@ -27891,24 +27766,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb5_1 + R0_7*pb5_0)*vb0x_3 + (R0_6*pb5_2 - R0_8*pb5_0)*vb0x_4 + (-R0_7*pb5_2 + R0_8*pb5_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 102 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 91 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t81 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t81 + c1*0.4;
-        const double t82 = 0.275*Rb2_4;
-        const double pb3_1 = t82 + s1*0.4;
-        const double t83 = s2*0.275;
-        const double pb3_2 = 1.1 + t83;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
         const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
@@ -27929,24 +27796,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3 + (-R0_7*pb6_2 + R0_8*pb6_1)*vb0x_5 + (R0_6*pb6_2 - R0_8*pb6_0)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 150 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 139 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t81 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t81 + c1*0.4;
-        const double t82 = 0.275*Rb2_4;
-        const double pb3_1 = t82 + s1*0.4;
-        const double t83 = s2*0.275;
-        const double pb3_2 = 1.1 + t83;
         const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
@@ -28019,24 +27878,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t103 + t89 - t102*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 180 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 169 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
-        const double Rb2_1 = -s1*c2;
         const double Rb2_3 = s2*c1;
-        const double Rb2_4 = c1*c2;
         const double Rb3_0 = c1*c3 + s3*Rb2_0;
         const double Rb3_1 = c3*Rb2_0 - s3*c1;
         const double Rb3_3 = s1*c3 + s3*Rb2_3;
         const double Rb3_4 = c3*Rb2_3 - s1*s3;
         const double Rb3_6 = -s3*c2;
         const double Rb3_7 = -c2*c3;
-        const double t81 = 0.275*Rb2_1;
-        const double pb3_0 = 0.65 + t81 + c1*0.4;
-        const double t82 = 0.275*Rb2_4;
-        const double pb3_1 = t82 + s1*0.4;
-        const double t83 = s2*0.275;
-        const double pb3_2 = 1.1 + t83;
         const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
         const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
         const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;

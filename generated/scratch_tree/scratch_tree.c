@@ -33,8 +33,8 @@
  *   scratch_tree_base_velocity               309 / 421 / 7 / 0 / 6 / 0 = 743
  *   scratch_tree_jacobian_local              409 / 592 / 0 / 0 / 20 / 0 = 1021
  *   scratch_tree_jacobian_world              413 / 593 / 1 / 0 / 16 / 0 = 1023
- *   scratch_tree_generalized_jacobian        1001 / 1247 / 7 / 0 / 6 / 0 = 2261
- *   scratch_tree_momentum_frame_twist        389 / 544 / 7 / 0 / 6 / 0 = 946
+ *   scratch_tree_generalized_jacobian        857 / 1067 / 7 / 0 / 6 / 0 = 1937
+ *   scratch_tree_momentum_frame_twist        380 / 535 / 7 / 0 / 6 / 0 = 928
  */
 #include <math.h>
 #include "scratch_tree.h"
@@ -12238,16 +12238,16 @@ int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[11]
  *   out J[24] (6 x 4, row-major)
- *   operations: 2261 (1001 add, 1247 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 1937 (857 add, 1067 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 950 + the frame's case:
+ *   operations per call: shared prefix 1052 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    117
- *     SCRATCH_TREE_FRAME_L2                    231
- *     SCRATCH_TREE_FRAME_L3                    285
+ *     SCRATCH_TREE_FRAME_L1                    99
+ *     SCRATCH_TREE_FRAME_L2                    129
+ *     SCRATCH_TREE_FRAME_L3                    183
  *     SCRATCH_TREE_FRAME_L4                    90
- *     SCRATCH_TREE_FRAME_TOOL                  291
- *     SCRATCH_TREE_FRAME_TCP                   297
+ *     SCRATCH_TREE_FRAME_TOOL                  189
+ *     SCRATCH_TREE_FRAME_TCP                   195
  */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -12312,6 +12312,19 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double l3_0 = 0.3 + q_9;
     const double c4 = cos(q_10);
     const double s4 = sin(q_10);
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+    const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+    const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+    const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+    const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+    const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+    const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+    const double pb2_0 = 0.5 + 0.4*R1_0;
+    const double pb2_1 = 0.1 + 0.4*R1_3;
+    const double pb2_2 = 0.2 + 0.4*R1_6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -12496,6 +12509,15 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double t104 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1 + R0_8*HbiHbmc1x;
     const double t105 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1 + R0_8*HbiHbmc2x;
     const double t106 = R0_6*HbiHbmc3x_2 + R0_7*HbiHbmc3x_1 + R0_8*HbiHbmc3x;
+    const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+    const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+    const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+    const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+    const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+    const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+    const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
+    const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
+    const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t83;
@@ -12524,10 +12546,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -t106;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 117 operations */
-        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 99 operations */
         const double t110 = 0.5*R0_1;
         const double t111 = 0.1*R0_0;
         const double t112 = t110 - t111;
@@ -12572,29 +12591,7 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t124*HbiHbmc3x_3 + t126*HbiHbmc3x_4 + t127*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 231 operations */
-        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
-        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
-        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
-        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 129 operations */
         const double t134 = -R0_0*pb2_1 + R0_1*pb2_0;
         const double t135 = R0_0*pb2_2 - R0_2*pb2_0;
         const double t136 = -R0_1*pb2_2 + R0_2*pb2_1;
@@ -12636,32 +12633,11 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t146*HbiHbmc3x_3 + t147*HbiHbmc3x_4 + t148*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 285 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 183 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
-        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
-        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
         const double t149 = -R0_0*pb3_1 + R0_1*pb3_0;
         const double t150 = R0_0*pb3_2 - R0_2*pb3_0;
         const double t151 = -R0_1*pb3_2 + R0_2*pb3_1;
@@ -12754,35 +12730,14 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 - t122*HbiHbmc3x_3 + t180*HbiHbmc3x_4 - t181*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 291 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 189 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
-        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
-        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
-        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
         const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
         const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
         const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
@@ -12833,35 +12788,14 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t200*HbiHbmc3x_3 + t201*HbiHbmc3x_4 + t202*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 297 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 195 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
-        const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-        const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-        const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-        const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-        const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-        const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-        const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
-        const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
-        const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
         const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
         const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
         const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
@@ -12933,16 +12867,16 @@ int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[11]
  *   in  h[6]
  *   out tw[6]
- *   operations: 946 (389 add, 544 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 928 (380 add, 535 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 570 + the frame's case:
+ *   operations per call: shared prefix 576 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
  *     SCRATCH_TREE_FRAME_L1                    45
- *     SCRATCH_TREE_FRAME_L2                    51
- *     SCRATCH_TREE_FRAME_L3                    72
+ *     SCRATCH_TREE_FRAME_L2                    45
+ *     SCRATCH_TREE_FRAME_L3                    66
  *     SCRATCH_TREE_FRAME_L4                    31
- *     SCRATCH_TREE_FRAME_TOOL                  78
- *     SCRATCH_TREE_FRAME_TCP                   99
+ *     SCRATCH_TREE_FRAME_TOOL                  72
+ *     SCRATCH_TREE_FRAME_TCP                   93
  */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -13111,6 +13045,10 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + t60*Hbdi2 - vb0x*HbL52;
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t59*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+    const double pb2_0 = 0.5 + 0.4*R1_0;
+    const double pb2_1 = 0.1 + 0.4*R1_3;
+    const double pb2_2 = 0.2 + 0.4*R1_6;
     const double t63 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t64 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t65 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
@@ -13145,11 +13083,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + vb0x_4*(-t77 + 0.2*R0_6) + (t75 - t76)*vb0x_3 + (0.1*R0_8 - 0.2*R0_7)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 51 operations */
-        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 45 operations */
         tw[0] = t63;
         tw[1] = t64;
         tw[2] = t65;
@@ -13158,14 +13092,11 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pb2_1 + R0_7*pb2_0)*vb0x_3 + (R0_6*pb2_2 - R0_8*pb2_0)*vb0x_4 + (-R0_7*pb2_2 + R0_8*pb2_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 72 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 66 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
         const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
@@ -13196,14 +13127,11 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 - t75*vb0x_3 - t78*R0_7 + (t76 + t77)*vb0x_4;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 78 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 72 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
         const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
@@ -13218,7 +13146,7 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pf_tool_1 + R0_7*pf_tool_0)*vb0x_3 + (R0_6*pf_tool_2 - R0_8*pf_tool_0)*vb0x_4 + (-R0_7*pf_tool_2 + R0_8*pf_tool_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 99 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
@@ -13226,9 +13154,6 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
         const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
         const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-        const double pb2_0 = 0.5 + 0.4*R1_0;
-        const double pb2_1 = 0.1 + 0.4*R1_3;
-        const double pb2_2 = 0.2 + 0.4*R1_6;
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;

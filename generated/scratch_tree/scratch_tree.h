@@ -144,11 +144,11 @@ int scratch_tree_jacobian_local_batch(int n, const double *q, int frame, double 
 int scratch_tree_jacobian_world(const double *q, int frame, double *J);
 int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 950 + the case of the frame ('base' 0, 'l1' 117, 'l2' 231, 'l3' 285, 'l4' 90, 'tool' 291, 'tcp' 297); 2261 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1052 + the case of the frame ('base' 0, 'l1' 99, 'l2' 129, 'l3' 183, 'l4' 90, 'tool' 189, 'tcp' 195); 1937 in all */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J);
 int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 570 + the case of the frame ('base' 0, 'l1' 45, 'l2' 51, 'l3' 72, 'l4' 31, 'tool' 78, 'tcp' 99); 946 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 576 + the case of the frame ('base' 0, 'l1' 45, 'l2' 45, 'l3' 66, 'l4' 31, 'tool' 72, 'tcp' 93); 928 in all */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -34,7 +34,7 @@
  *   seed004_dual_arm_jacobian_local          162 / 184 / 0 / 0 / 48 / 0 = 394
  *   seed004_dual_arm_jacobian_world          178 / 260 / 1 / 0 / 36 / 0 = 475
  *   seed004_dual_arm_generalized_jacobian    597 / 569 / 4 / 0 / 12 / 0 = 1182
- *   seed004_dual_arm_momentum_frame_twist    318 / 420 / 7 / 0 / 12 / 0 = 757
+ *   seed004_dual_arm_momentum_frame_twist    314 / 401 / 7 / 0 / 12 / 0 = 734
  */
 #include <math.h>
 #include "seed004_dual_arm.h"
@@ -12111,20 +12111,20 @@ int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[13]
  *   in  h[6]
  *   out tw[6]
- *   operations: 757 (318 add, 420 mul, 7 div, 0 sqrt, 12 trig, 0 other)
+ *   operations: 734 (314 add, 401 mul, 7 div, 0 sqrt, 12 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 375 + the frame's case:
+ *   operations per call: shared prefix 380 + the frame's case:
  *     SEED004_DUAL_ARM_FRAME_BASE              0
- *     SEED004_DUAL_ARM_FRAME_LINK1             16
- *     SEED004_DUAL_ARM_FRAME_LINK2             31
- *     SEED004_DUAL_ARM_FRAME_LINK3             40
- *     SEED004_DUAL_ARM_FRAME_LINK4             16
- *     SEED004_DUAL_ARM_FRAME_LINK5             31
- *     SEED004_DUAL_ARM_FRAME_LINK6             39
- *     SEED004_DUAL_ARM_FRAME_TARGET            50
- *     SEED004_DUAL_ARM_FRAME_EE1               50
+ *     SEED004_DUAL_ARM_FRAME_LINK1             13
+ *     SEED004_DUAL_ARM_FRAME_LINK2             29
+ *     SEED004_DUAL_ARM_FRAME_LINK3             37
+ *     SEED004_DUAL_ARM_FRAME_LINK4             13
+ *     SEED004_DUAL_ARM_FRAME_LINK5             30
+ *     SEED004_DUAL_ARM_FRAME_LINK6             38
+ *     SEED004_DUAL_ARM_FRAME_TARGET            45
+ *     SEED004_DUAL_ARM_FRAME_EE1               45
  *     SEED004_DUAL_ARM_FRAME_EE2               47
- *     SEED004_DUAL_ARM_FRAME_GRASP2            62
+ *     SEED004_DUAL_ARM_FRAME_GRASP2            57
  */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -12283,12 +12283,18 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
     const double vb0x_4 = t62*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
+    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+    const double pb2_0 = 0.5 + c1;
     const double t70 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t71 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t72 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
     const double t73 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t74 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t75 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double t78 = R0_2*vb0x_4;
+    const double t81 = R0_5*vb0x_4;
+    const double t84 = R0_8*vb0x_4;
+    const double t90 = R0_8*vb0x_5;
     switch (frame) {
     case SEED004_DUAL_ARM_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t70;
@@ -12299,16 +12305,13 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 16 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 13 operations */
         const double t76 = 0.5*vb0x_3;
         const double t77 = t76*R0_1;
-        const double t78 = R0_2*vb0x_4;
         const double t79 = 0.5*t78;
         const double t80 = t76*R0_4;
-        const double t81 = R0_5*vb0x_4;
         const double t82 = 0.5*t81;
         const double t83 = t76*R0_7;
-        const double t84 = R0_8*vb0x_4;
         const double t85 = 0.5*t84;
         tw[0] = t70;
         tw[1] = t71;
@@ -12318,10 +12321,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 + t83 - t85;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 31 operations */
-        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-        const double pb2_0 = 0.5 + c1;
-        const double t84 = R0_8*vb0x_4;
+    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 29 operations */
         const double t86 = s1*vb0x_5;
         const double t87 = pb2_0*vb0x_4;
         tw[0] = t70;
@@ -12332,19 +12332,16 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t84*pb2_0 + t86*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 40 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 37 operations */
         const double t64 = c1*c2 - s1*s2;
         const double t65 = s2*c1;
         const double t66 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_3 = t65 + t66;
-        const double pb2_0 = 0.5 + c1;
         const double pb3_0 = pb2_0 + t64;
         const double pb3_1 = Rb2_3 + s1;
-        const double t84 = R0_8*vb0x_4;
         const double t88 = pb3_0*vb0x_4;
         const double t89 = pb3_1*vb0x_5;
-        const double t90 = R0_8*vb0x_5;
         tw[0] = t70;
         tw[1] = t71;
         tw[2] = t72;
@@ -12353,16 +12350,13 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t84*pb3_0 + t90*pb3_1 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 16 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 13 operations */
         const double t76 = 0.5*vb0x_3;
         const double t77 = t76*R0_1;
-        const double t78 = R0_2*vb0x_4;
         const double t79 = 0.5*t78;
         const double t80 = t76*R0_4;
-        const double t81 = R0_5*vb0x_4;
         const double t82 = 0.5*t81;
         const double t83 = t76*R0_7;
-        const double t84 = R0_8*vb0x_4;
         const double t85 = 0.5*t84;
         tw[0] = t70;
         tw[1] = t71;
@@ -12372,10 +12366,9 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t83 + t85;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 31 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 30 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb5_0 = -0.5 - c4;
-        const double t84 = R0_8*vb0x_4;
         const double t91 = s4*vb0x_5;
         const double t92 = pb5_0*vb0x_4;
         tw[0] = t70;
@@ -12386,7 +12379,7 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t84*pb5_0 - t91*R0_8 + vb0x_3*(R0_7*pb5_0 + s4*R0_6);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 39 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 38 operations */
         const double t67 = c4*c5 - s4*s5;
         const double t68 = s5*c4;
         const double t69 = s4*c5;
@@ -12395,7 +12388,6 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         const double pb5_0 = -0.5 - c4;
         const double pb6_0 = pb5_0 - t67;
         const double pb6_1 = -Rb5_3 - s4;
-        const double t90 = R0_8*vb0x_5;
         const double t93 = pb6_0*vb0x_4;
         const double t94 = pb6_1*vb0x_5;
         tw[0] = t70;
@@ -12406,24 +12398,19 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 + t90*pb6_1 - t93*R0_8 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 50 operations */
+    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 45 operations */
         const double t64 = c1*c2 - s1*s2;
         const double t65 = s2*c1;
         const double t66 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_1 = -t65 - t66;
         const double Rb2_3 = t65 + t66;
-        const double pb2_0 = 0.5 + c1;
         const double Rb3_0 = c3*t64 + s3*Rb2_1;
         const double Rb3_3 = c3*Rb2_3 + s3*t64;
         const double pb3_0 = pb2_0 + t64;
         const double pb3_1 = Rb2_3 + s1;
         const double pf_target_0 = Rb3_0 + pb3_0;
         const double pf_target_1 = Rb3_3 + pb3_1;
-        const double t78 = R0_2*vb0x_4;
-        const double t81 = R0_5*vb0x_4;
-        const double t84 = R0_8*vb0x_4;
-        const double t90 = R0_8*vb0x_5;
         const double t95 = vb0x_5*pf_target_1;
         const double t96 = t73 - t78*pf_target_0 + t95*R0_2 + (-R0_0*pf_target_1 + R0_1*pf_target_0)*vb0x_3;
         const double t97 = t74 - t81*pf_target_0 + t95*R0_5 + (-R0_3*pf_target_1 + R0_4*pf_target_0)*vb0x_3;
@@ -12436,24 +12423,19 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t98;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 50 operations */
+    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 45 operations */
         const double t64 = c1*c2 - s1*s2;
         const double t65 = s2*c1;
         const double t66 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_1 = -t65 - t66;
         const double Rb2_3 = t65 + t66;
-        const double pb2_0 = 0.5 + c1;
         const double Rb3_0 = c3*t64 + s3*Rb2_1;
         const double Rb3_3 = c3*Rb2_3 + s3*t64;
         const double pb3_0 = pb2_0 + t64;
         const double pb3_1 = Rb2_3 + s1;
         const double pf_target_0 = Rb3_0 + pb3_0;
         const double pf_target_1 = Rb3_3 + pb3_1;
-        const double t78 = R0_2*vb0x_4;
-        const double t81 = R0_5*vb0x_4;
-        const double t84 = R0_8*vb0x_4;
-        const double t90 = R0_8*vb0x_5;
         const double t95 = vb0x_5*pf_target_1;
         const double t96 = t73 - t78*pf_target_0 + t95*R0_2 + (-R0_0*pf_target_1 + R0_1*pf_target_0)*vb0x_3;
         const double t97 = t74 - t81*pf_target_0 + t95*R0_5 + (-R0_3*pf_target_1 + R0_4*pf_target_0)*vb0x_3;
@@ -12490,14 +12472,13 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 + t100*R0_8 - t99*R0_8 + (-R0_6*pf_ee2_1 + R0_7*pf_ee2_0)*vb0x_3;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 62 operations */
+    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 57 operations */
         const double t64 = c1*c2 - s1*s2;
         const double t65 = s2*c1;
         const double t66 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_1 = -t65 - t66;
         const double Rb2_3 = t65 + t66;
-        const double pb2_0 = 0.5 + c1;
         const double Rb3_0 = c3*t64 + s3*Rb2_1;
         const double Rb3_1 = c3*Rb2_1 - s3*t64;
         const double Rb3_3 = c3*Rb2_3 + s3*t64;
@@ -12506,10 +12487,6 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         const double pb3_1 = Rb2_3 + s1;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
         const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
-        const double t78 = R0_2*vb0x_4;
-        const double t81 = R0_5*vb0x_4;
-        const double t84 = R0_8*vb0x_4;
-        const double t90 = R0_8*vb0x_5;
         const double t101 = vb0x_5*pf_grasp2_1;
         tw[0] = t70;
         tw[1] = t71;

@@ -152,7 +152,7 @@ int seed004_dual_arm_jacobian_world_batch(int n, const double *q, int frame, dou
 int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 375 + the case of the frame ('base' 0, 'link1' 16, 'link2' 31, 'link3' 40, 'link4' 16, 'link5' 31, 'link6' 39, 'target' 50, 'ee1' 50, 'ee2' 47, 'grasp2' 62); 757 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 380 + the case of the frame ('base' 0, 'link1' 13, 'link2' 29, 'link3' 37, 'link4' 13, 'link5' 30, 'link6' 38, 'target' 45, 'ee1' 45, 'ee2' 47, 'grasp2' 57); 734 in all */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -33,7 +33,7 @@
  *   tian_wu_3dof_base_velocity               115 / 156 / 7 / 0 / 6 / 0 = 284
  *   tian_wu_3dof_jacobian_local              53 / 62 / 0 / 0 / 18 / 0 = 133
  *   tian_wu_3dof_jacobian_world              68 / 103 / 1 / 0 / 12 / 0 = 184
- *   tian_wu_3dof_generalized_jacobian        205 / 211 / 4 / 0 / 6 / 0 = 426
+ *   tian_wu_3dof_generalized_jacobian        196 / 211 / 4 / 0 / 6 / 0 = 417
  *   tian_wu_3dof_momentum_frame_twist        162 / 222 / 7 / 0 / 6 / 0 = 397
  */
 #include <math.h>
@@ -6045,14 +6045,14 @@ int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[10]
  *   out J[18] (6 x 3, row-major)
- *   operations: 426 (205 add, 211 mul, 4 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 417 (196 add, 211 mul, 4 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 194 + the frame's case:
+ *   operations per call: shared prefix 197 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
- *     TIAN_WU_3DOF_FRAME_LINK1                 25
- *     TIAN_WU_3DOF_FRAME_LINK2                 44
- *     TIAN_WU_3DOF_FRAME_LINK3                 69
- *     TIAN_WU_3DOF_FRAME_EE                    94
+ *     TIAN_WU_3DOF_FRAME_LINK1                 22
+ *     TIAN_WU_3DOF_FRAME_LINK2                 41
+ *     TIAN_WU_3DOF_FRAME_LINK3                 66
+ *     TIAN_WU_3DOF_FRAME_EE                    91
  */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -6166,6 +6166,9 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t48 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
     const double t49 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1;
     const double t50 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1;
+    const double t51 = R0_2 + t33;
+    const double t52 = R0_5 + t36;
+    const double t53 = R0_8 + t39;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t33;
@@ -6188,10 +6191,7 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -t50;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 25 operations */
-        const double t51 = R0_2 + t33;
-        const double t52 = R0_5 + t36;
-        const double t53 = R0_8 + t39;
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 22 operations */
         const double t54 = 0.5*HbiHbmc0x_3;
         const double t55 = 0.5*HbiHbmc1x_3;
         const double t56 = 0.5*HbiHbmc2x_3;
@@ -6216,12 +6216,9 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t57*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 44 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 41 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb2_0 = 0.5 + c1;
-        const double t51 = R0_2 + t33;
-        const double t52 = R0_5 + t36;
-        const double t53 = R0_8 + t39;
         const double t58 = R0_2 + t34;
         const double t59 = R0_5 + t37;
         const double t60 = R0_8 + t40;
@@ -6252,7 +6249,7 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t67*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 69 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 66 operations */
         const double t16 = s1*c2;
         const double t17 = s2*c1;
         const double t18 = c1*c2 - s1*s2;
@@ -6261,9 +6258,6 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         const double pb2_0 = 0.5 + c1;
         const double pb3_0 = pb2_0 + t18;
         const double pb3_1 = Rb2_5 + s1;
-        const double t51 = R0_2 + t33;
-        const double t52 = R0_5 + t36;
-        const double t53 = R0_8 + t39;
         const double t58 = R0_2 + t34;
         const double t59 = R0_5 + t37;
         const double t60 = R0_8 + t40;
@@ -6299,7 +6293,7 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t81*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 94 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 91 operations */
         const double t16 = s1*c2;
         const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -6313,9 +6307,6 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
-        const double t51 = R0_2 + t33;
-        const double t52 = R0_5 + t36;
-        const double t53 = R0_8 + t39;
         const double t58 = R0_2 + t34;
         const double t59 = R0_5 + t37;
         const double t60 = R0_8 + t40;

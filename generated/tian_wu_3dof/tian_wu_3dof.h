@@ -142,7 +142,7 @@ int tian_wu_3dof_jacobian_local_batch(int n, const double *q, int frame, double 
 int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J);
 int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 194 + the case of the frame ('base' 0, 'link1' 25, 'link2' 44, 'link3' 69, 'ee' 94); 426 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 197 + the case of the frame ('base' 0, 'link1' 22, 'link2' 41, 'link3' 66, 'ee' 91); 417 in all */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J);
 int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
