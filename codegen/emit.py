@@ -257,6 +257,39 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     return text, call
 
 
+#: a run of at least ZERO_RUN exact zeros in an output of a frame family is written by loops of at most
+#: ZERO_CHUNK elements, which C compilers turn into a few vector stores: a frame's Jacobian is zero in
+#: every column of a joint off the frame's path (153 of the 222 entries for a hand of the four-arm
+#: robot).  gcc 12 inlines such a loop for up to 8 doubles under every tuning tried (generic x86-64,
+#: AVX2, AVX-512) but calls libc's memset for 16 or more with the generic and AVX2 tunings (measured
+#: slower than the single stores for the short cases of a tree's frames)
+ZERO_RUN = 4
+ZERO_CHUNK = 8
+
+
+def _stores(name: str, es: list[se.Basic], pr: _Printer, indent: str = "") -> list[str]:
+    """Stores of every element of the output ``name``; runs of exact zeros as short loops (no element is
+    left unwritten: the caller's buffer may hold anything)."""
+    out: list[str] = []
+    i, n = 0, len(es)
+    while i < n:
+        j = i
+        while j < n and es[j].is_Number and es[j] == 0:
+            j += 1
+        if j - i >= ZERO_RUN:
+            for a in range(i, j, ZERO_CHUNK):
+                b = min(a + ZERO_CHUNK, j)
+                if b - a >= ZERO_RUN:
+                    out.append(f"{indent}for (int k = {a}; k < {b}; ++k) {name}[k] = 0.0;")
+                else:
+                    out += [f"{indent}{name}[{k}] = 0;" for k in range(a, b)]
+            i = j
+            continue
+        out.append(f"{indent}{name}[{i}] = {pr(es[i])};")
+        i += 1
+    return out
+
+
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                   enum: list[tuple[str, str, int]] | None = None,
                   skip_zeros: bool = False) -> EmittedFunction:
@@ -291,6 +324,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     pr = _Printer(known, f"{cname}")
     loop = ["int i;"]
     stores = 0
+    fn_ops = dict(program.ops)
     prefix_ops = None
     case_ops: list[tuple[str, str, dict[str, int]]] = []
     epilogue: list[str] = []
@@ -320,18 +354,19 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             body.append(f"case {enumerator}: {{  /* '{c_comment(fname)}': {ops['total']} operations */")
             body += _assignments(assigns, pr, program.stages, "    ")
             for name, es in outs:
-                for i, e in enumerate(es):
-                    body.append(f"    {name}[{i}] = {pr(e)};")
+                body += _stores(name, es, pr, "    ")
             body.append("    break;")
             body.append("}")
             case_ops.append((fname, enumerator, ops))
         body += ["default:", "    return 1;", "}", "return 0;"]
         prefix_ops = split.prefix_ops
+        # what the C holds: quantities copied into several cases count once per copy
+        fn_ops = {k: prefix_ops[k] + sum(o[k] for o in split.case_ops) for k in prefix_ops}
         n_frames = f"{prefix.upper()}N_FRAMES"
         loop += [f"if (frame < 0 || frame >= {n_frames}) return 1;",
                  "for (i = 0; i < n; ++i) {", f"    (void){cname}({batch_args});", "}", "return 0;"]
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
-                           dict(program.ops), signature, batch_signature, batch_args, signature + ";",
+                           fn_ops, signature, batch_signature, batch_args, signature + ";",
                            batch_signature + ";", body, unused, loop, prefix_ops, case_ops,
                            epilogue=epilogue, helpers=helpers, stores=stores)
 

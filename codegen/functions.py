@@ -55,9 +55,13 @@ Functions taking ``f_ext`` come in two C variants: without external wrenches (th
 frame, double *J)`` whose ``frame`` argument is an id of the header's enum (``<ROBOT>_FRAME_<NAME>``:
 bodies in ``body_names`` order, then the named frames).  It is derived in one symbolic run (the algorithm
 is called for every frame on one context that shares identical staged quantities), optimised as one
-program, and emitted as a shared prefix (quantities used by two or more frames) followed by a ``switch``
-whose cases hold what only that frame needs.  Family functions return ``0``, or ``1`` for an invalid frame
-id (outputs untouched); every other generated function returns ``void``.
+program, and emitted as a shared prefix (quantities that every frame, or too many frames, need: the
+mass matrix of the generalised Jacobian) followed by a ``switch`` whose case for a frame computes the
+rest of what that frame needs, and nothing else: on a tree, the kinematics of the bodies on its path,
+not of every body of the robot (:func:`~soadyn.codegen.optimise.split_cases`: a quantity needed by
+several frames is copied into each of their cases where the calls it saves are worth the code, within
+a bound on the code's growth).  Family functions return ``0``, or ``1`` for an invalid frame id
+(outputs untouched); every other generated function returns ``void``.
 """
 
 from __future__ import annotations

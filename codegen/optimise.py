@@ -362,27 +362,50 @@ def count_ops(program: Program) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------------
 # frame families
 # --------------------------------------------------------------------------------------------------
+#: code growth a frame family may pay for computing, per frame, only what that frame needs (see
+#: :func:`split_cases`): the emitted prefix and cases hold at most this many times the operations of the
+#: family's program (where every quantity appears once)
+CASE_GROWTH = 2.0
+#: ... and a copy must be worth it: the fraction of the average call's operations it saves must be at
+#: least this many times the fraction of code it adds (see :func:`split_cases`)
+CASE_WORTH = 0.25
+
+
 @dataclass
 class CaseSplit:
     """A frame family's optimised program cut into a shared prefix and one block per case (frame).
 
-    ``prefix``: assignments used by two or more cases (in program order); ``cases[c]``: (assignments used
-    by case ``c`` only, outputs of case ``c`` with the case suffix removed from their names);
-    ``prefix_ops`` / ``case_ops[c]``: operation counts of those parts.
+    ``prefix``: assignments computed before the ``switch`` (in program order); ``cases[c]``: (the other
+    assignments case ``c`` needs, outputs of case ``c`` with the case suffix removed from their names);
+    ``prefix_ops`` / ``case_ops[c]``: operation counts of those parts (a call for frame ``c`` costs
+    ``prefix_ops + case_ops[c]``); ``shared``: the largest number of frames that need an assignment which
+    is still copied into those frames' cases instead of the prefix.
     """
 
     prefix: list[tuple[se.Symbol, se.Basic]]
     cases: list[tuple[list[tuple[se.Symbol, se.Basic]], list[tuple[str, list[se.Basic]]]]]
     prefix_ops: dict[str, int]
     case_ops: list[dict[str, int]]
+    shared: int = 1
 
 
-def split_cases(program: Program, n_cases: int) -> CaseSplit:
-    """Partition a family program (outputs named ``<name>@<case>``) by the cases that need each assignment.
+def split_cases(program: Program, n_cases: int, growth: float = CASE_GROWTH,
+                worth: float = CASE_WORTH) -> CaseSplit:
+    """Partition a family program (outputs named ``<name>@<case>``) into a prefix and per-case blocks.
 
-    An assignment needed (transitively) by a single case goes to that case; one needed by several goes to
-    the prefix.  Dependencies of a prefix assignment are needed by at least the same cases, so they are in
-    the prefix too, and each part keeps the program's topological order.
+    Each assignment is needed (transitively) by a set of cases.  An assignment needed by every case is in
+    the prefix; one needed by ``k`` cases is either in the prefix, where every call pays for it, or
+    copied into each of the ``k`` cases, where only the calls that need it do: on a tree, the kinematics
+    of a body are needed by the frames of its subtree only, so a shared prefix would compute every body
+    of the robot for every frame.  Copies cost code: ``k - 1`` extra copies of ``w`` operations save
+    ``w (n - k)`` operations summed over the ``n`` frames' calls.  Assignments are copied level by level
+    in order of increasing ``k`` (the best trade first) while (a) the emitted code stays within ``growth``
+    times the program's operations and (b) the level is worth it: the fraction of the average call it
+    saves, ``(n - k) / n`` of its operations over the average call's, is at least ``worth`` times the
+    fraction of code it adds, ``(k - 1)`` of its operations over the code's (on a long chain the bodies
+    near the base, needed by almost every frame, stay shared; so does the mass matrix of a generalised
+    Jacobian).  An assignment's dependencies are needed by at least the same cases, so they are in the
+    prefix or in the same cases before it, and each part keeps the program's topological order.
     """
     from soadyn.codegen.derive import CASE_SEP
 
@@ -404,19 +427,44 @@ def split_cases(program: Program, n_cases: int) -> CaseSplit:
             for s in _free(e):
                 need[s] = need.get(s, 0) | m
     masks.reverse()
+    counts = [bin(m).count("1") for m in masks]
+    total = program.ops["total"] if "total" in program.ops else count_ops(program)["total"]
+    # operations by the number of cases needing them, and the operations of all calls (one per case)
+    # with everything needed by two or more cases shared
+    ops_by_k: dict[int, int] = {}
+    calls = total
+    for (t, e), k in zip(program.assignments, counts):
+        if k > 1:
+            ops = count_ops(Program(program.name, [], [(t, e)], []))["total"]
+            ops_by_k[k] = ops_by_k.get(k, 0) + ops
+            calls += (n_cases - 1) * ops
+    shared = 1
+    code = total
+    for k in sorted(ops_by_k):
+        if k >= n_cases:
+            break
+        w = ops_by_k[k]
+        if code + (k - 1) * w > growth * total or (n_cases - k) * code < worth * (k - 1) * calls:
+            break
+        code += (k - 1) * w
+        calls -= (n_cases - k) * w
+        shared = k
     prefix: list = []
     per_case: list[list] = [[] for _ in range(n_cases)]
-    for (t, e), m in zip(program.assignments, masks):
+    for (t, e), m, k in zip(program.assignments, masks, counts):
         if not m:
             continue
-        if m & (m - 1):
+        if k > shared:
             prefix.append((t, e))
-        else:
-            per_case[m.bit_length() - 1].append((t, e))
+            continue
+        while m:
+            low = m & -m
+            per_case[low.bit_length() - 1].append((t, e))
+            m ^= low
     cases = list(zip(per_case, case_outputs))
     prefix_ops = count_ops(Program(program.name, [], prefix, []))
     case_ops = [count_ops(Program(program.name, [], a, o)) for a, o in cases]
-    return CaseSplit(prefix, cases, prefix_ops, case_ops)
+    return CaseSplit(prefix, cases, prefix_ops, case_ops, shared)
 
 
 # --------------------------------------------------------------------------------------------------

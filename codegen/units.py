@@ -36,6 +36,7 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
 _ASSIGN = re.compile(r"^const double (\w+) = (.*);$")
 _STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
 _LOAD = re.compile(r"^\w+\[\d+\]$")
+_ZEROS = re.compile(r"^for \(int k = \d+; k < \d+; \+\+k\) (\w+)\[k\] = 0\.0;$")
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _OPS = re.compile(r"[-+*/]|\b(?:sin|cos|sqrt|pow)\(")
@@ -79,6 +80,10 @@ def parse_body(body: list[str]) -> list[Stmt] | None:
             expr = m.group(3)
             out.append(Stmt(s, None, _names(expr) | {m.group(1)},
                             len(_OPS.findall(_NUMBER.sub(" ", expr))) + 1))
+            continue
+        m = _ZEROS.match(s)
+        if m:                 # a run of zeros stored into an output (frame families)
+            out.append(Stmt(s, None, {m.group(1)}, 1))
             continue
         if s.startswith("/*") and s.endswith("*/") or not s:
             out.append(Stmt(s, None, set(), 0))
@@ -167,7 +172,9 @@ def split_family(cname: str, params: list[tuple[str, str]], body: list[str],
     total = sum(s.cost for s in prefix) + sum(s.cost for _, c in cases for s in c)
     if not cases or total <= 1.5 * max_ops:
         return None
-    chunks = _cut(prefix, max_ops) + [c for _, c in cases]
+    # a prefix of input loads only (every quantity copied into the cases that need it) is no stage
+    pre = [c for c in _cut(prefix, max_ops) if any(s.target is not None and not s.load for s in c)]
+    chunks = pre + [c for _, c in cases]
     n_pre = len(chunks) - len(cases)
     names = [f"{cname}_stage{k}" for k in range(n_pre)] + [f"{cname}_case{j}" for j in range(len(cases))]
     stmts = prefix + [s for _, c in cases for s in c]
@@ -184,16 +191,15 @@ def _chunk_functions(cname: str, params: list[tuple[str, str]], stmts: list[Stmt
                      names: list[str]) -> Staged:
     """The C functions of ``chunks`` (consecutive statements), passing values through a work array."""
     loads = {s.target: s for s in stmts if s.load}
-    where: dict[str, int] = {}
-    for k, chunk in enumerate(chunks):
-        for s in chunk:
-            if s.target is not None and not s.load:
-                where[s.target] = k
+    # a value is defined in one chunk, or (frame families) copied into several cases that each use
+    # their own copy: only a use outside every chunk that defines it crosses a boundary
+    own = [{s.target for s in chunk if s.target is not None and not s.load} for chunk in chunks]
+    defined = set().union(*own)
     last_use: dict[str, int] = {}
     for k, chunk in enumerate(chunks):
         for s in chunk:
             for u in s.uses:
-                if u in where and where[u] != k:
+                if u in defined and u not in own[k]:
                     last_use[u] = k
     # work-array slots: a value lives from the end of its stage to the start of its last user
     slot: dict[str, int] = {}
@@ -214,16 +220,15 @@ def _chunk_functions(cname: str, params: list[tuple[str, str]], stmts: list[Stmt
     staged = Staged(work=n_slots)
     pnames = [p for _, p in params]
     decl = ", ".join(f"{t}{p}" for t, p in params) + ", double *w"
-    for name, chunk in zip(names, chunks):
+    for name, chunk, mine in zip(names, chunks, own):
         used = set().union(*(s.uses for s in chunk))
-        own = {s.target for s in chunk if s.target is not None and not s.load}
         needed_loads = {u for u in used if u in loads}
         touched = used.union(*(loads[u].uses for u in needed_loads))
         lines: list[str] = [f"(void){p};" for p in pnames if p not in touched]
         # values from other stages and inputs are read where they are used: nothing is kept live
         # across the whole stage (a preamble of loads would be, as the stores to w may alias them)
         remote = {u: loads[u].line.split(" = ", 1)[1][:-1] for u in needed_loads}
-        remote.update({u: f"w[{slot[u]}]" for u in used - own - needed_loads if u in slot})
+        remote.update({u: f"w[{slot[u]}]" for u in used - mine - needed_loads if u in slot})
         for s in chunk:
             if s.load:
                 continue

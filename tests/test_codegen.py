@@ -32,8 +32,10 @@ from soadyn.codegen.functions import (
 )
 from soadyn.codegen.optimise import count_ops, optimise
 from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
+from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 from soadyn.codegen.verify import check_function, format_checks, random_inputs, reference_function, rel_err
 from soadyn.model import load_robot
+from soadyn.reference import dense as reference
 
 TEST_ARM = REPO / "examples" / "test_arm.yaml"
 TOL = 1e-10
@@ -341,6 +343,7 @@ def test_cache_key_hashes_the_generator_manifest_only():
 _MANIFEST_PROBE = """
 import sys
 from soadyn.model import load_robot
+from soadyn.reference import dense as reference
 robot = load_robot(sys.argv[1])
 setup = {m for m in sys.modules if m.startswith("soadyn")}
 from soadyn.codegen.derive import derive, rename_reserved
@@ -512,6 +515,87 @@ def test_frame_family_status_and_names(arm_free):
         m.jacobian(q, tcp)                       # ids are for C; Python takes names
     with pytest.raises(ValueError, match="unknown frame"):
         m.generalized_jacobian(q, ["tcp"])
+
+
+#: a build that splits every frame family into prefix stages and per-frame case functions (values through
+#: the work array), at -O0 to keep the compile short
+SPLIT_PROFILE = Profile("split_families", ("-O0", *IEEE_FLAGS), stage_ops=40, lanes=1)
+
+
+@requires_cc
+@pytest.mark.parametrize("base", ["free", "fixed"])
+@pytest.mark.parametrize("profile", ["debug", "split"])
+def test_frame_family_every_frame_into_garbage(module_dir, base, profile):
+    """Every frame of a branched tree (two branches off the base, a fixed tool body, a named frame): the
+    local and world Jacobians and the generalised Jacobian against the reference path, written into
+    ``out=`` buffers that hold garbage (NaN, huge numbers) for one state and a batch; a frame's case
+    computes only what that frame needs and writes every element, the zeros of the joints off its path
+    as loops.  ``split``: the same through stage
+    functions and one C function per frame."""
+    robot, _ = resolve_robot(TEST_ARM, base)
+    functions = ["jacobian", "generalized_jacobian"] if base == "free" else ["jacobian"]
+    m = compile_robot(TEST_ARM, module_dir, base, functions=functions,
+                      progress=False, profile=SPLIT_PROFILE if profile == "split" else "debug")
+    text = (Path(m.__file__).parent / f"{m.module_name}.c").read_text()
+    assert "for (int k = " in text                 # zero runs as loops (the joints off a frame's path)
+    rng = np.random.default_rng(11)
+    Q = np.stack([robot.random_configuration(rng) for _ in range(3)])
+    garbage = [np.nan, 1e300, -7.0]
+    assert sorted(m.frame_ids) == sorted([*robot.body_names, *robot.frame_names])
+    for frame in m.frame_ids:
+        calls = [(f"jacobian {wa}",
+                  lambda q, out, f=frame, wa=wa: m.jacobian(q, f, world_aligned=wa, out=out),
+                  lambda q, f=frame, wa=wa: reference.jacobian(robot, q, f, wa)) for wa in (False, True)]
+        if robot.is_free:
+            calls.append(("generalized_jacobian",
+                          lambda q, out, f=frame: m.generalized_jacobian(q, f, out=out),
+                          lambda q, f=frame: reference.generalized_jacobian(robot, q, f)))
+        for what, fn, ref in calls:
+            refs = np.stack([ref(q) for q in Q])
+            for g in garbage:
+                out = np.full(refs.shape[1:], g)
+                fn(Q[0], out)
+                assert rel_err(out, refs[0]) < TOL, (frame, what, g)
+                outs = np.full(refs.shape, g)
+                fn(Q, outs)
+                assert max(rel_err(o, r) for o, r in zip(outs, refs)) < TOL, (frame, what, g, "batch")
+
+
+def test_split_cases_copies_and_closure(arm_free):
+    """``split_cases``: a quantity needed by every frame is in the prefix; with room to grow, a quantity
+    needed by some frames is copied into each of their cases (no frame computes another branch); with
+    ``growth=1`` nothing is copied (the old shared prefix); in every case, the prefix and the case define
+    everything the case's outputs use, in order."""
+    from soadyn.codegen.derive import rename_reserved
+    from soadyn.codegen.optimise import split_cases
+
+    robot, _ = arm_free
+    for name in ("jacobian_local", "jacobian_world", "generalized_jacobian"):
+        spec = next(s for s in function_table(robot) if s.name == name)
+        prog = optimise(rename_reserved(derive.derive(robot, spec), spec))
+        n = len(spec.frames)
+        inputs = {s for _, ss in prog.inputs for s in ss}
+        totals = {}
+        for growth in (1.0, 2.0, 1e9):
+            split = split_cases(prog, n, growth)
+            for assigns, outs in split.cases:
+                known = set(inputs)
+                for t, e in [*split.prefix, *assigns]:
+                    assert e.free_symbols <= known, (name, growth, t)
+                    known.add(t)
+                for _, es in outs:
+                    for e in es:
+                        assert e.free_symbols <= known, (name, growth)
+            total = split.prefix_ops["total"] + sum(o["total"] for o in split.case_ops)
+            assert total <= growth * prog.ops["total"]
+            totals[growth] = (split, total)
+        no_copies, _ = totals[1.0]
+        assert no_copies.shared == 1 and no_copies.prefix
+        everything, _ = totals[1e9]
+        # copying everything needed by fewer than all frames: each call pays only for its frame
+        per_call = [everything.prefix_ops["total"] + o["total"] for o in everything.case_ops]
+        shared = [no_copies.prefix_ops["total"] + o["total"] for o in no_copies.case_ops]
+        assert all(a <= b for a, b in zip(per_call, shared)) and sum(per_call) < sum(shared)
 
 
 def test_identifiers():

@@ -33,10 +33,10 @@
  *   dimitrov_7dof_rw_angular_reduced_dynamics_fext 998 / 1254 / 0 / 0 / 20 / 0 = 2272
  *   dimitrov_7dof_rw_coupling_inertia_rate   316 / 447 / 0 / 0 / 14 / 0 = 777
  *   dimitrov_7dof_rw_base_velocity           462 / 612 / 7 / 0 / 20 / 0 = 1101
- *   dimitrov_7dof_rw_jacobian_local          415 / 618 / 0 / 0 / 20 / 0 = 1053
- *   dimitrov_7dof_rw_jacobian_world          402 / 579 / 1 / 0 / 14 / 0 = 996
- *   dimitrov_7dof_rw_generalized_jacobian    2111 / 2407 / 7 / 0 / 20 / 0 = 4545
- *   dimitrov_7dof_rw_momentum_frame_twist    477 / 644 / 7 / 0 / 20 / 0 = 1148
+ *   dimitrov_7dof_rw_jacobian_local          593 / 931 / 0 / 0 / 76 / 0 = 1600
+ *   dimitrov_7dof_rw_jacobian_world          574 / 885 / 1 / 0 / 56 / 0 = 1516
+ *   dimitrov_7dof_rw_generalized_jacobian    2275 / 2715 / 7 / 0 / 20 / 0 = 5017
+ *   dimitrov_7dof_rw_momentum_frame_twist    557 / 781 / 7 / 0 / 20 / 0 = 1365
  */
 #include <math.h>
 #include "dimitrov_7dof_rw.h"
@@ -23738,21 +23738,21 @@ void dimitrov_7dof_rw_base_velocity_batch(int n, const double *q, const double *
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[17]
  *   out J[96] (6 x 16, row-major)
- *   operations: 1053 (415 add, 618 mul, 0 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 1600 (593 add, 931 mul, 0 div, 0 sqrt, 76 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 219 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             3
- *     DIMITROV_7DOF_RW_FRAME_LINK2             18
- *     DIMITROV_7DOF_RW_FRAME_LINK3             71
- *     DIMITROV_7DOF_RW_FRAME_LINK4             98
- *     DIMITROV_7DOF_RW_FRAME_LINK5             117
- *     DIMITROV_7DOF_RW_FRAME_LINK6             154
- *     DIMITROV_7DOF_RW_FRAME_LINK7             163
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             6
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             30
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             113
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             165
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             223
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             290
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             363
  *     DIMITROV_7DOF_RW_FRAME_RW_X              2
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              2
  *     DIMITROV_7DOF_RW_FRAME_RW_Z              4
- *     DIMITROV_7DOF_RW_FRAME_EE                202
+ *     DIMITROV_7DOF_RW_FRAME_EE                402
  */
 int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
 {
@@ -23766,257 +23766,57 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     const double q_14 = q[14];
     const double q_15 = q[15];
     const double q_16 = q[16];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
-    const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
-    const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
-    const double t0 = 0.275*Rb2_1;
-    const double pb3_0 = 0.65 + t0 + c1*0.4;
-    const double t1 = 0.275*Rb2_4;
-    const double pb3_1 = t1 + s1*0.4;
-    const double t2 = s2*0.275;
-    const double pb3_2 = 1.1 + t2;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
-    const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_6 = c6*Rb5_6 - s6*s2;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double Rb7_0 = -c7*Rb5_1 + s7*Rb6_1;
-    const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
-    const double Rb7_3 = -c7*Rb5_4 + s7*Rb6_4;
-    const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
-    const double Rb7_6 = -c7*Rb5_7 + s7*Rb6_7;
-    const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
-    const double t6 = s1*0.65;
-    const double t8 = c1*Rb2_1 + s1*Rb2_4;
-    const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
-    const double t18 = c1*Rb2_4;
-    const double t39 = c1*Rb5_1 + s1*Rb5_4;
-    const double t40 = Rb5_1*Rb2_1 + Rb5_4*Rb2_4 + s2*Rb5_7;
-    const double t62 = c1*Rb5_4;
-    const double t64 = c1*Rb6_0 + s1*Rb6_3;
-    const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
-    const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
-    const double t97 = c1*Rb7_0 + s1*Rb7_3;
-    const double t98 = Rb2_1*Rb7_0 + Rb2_4*Rb7_3 + s2*Rb7_6;
-    const double t99 = Rb5_1*Rb7_0 + Rb5_4*Rb7_3 + Rb5_7*Rb7_6;
-    const double t100 = Rb6_0*Rb7_0 + Rb6_3*Rb7_3 + Rb6_6*Rb7_6;
-    const double t101 = c1*Rb7_1 + s1*Rb7_4;
-    const double t102 = Rb2_1*Rb7_1 + Rb2_4*Rb7_4 + s2*Rb7_7;
-    const double t103 = Rb5_1*Rb7_1 + Rb5_4*Rb7_4 + Rb5_7*Rb7_7;
-    const double t104 = Rb6_0*Rb7_1 + Rb6_3*Rb7_4 + Rb6_6*Rb7_7;
-    const double t105 = pow(Rb6_0, 2) + pow(Rb6_3, 2) + pow(Rb6_6, 2);
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
-        J[1] = 0;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
+        for (int k = 1; k < 9; ++k) J[k] = 0.0;
+        for (int k = 9; k < 17; ++k) J[k] = 0.0;
         J[17] = 1;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
+        for (int k = 18; k < 26; ++k) J[k] = 0.0;
+        for (int k = 26; k < 34; ++k) J[k] = 0.0;
         J[34] = 1;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = 0;
+        for (int k = 35; k < 43; ++k) J[k] = 0.0;
+        for (int k = 43; k < 51; ++k) J[k] = 0.0;
         J[51] = 1;
-        J[52] = 0;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
-        J[64] = 0;
-        J[65] = 0;
-        J[66] = 0;
-        J[67] = 0;
+        for (int k = 52; k < 60; ++k) J[k] = 0.0;
+        for (int k = 60; k < 68; ++k) J[k] = 0.0;
         J[68] = 1;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
-        J[80] = 0;
-        J[81] = 0;
-        J[82] = 0;
-        J[83] = 0;
-        J[84] = 0;
+        for (int k = 69; k < 77; ++k) J[k] = 0.0;
+        for (int k = 77; k < 85; ++k) J[k] = 0.0;
         J[85] = 1;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 3 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 6 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         const double t4 = -s1*0.75;
         const double t5 = c1*0.75;
+        const double t6 = s1*0.65;
         J[0] = c1;
         J[1] = s1;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
+        for (int k = 10; k < 16; ++k) J[k] = 0.0;
         J[16] = -s1;
         J[17] = c1;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
+        for (int k = 18; k < 26; ++k) J[k] = 0.0;
+        for (int k = 26; k < 34; ++k) J[k] = 0.0;
         J[34] = 1;
         J[35] = 0;
         J[36] = 0;
         J[37] = 0;
         J[38] = 1;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 39; k < 47; ++k) J[k] = 0.0;
         J[47] = 0;
         J[48] = t4;
         J[49] = t5;
         J[50] = t6;
         J[51] = c1;
         J[52] = s1;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
+        for (int k = 53; k < 61; ++k) J[k] = 0.0;
         J[61] = 0;
         J[62] = 0;
         J[63] = 0;
@@ -24025,36 +23825,31 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[66] = c1*0.65;
         J[67] = -s1;
         J[68] = c1;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
-        J[80] = 0;
+        for (int k = 69; k < 77; ++k) J[k] = 0.0;
+        for (int k = 77; k < 81; ++k) J[k] = 0.0;
         J[81] = -0.65;
         J[82] = 0;
         J[83] = 0;
         J[84] = 0;
         J[85] = 1;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 18 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 30 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double t6 = s1*0.65;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
         J[0] = Rb2_0;
         J[1] = Rb2_3;
         J[2] = -c2;
@@ -24063,14 +23858,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[5] = 0;
         J[6] = -c2;
         J[7] = c1*Rb2_0 + s1*Rb2_3;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 8; k < 16; ++k) J[k] = 0.0;
         J[16] = Rb2_1;
         J[17] = Rb2_4;
         J[18] = s2;
@@ -24079,44 +23867,19 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[21] = 0;
         J[22] = s2;
         J[23] = t8;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 24; k < 32; ++k) J[k] = 0.0;
         J[32] = c1;
         J[33] = s1;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
+        for (int k = 34; k < 39; ++k) J[k] = 0.0;
         J[39] = pow(c1, 2) + pow(s1, 2);
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 40; k < 48; ++k) J[k] = 0.0;
         J[48] = -1.1*Rb2_3;
         J[49] = 1.1*Rb2_0 + c2*0.65;
         J[50] = 0.65*Rb2_3;
         J[51] = Rb2_0;
         J[52] = Rb2_3;
         J[53] = -c2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = -1.1*Rb2_4;
@@ -24125,14 +23888,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[67] = Rb2_1;
         J[68] = Rb2_4;
         J[69] = s2;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
         J[78] = 0;
         J[79] = 0;
         J[80] = -s1*1.1;
@@ -24140,20 +23896,39 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[82] = t6;
         J[83] = c1;
         J[84] = s1;
-        J[85] = 0;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
+        for (int k = 85; k < 93; ++k) J[k] = 0.0;
         J[93] = 0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 71 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 113 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
+        const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
         const double t10 = -pb3_1*Rb3_0;
         const double t11 = -0.65 + pb3_0;
         const double t12 = -1.1 + pb3_2;
@@ -24162,6 +23937,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         const double t15 = c1*pb3_1 - s1*t11;
         const double t16 = -pb3_1*Rb3_1;
         const double t17 = -pb3_1*Rb2_1;
+        const double t18 = c1*Rb2_4;
         J[0] = Rb3_0;
         J[1] = Rb3_3;
         J[2] = Rb3_6;
@@ -24171,13 +23947,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[6] = Rb3_6;
         J[7] = c1*Rb3_0 + s1*Rb3_3;
         J[8] = Rb3_0*Rb2_1 + Rb3_3*Rb2_4 + s2*Rb3_6;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 9; k < 16; ++k) J[k] = 0.0;
         J[16] = Rb3_1;
         J[17] = Rb3_4;
         J[18] = Rb3_7;
@@ -24187,13 +23957,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[22] = Rb3_7;
         J[23] = c1*Rb3_1 + s1*Rb3_4;
         J[24] = Rb3_1*Rb2_1 + Rb3_4*Rb2_4 + s2*Rb3_7;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 25; k < 32; ++k) J[k] = 0.0;
         J[32] = Rb2_1;
         J[33] = Rb2_4;
         J[34] = s2;
@@ -24203,13 +23967,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[38] = s2;
         J[39] = t8;
         J[40] = t9;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 41; k < 48; ++k) J[k] = 0.0;
         J[48] = pb3_1*Rb3_6 - pb3_2*Rb3_3;
         J[49] = -pb3_0*Rb3_6 + pb3_2*Rb3_0;
         J[50] = t10 + pb3_0*Rb3_3;
@@ -24218,14 +23976,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[53] = Rb3_6;
         J[54] = t10 + t11*Rb3_3;
         J[55] = t13*Rb3_0 - t14*Rb3_3 + t15*Rb3_6;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 56; k < 64; ++k) J[k] = 0.0;
         J[64] = pb3_1*Rb3_7 - pb3_2*Rb3_4;
         J[65] = -pb3_0*Rb3_7 + pb3_2*Rb3_1;
         J[66] = t16 + pb3_0*Rb3_4;
@@ -24234,14 +23985,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[69] = Rb3_7;
         J[70] = t16 + t11*Rb3_4;
         J[71] = t13*Rb3_1 - t14*Rb3_4 + t15*Rb3_7;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 72; k < 80; ++k) J[k] = 0.0;
         J[80] = -pb3_2*Rb2_4 + s2*pb3_1;
         J[81] = pb3_2*Rb2_1 - s2*pb3_0;
         J[82] = t17 + pb3_0*Rb2_4;
@@ -24250,17 +23994,47 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[85] = s2;
         J[86] = t17 + t11*Rb2_4;
         J[87] = s2*t15 - t12*t18 + t13*Rb2_1;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 88; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 98 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 165 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
+        const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
         const double t19 = Rb4_0*Rb2_1 + Rb4_3*Rb2_4 + s2*Rb4_6;
         const double t20 = Rb4_1*Rb2_1 + Rb4_4*Rb2_4 + s2*Rb4_7;
         const double t21 = -pb4_1*Rb4_0;
@@ -24287,12 +24061,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[7] = c1*Rb4_0 + s1*Rb4_3;
         J[8] = t19;
         J[9] = t19;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 10; k < 16; ++k) J[k] = 0.0;
         J[16] = Rb4_1;
         J[17] = Rb4_4;
         J[18] = Rb4_7;
@@ -24303,12 +24072,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[23] = c1*Rb4_1 + s1*Rb4_4;
         J[24] = t20;
         J[25] = t20;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 26; k < 32; ++k) J[k] = 0.0;
         J[32] = Rb2_1;
         J[33] = Rb2_4;
         J[34] = s2;
@@ -24319,12 +24083,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[39] = t8;
         J[40] = t9;
         J[41] = t9;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 42; k < 48; ++k) J[k] = 0.0;
         J[48] = pb4_1*Rb4_6 - pb4_2*Rb4_3;
         J[49] = -pb4_0*Rb4_6 + pb4_2*Rb4_0;
         J[50] = t21 + pb4_0*Rb4_3;
@@ -24334,13 +24093,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[54] = t21 + t22*Rb4_3;
         J[55] = t24*Rb4_0 - t25*Rb4_3 + t26*Rb4_6;
         J[56] = t31*Rb4_0 + t34*Rb4_3 + t35*Rb4_6;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 57; k < 64; ++k) J[k] = 0.0;
         J[64] = pb4_1*Rb4_7 - pb4_2*Rb4_4;
         J[65] = -pb4_0*Rb4_7 + pb4_2*Rb4_1;
         J[66] = t36 + pb4_0*Rb4_4;
@@ -24350,13 +24103,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[70] = t36 + t22*Rb4_4;
         J[71] = t24*Rb4_1 - t25*Rb4_4 + t26*Rb4_7;
         J[72] = t31*Rb4_1 + t34*Rb4_4 + t35*Rb4_7;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 73; k < 80; ++k) J[k] = 0.0;
         J[80] = -pb4_2*Rb2_4 + s2*pb4_1;
         J[81] = pb4_2*Rb2_1 - s2*pb4_0;
         J[82] = t37 + pb4_0*Rb2_4;
@@ -24366,17 +24113,62 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[86] = t37 + t22*Rb2_4;
         J[87] = s2*t26 + t24*Rb2_1 - t25*Rb2_4;
         J[88] = s2*t35 + t31*Rb2_1 + t34*Rb2_4;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 89; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 117 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 223 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double t8 = c1*Rb2_1 + s1*Rb2_4;
+        const double t9 = pow(Rb2_1, 2) + pow(Rb2_4, 2) + pow(s2, 2);
+        const double t18 = c1*Rb2_4;
         const double t38 = Rb5_0*Rb2_1 + Rb5_3*Rb2_4 + s2*Rb5_6;
+        const double t39 = c1*Rb5_1 + s1*Rb5_4;
+        const double t40 = Rb5_1*Rb2_1 + Rb5_4*Rb2_4 + s2*Rb5_7;
         const double t41 = -pb5_1*Rb5_0;
         const double t42 = -0.65 + pb5_0;
         const double t43 = -1.1 + pb5_2;
@@ -24395,6 +24187,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         const double t59 = s2*t58 - t53*Rb2_1;
         const double t60 = t55*Rb2_1 - t58*Rb2_4;
         const double t61 = -pb5_1*Rb5_1;
+        const double t62 = c1*Rb5_4;
         const double t63 = -pb5_1*Rb2_1;
         J[0] = Rb5_0;
         J[1] = Rb5_3;
@@ -24407,11 +24200,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[8] = t38;
         J[9] = t38;
         J[10] = t38;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 11; k < 16; ++k) J[k] = 0.0;
         J[16] = Rb5_1;
         J[17] = Rb5_4;
         J[18] = Rb5_7;
@@ -24423,11 +24212,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[24] = t40;
         J[25] = t40;
         J[26] = t40;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 27; k < 32; ++k) J[k] = 0.0;
         J[32] = Rb2_1;
         J[33] = Rb2_4;
         J[34] = s2;
@@ -24439,11 +24224,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[40] = t9;
         J[41] = t9;
         J[42] = t9;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 43; k < 48; ++k) J[k] = 0.0;
         J[48] = pb5_1*Rb5_6 - pb5_2*Rb5_3;
         J[49] = -pb5_0*Rb5_6 + pb5_2*Rb5_0;
         J[50] = t41 + pb5_0*Rb5_3;
@@ -24454,12 +24235,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[55] = t44*Rb5_0 + t45*Rb5_6 - c1*t43*Rb5_3;
         J[56] = t48*Rb5_0 + t50*Rb5_3 + t51*Rb5_6;
         J[57] = t56*Rb5_0 + t59*Rb5_3 + t60*Rb5_6;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 58; k < 64; ++k) J[k] = 0.0;
         J[64] = pb5_1*Rb5_7 - pb5_2*Rb5_4;
         J[65] = -pb5_0*Rb5_7 + pb5_2*Rb5_1;
         J[66] = t61 + pb5_0*Rb5_4;
@@ -24470,12 +24246,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[71] = -t43*t62 + t44*Rb5_1 + t45*Rb5_7;
         J[72] = t48*Rb5_1 + t50*Rb5_4 + t51*Rb5_7;
         J[73] = t56*Rb5_1 + t59*Rb5_4 + t60*Rb5_7;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 74; k < 80; ++k) J[k] = 0.0;
         J[80] = -pb5_2*Rb2_4 + s2*pb5_1;
         J[81] = pb5_2*Rb2_1 - s2*pb5_0;
         J[82] = t63 + pb5_0*Rb2_4;
@@ -24486,15 +24257,73 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[87] = s2*t45 - t43*t18 + t44*Rb2_1;
         J[88] = s2*t51 + t48*Rb2_1 + t50*Rb2_4;
         J[89] = s2*t60 + t56*Rb2_1 + t59*Rb2_4;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 90; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 154 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 290 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double t39 = c1*Rb5_1 + s1*Rb5_4;
+        const double t40 = Rb5_1*Rb2_1 + Rb5_4*Rb2_4 + s2*Rb5_7;
+        const double t62 = c1*Rb5_4;
+        const double t64 = c1*Rb6_0 + s1*Rb6_3;
+        const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
+        const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
         const double t67 = Rb6_1*Rb2_1 + Rb6_4*Rb2_4 + s2*Rb6_7;
         const double t68 = -pb6_1*Rb6_0;
         const double t69 = -0.65 + pb6_0;
@@ -24534,10 +24363,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[9] = t65;
         J[10] = t65;
         J[11] = t66;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 12; k < 16; ++k) J[k] = 0.0;
         J[16] = Rb6_1;
         J[17] = Rb6_4;
         J[18] = Rb6_7;
@@ -24550,10 +24376,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[25] = t67;
         J[26] = t67;
         J[27] = Rb5_1*Rb6_1 + Rb5_4*Rb6_4 + Rb5_7*Rb6_7;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 28; k < 32; ++k) J[k] = 0.0;
         J[32] = Rb5_1;
         J[33] = Rb5_4;
         J[34] = Rb5_7;
@@ -24566,10 +24389,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[41] = t40;
         J[42] = t40;
         J[43] = pow(Rb5_1, 2) + pow(Rb5_4, 2) + pow(Rb5_7, 2);
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 44; k < 48; ++k) J[k] = 0.0;
         J[48] = pb6_1*Rb6_6 - pb6_2*Rb6_3;
         J[49] = -pb6_0*Rb6_6 + pb6_2*Rb6_0;
         J[50] = t68 + pb6_0*Rb6_3;
@@ -24581,11 +24401,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[56] = t76*Rb6_0 + t78*Rb6_3 + t79*Rb6_6;
         J[57] = t82*Rb6_0 + t84*Rb6_3 + t85*Rb6_6;
         J[58] = t90*Rb6_0 + t93*Rb6_3 + t94*Rb6_6;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 59; k < 64; ++k) J[k] = 0.0;
         J[64] = pb6_1*Rb6_7 - pb6_2*Rb6_4;
         J[65] = -pb6_0*Rb6_7 + pb6_2*Rb6_1;
         J[66] = t95 + pb6_0*Rb6_4;
@@ -24597,11 +24413,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[72] = t76*Rb6_1 + t78*Rb6_4 + t79*Rb6_7;
         J[73] = t82*Rb6_1 + t84*Rb6_4 + t85*Rb6_7;
         J[74] = t90*Rb6_1 + t93*Rb6_4 + t94*Rb6_7;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 75; k < 80; ++k) J[k] = 0.0;
         J[80] = pb6_1*Rb5_7 - pb6_2*Rb5_4;
         J[81] = -pb6_0*Rb5_7 + pb6_2*Rb5_1;
         J[82] = t96 + pb6_0*Rb5_4;
@@ -24613,14 +24425,90 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[88] = t76*Rb5_1 + t78*Rb5_4 + t79*Rb5_7;
         J[89] = t82*Rb5_1 + t84*Rb5_4 + t85*Rb5_7;
         J[90] = t90*Rb5_1 + t93*Rb5_4 + t94*Rb5_7;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 91; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 163 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 363 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        const double c7 = cos(q_13);
+        const double s7 = sin(q_13);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double Rb7_0 = -c7*Rb5_1 + s7*Rb6_1;
+        const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
+        const double Rb7_3 = -c7*Rb5_4 + s7*Rb6_4;
+        const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
+        const double Rb7_6 = -c7*Rb5_7 + s7*Rb6_7;
+        const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+        const double t64 = c1*Rb6_0 + s1*Rb6_3;
+        const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
+        const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
+        const double t97 = c1*Rb7_0 + s1*Rb7_3;
+        const double t98 = Rb2_1*Rb7_0 + Rb2_4*Rb7_3 + s2*Rb7_6;
+        const double t99 = Rb5_1*Rb7_0 + Rb5_4*Rb7_3 + Rb5_7*Rb7_6;
+        const double t100 = Rb6_0*Rb7_0 + Rb6_3*Rb7_3 + Rb6_6*Rb7_6;
+        const double t101 = c1*Rb7_1 + s1*Rb7_4;
+        const double t102 = Rb2_1*Rb7_1 + Rb2_4*Rb7_4 + s2*Rb7_7;
+        const double t103 = Rb5_1*Rb7_1 + Rb5_4*Rb7_4 + Rb5_7*Rb7_7;
+        const double t104 = Rb6_0*Rb7_1 + Rb6_3*Rb7_4 + Rb6_6*Rb7_7;
+        const double t105 = pow(Rb6_0, 2) + pow(Rb6_3, 2) + pow(Rb6_6, 2);
         const double t106 = -pb7_1*Rb7_0;
         const double t107 = -0.65 + pb7_0;
         const double t108 = -1.1 + pb7_2;
@@ -24713,10 +24601,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[57] = t120*Rb7_0 + t122*Rb7_3 + t123*Rb7_6;
         J[58] = t126*Rb7_0 + t128*Rb7_3 + t129*Rb7_6;
         J[59] = t134*Rb7_6 + t137*Rb7_3 + t138*Rb7_0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 60; k < 64; ++k) J[k] = 0.0;
         J[64] = pb7_1*Rb7_7 - pb7_2*Rb7_4;
         J[65] = -pb7_0*Rb7_7 + pb7_2*Rb7_1;
         J[66] = t139 + pb7_0*Rb7_4;
@@ -24729,10 +24614,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[73] = t120*Rb7_1 + t122*Rb7_4 + t123*Rb7_7;
         J[74] = t126*Rb7_1 + t128*Rb7_4 + t129*Rb7_7;
         J[75] = t134*Rb7_7 + t137*Rb7_4 + t138*Rb7_1;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 76; k < 80; ++k) J[k] = 0.0;
         J[80] = pb7_1*Rb6_6 - pb7_2*Rb6_3;
         J[81] = -pb7_0*Rb6_6 + pb7_2*Rb6_0;
         J[82] = t140 + pb7_0*Rb6_3;
@@ -24745,10 +24627,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[89] = t120*Rb6_0 + t122*Rb6_3 + t123*Rb6_6;
         J[90] = t126*Rb6_0 + t128*Rb6_3 + t129*Rb6_6;
         J[91] = t134*Rb6_6 + t137*Rb6_3 + t138*Rb6_0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 92; k < 96; ++k) J[k] = 0.0;
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 2 operations */
@@ -24758,48 +24637,15 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[0] = 0;
         J[1] = s8;
         J[2] = -c8;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
+        for (int k = 11; k < 17; ++k) J[k] = 0.0;
         J[17] = c8;
         J[18] = s8;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 19; k < 27; ++k) J[k] = 0.0;
+        for (int k = 27; k < 32; ++k) J[k] = 0.0;
         J[32] = 1;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
+        for (int k = 33; k < 41; ++k) J[k] = 0.0;
+        for (int k = 41; k < 45; ++k) J[k] = 0.0;
         J[45] = 1;
         J[46] = 0;
         J[47] = 0;
@@ -24809,14 +24655,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[51] = 0;
         J[52] = s8;
         J[53] = -c8;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = 0;
@@ -24825,32 +24664,11 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[67] = 0;
         J[68] = c8;
         J[69] = s8;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
-        J[80] = 0;
-        J[81] = 0;
-        J[82] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
+        for (int k = 78; k < 83; ++k) J[k] = 0.0;
         J[83] = 1;
-        J[84] = 0;
-        J[85] = 0;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 84; k < 92; ++k) J[k] = 0.0;
+        for (int k = 92; k < 96; ++k) J[k] = 0.0;
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_RW_Y: {  /* 'rw_y': 2 operations */
@@ -24860,49 +24678,16 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[0] = c9;
         J[1] = 0;
         J[2] = -s9;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
+        for (int k = 11; k < 16; ++k) J[k] = 0.0;
         J[16] = -s9;
         J[17] = 0;
         J[18] = -c9;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 19; k < 27; ++k) J[k] = 0.0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = 1;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
+        for (int k = 34; k < 42; ++k) J[k] = 0.0;
+        for (int k = 42; k < 46; ++k) J[k] = 0.0;
         J[46] = 1;
         J[47] = 0;
         J[48] = s9;
@@ -24911,14 +24696,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[51] = c9;
         J[52] = 0;
         J[53] = -s9;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = c9;
@@ -24927,29 +24705,10 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[67] = -s9;
         J[68] = 0;
         J[69] = -c9;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
-        J[80] = 0;
-        J[81] = 0;
-        J[82] = 0;
-        J[83] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
+        for (int k = 78; k < 84; ++k) J[k] = 0.0;
         J[84] = 1;
-        J[85] = 0;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
+        for (int k = 85; k < 93; ++k) J[k] = 0.0;
         J[93] = 0;
         J[94] = 0;
         J[95] = 0;
@@ -24963,65 +24722,22 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         const double t146 = c10*0.75;
         J[0] = c10;
         J[1] = s10;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
+        for (int k = 10; k < 16; ++k) J[k] = 0.0;
         J[16] = -s10;
         J[17] = c10;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
+        for (int k = 18; k < 26; ++k) J[k] = 0.0;
+        for (int k = 26; k < 34; ++k) J[k] = 0.0;
         J[34] = 1;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 35; k < 43; ++k) J[k] = 0.0;
+        for (int k = 43; k < 47; ++k) J[k] = 0.0;
         J[47] = 1;
         J[48] = t145;
         J[49] = -t146;
         J[50] = 0;
         J[51] = c10;
         J[52] = s10;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
+        for (int k = 53; k < 61; ++k) J[k] = 0.0;
         J[61] = 0;
         J[62] = 0;
         J[63] = 0;
@@ -25030,40 +24746,98 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
         J[66] = 0;
         J[67] = -s10;
         J[68] = c10;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
-        J[80] = 0;
-        J[81] = 0;
-        J[82] = 0;
-        J[83] = 0;
-        J[84] = 0;
+        for (int k = 69; k < 77; ++k) J[k] = 0.0;
+        for (int k = 77; k < 85; ++k) J[k] = 0.0;
         J[85] = 1;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 202 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 402 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        const double c7 = cos(q_13);
+        const double s7 = sin(q_13);
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t0 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t0 + c1*0.4;
+        const double t1 = 0.275*Rb2_4;
+        const double pb3_1 = t1 + s1*0.4;
+        const double t2 = s2*0.275;
+        const double pb3_2 = 1.1 + t2;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t0 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t1 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t2 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double Rb7_0 = -c7*Rb5_1 + s7*Rb6_1;
+        const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
+        const double Rb7_3 = -c7*Rb5_4 + s7*Rb6_4;
+        const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
+        const double Rb7_6 = -c7*Rb5_7 + s7*Rb6_7;
+        const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        const double t64 = c1*Rb6_0 + s1*Rb6_3;
+        const double t65 = Rb6_0*Rb2_1 + Rb6_3*Rb2_4 + s2*Rb6_6;
+        const double t66 = Rb5_1*Rb6_0 + Rb5_4*Rb6_3 + Rb5_7*Rb6_6;
+        const double t97 = c1*Rb7_0 + s1*Rb7_3;
+        const double t98 = Rb2_1*Rb7_0 + Rb2_4*Rb7_3 + s2*Rb7_6;
+        const double t99 = Rb5_1*Rb7_0 + Rb5_4*Rb7_3 + Rb5_7*Rb7_6;
+        const double t100 = Rb6_0*Rb7_0 + Rb6_3*Rb7_3 + Rb6_6*Rb7_6;
+        const double t101 = c1*Rb7_1 + s1*Rb7_4;
+        const double t102 = Rb2_1*Rb7_1 + Rb2_4*Rb7_4 + s2*Rb7_7;
+        const double t103 = Rb5_1*Rb7_1 + Rb5_4*Rb7_4 + Rb5_7*Rb7_7;
+        const double t104 = Rb6_0*Rb7_1 + Rb6_3*Rb7_4 + Rb6_6*Rb7_7;
+        const double t105 = pow(Rb6_0, 2) + pow(Rb6_3, 2) + pow(Rb6_6, 2);
         const double t147 = -Rb7_0*pf_ee_1;
         const double t148 = -0.65 + pf_ee_0;
         const double t149 = -1.1 + pf_ee_2;
@@ -25220,21 +24994,21 @@ int dimitrov_7dof_rw_jacobian_local_batch(int n, const double *q, int frame, dou
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[17]
  *   out J[96] (6 x 16, row-major)
- *   operations: 996 (402 add, 579 mul, 1 div, 0 sqrt, 14 trig, 0 other)
+ *   operations: 1516 (574 add, 885 mul, 1 div, 0 sqrt, 56 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 232 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             3
- *     DIMITROV_7DOF_RW_FRAME_LINK2             9
- *     DIMITROV_7DOF_RW_FRAME_LINK3             54
- *     DIMITROV_7DOF_RW_FRAME_LINK4             81
- *     DIMITROV_7DOF_RW_FRAME_LINK5             108
- *     DIMITROV_7DOF_RW_FRAME_LINK6             135
- *     DIMITROV_7DOF_RW_FRAME_LINK7             162
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             15
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             26
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             96
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             140
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             194
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             262
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             345
  *     DIMITROV_7DOF_RW_FRAME_RW_X              0
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              0
- *     DIMITROV_7DOF_RW_FRAME_RW_Z              0
- *     DIMITROV_7DOF_RW_FRAME_EE                212
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              6
+ *     DIMITROV_7DOF_RW_FRAME_EE                395
  */
 int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
 {
@@ -25273,193 +25047,54 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(t0 + t13 - t2);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
-    const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
-    const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
-    const double t16 = 0.275*Rb2_1;
-    const double pb3_0 = 0.65 + t16 + c1*0.4;
-    const double t17 = 0.275*Rb2_4;
-    const double pb3_1 = t17 + s1*0.4;
-    const double t18 = s2*0.275;
-    const double pb3_2 = 1.1 + t18;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
-    const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_6 = c6*Rb5_6 - s6*s2;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
-    const double t19 = 0.75*R0_1;
-    const double t20 = -0.65*R0_2;
-    const double t21 = 0.75*R0_0;
-    const double t22 = 0.65*R0_1;
-    const double t23 = 0.75*R0_4;
-    const double t24 = -0.65*R0_5;
-    const double t25 = 0.75*R0_3;
-    const double t26 = 0.65*R0_4;
-    const double t27 = 0.75*R0_7;
-    const double t28 = -0.65*R0_8;
-    const double t29 = 0.75*R0_6;
-    const double t30 = 0.65*R0_7;
-    const double t31 = c1*R0_0 + s1*R0_1;
-    const double t32 = c1*R0_3 + s1*R0_4;
-    const double t33 = c1*R0_6 + s1*R0_7;
-    const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
-    const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
-    const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
-    const double t41 = c1*R0_1;
-    const double t44 = c1*R0_4;
-    const double t46 = c1*R0_7;
-    const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
-    const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
-    const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
-    const double t116 = R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
-    const double t117 = R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
-    const double t118 = R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
+        for (int k = 11; k < 16; ++k) J[k] = 0.0;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 19; k < 27; ++k) J[k] = 0.0;
+        for (int k = 27; k < 32; ++k) J[k] = 0.0;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = 0;
+        for (int k = 35; k < 43; ++k) J[k] = 0.0;
+        for (int k = 43; k < 51; ++k) J[k] = 0.0;
         J[51] = R0_0;
         J[52] = R0_1;
         J[53] = R0_2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
-        J[64] = 0;
-        J[65] = 0;
-        J[66] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
+        for (int k = 62; k < 67; ++k) J[k] = 0.0;
         J[67] = R0_3;
         J[68] = R0_4;
         J[69] = R0_5;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
-        J[80] = 0;
-        J[81] = 0;
-        J[82] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
+        for (int k = 78; k < 83; ++k) J[k] = 0.0;
         J[83] = R0_6;
         J[84] = R0_7;
         J[85] = R0_8;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 3 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 15 operations */
+        const double t19 = 0.75*R0_1;
+        const double t20 = -0.65*R0_2;
+        const double t21 = 0.75*R0_0;
+        const double t22 = 0.65*R0_1;
+        const double t23 = 0.75*R0_4;
+        const double t24 = -0.65*R0_5;
+        const double t25 = 0.75*R0_3;
+        const double t26 = 0.65*R0_4;
+        const double t27 = 0.75*R0_7;
+        const double t28 = -0.65*R0_8;
+        const double t29 = 0.75*R0_6;
+        const double t30 = 0.65*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -25467,14 +25102,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[4] = 0;
         J[5] = 0;
         J[6] = R0_2;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
+        for (int k = 7; k < 15; ++k) J[k] = 0.0;
         J[15] = 0;
         J[16] = R0_3;
         J[17] = R0_4;
@@ -25483,14 +25111,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[20] = 0;
         J[21] = 0;
         J[22] = R0_5;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
+        for (int k = 23; k < 31; ++k) J[k] = 0.0;
         J[31] = 0;
         J[32] = R0_6;
         J[33] = R0_7;
@@ -25499,14 +25120,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[36] = 0;
         J[37] = 0;
         J[38] = R0_8;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 39; k < 47; ++k) J[k] = 0.0;
         J[47] = 0;
         J[48] = -t19;
         J[49] = t20 + t21;
@@ -25514,14 +25128,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[51] = R0_0;
         J[52] = R0_1;
         J[53] = R0_2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = -t23;
@@ -25530,14 +25137,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[67] = R0_3;
         J[68] = R0_4;
         J[69] = R0_5;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
         J[78] = 0;
         J[79] = 0;
         J[80] = -t27;
@@ -25546,19 +25146,24 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[83] = R0_6;
         J[84] = R0_7;
         J[85] = R0_8;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 9 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 26 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double t20 = -0.65*R0_2;
+        const double t22 = 0.65*R0_1;
+        const double t24 = -0.65*R0_5;
+        const double t26 = 0.65*R0_4;
+        const double t28 = -0.65*R0_8;
+        const double t30 = 0.65*R0_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -25567,14 +25172,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[5] = 0;
         J[6] = R0_2;
         J[7] = t31;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 8; k < 16; ++k) J[k] = 0.0;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
@@ -25583,14 +25181,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[21] = 0;
         J[22] = R0_5;
         J[23] = t32;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 24; k < 32; ++k) J[k] = 0.0;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
@@ -25599,28 +25190,14 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[37] = 0;
         J[38] = R0_8;
         J[39] = t33;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 40; k < 48; ++k) J[k] = 0.0;
         J[48] = -1.1*R0_1;
         J[49] = t20 + 1.1*R0_0;
         J[50] = t22;
         J[51] = R0_0;
         J[52] = R0_1;
         J[53] = R0_2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = -1.1*R0_4;
@@ -25629,14 +25206,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[67] = R0_3;
         J[68] = R0_4;
         J[69] = R0_5;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
         J[78] = 0;
         J[79] = 0;
         J[80] = -1.1*R0_7;
@@ -25645,26 +25215,42 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[83] = R0_6;
         J[84] = R0_7;
         J[85] = R0_8;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 54 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 96 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_4 = c1*c2;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
         const double t37 = -R0_0*pb3_1;
         const double t38 = -0.65 + pb3_0;
         const double t39 = -1.1 + pb3_2;
         const double t40 = s1*t39;
+        const double t41 = c1*R0_1;
         const double t42 = c1*pb3_1 - s1*t38;
         const double t43 = -R0_3*pb3_1;
+        const double t44 = c1*R0_4;
         const double t45 = -R0_6*pb3_1;
+        const double t46 = c1*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -25674,13 +25260,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[6] = R0_2;
         J[7] = t31;
         J[8] = t34;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 9; k < 16; ++k) J[k] = 0.0;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
@@ -25690,13 +25270,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[22] = R0_5;
         J[23] = t32;
         J[24] = t35;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 25; k < 32; ++k) J[k] = 0.0;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
@@ -25706,13 +25280,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[38] = R0_8;
         J[39] = t33;
         J[40] = t36;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 41; k < 48; ++k) J[k] = 0.0;
         J[48] = -R0_1*pb3_2 + R0_2*pb3_1;
         J[49] = R0_0*pb3_2 - R0_2*pb3_0;
         J[50] = t37 + R0_1*pb3_0;
@@ -25721,14 +25289,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[53] = R0_2;
         J[54] = t37 + t38*R0_1;
         J[55] = t40*R0_0 - t41*t39 + t42*R0_2;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 56; k < 64; ++k) J[k] = 0.0;
         J[64] = -R0_4*pb3_2 + R0_5*pb3_1;
         J[65] = R0_3*pb3_2 - R0_5*pb3_0;
         J[66] = t43 + R0_4*pb3_0;
@@ -25737,14 +25298,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[69] = R0_5;
         J[70] = t43 + t38*R0_4;
         J[71] = t40*R0_3 + t42*R0_5 - t44*t39;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 72; k < 80; ++k) J[k] = 0.0;
         J[80] = -R0_7*pb3_2 + R0_8*pb3_1;
         J[81] = R0_6*pb3_2 - R0_8*pb3_0;
         J[82] = t45 + R0_7*pb3_0;
@@ -25753,17 +25307,43 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[85] = R0_8;
         J[86] = t45 + t38*R0_7;
         J[87] = t40*R0_6 + t42*R0_8 - t46*t39;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 88; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 81 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 140 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
         const double t47 = -R0_0*pb4_1;
         const double t48 = -0.65 + pb4_0;
         const double t49 = -1.1 + pb4_2;
@@ -25787,12 +25367,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[7] = t31;
         J[8] = t34;
         J[9] = t34;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 10; k < 16; ++k) J[k] = 0.0;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
@@ -25803,12 +25378,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[23] = t32;
         J[24] = t35;
         J[25] = t35;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 26; k < 32; ++k) J[k] = 0.0;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
@@ -25819,12 +25389,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[39] = t33;
         J[40] = t36;
         J[41] = t36;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 42; k < 48; ++k) J[k] = 0.0;
         J[48] = -R0_1*pb4_2 + R0_2*pb4_1;
         J[49] = R0_0*pb4_2 - R0_2*pb4_0;
         J[50] = t47 + R0_1*pb4_0;
@@ -25834,13 +25399,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[54] = t47 + t48*R0_1;
         J[55] = -t49*t41 + t50*R0_0 + t51*R0_2;
         J[56] = t56*R0_0 + t59*R0_1 + t60*R0_2;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 57; k < 64; ++k) J[k] = 0.0;
         J[64] = -R0_4*pb4_2 + R0_5*pb4_1;
         J[65] = R0_3*pb4_2 - R0_5*pb4_0;
         J[66] = t61 + R0_4*pb4_0;
@@ -25850,13 +25409,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[70] = t61 + t48*R0_4;
         J[71] = -t49*t44 + t50*R0_3 + t51*R0_5;
         J[72] = t56*R0_3 + t59*R0_4 + t60*R0_5;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 73; k < 80; ++k) J[k] = 0.0;
         J[80] = -R0_7*pb4_2 + R0_8*pb4_1;
         J[81] = R0_6*pb4_2 - R0_8*pb4_0;
         J[82] = t62 + R0_7*pb4_0;
@@ -25866,16 +25419,54 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[86] = t62 + t48*R0_7;
         J[87] = -t46*t49 + t50*R0_6 + t51*R0_8;
         J[88] = t56*R0_6 + t59*R0_7 + t60*R0_8;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 89; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 108 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 194 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
         const double t63 = -R0_0*pb5_1;
         const double t64 = -0.65 + pb5_0;
         const double t65 = -1.1 + pb5_2;
@@ -25906,11 +25497,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[8] = t34;
         J[9] = t34;
         J[10] = t34;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 11; k < 16; ++k) J[k] = 0.0;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
@@ -25922,11 +25509,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[24] = t35;
         J[25] = t35;
         J[26] = t35;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 27; k < 32; ++k) J[k] = 0.0;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
@@ -25938,11 +25521,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[40] = t36;
         J[41] = t36;
         J[42] = t36;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 43; k < 48; ++k) J[k] = 0.0;
         J[48] = -R0_1*pb5_2 + R0_2*pb5_1;
         J[49] = R0_0*pb5_2 - R0_2*pb5_0;
         J[50] = t63 + R0_1*pb5_0;
@@ -25953,12 +25532,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[55] = -t41*t65 + t66*R0_0 + t67*R0_2;
         J[56] = t70*R0_0 + t72*R0_1 + t73*R0_2;
         J[57] = t78*R0_0 + t81*R0_1 + t82*R0_2;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 58; k < 64; ++k) J[k] = 0.0;
         J[64] = -R0_4*pb5_2 + R0_5*pb5_1;
         J[65] = R0_3*pb5_2 - R0_5*pb5_0;
         J[66] = t83 + R0_4*pb5_0;
@@ -25969,12 +25543,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[71] = -t44*t65 + t66*R0_3 + t67*R0_5;
         J[72] = t70*R0_3 + t72*R0_4 + t73*R0_5;
         J[73] = t78*R0_3 + t81*R0_4 + t82*R0_5;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 74; k < 80; ++k) J[k] = 0.0;
         J[80] = -R0_7*pb5_2 + R0_8*pb5_1;
         J[81] = R0_6*pb5_2 - R0_8*pb5_0;
         J[82] = t84 + R0_7*pb5_0;
@@ -25985,15 +25554,68 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[87] = -t46*t65 + t66*R0_6 + t67*R0_8;
         J[88] = t70*R0_6 + t72*R0_7 + t73*R0_8;
         J[89] = t78*R0_6 + t81*R0_7 + t82*R0_8;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 90; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 135 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 262 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
+        const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
         const double t88 = -R0_0*pb6_1;
         const double t89 = -0.65 + pb6_0;
         const double t90 = -1.1 + pb6_2;
@@ -26031,10 +25653,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[9] = t34;
         J[10] = t34;
         J[11] = t85;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 12; k < 16; ++k) J[k] = 0.0;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
@@ -26047,10 +25666,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[25] = t35;
         J[26] = t35;
         J[27] = t86;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 28; k < 32; ++k) J[k] = 0.0;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
@@ -26063,10 +25679,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[41] = t36;
         J[42] = t36;
         J[43] = t87;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 44; k < 48; ++k) J[k] = 0.0;
         J[48] = -R0_1*pb6_2 + R0_2*pb6_1;
         J[49] = R0_0*pb6_2 - R0_2*pb6_0;
         J[50] = t88 + R0_1*pb6_0;
@@ -26078,11 +25691,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[56] = t95*R0_0 + t97*R0_1 + t98*R0_2;
         J[57] = t101*R0_0 + t103*R0_1 + t104*R0_2;
         J[58] = t109*R0_0 + t112*R0_1 + t113*R0_2;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 59; k < 64; ++k) J[k] = 0.0;
         J[64] = -R0_4*pb6_2 + R0_5*pb6_1;
         J[65] = R0_3*pb6_2 - R0_5*pb6_0;
         J[66] = t114 + R0_4*pb6_0;
@@ -26094,11 +25703,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[72] = t95*R0_3 + t97*R0_4 + t98*R0_5;
         J[73] = t101*R0_3 + t103*R0_4 + t104*R0_5;
         J[74] = t109*R0_3 + t112*R0_4 + t113*R0_5;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 75; k < 80; ++k) J[k] = 0.0;
         J[80] = -R0_7*pb6_2 + R0_8*pb6_1;
         J[81] = R0_6*pb6_2 - R0_8*pb6_0;
         J[82] = t115 + R0_7*pb6_0;
@@ -26110,14 +25715,85 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[88] = t95*R0_6 + t97*R0_7 + t98*R0_8;
         J[89] = t101*R0_6 + t103*R0_7 + t104*R0_8;
         J[90] = t109*R0_6 + t112*R0_7 + t113*R0_8;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 91; k < 96; ++k) J[k] = 0.0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 162 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 345 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
+        const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t116 = R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t117 = R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t118 = R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t119 = -R0_0*pb7_1;
         const double t120 = -0.65 + pb7_0;
         const double t121 = -1.1 + pb7_2;
@@ -26209,10 +25885,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[57] = t132*R0_0 + t134*R0_2 + t135*R0_1;
         J[58] = t138*R0_1 + t140*R0_0 + t141*R0_2;
         J[59] = t146*R0_2 + t149*R0_1 + t150*R0_0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
+        for (int k = 60; k < 64; ++k) J[k] = 0.0;
         J[64] = -R0_4*pb7_2 + R0_5*pb7_1;
         J[65] = R0_3*pb7_2 - R0_5*pb7_0;
         J[66] = t151 + R0_4*pb7_0;
@@ -26225,10 +25898,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[73] = t132*R0_3 + t134*R0_5 + t135*R0_4;
         J[74] = t138*R0_4 + t140*R0_3 + t141*R0_5;
         J[75] = t146*R0_5 + t149*R0_4 + t150*R0_3;
-        J[76] = 0;
-        J[77] = 0;
-        J[78] = 0;
-        J[79] = 0;
+        for (int k = 76; k < 80; ++k) J[k] = 0.0;
         J[80] = -R0_7*pb7_2 + R0_8*pb7_1;
         J[81] = R0_6*pb7_2 - R0_8*pb7_0;
         J[82] = t152 + R0_7*pb7_0;
@@ -26241,24 +25911,14 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[89] = t132*R0_6 + t134*R0_8 + t135*R0_7;
         J[90] = t138*R0_7 + t140*R0_6 + t141*R0_8;
         J[91] = t146*R0_8 + t149*R0_7 + t150*R0_6;
-        J[92] = 0;
-        J[93] = 0;
-        J[94] = 0;
-        J[95] = 0;
+        for (int k = 92; k < 96; ++k) J[k] = 0.0;
         break;
     }
     case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 0 operations */
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
         J[11] = 0;
         J[12] = 0;
         J[13] = R0_0;
@@ -26267,14 +25927,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
+        for (int k = 19; k < 27; ++k) J[k] = 0.0;
         J[27] = 0;
         J[28] = 0;
         J[29] = R0_3;
@@ -26283,14 +25936,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
+        for (int k = 35; k < 43; ++k) J[k] = 0.0;
         J[43] = 0;
         J[44] = 0;
         J[45] = R0_6;
@@ -26302,14 +25948,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[51] = R0_0;
         J[52] = R0_1;
         J[53] = R0_2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = 0;
@@ -26318,14 +25957,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[67] = R0_3;
         J[68] = R0_4;
         J[69] = R0_5;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
         J[78] = 0;
         J[79] = 0;
         J[80] = 0;
@@ -26334,14 +25966,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[83] = R0_6;
         J[84] = R0_7;
         J[85] = R0_8;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
@@ -26350,14 +25975,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
         J[11] = 0;
         J[12] = 0;
         J[13] = 0;
@@ -26366,14 +25984,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
+        for (int k = 19; k < 27; ++k) J[k] = 0.0;
         J[27] = 0;
         J[28] = 0;
         J[29] = 0;
@@ -26382,14 +25993,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
+        for (int k = 35; k < 43; ++k) J[k] = 0.0;
         J[43] = 0;
         J[44] = 0;
         J[45] = 0;
@@ -26401,14 +26005,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[51] = R0_0;
         J[52] = R0_1;
         J[53] = R0_2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = -R0_5;
@@ -26417,14 +26014,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[67] = R0_3;
         J[68] = R0_4;
         J[69] = R0_5;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
         J[78] = 0;
         J[79] = 0;
         J[80] = -R0_8;
@@ -26433,66 +26023,35 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[83] = R0_6;
         J[84] = R0_7;
         J[85] = R0_8;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 0 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 6 operations */
+        const double t19 = 0.75*R0_1;
+        const double t21 = 0.75*R0_0;
+        const double t23 = 0.75*R0_4;
+        const double t25 = 0.75*R0_3;
+        const double t27 = 0.75*R0_7;
+        const double t29 = 0.75*R0_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
+        for (int k = 11; k < 15; ++k) J[k] = 0.0;
         J[15] = R0_2;
         J[16] = R0_3;
         J[17] = R0_4;
         J[18] = R0_5;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
+        for (int k = 19; k < 27; ++k) J[k] = 0.0;
+        for (int k = 27; k < 31; ++k) J[k] = 0.0;
         J[31] = R0_5;
         J[32] = R0_6;
         J[33] = R0_7;
         J[34] = R0_8;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 35; k < 43; ++k) J[k] = 0.0;
+        for (int k = 43; k < 47; ++k) J[k] = 0.0;
         J[47] = R0_8;
         J[48] = t19;
         J[49] = -t21;
@@ -26500,14 +26059,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[51] = R0_0;
         J[52] = R0_1;
         J[53] = R0_2;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = 0;
         J[64] = t23;
@@ -26516,14 +26068,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[67] = R0_3;
         J[68] = R0_4;
         J[69] = R0_5;
-        J[70] = 0;
-        J[71] = 0;
-        J[72] = 0;
-        J[73] = 0;
-        J[74] = 0;
-        J[75] = 0;
-        J[76] = 0;
-        J[77] = 0;
+        for (int k = 70; k < 78; ++k) J[k] = 0.0;
         J[78] = 0;
         J[79] = 0;
         J[80] = t27;
@@ -26532,29 +26077,95 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
         J[83] = R0_6;
         J[84] = R0_7;
         J[85] = R0_8;
-        J[86] = 0;
-        J[87] = 0;
-        J[88] = 0;
-        J[89] = 0;
-        J[90] = 0;
-        J[91] = 0;
-        J[92] = 0;
-        J[93] = 0;
+        for (int k = 86; k < 94; ++k) J[k] = 0.0;
         J[94] = 0;
         J[95] = 0;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 212 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 395 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
         const double c7 = cos(q_13);
         const double s7 = sin(q_13);
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_1 = -s1*c2;
+        const double Rb2_3 = s2*c1;
+        const double Rb2_4 = c1*c2;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double t16 = 0.275*Rb2_1;
+        const double pb3_0 = 0.65 + t16 + c1*0.4;
+        const double t17 = 0.275*Rb2_4;
+        const double pb3_1 = t17 + s1*0.4;
+        const double t18 = s2*0.275;
+        const double pb3_2 = 1.1 + t18;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        const double t31 = c1*R0_0 + s1*R0_1;
+        const double t32 = c1*R0_3 + s1*R0_4;
+        const double t33 = c1*R0_6 + s1*R0_7;
+        const double t34 = R0_0*Rb2_1 + R0_1*Rb2_4 + s2*R0_2;
+        const double t35 = R0_3*Rb2_1 + R0_4*Rb2_4 + s2*R0_5;
+        const double t36 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
+        const double t41 = c1*R0_1;
+        const double t44 = c1*R0_4;
+        const double t46 = c1*R0_7;
+        const double t85 = R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t86 = R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t87 = R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t116 = R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t117 = R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t118 = R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t156 = -R0_0*pf_ee_1;
         const double t157 = -0.65 + pf_ee_0;
         const double t158 = -1.1 + pf_ee_2;
@@ -26710,21 +26321,21 @@ int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, dou
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[17]
  *   out J[60] (6 x 10, row-major)
- *   operations: 4545 (2111 add, 2407 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 5017 (2275 add, 2715 mul, 7 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 2102 + the frame's case:
+ *   operations per call: shared prefix 1824 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             93
- *     DIMITROV_7DOF_RW_FRAME_LINK2             129
- *     DIMITROV_7DOF_RW_FRAME_LINK3             240
- *     DIMITROV_7DOF_RW_FRAME_LINK4             270
- *     DIMITROV_7DOF_RW_FRAME_LINK5             300
- *     DIMITROV_7DOF_RW_FRAME_LINK6             330
- *     DIMITROV_7DOF_RW_FRAME_LINK7             360
- *     DIMITROV_7DOF_RW_FRAME_RW_X              93
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             222
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             222
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             244
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             292
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             350
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             422
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             509
+ *     DIMITROV_7DOF_RW_FRAME_RW_X              123
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              123
- *     DIMITROV_7DOF_RW_FRAME_RW_Z              93
- *     DIMITROV_7DOF_RW_FRAME_EE                412
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              129
+ *     DIMITROV_7DOF_RW_FRAME_EE                557
  */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -26787,52 +26398,14 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double c10 = cos(q_16);
     const double s10 = sin(q_16);
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
     const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
     const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
     const double t16 = 0.275*Rb2_1;
     const double pb3_0 = 0.65 + t16 + c1*0.4;
     const double t17 = 0.275*Rb2_4;
     const double pb3_1 = t17 + s1*0.4;
     const double t18 = s2*0.275;
     const double pb3_2 = 1.1 + t18;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
-    const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_6 = c6*Rb5_6 - s6*s2;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
     const double t19 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t19;
@@ -27295,105 +26868,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double t242 = R0_2 + t182;
     const double t243 = R0_5 + t192;
     const double t244 = R0_8 + t202;
-    const double t245 = -0.65*R0_2;
-    const double t246 = 0.75*R0_0;
-    const double t248 = 0.75*R0_1;
-    const double t249 = t248*HbiHbmc0x_5;
-    const double t250 = R0_1*HbiHbmc0x_3;
-    const double t251 = t212 + 0.65*t250;
-    const double t252 = t248*HbiHbmc1x_5;
-    const double t253 = R0_1*HbiHbmc1x_3;
-    const double t254 = t213 + 0.65*t253;
-    const double t255 = t248*HbiHbmc2x_5;
-    const double t256 = R0_1*HbiHbmc2x_3;
-    const double t257 = t214 + 0.65*t256;
-    const double t258 = t248*HbiHbmc3x_5;
-    const double t259 = R0_1*HbiHbmc3x_3;
-    const double t260 = t215 + 0.65*t259;
-    const double t261 = t248*HbiHbmc4x_5;
-    const double t262 = R0_1*HbiHbmc4x_3;
-    const double t263 = t216 + 0.65*t262;
-    const double t264 = t248*HbiHbmc5x_5;
-    const double t265 = R0_1*HbiHbmc5x_3;
-    const double t266 = t217 + 0.65*t265;
-    const double t267 = t248*HbiHbmc6x_5;
-    const double t268 = R0_1*HbiHbmc6x_3;
-    const double t269 = t218 + 0.65*t268;
-    const double t270 = t248*HbiHbmc7x_5;
-    const double t271 = R0_1*HbiHbmc7x_3;
-    const double t272 = t219 + 0.65*t271;
-    const double t273 = t248*HbiHbmc8x_5;
-    const double t274 = R0_1*HbiHbmc8x_3;
-    const double t275 = t220 + 0.65*t274;
-    const double t276 = t248*HbiHbmc9x_5;
-    const double t277 = R0_1*HbiHbmc9x_3;
-    const double t278 = t221 + 0.65*t277;
-    const double t279 = -0.65*R0_5;
-    const double t280 = 0.75*R0_3;
-    const double t282 = 0.75*R0_4;
-    const double t283 = t282*HbiHbmc0x_5;
-    const double t284 = R0_4*HbiHbmc0x_3;
-    const double t285 = t222 + 0.65*t284;
-    const double t286 = t282*HbiHbmc1x_5;
-    const double t287 = R0_4*HbiHbmc1x_3;
-    const double t288 = t223 + 0.65*t287;
-    const double t289 = t282*HbiHbmc2x_5;
-    const double t290 = R0_4*HbiHbmc2x_3;
-    const double t291 = t224 + 0.65*t290;
-    const double t292 = t282*HbiHbmc3x_5;
-    const double t293 = R0_4*HbiHbmc3x_3;
-    const double t294 = t225 + 0.65*t293;
-    const double t295 = t282*HbiHbmc4x_5;
-    const double t296 = R0_4*HbiHbmc4x_3;
-    const double t297 = t226 + 0.65*t296;
-    const double t298 = t282*HbiHbmc5x_5;
-    const double t299 = R0_4*HbiHbmc5x_3;
-    const double t300 = t227 + 0.65*t299;
-    const double t301 = t282*HbiHbmc6x_5;
-    const double t302 = R0_4*HbiHbmc6x_3;
-    const double t303 = t228 + 0.65*t302;
-    const double t304 = t282*HbiHbmc7x_5;
-    const double t305 = R0_4*HbiHbmc7x_3;
-    const double t306 = t229 + 0.65*t305;
-    const double t307 = t282*HbiHbmc8x_5;
-    const double t308 = R0_4*HbiHbmc8x_3;
-    const double t309 = t230 + 0.65*t308;
-    const double t310 = t282*HbiHbmc9x_5;
-    const double t311 = R0_4*HbiHbmc9x_3;
-    const double t312 = t231 + 0.65*t311;
-    const double t313 = -0.65*R0_8;
-    const double t314 = 0.75*R0_6;
-    const double t316 = 0.75*R0_7;
-    const double t317 = t316*HbiHbmc0x_5;
-    const double t318 = R0_7*HbiHbmc0x_3;
-    const double t319 = t232 + 0.65*t318;
-    const double t320 = t316*HbiHbmc1x_5;
-    const double t321 = R0_7*HbiHbmc1x_3;
-    const double t322 = t233 + 0.65*t321;
-    const double t323 = t316*HbiHbmc2x_5;
-    const double t324 = R0_7*HbiHbmc2x_3;
-    const double t325 = t234 + 0.65*t324;
-    const double t326 = t316*HbiHbmc3x_5;
-    const double t327 = R0_7*HbiHbmc3x_3;
-    const double t328 = t235 + 0.65*t327;
-    const double t329 = t316*HbiHbmc4x_5;
-    const double t330 = R0_7*HbiHbmc4x_3;
-    const double t331 = t236 + 0.65*t330;
-    const double t332 = t316*HbiHbmc5x_5;
-    const double t333 = R0_7*HbiHbmc5x_3;
-    const double t334 = t237 + 0.65*t333;
-    const double t335 = t316*HbiHbmc6x_5;
-    const double t336 = R0_7*HbiHbmc6x_3;
-    const double t337 = t238 + 0.65*t336;
-    const double t338 = t316*HbiHbmc7x_5;
-    const double t339 = R0_7*HbiHbmc7x_3;
-    const double t340 = t239 + 0.65*t339;
-    const double t341 = t316*HbiHbmc8x_5;
-    const double t342 = R0_7*HbiHbmc8x_3;
-    const double t343 = t240 + 0.65*t342;
-    const double t344 = t316*HbiHbmc9x_5;
-    const double t345 = R0_7*HbiHbmc9x_3;
-    const double t346 = t241 + 0.65*t345;
     const double t347 = t183 + c1*R0_0 + s1*R0_1;
     const double t348 = t193 + c1*R0_3 + s1*R0_4;
     const double t349 = t203 + c1*R0_6 + s1*R0_7;
@@ -27403,22 +26877,6 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double t359 = t194 + t358;
     const double t360 = R0_6*Rb2_1 + R0_7*Rb2_4 + s2*R0_8;
     const double t361 = t204 + t360;
-    const double t369 = c1*R0_1;
-    const double t375 = c1*R0_4;
-    const double t380 = s1*R0_6;
-    const double t381 = c1*R0_7;
-    const double t382 = t185 + t356;
-    const double t383 = t195 + t358;
-    const double t384 = t205 + t360;
-    const double t410 = t186 + t356;
-    const double t411 = t196 + t358;
-    const double t412 = t206 + t360;
-    const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
-    const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
-    const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
-    const double t484 = t188 + R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
-    const double t485 = t198 + R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
-    const double t486 = t208 + R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t182;
@@ -27483,10 +26941,109 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -t241;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 93 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 222 operations */
+        const double t245 = -0.65*R0_2;
+        const double t246 = 0.75*R0_0;
         const double t247 = t245 + t246;
+        const double t248 = 0.75*R0_1;
+        const double t249 = t248*HbiHbmc0x_5;
+        const double t250 = R0_1*HbiHbmc0x_3;
+        const double t251 = t212 + 0.65*t250;
+        const double t252 = t248*HbiHbmc1x_5;
+        const double t253 = R0_1*HbiHbmc1x_3;
+        const double t254 = t213 + 0.65*t253;
+        const double t255 = t248*HbiHbmc2x_5;
+        const double t256 = R0_1*HbiHbmc2x_3;
+        const double t257 = t214 + 0.65*t256;
+        const double t258 = t248*HbiHbmc3x_5;
+        const double t259 = R0_1*HbiHbmc3x_3;
+        const double t260 = t215 + 0.65*t259;
+        const double t261 = t248*HbiHbmc4x_5;
+        const double t262 = R0_1*HbiHbmc4x_3;
+        const double t263 = t216 + 0.65*t262;
+        const double t264 = t248*HbiHbmc5x_5;
+        const double t265 = R0_1*HbiHbmc5x_3;
+        const double t266 = t217 + 0.65*t265;
+        const double t267 = t248*HbiHbmc6x_5;
+        const double t268 = R0_1*HbiHbmc6x_3;
+        const double t269 = t218 + 0.65*t268;
+        const double t270 = t248*HbiHbmc7x_5;
+        const double t271 = R0_1*HbiHbmc7x_3;
+        const double t272 = t219 + 0.65*t271;
+        const double t273 = t248*HbiHbmc8x_5;
+        const double t274 = R0_1*HbiHbmc8x_3;
+        const double t275 = t220 + 0.65*t274;
+        const double t276 = t248*HbiHbmc9x_5;
+        const double t277 = R0_1*HbiHbmc9x_3;
+        const double t278 = t221 + 0.65*t277;
+        const double t279 = -0.65*R0_5;
+        const double t280 = 0.75*R0_3;
         const double t281 = t279 + t280;
+        const double t282 = 0.75*R0_4;
+        const double t283 = t282*HbiHbmc0x_5;
+        const double t284 = R0_4*HbiHbmc0x_3;
+        const double t285 = t222 + 0.65*t284;
+        const double t286 = t282*HbiHbmc1x_5;
+        const double t287 = R0_4*HbiHbmc1x_3;
+        const double t288 = t223 + 0.65*t287;
+        const double t289 = t282*HbiHbmc2x_5;
+        const double t290 = R0_4*HbiHbmc2x_3;
+        const double t291 = t224 + 0.65*t290;
+        const double t292 = t282*HbiHbmc3x_5;
+        const double t293 = R0_4*HbiHbmc3x_3;
+        const double t294 = t225 + 0.65*t293;
+        const double t295 = t282*HbiHbmc4x_5;
+        const double t296 = R0_4*HbiHbmc4x_3;
+        const double t297 = t226 + 0.65*t296;
+        const double t298 = t282*HbiHbmc5x_5;
+        const double t299 = R0_4*HbiHbmc5x_3;
+        const double t300 = t227 + 0.65*t299;
+        const double t301 = t282*HbiHbmc6x_5;
+        const double t302 = R0_4*HbiHbmc6x_3;
+        const double t303 = t228 + 0.65*t302;
+        const double t304 = t282*HbiHbmc7x_5;
+        const double t305 = R0_4*HbiHbmc7x_3;
+        const double t306 = t229 + 0.65*t305;
+        const double t307 = t282*HbiHbmc8x_5;
+        const double t308 = R0_4*HbiHbmc8x_3;
+        const double t309 = t230 + 0.65*t308;
+        const double t310 = t282*HbiHbmc9x_5;
+        const double t311 = R0_4*HbiHbmc9x_3;
+        const double t312 = t231 + 0.65*t311;
+        const double t313 = -0.65*R0_8;
+        const double t314 = 0.75*R0_6;
         const double t315 = t313 + t314;
+        const double t316 = 0.75*R0_7;
+        const double t317 = t316*HbiHbmc0x_5;
+        const double t318 = R0_7*HbiHbmc0x_3;
+        const double t319 = t232 + 0.65*t318;
+        const double t320 = t316*HbiHbmc1x_5;
+        const double t321 = R0_7*HbiHbmc1x_3;
+        const double t322 = t233 + 0.65*t321;
+        const double t323 = t316*HbiHbmc2x_5;
+        const double t324 = R0_7*HbiHbmc2x_3;
+        const double t325 = t234 + 0.65*t324;
+        const double t326 = t316*HbiHbmc3x_5;
+        const double t327 = R0_7*HbiHbmc3x_3;
+        const double t328 = t235 + 0.65*t327;
+        const double t329 = t316*HbiHbmc4x_5;
+        const double t330 = R0_7*HbiHbmc4x_3;
+        const double t331 = t236 + 0.65*t330;
+        const double t332 = t316*HbiHbmc5x_5;
+        const double t333 = R0_7*HbiHbmc5x_3;
+        const double t334 = t237 + 0.65*t333;
+        const double t335 = t316*HbiHbmc6x_5;
+        const double t336 = R0_7*HbiHbmc6x_3;
+        const double t337 = t238 + 0.65*t336;
+        const double t338 = t316*HbiHbmc7x_5;
+        const double t339 = R0_7*HbiHbmc7x_3;
+        const double t340 = t239 + 0.65*t339;
+        const double t341 = t316*HbiHbmc8x_5;
+        const double t342 = R0_7*HbiHbmc8x_3;
+        const double t343 = t240 + 0.65*t342;
+        const double t344 = t316*HbiHbmc9x_5;
+        const double t345 = R0_7*HbiHbmc9x_3;
+        const double t346 = t241 + 0.65*t345;
         J[0] = t242;
         J[1] = t183;
         J[2] = t184;
@@ -27549,7 +27106,70 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(-t344 + t346 + t315*HbiHbmc9x_4);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 129 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 222 operations */
+        const double t245 = -0.65*R0_2;
+        const double t250 = R0_1*HbiHbmc0x_3;
+        const double t251 = t212 + 0.65*t250;
+        const double t253 = R0_1*HbiHbmc1x_3;
+        const double t254 = t213 + 0.65*t253;
+        const double t256 = R0_1*HbiHbmc2x_3;
+        const double t257 = t214 + 0.65*t256;
+        const double t259 = R0_1*HbiHbmc3x_3;
+        const double t260 = t215 + 0.65*t259;
+        const double t262 = R0_1*HbiHbmc4x_3;
+        const double t263 = t216 + 0.65*t262;
+        const double t265 = R0_1*HbiHbmc5x_3;
+        const double t266 = t217 + 0.65*t265;
+        const double t268 = R0_1*HbiHbmc6x_3;
+        const double t269 = t218 + 0.65*t268;
+        const double t271 = R0_1*HbiHbmc7x_3;
+        const double t272 = t219 + 0.65*t271;
+        const double t274 = R0_1*HbiHbmc8x_3;
+        const double t275 = t220 + 0.65*t274;
+        const double t277 = R0_1*HbiHbmc9x_3;
+        const double t278 = t221 + 0.65*t277;
+        const double t279 = -0.65*R0_5;
+        const double t284 = R0_4*HbiHbmc0x_3;
+        const double t285 = t222 + 0.65*t284;
+        const double t287 = R0_4*HbiHbmc1x_3;
+        const double t288 = t223 + 0.65*t287;
+        const double t290 = R0_4*HbiHbmc2x_3;
+        const double t291 = t224 + 0.65*t290;
+        const double t293 = R0_4*HbiHbmc3x_3;
+        const double t294 = t225 + 0.65*t293;
+        const double t296 = R0_4*HbiHbmc4x_3;
+        const double t297 = t226 + 0.65*t296;
+        const double t299 = R0_4*HbiHbmc5x_3;
+        const double t300 = t227 + 0.65*t299;
+        const double t302 = R0_4*HbiHbmc6x_3;
+        const double t303 = t228 + 0.65*t302;
+        const double t305 = R0_4*HbiHbmc7x_3;
+        const double t306 = t229 + 0.65*t305;
+        const double t308 = R0_4*HbiHbmc8x_3;
+        const double t309 = t230 + 0.65*t308;
+        const double t311 = R0_4*HbiHbmc9x_3;
+        const double t312 = t231 + 0.65*t311;
+        const double t313 = -0.65*R0_8;
+        const double t318 = R0_7*HbiHbmc0x_3;
+        const double t319 = t232 + 0.65*t318;
+        const double t321 = R0_7*HbiHbmc1x_3;
+        const double t322 = t233 + 0.65*t321;
+        const double t324 = R0_7*HbiHbmc2x_3;
+        const double t325 = t234 + 0.65*t324;
+        const double t327 = R0_7*HbiHbmc3x_3;
+        const double t328 = t235 + 0.65*t327;
+        const double t330 = R0_7*HbiHbmc4x_3;
+        const double t331 = t236 + 0.65*t330;
+        const double t333 = R0_7*HbiHbmc5x_3;
+        const double t334 = t237 + 0.65*t333;
+        const double t336 = R0_7*HbiHbmc6x_3;
+        const double t337 = t238 + 0.65*t336;
+        const double t339 = R0_7*HbiHbmc7x_3;
+        const double t340 = t239 + 0.65*t339;
+        const double t342 = R0_7*HbiHbmc8x_3;
+        const double t343 = t240 + 0.65*t342;
+        const double t345 = R0_7*HbiHbmc9x_3;
+        const double t346 = t241 + 0.65*t345;
         const double t350 = t245 + 1.1*R0_0;
         const double t351 = 1.1*R0_1;
         const double t352 = t279 + 1.1*R0_3;
@@ -27618,7 +27238,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t346 + t354*HbiHbmc9x_4 - t355*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 240 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 244 operations */
         const double t362 = -R0_0*pb3_1;
         const double t363 = t362 + R0_1*pb3_0;
         const double t364 = R0_0*pb3_2 - R0_2*pb3_0;
@@ -27626,15 +27246,19 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         const double t366 = -0.65 + pb3_0;
         const double t367 = -1.1 + pb3_2;
         const double t368 = s1*t367;
+        const double t369 = c1*R0_1;
         const double t370 = c1*pb3_1 - s1*t366;
         const double t371 = -R0_3*pb3_1;
         const double t372 = t371 + R0_4*pb3_0;
         const double t373 = R0_3*pb3_2 - R0_5*pb3_0;
         const double t374 = -R0_4*pb3_2 + R0_5*pb3_1;
+        const double t375 = c1*R0_4;
         const double t376 = -R0_6*pb3_1;
         const double t377 = t376 + R0_7*pb3_0;
         const double t378 = R0_6*pb3_2 - R0_8*pb3_0;
         const double t379 = -R0_7*pb3_2 + R0_8*pb3_1;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
         J[0] = t242;
         J[1] = t347;
         J[2] = t357;
@@ -27697,7 +27321,23 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t377*HbiHbmc9x_3 + t378*HbiHbmc9x_4 + t379*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 270 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 292 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_7 = -c2*c3;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
         const double t385 = -R0_0*pb4_1;
         const double t386 = t385 + R0_1*pb4_0;
         const double t387 = R0_0*pb4_2 - R0_2*pb4_0;
@@ -27782,7 +27422,35 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t407*HbiHbmc9x_3 + t408*HbiHbmc9x_4 + t409*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 300 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 350 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
         const double t413 = -R0_0*pb5_1;
         const double t414 = t413 + R0_1*pb5_0;
         const double t415 = R0_0*pb5_2 - R0_2*pb5_0;
@@ -27873,7 +27541,47 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t441*HbiHbmc9x_3 + t442*HbiHbmc9x_4 + t443*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 330 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 422 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
+        const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
         const double t447 = -R0_0*pb6_1;
         const double t448 = t447 + R0_1*pb6_0;
         const double t449 = R0_0*pb6_2 - R0_2*pb6_0;
@@ -27970,7 +27678,62 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t481*HbiHbmc9x_3 + t482*HbiHbmc9x_4 + t483*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 360 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 509 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
+        const double t369 = c1*R0_1;
+        const double t375 = c1*R0_4;
+        const double t380 = s1*R0_6;
+        const double t381 = c1*R0_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
+        const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t484 = t188 + R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t485 = t198 + R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t486 = t208 + R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t487 = -R0_0*pb7_1;
         const double t488 = t487 + R0_1*pb7_0;
         const double t489 = R0_0*pb7_2 - R0_2*pb7_0;
@@ -28073,7 +27836,37 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t527*HbiHbmc9x_3 + t528*HbiHbmc9x_4 + t529*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 93 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 123 operations */
+        const double t250 = R0_1*HbiHbmc0x_3;
+        const double t253 = R0_1*HbiHbmc1x_3;
+        const double t256 = R0_1*HbiHbmc2x_3;
+        const double t259 = R0_1*HbiHbmc3x_3;
+        const double t262 = R0_1*HbiHbmc4x_3;
+        const double t265 = R0_1*HbiHbmc5x_3;
+        const double t268 = R0_1*HbiHbmc6x_3;
+        const double t271 = R0_1*HbiHbmc7x_3;
+        const double t274 = R0_1*HbiHbmc8x_3;
+        const double t277 = R0_1*HbiHbmc9x_3;
+        const double t284 = R0_4*HbiHbmc0x_3;
+        const double t287 = R0_4*HbiHbmc1x_3;
+        const double t290 = R0_4*HbiHbmc2x_3;
+        const double t293 = R0_4*HbiHbmc3x_3;
+        const double t296 = R0_4*HbiHbmc4x_3;
+        const double t299 = R0_4*HbiHbmc5x_3;
+        const double t302 = R0_4*HbiHbmc6x_3;
+        const double t305 = R0_4*HbiHbmc7x_3;
+        const double t308 = R0_4*HbiHbmc8x_3;
+        const double t311 = R0_4*HbiHbmc9x_3;
+        const double t318 = R0_7*HbiHbmc0x_3;
+        const double t321 = R0_7*HbiHbmc1x_3;
+        const double t324 = R0_7*HbiHbmc2x_3;
+        const double t327 = R0_7*HbiHbmc3x_3;
+        const double t330 = R0_7*HbiHbmc4x_3;
+        const double t333 = R0_7*HbiHbmc5x_3;
+        const double t336 = R0_7*HbiHbmc6x_3;
+        const double t339 = R0_7*HbiHbmc7x_3;
+        const double t342 = R0_7*HbiHbmc8x_3;
+        const double t345 = R0_7*HbiHbmc9x_3;
         J[0] = t182;
         J[1] = t183;
         J[2] = t184;
@@ -28199,7 +27992,43 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + R0_6*HbiHbmc9x_3 - R0_8*HbiHbmc9x_5);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 93 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 129 operations */
+        const double t246 = 0.75*R0_0;
+        const double t248 = 0.75*R0_1;
+        const double t249 = t248*HbiHbmc0x_5;
+        const double t252 = t248*HbiHbmc1x_5;
+        const double t255 = t248*HbiHbmc2x_5;
+        const double t258 = t248*HbiHbmc3x_5;
+        const double t261 = t248*HbiHbmc4x_5;
+        const double t264 = t248*HbiHbmc5x_5;
+        const double t267 = t248*HbiHbmc6x_5;
+        const double t270 = t248*HbiHbmc7x_5;
+        const double t273 = t248*HbiHbmc8x_5;
+        const double t276 = t248*HbiHbmc9x_5;
+        const double t280 = 0.75*R0_3;
+        const double t282 = 0.75*R0_4;
+        const double t283 = t282*HbiHbmc0x_5;
+        const double t286 = t282*HbiHbmc1x_5;
+        const double t289 = t282*HbiHbmc2x_5;
+        const double t292 = t282*HbiHbmc3x_5;
+        const double t295 = t282*HbiHbmc4x_5;
+        const double t298 = t282*HbiHbmc5x_5;
+        const double t301 = t282*HbiHbmc6x_5;
+        const double t304 = t282*HbiHbmc7x_5;
+        const double t307 = t282*HbiHbmc8x_5;
+        const double t310 = t282*HbiHbmc9x_5;
+        const double t314 = 0.75*R0_6;
+        const double t316 = 0.75*R0_7;
+        const double t317 = t316*HbiHbmc0x_5;
+        const double t320 = t316*HbiHbmc1x_5;
+        const double t323 = t316*HbiHbmc2x_5;
+        const double t326 = t316*HbiHbmc3x_5;
+        const double t329 = t316*HbiHbmc4x_5;
+        const double t332 = t316*HbiHbmc5x_5;
+        const double t335 = t316*HbiHbmc6x_5;
+        const double t338 = t316*HbiHbmc7x_5;
+        const double t341 = t316*HbiHbmc8x_5;
+        const double t344 = t316*HbiHbmc9x_5;
         J[0] = t182;
         J[1] = t183;
         J[2] = t184;
@@ -28262,14 +28091,64 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
         J[59] = -(t241 + t344 - t314*HbiHbmc9x_4);
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 412 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 557 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t16 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t17 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t18 - 0.63*Rb4_7;
+        const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;
+        const double t382 = t185 + t356;
+        const double t383 = t195 + t358;
+        const double t384 = t205 + t360;
+        const double t410 = t186 + t356;
+        const double t411 = t196 + t358;
+        const double t412 = t206 + t360;
+        const double t444 = t187 + R0_0*Rb5_1 + R0_1*Rb5_4 + R0_2*Rb5_7;
+        const double t445 = t197 + R0_3*Rb5_1 + R0_4*Rb5_4 + R0_5*Rb5_7;
+        const double t446 = t207 + R0_6*Rb5_1 + R0_7*Rb5_4 + R0_8*Rb5_7;
+        const double t484 = t188 + R0_0*Rb6_0 + R0_1*Rb6_3 + R0_2*Rb6_6;
+        const double t485 = t198 + R0_3*Rb6_0 + R0_4*Rb6_3 + R0_5*Rb6_6;
+        const double t486 = t208 + R0_6*Rb6_0 + R0_7*Rb6_3 + R0_8*Rb6_6;
         const double t530 = -R0_0*pf_ee_1;
         const double t531 = t530 + R0_1*pf_ee_0;
         const double t532 = R0_0*pf_ee_2 - R0_2*pf_ee_0;
@@ -28400,21 +28279,21 @@ int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[17]
  *   in  h[6]
  *   out tw[6]
- *   operations: 1148 (477 add, 644 mul, 7 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 1365 (557 add, 781 mul, 7 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 787 + the frame's case:
+ *   operations per call: shared prefix 674 + the frame's case:
  *     DIMITROV_7DOF_RW_FRAME_BASE              0
- *     DIMITROV_7DOF_RW_FRAME_LINK1             12
- *     DIMITROV_7DOF_RW_FRAME_LINK2             19
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             31
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             31
  *     DIMITROV_7DOF_RW_FRAME_LINK3             45
- *     DIMITROV_7DOF_RW_FRAME_LINK4             45
- *     DIMITROV_7DOF_RW_FRAME_LINK5             45
- *     DIMITROV_7DOF_RW_FRAME_LINK6             45
- *     DIMITROV_7DOF_RW_FRAME_LINK7             45
- *     DIMITROV_7DOF_RW_FRAME_RW_X              9
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             60
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             85
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             91
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             139
+ *     DIMITROV_7DOF_RW_FRAME_RW_X              12
  *     DIMITROV_7DOF_RW_FRAME_RW_Y              12
- *     DIMITROV_7DOF_RW_FRAME_RW_Z              9
- *     DIMITROV_7DOF_RW_FRAME_EE                75
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              16
+ *     DIMITROV_7DOF_RW_FRAME_EE                169
  */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -28639,71 +28518,20 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t77*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -s1*s2;
     const double Rb2_1 = -s1*c2;
-    const double Rb2_3 = s2*c1;
     const double Rb2_4 = c1*c2;
-    const double Rb3_0 = c1*c3 + s3*Rb2_0;
-    const double Rb3_1 = c3*Rb2_0 - s3*c1;
-    const double Rb3_3 = s1*c3 + s3*Rb2_3;
-    const double Rb3_4 = c3*Rb2_3 - s1*s3;
-    const double Rb3_6 = -s3*c2;
-    const double Rb3_7 = -c2*c3;
     const double t81 = 0.275*Rb2_1;
     const double pb3_0 = 0.65 + t81 + c1*0.4;
     const double t82 = 0.275*Rb2_4;
     const double pb3_1 = t82 + s1*0.4;
     const double t83 = s2*0.275;
     const double pb3_2 = 1.1 + t83;
-    const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
-    const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
-    const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
-    const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
-    const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
-    const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
-    const double pb4_0 = pb3_0 - 0.87*Rb3_1;
-    const double pb4_1 = pb3_1 - 0.87*Rb3_4;
-    const double pb4_2 = pb3_2 - 0.87*Rb3_7;
-    const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
-    const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
-    const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
-    const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
-    const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
-    const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
-    const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
-    const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
-    const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
-    const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
-    const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
-    const double Rb6_7 = -s2*c6 - s6*Rb5_6;
-    const double pb6_0 = pb5_0 - 0.36*Rb2_1;
-    const double pb6_1 = pb5_1 - 0.36*Rb2_4;
-    const double pb6_2 = pb5_2 - s2*0.36;
-    const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
-    const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
-    const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
     const double t84 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t85 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t86 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
     const double t87 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t88 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t89 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
-    const double t90 = -0.65*R0_2;
-    const double t91 = 0.75*R0_0;
-    const double t92 = 0.75*vb0x_5;
-    const double t93 = t92*R0_1;
-    const double t94 = R0_1*vb0x_3;
-    const double t95 = t87 + t94*0.65;
-    const double t96 = -0.65*R0_5;
-    const double t97 = 0.75*R0_3;
-    const double t98 = t92*R0_4;
-    const double t99 = R0_4*vb0x_3;
-    const double t100 = t88 + t99*0.65;
-    const double t101 = -0.65*R0_8;
-    const double t102 = 0.75*R0_6;
-    const double t103 = t92*R0_7;
-    const double t104 = R0_7*vb0x_3;
-    const double t105 = t89 + 0.65*t104;
     switch (frame) {
     case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t84;
@@ -28714,7 +28542,23 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 12 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 31 operations */
+        const double t90 = -0.65*R0_2;
+        const double t91 = 0.75*R0_0;
+        const double t92 = 0.75*vb0x_5;
+        const double t93 = t92*R0_1;
+        const double t94 = R0_1*vb0x_3;
+        const double t95 = t87 + t94*0.65;
+        const double t96 = -0.65*R0_5;
+        const double t97 = 0.75*R0_3;
+        const double t98 = t92*R0_4;
+        const double t99 = R0_4*vb0x_3;
+        const double t100 = t88 + t99*0.65;
+        const double t101 = -0.65*R0_8;
+        const double t102 = 0.75*R0_6;
+        const double t103 = t92*R0_7;
+        const double t104 = R0_7*vb0x_3;
+        const double t105 = t89 + 0.65*t104;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28723,7 +28567,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = -t103 + t105 + (t101 + t102)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 19 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 31 operations */
+        const double t90 = -0.65*R0_2;
+        const double t94 = R0_1*vb0x_3;
+        const double t95 = t87 + t94*0.65;
+        const double t96 = -0.65*R0_5;
+        const double t99 = R0_4*vb0x_3;
+        const double t100 = t88 + t99*0.65;
+        const double t101 = -0.65*R0_8;
+        const double t104 = R0_7*vb0x_3;
+        const double t105 = t89 + 0.65*t104;
         const double t106 = 1.1*vb0x_5;
         tw[0] = t84;
         tw[1] = t85;
@@ -28742,7 +28595,16 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 60 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_7 = -c2*c3;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28751,7 +28613,25 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb4_1 + R0_7*pb4_0)*vb0x_3 + (R0_6*pb4_2 - R0_8*pb4_0)*vb0x_4 + (-R0_7*pb4_2 + R0_8*pb4_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 85 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28760,7 +28640,28 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb5_1 + R0_7*pb5_0)*vb0x_3 + (R0_6*pb5_2 - R0_8*pb5_0)*vb0x_4 + (-R0_7*pb5_2 + R0_8*pb5_1)*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 91 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28769,7 +28670,43 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3 + (-R0_7*pb6_2 + R0_8*pb6_1)*vb0x_5 + (R0_6*pb6_2 - R0_8*pb6_0)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 45 operations */
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 139 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28778,7 +28715,10 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + (-R0_6*pb7_1 + R0_7*pb7_0)*vb0x_3 + (-R0_7*pb7_2 + R0_8*pb7_1)*vb0x_5 + (R0_6*pb7_2 - R0_8*pb7_0)*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 9 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 12 operations */
+        const double t94 = R0_1*vb0x_3;
+        const double t99 = R0_4*vb0x_3;
+        const double t104 = R0_7*vb0x_3;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28796,7 +28736,14 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t89 + R0_6*vb0x_3 - R0_8*vb0x_5;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 9 operations */
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 16 operations */
+        const double t91 = 0.75*R0_0;
+        const double t92 = 0.75*vb0x_5;
+        const double t93 = t92*R0_1;
+        const double t97 = 0.75*R0_3;
+        const double t98 = t92*R0_4;
+        const double t102 = 0.75*R0_6;
+        const double t103 = t92*R0_7;
         tw[0] = t84;
         tw[1] = t85;
         tw[2] = t86;
@@ -28805,14 +28752,49 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t103 + t89 - t102*vb0x_4;
         break;
     }
-    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 75 operations */
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 169 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -s1*s2;
+        const double Rb2_3 = s2*c1;
+        const double Rb3_0 = c1*c3 + s3*Rb2_0;
+        const double Rb3_1 = c3*Rb2_0 - s3*c1;
+        const double Rb3_3 = s1*c3 + s3*Rb2_3;
+        const double Rb3_4 = c3*Rb2_3 - s1*s3;
+        const double Rb3_6 = -s3*c2;
+        const double Rb3_7 = -c2*c3;
+        const double Rb4_0 = c4*Rb3_0 + s4*Rb3_1;
+        const double Rb4_1 = c4*Rb3_1 - s4*Rb3_0;
+        const double Rb4_3 = c4*Rb3_3 + s4*Rb3_4;
+        const double Rb4_4 = c4*Rb3_4 - s4*Rb3_3;
+        const double Rb4_6 = c4*Rb3_6 + s4*Rb3_7;
+        const double Rb4_7 = c4*Rb3_7 - s4*Rb3_6;
+        const double pb4_0 = pb3_0 - 0.87*Rb3_1;
+        const double pb4_1 = pb3_1 - 0.87*Rb3_4;
+        const double pb4_2 = pb3_2 - 0.87*Rb3_7;
+        const double Rb5_0 = c5*Rb4_0 + s5*Rb4_1;
+        const double Rb5_1 = c5*Rb4_1 - s5*Rb4_0;
+        const double Rb5_3 = c5*Rb4_3 + s5*Rb4_4;
+        const double Rb5_4 = c5*Rb4_4 - s5*Rb4_3;
+        const double Rb5_6 = c5*Rb4_6 + s5*Rb4_7;
+        const double Rb5_7 = c5*Rb4_7 - s5*Rb4_6;
+        const double pb5_0 = pb4_0 - t81 - 0.63*Rb4_1;
+        const double pb5_1 = pb4_1 - t82 - 0.63*Rb4_4;
+        const double pb5_2 = pb4_2 - t83 - 0.63*Rb4_7;
         const double Rb6_0 = c6*Rb5_0 - s6*Rb2_1;
+        const double Rb6_1 = -c6*Rb2_1 - s6*Rb5_0;
         const double Rb6_3 = c6*Rb5_3 - s6*Rb2_4;
+        const double Rb6_4 = -c6*Rb2_4 - s6*Rb5_3;
         const double Rb6_6 = c6*Rb5_6 - s6*s2;
+        const double Rb6_7 = -s2*c6 - s6*Rb5_6;
+        const double pb6_0 = pb5_0 - 0.36*Rb2_1;
+        const double pb6_1 = pb5_1 - 0.36*Rb2_4;
+        const double pb6_2 = pb5_2 - s2*0.36;
         const double Rb7_1 = c7*Rb6_1 + s7*Rb5_1;
         const double Rb7_4 = c7*Rb6_4 + s7*Rb5_4;
         const double Rb7_7 = c7*Rb6_7 + s7*Rb5_7;
+        const double pb7_0 = pb6_0 + 0.16*Rb5_1 + 0.55*Rb6_1;
+        const double pb7_1 = pb6_1 + 0.16*Rb5_4 + 0.55*Rb6_4;
+        const double pb7_2 = pb6_2 + 0.16*Rb5_7 + 0.55*Rb6_7;
         const double pf_ee_0 = pb7_0 + 0.2*Rb6_0 + 0.532*Rb7_1;
         const double pf_ee_1 = pb7_1 + 0.2*Rb6_3 + 0.532*Rb7_4;
         const double pf_ee_2 = pb7_2 + 0.2*Rb6_6 + 0.532*Rb7_7;

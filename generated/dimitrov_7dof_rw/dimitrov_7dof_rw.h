@@ -152,19 +152,19 @@ void dimitrov_7dof_rw_coupling_inertia_rate_batch(int n, const double *q, const 
 void dimitrov_7dof_rw_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void dimitrov_7dof_rw_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 219 + the case of the frame ('base' 0, 'link1' 3, 'link2' 18, 'link3' 71, 'link4' 98, 'link5' 117, 'link6' 154, 'link7' 163, 'rw_x' 2, 'rw_y' 2, 'rw_z' 4, 'ee' 202); 1053 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 0 + the case of the frame ('base' 0, 'link1' 6, 'link2' 30, 'link3' 113, 'link4' 165, 'link5' 223, 'link6' 290, 'link7' 363, 'rw_x' 2, 'rw_y' 2, 'rw_z' 4, 'ee' 402); 1600 in all */
 int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
-/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 232 + the case of the frame ('base' 0, 'link1' 3, 'link2' 9, 'link3' 54, 'link4' 81, 'link5' 108, 'link6' 135, 'link7' 162, 'rw_x' 0, 'rw_y' 0, 'rw_z' 0, 'ee' 212); 996 in all */
+/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 37 + the case of the frame ('base' 0, 'link1' 15, 'link2' 26, 'link3' 96, 'link4' 140, 'link5' 194, 'link6' 262, 'link7' 345, 'rw_x' 0, 'rw_y' 0, 'rw_z' 6, 'ee' 395); 1516 in all */
 int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 2102 + the case of the frame ('base' 0, 'link1' 93, 'link2' 129, 'link3' 240, 'link4' 270, 'link5' 300, 'link6' 330, 'link7' 360, 'rw_x' 93, 'rw_y' 123, 'rw_z' 93, 'ee' 412); 4545 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1824 + the case of the frame ('base' 0, 'link1' 222, 'link2' 222, 'link3' 244, 'link4' 292, 'link5' 350, 'link6' 422, 'link7' 509, 'rw_x' 123, 'rw_y' 123, 'rw_z' 129, 'ee' 557); 5017 in all */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 787 + the case of the frame ('base' 0, 'link1' 12, 'link2' 19, 'link3' 45, 'link4' 45, 'link5' 45, 'link6' 45, 'link7' 45, 'rw_x' 9, 'rw_y' 12, 'rw_z' 9, 'ee' 75); 1148 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 674 + the case of the frame ('base' 0, 'link1' 31, 'link2' 31, 'link3' 45, 'link4' 60, 'link5' 85, 'link6' 91, 'link7' 139, 'rw_x' 12, 'rw_y' 12, 'rw_z' 16, 'ee' 169); 1365 in all */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

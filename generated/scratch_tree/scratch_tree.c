@@ -33,10 +33,10 @@
  *   scratch_tree_angular_reduced_dynamics_fext 563 / 710 / 0 / 0 / 6 / 0 = 1279
  *   scratch_tree_coupling_inertia_rate       137 / 191 / 0 / 0 / 6 / 0 = 334
  *   scratch_tree_base_velocity               309 / 421 / 7 / 0 / 6 / 0 = 743
- *   scratch_tree_jacobian_local              224 / 328 / 0 / 0 / 6 / 0 = 558
- *   scratch_tree_jacobian_world              222 / 317 / 1 / 0 / 4 / 0 = 544
- *   scratch_tree_generalized_jacobian        839 / 1034 / 7 / 0 / 6 / 0 = 1886
- *   scratch_tree_momentum_frame_twist        362 / 502 / 7 / 0 / 6 / 0 = 877
+ *   scratch_tree_jacobian_local              409 / 592 / 0 / 0 / 20 / 0 = 1021
+ *   scratch_tree_jacobian_world              413 / 593 / 1 / 0 / 16 / 0 = 1023
+ *   scratch_tree_generalized_jacobian        857 / 1067 / 7 / 0 / 6 / 0 = 1937
+ *   scratch_tree_momentum_frame_twist        380 / 535 / 7 / 0 / 6 / 0 = 928
  */
 #include <math.h>
 #include "scratch_tree.h"
@@ -11222,16 +11222,16 @@ void scratch_tree_base_velocity_batch(int n, const double *q, const double *qd, 
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[11]
  *   out J[60] (6 x 10, row-major)
- *   operations: 558 (224 add, 328 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 1021 (409 add, 592 mul, 0 div, 0 sqrt, 20 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 197 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    28
- *     SCRATCH_TREE_FRAME_L2                    54
- *     SCRATCH_TREE_FRAME_L3                    91
+ *     SCRATCH_TREE_FRAME_L1                    48
+ *     SCRATCH_TREE_FRAME_L2                    191
+ *     SCRATCH_TREE_FRAME_L3                    240
  *     SCRATCH_TREE_FRAME_L4                    8
- *     SCRATCH_TREE_FRAME_TOOL                  87
- *     SCRATCH_TREE_FRAME_TCP                   93
+ *     SCRATCH_TREE_FRAME_TOOL                  264
+ *     SCRATCH_TREE_FRAME_TCP                   270
  */
 int scratch_tree_jacobian_local(const double *q, int frame, double *J)
 {
@@ -11239,137 +11239,42 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     const double q_8 = q[8];
     const double q_9 = q[9];
     const double q_10 = q[10];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
-    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
-    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
-    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
-    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
-    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double t0 = 1 - c2;
-    const double t1 = t0*0.24489795918367346;
-    const double t2 = s2*0.5050762722761053;
-    const double R2_0 = t1 - t2;
-    const double t3 = t0*0.4081632653061224;
-    const double t4 = s2*0.3030457633656632;
-    const double R2_1 = t3 + t4;
-    const double R2_2 = c2 + t0*0.653061224489796;
-    const double t5 = t0*0.15306122448979587;
-    const double t6 = s2*0.8081220356417687;
-    const double R2_3 = t5 + t6;
-    const double R2_4 = c2 + t0*0.2551020408163265;
-    const double R2_5 = t3 - t4;
-    const double R2_6 = -(c2 + t0*0.09183673469387753);
-    const double R2_7 = -(t5 - t6);
-    const double R2_8 = -(t1 + t2);
-    const double l3_0 = 0.3 + q_9;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-    const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-    const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-    const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-    const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-    const double pb2_0 = 0.5 + 0.4*R1_0;
-    const double pb2_1 = 0.1 + 0.4*R1_3;
-    const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-    const double t7 = Rb2_0*0.21835066314633444 - Rb2_3*0.036957013524625076 + Rb2_6*0.975170327201816;
-    const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-    const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-    const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-    const double t11 = t10*Rb2_0 + t8*Rb2_6 + t9*Rb2_3;
-    const double t12 = Rb2_1*0.21835066314633444 - Rb2_4*0.036957013524625076 + Rb2_7*0.975170327201816;
-    const double t13 = t10*Rb2_1 + t8*Rb2_7 + t9*Rb2_4;
-    const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
-    const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
-    const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
-    const double t39 = Rb2_0*0.9210609940028851 + Rb2_1*0.3894183423086505;
-    const double t40 = Rb2_3*0.9210609940028851 + Rb2_4*0.3894183423086505;
-    const double t41 = Rb2_6*0.9210609940028851 + Rb2_7*0.3894183423086505;
-    const double t42 = t39*0.21835066314633444 - t40*0.036957013524625076 + t41*0.975170327201816;
-    const double t43 = t39*t10 + t8*t41 + t9*t40;
-    const double t44 = -Rb2_0*0.3894183423086505 + Rb2_1*0.9210609940028851;
-    const double t45 = -Rb2_3*0.3894183423086505 + Rb2_4*0.9210609940028851;
-    const double t46 = -Rb2_6*0.3894183423086505 + Rb2_7*0.9210609940028851;
-    const double t47 = t44*0.21835066314633444 - t45*0.036957013524625076 + t46*0.975170327201816;
-    const double t48 = t44*t10 + t8*t46 + t9*t45;
-    const double t61 = t39*Rb2_0 + t40*Rb2_3 + t41*Rb2_6;
-    const double t62 = t44*Rb2_0 + t45*Rb2_3 + t46*Rb2_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
-        J[1] = 0;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 1; k < 9; ++k) J[k] = 0.0;
         J[9] = 0;
         J[10] = 0;
         J[11] = 1;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
+        for (int k = 12; k < 20; ++k) J[k] = 0.0;
         J[20] = 0;
         J[21] = 0;
         J[22] = 1;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
+        for (int k = 23; k < 31; ++k) J[k] = 0.0;
         J[31] = 0;
         J[32] = 0;
         J[33] = 1;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
+        for (int k = 34; k < 42; ++k) J[k] = 0.0;
         J[42] = 0;
         J[43] = 0;
         J[44] = 1;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = 0;
-        J[51] = 0;
-        J[52] = 0;
+        for (int k = 45; k < 53; ++k) J[k] = 0.0;
         J[53] = 0;
         J[54] = 0;
         J[55] = 1;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 28 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 48 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
         J[0] = R1_0;
         J[1] = R1_3;
         J[2] = R1_6;
@@ -11406,33 +11311,73 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[33] = R1_0;
         J[34] = R1_3;
         J[35] = R1_6;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
+        for (int k = 36; k < 40; ++k) J[k] = 0.0;
         J[40] = 0.1*R1_7 - 0.2*R1_4;
         J[41] = 0.2*R1_1 - 0.5*R1_7;
         J[42] = -0.1*R1_1 + 0.5*R1_4;
         J[43] = R1_1;
         J[44] = R1_4;
         J[45] = R1_7;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 46; k < 50; ++k) J[k] = 0.0;
         J[50] = 0.10490843542510661;
         J[51] = -0.4439150309716411;
         J[52] = -0.04031357307694598;
         J[53] = 0.21835066314633444;
         J[54] = -0.036957013524625076;
         J[55] = 0.975170327201816;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 54 operations */
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double t7 = Rb2_0*0.21835066314633444 - Rb2_3*0.036957013524625076 + Rb2_6*0.975170327201816;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t11 = t10*Rb2_0 + t8*Rb2_6 + t9*Rb2_3;
+        const double t12 = Rb2_1*0.21835066314633444 - Rb2_4*0.036957013524625076 + Rb2_7*0.975170327201816;
+        const double t13 = t10*Rb2_1 + t8*Rb2_7 + t9*Rb2_4;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
         const double t16 = -0.5 + pb2_0;
         const double t17 = -0.1 + pb2_1;
         const double t18 = t16*0.036957013524625076 + t17*0.21835066314633444;
@@ -11501,7 +11446,60 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 91 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        const double l3_0 = 0.3 + q_9;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+        const double t7 = Rb2_0*0.21835066314633444 - Rb2_3*0.036957013524625076 + Rb2_6*0.975170327201816;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t11 = t10*Rb2_0 + t8*Rb2_6 + t9*Rb2_3;
+        const double t12 = Rb2_1*0.21835066314633444 - Rb2_4*0.036957013524625076 + Rb2_7*0.975170327201816;
+        const double t13 = t10*Rb2_1 + t8*Rb2_7 + t9*Rb2_4;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
         const double t22 = -0.5 + pb3_0;
         const double t23 = -0.1 + pb3_1;
         const double t24 = t22*0.036957013524625076 + t23*0.21835066314633444;
@@ -11514,6 +11512,7 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         const double t34 = -pb2_2 + pb3_2;
         const double t35 = -t34*t10 + t8*t29;
         const double t36 = -t8*t31 + t9*t34;
+        const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
         J[0] = Rb2_0;
         J[1] = Rb2_3;
         J[2] = Rb2_6;
@@ -11583,70 +11582,98 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[0] = c4;
         J[1] = 0;
         J[2] = -s4;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
         J[11] = 1;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
+        for (int k = 12; k < 19; ++k) J[k] = 0.0;
         J[19] = 1;
         J[20] = s4;
         J[21] = 0;
         J[22] = c4;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
+        for (int k = 23; k < 31; ++k) J[k] = 0.0;
         J[31] = c4*0.1 - s4*0.5;
         J[32] = 0;
         J[33] = c4;
         J[34] = 0;
         J[35] = -s4;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
+        for (int k = 36; k < 40; ++k) J[k] = 0.0;
         J[40] = -0.1;
         J[41] = 0;
         J[42] = -0.5;
         J[43] = 0;
         J[44] = 1;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = 0;
+        for (int k = 45; k < 51; ++k) J[k] = 0.0;
         J[51] = c4*0.5 + s4*0.1;
         J[52] = 0;
         J[53] = s4;
         J[54] = 0;
         J[55] = c4;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 87 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 264 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
+        const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
+        const double t39 = Rb2_0*0.9210609940028851 + Rb2_1*0.3894183423086505;
+        const double t40 = Rb2_3*0.9210609940028851 + Rb2_4*0.3894183423086505;
+        const double t41 = Rb2_6*0.9210609940028851 + Rb2_7*0.3894183423086505;
+        const double t42 = t39*0.21835066314633444 - t40*0.036957013524625076 + t41*0.975170327201816;
+        const double t43 = t39*t10 + t8*t41 + t9*t40;
+        const double t44 = -Rb2_0*0.3894183423086505 + Rb2_1*0.9210609940028851;
+        const double t45 = -Rb2_3*0.3894183423086505 + Rb2_4*0.9210609940028851;
+        const double t46 = -Rb2_6*0.3894183423086505 + Rb2_7*0.9210609940028851;
+        const double t47 = t44*0.21835066314633444 - t45*0.036957013524625076 + t46*0.975170327201816;
+        const double t48 = t44*t10 + t8*t46 + t9*t45;
         const double t49 = -0.5 + pf_tool_0;
         const double t50 = -0.1 + pf_tool_1;
         const double t51 = t49*0.036957013524625076 + t50*0.21835066314633444;
@@ -11659,6 +11686,8 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         const double t58 = -pb2_2 + pf_tool_2;
         const double t59 = -t58*t10 + t8*t55;
         const double t60 = -t8*t56 + t9*t58;
+        const double t61 = t39*Rb2_0 + t40*Rb2_3 + t41*Rb2_6;
+        const double t62 = t44*Rb2_0 + t45*Rb2_3 + t46*Rb2_6;
         J[0] = t39;
         J[1] = t40;
         J[2] = t41;
@@ -11721,11 +11750,72 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 270 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = 1 - c2;
+        const double t1 = t0*0.24489795918367346;
+        const double t2 = s2*0.5050762722761053;
+        const double R2_0 = t1 - t2;
+        const double t3 = t0*0.4081632653061224;
+        const double t4 = s2*0.3030457633656632;
+        const double R2_1 = t3 + t4;
+        const double R2_2 = c2 + t0*0.653061224489796;
+        const double t5 = t0*0.15306122448979587;
+        const double t6 = s2*0.8081220356417687;
+        const double R2_3 = t5 + t6;
+        const double R2_4 = c2 + t0*0.2551020408163265;
+        const double R2_5 = t3 - t4;
+        const double R2_6 = -(c2 + t0*0.09183673469387753);
+        const double R2_7 = -(t5 - t6);
+        const double R2_8 = -(t1 + t2);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        const double t8 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t9 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t10 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t14 = Rb2_2*0.21835066314633444 - Rb2_5*0.036957013524625076 + Rb2_8*0.975170327201816;
+        const double t15 = t10*Rb2_2 + t8*Rb2_8 + t9*Rb2_5;
+        const double t37 = Rb2_0*Rb2_2 + Rb2_5*Rb2_3 + Rb2_8*Rb2_6;
+        const double t39 = Rb2_0*0.9210609940028851 + Rb2_1*0.3894183423086505;
+        const double t40 = Rb2_3*0.9210609940028851 + Rb2_4*0.3894183423086505;
+        const double t41 = Rb2_6*0.9210609940028851 + Rb2_7*0.3894183423086505;
+        const double t42 = t39*0.21835066314633444 - t40*0.036957013524625076 + t41*0.975170327201816;
+        const double t43 = t39*t10 + t8*t41 + t9*t40;
+        const double t44 = -Rb2_0*0.3894183423086505 + Rb2_1*0.9210609940028851;
+        const double t45 = -Rb2_3*0.3894183423086505 + Rb2_4*0.9210609940028851;
+        const double t46 = -Rb2_6*0.3894183423086505 + Rb2_7*0.9210609940028851;
+        const double t47 = t44*0.21835066314633444 - t45*0.036957013524625076 + t46*0.975170327201816;
+        const double t48 = t44*t10 + t8*t46 + t9*t45;
+        const double t61 = t39*Rb2_0 + t40*Rb2_3 + t41*Rb2_6;
+        const double t62 = t44*Rb2_0 + t45*Rb2_3 + t46*Rb2_6;
         const double t63 = -0.5 + pf_tcp_0;
         const double t64 = -0.1 + pf_tcp_1;
         const double t65 = t63*0.036957013524625076 + t64*0.21835066314633444;
@@ -11820,16 +11910,16 @@ int scratch_tree_jacobian_local_batch(int n, const double *q, int frame, double 
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[11]
  *   out J[60] (6 x 10, row-major)
- *   operations: 544 (222 add, 317 mul, 1 div, 0 sqrt, 4 trig, 0 other)
+ *   operations: 1023 (413 add, 593 mul, 1 div, 0 sqrt, 16 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 205 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    18
- *     SCRATCH_TREE_FRAME_L2                    54
- *     SCRATCH_TREE_FRAME_L3                    81
- *     SCRATCH_TREE_FRAME_L4                    6
- *     SCRATCH_TREE_FRAME_TOOL                  87
- *     SCRATCH_TREE_FRAME_TCP                   93
+ *     SCRATCH_TREE_FRAME_L1                    42
+ *     SCRATCH_TREE_FRAME_L2                    191
+ *     SCRATCH_TREE_FRAME_L3                    240
+ *     SCRATCH_TREE_FRAME_L4                    15
+ *     SCRATCH_TREE_FRAME_TOOL                  246
+ *     SCRATCH_TREE_FRAME_TCP                   252
  */
 int scratch_tree_jacobian_world(const double *q, int frame, double *J)
 {
@@ -11864,135 +11954,49 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
-    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
-    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
-    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
-    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
-    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double t16 = 1 - c2;
-    const double t17 = t16*0.24489795918367346;
-    const double t18 = s2*0.5050762722761053;
-    const double R2_0 = t17 - t18;
-    const double t19 = t16*0.4081632653061224;
-    const double t20 = s2*0.3030457633656632;
-    const double R2_1 = t19 + t20;
-    const double R2_2 = c2 + t16*0.653061224489796;
-    const double t21 = t16*0.15306122448979587;
-    const double t22 = s2*0.8081220356417687;
-    const double R2_3 = t21 + t22;
-    const double R2_4 = c2 + t16*0.2551020408163265;
-    const double R2_5 = t19 - t20;
-    const double R2_6 = -(c2 + t16*0.09183673469387753);
-    const double R2_7 = -(t21 - t22);
-    const double R2_8 = -(t17 + t18);
-    const double l3_0 = 0.3 + q_9;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
-    const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
-    const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
-    const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
-    const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
-    const double pb2_0 = 0.5 + 0.4*R1_0;
-    const double pb2_1 = 0.1 + 0.4*R1_3;
-    const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-    const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-    const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-    const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-    const double t26 = 0.5*R0_2;
-    const double t27 = 0.5*R0_1;
-    const double t28 = 0.1*R0_0;
-    const double t29 = 0.5*R0_5;
-    const double t30 = 0.5*R0_4;
-    const double t31 = 0.1*R0_3;
-    const double t32 = 0.5*R0_8;
-    const double t33 = 0.5*R0_7;
-    const double t34 = 0.1*R0_6;
-    const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-    const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-    const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-    const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
-    const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
-    const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
-    const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-    const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-    const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 3; k < 10; ++k) J[k] = 0.0;
         J[10] = R0_3;
         J[11] = R0_4;
         J[12] = R0_5;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
+        for (int k = 13; k < 20; ++k) J[k] = 0.0;
         J[20] = R0_6;
         J[21] = R0_7;
         J[22] = R0_8;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
+        for (int k = 23; k < 31; ++k) J[k] = 0.0;
         J[31] = 0;
         J[32] = 0;
         J[33] = R0_0;
         J[34] = R0_1;
         J[35] = R0_2;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
+        for (int k = 36; k < 43; ++k) J[k] = 0.0;
         J[43] = R0_3;
         J[44] = R0_4;
         J[45] = R0_5;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = 0;
-        J[51] = 0;
-        J[52] = 0;
+        for (int k = 46; k < 53; ++k) J[k] = 0.0;
         J[53] = R0_6;
         J[54] = R0_7;
         J[55] = R0_8;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 18 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 42 operations */
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t26 = 0.5*R0_2;
+        const double t27 = 0.5*R0_1;
+        const double t28 = 0.1*R0_0;
+        const double t29 = 0.5*R0_5;
+        const double t30 = 0.5*R0_4;
+        const double t31 = 0.1*R0_3;
+        const double t32 = 0.5*R0_8;
+        const double t33 = 0.5*R0_7;
+        const double t34 = 0.1*R0_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -12029,33 +12033,73 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[33] = R0_0;
         J[34] = R0_1;
         J[35] = R0_2;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
+        for (int k = 36; k < 40; ++k) J[k] = 0.0;
         J[40] = 0.1*R0_5 - 0.2*R0_4;
         J[41] = -t29 + 0.2*R0_3;
         J[42] = t30 - t31;
         J[43] = R0_3;
         J[44] = R0_4;
         J[45] = R0_5;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 46; k < 50; ++k) J[k] = 0.0;
         J[50] = 0.1*R0_8 - 0.2*R0_7;
         J[51] = -t32 + 0.2*R0_6;
         J[52] = t33 - t34;
         J[53] = R0_6;
         J[54] = R0_7;
         J[55] = R0_8;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 54 operations */
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
         const double t41 = -0.5 + pb2_0;
         const double t42 = -0.1 + pb2_1;
         const double t43 = t41*0.036957013524625076 + t42*0.21835066314633444;
@@ -12124,7 +12168,60 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 81 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        const double l3_0 = 0.3 + q_9;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
         const double t47 = -0.5 + pb3_0;
         const double t48 = -0.1 + pb3_1;
         const double t49 = t47*0.036957013524625076 + t48*0.21835066314633444;
@@ -12137,6 +12234,9 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         const double t59 = -pb2_2 + pb3_2;
         const double t60 = t54*t35 - t59*t37;
         const double t61 = -t56*t35 + t59*t36;
+        const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -12199,36 +12299,30 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 6 operations */
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 15 operations */
+        const double t26 = 0.5*R0_2;
+        const double t27 = 0.5*R0_1;
+        const double t28 = 0.1*R0_0;
+        const double t29 = 0.5*R0_5;
+        const double t30 = 0.5*R0_4;
+        const double t31 = 0.1*R0_3;
+        const double t32 = 0.5*R0_8;
+        const double t33 = 0.5*R0_7;
+        const double t34 = 0.1*R0_6;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 3; k < 9; ++k) J[k] = 0.0;
         J[9] = R0_1;
         J[10] = R0_3;
         J[11] = R0_4;
         J[12] = R0_5;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
+        for (int k = 13; k < 19; ++k) J[k] = 0.0;
         J[19] = R0_4;
         J[20] = R0_6;
         J[21] = R0_7;
         J[22] = R0_8;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
+        for (int k = 23; k < 29; ++k) J[k] = 0.0;
         J[29] = R0_7;
         J[30] = -0.1*R0_1;
         J[31] = t26 + t28;
@@ -12236,37 +12330,83 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[33] = R0_0;
         J[34] = R0_1;
         J[35] = R0_2;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
+        for (int k = 36; k < 40; ++k) J[k] = 0.0;
         J[40] = -0.1*R0_4;
         J[41] = t29 + t31;
         J[42] = -t30;
         J[43] = R0_3;
         J[44] = R0_4;
         J[45] = R0_5;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 46; k < 50; ++k) J[k] = 0.0;
         J[50] = -0.1*R0_7;
         J[51] = t32 + t34;
         J[52] = -t33;
         J[53] = R0_6;
         J[54] = R0_7;
         J[55] = R0_8;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 87 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 246 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
+        const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t65 = -0.5 + pf_tool_0;
         const double t66 = -0.1 + pf_tool_1;
         const double t67 = t65*0.036957013524625076 + t66*0.21835066314633444;
@@ -12341,11 +12481,66 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
         J[59] = 0;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 252 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+        const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+        const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+        const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+        const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+        const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = 1 - c2;
+        const double t17 = t16*0.24489795918367346;
+        const double t18 = s2*0.5050762722761053;
+        const double R2_0 = t17 - t18;
+        const double t19 = t16*0.4081632653061224;
+        const double t20 = s2*0.3030457633656632;
+        const double R2_1 = t19 + t20;
+        const double R2_2 = c2 + t16*0.653061224489796;
+        const double t21 = t16*0.15306122448979587;
+        const double t22 = s2*0.8081220356417687;
+        const double R2_3 = t21 + t22;
+        const double R2_4 = c2 + t16*0.2551020408163265;
+        const double R2_5 = t19 - t20;
+        const double R2_6 = -(c2 + t16*0.09183673469387753);
+        const double R2_7 = -(t21 - t22);
+        const double R2_8 = -(t17 + t18);
+        const double l3_0 = 0.3 + q_9;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_2 = R2_2*R1_0 + R2_5*R1_1 + R2_8*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_5 = R2_2*R1_3 + R2_5*R1_4 - R2_8*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double Rb2_8 = R2_2*R1_6 + R2_5*R1_7 + R2_8*0.975170327201816;
+        const double pb2_0 = 0.5 + 0.4*R1_0;
+        const double pb2_1 = 0.1 + 0.4*R1_3;
+        const double pb2_2 = 0.2 + 0.4*R1_6;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        const double t23 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+        const double t24 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+        const double t25 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+        const double t35 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+        const double t36 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+        const double t37 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+        const double t38 = t35*R0_2 + t36*R0_1 + t37*R0_0;
+        const double t39 = t35*R0_5 + t36*R0_4 + t37*R0_3;
+        const double t40 = t35*R0_8 + t36*R0_7 + t37*R0_6;
+        const double t62 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t63 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t64 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t77 = -0.5 + pf_tcp_0;
         const double t78 = -0.1 + pf_tcp_1;
         const double t79 = t77*0.036957013524625076 + t78*0.21835066314633444;
@@ -12440,16 +12635,16 @@ int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[11]
  *   out J[24] (6 x 4, row-major)
- *   operations: 1886 (839 add, 1034 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 1937 (857 add, 1067 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 1082 + the frame's case:
+ *   operations per call: shared prefix 1052 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    90
+ *     SCRATCH_TREE_FRAME_L1                    99
  *     SCRATCH_TREE_FRAME_L2                    129
- *     SCRATCH_TREE_FRAME_L3                    162
- *     SCRATCH_TREE_FRAME_L4                    81
- *     SCRATCH_TREE_FRAME_TOOL                  168
- *     SCRATCH_TREE_FRAME_TCP                   174
+ *     SCRATCH_TREE_FRAME_L3                    183
+ *     SCRATCH_TREE_FRAME_L4                    90
+ *     SCRATCH_TREE_FRAME_TOOL                  189
+ *     SCRATCH_TREE_FRAME_TCP                   195
  */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -12527,9 +12722,6 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double pb2_0 = 0.5 + 0.4*R1_0;
     const double pb2_1 = 0.1 + 0.4*R1_3;
     const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -12717,24 +12909,12 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
     const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
     const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-    const double t110 = 0.5*R0_1;
-    const double t111 = 0.1*R0_0;
-    const double t113 = 0.5*R0_2;
-    const double t116 = 0.5*R0_4;
-    const double t117 = 0.1*R0_3;
-    const double t119 = 0.5*R0_5;
-    const double t122 = 0.5*R0_7;
-    const double t123 = 0.1*R0_6;
-    const double t125 = 0.5*R0_8;
     const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
     const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
     const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
     const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
     const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
     const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
-    const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-    const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-    const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t83;
@@ -12763,14 +12943,23 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -t106;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 90 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 99 operations */
+        const double t110 = 0.5*R0_1;
+        const double t111 = 0.1*R0_0;
         const double t112 = t110 - t111;
+        const double t113 = 0.5*R0_2;
         const double t114 = -t113 + 0.2*R0_0;
         const double t115 = 0.1*R0_2 - 0.2*R0_1;
+        const double t116 = 0.5*R0_4;
+        const double t117 = 0.1*R0_3;
         const double t118 = t116 - t117;
+        const double t119 = 0.5*R0_5;
         const double t120 = -t119 + 0.2*R0_3;
         const double t121 = 0.1*R0_5 - 0.2*R0_4;
+        const double t122 = 0.5*R0_7;
+        const double t123 = 0.1*R0_6;
         const double t124 = t122 - t123;
+        const double t125 = 0.5*R0_8;
         const double t126 = -t125 + 0.2*R0_6;
         const double t127 = 0.1*R0_8 - 0.2*R0_7;
         J[0] = t107;
@@ -12841,7 +13030,11 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t146*HbiHbmc3x_3 + t147*HbiHbmc3x_4 + t148*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 162 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 183 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double t149 = -R0_0*pb3_1 + R0_1*pb3_0;
         const double t150 = R0_0*pb3_2 - R0_2*pb3_0;
         const double t151 = -R0_1*pb3_2 + R0_2*pb3_1;
@@ -12857,12 +13050,15 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         const double t164 = -pb2_2 + pb3_2;
         const double t165 = t159*t128 - t164*t130;
         const double t166 = -t161*t128 + t164*t129;
+        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
         const double t168 = -R0_3*pb3_1 + R0_4*pb3_0;
         const double t169 = R0_3*pb3_2 - R0_5*pb3_0;
         const double t170 = -R0_4*pb3_2 + R0_5*pb3_1;
+        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
         const double t172 = -R0_6*pb3_1 + R0_7*pb3_0;
         const double t173 = R0_6*pb3_2 - R0_8*pb3_0;
         const double t174 = -R0_7*pb3_2 + R0_8*pb3_1;
+        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         J[0] = t107;
         J[1] = t131;
         J[2] = t85;
@@ -12889,7 +13085,16 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t172*HbiHbmc3x_3 + t173*HbiHbmc3x_4 + t174*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 81 operations */
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 90 operations */
+        const double t110 = 0.5*R0_1;
+        const double t111 = 0.1*R0_0;
+        const double t113 = 0.5*R0_2;
+        const double t116 = 0.5*R0_4;
+        const double t117 = 0.1*R0_3;
+        const double t119 = 0.5*R0_5;
+        const double t122 = 0.5*R0_7;
+        const double t123 = 0.1*R0_6;
+        const double t125 = 0.5*R0_8;
         const double t176 = t111 + t113;
         const double t177 = 0.1*R0_1;
         const double t178 = t117 + t119;
@@ -12922,11 +13127,17 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 - t122*HbiHbmc3x_3 + t180*HbiHbmc3x_4 - t181*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 168 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 189 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
+        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t182 = R0_0*pf_tool_2 - R0_2*pf_tool_0;
         const double t183 = -R0_0*pf_tool_1 + R0_1*pf_tool_0;
         const double t184 = -R0_1*pf_tool_2 + R0_2*pf_tool_1;
@@ -12974,11 +13185,17 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         J[23] = -(t106 + t200*HbiHbmc3x_3 + t201*HbiHbmc3x_4 + t202*HbiHbmc3x_5);
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 174 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 195 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
+        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
         const double t203 = -R0_0*pf_tcp_1 + R0_1*pf_tcp_0;
         const double t204 = R0_0*pf_tcp_2 - R0_2*pf_tcp_0;
         const double t205 = -R0_1*pf_tcp_2 + R0_2*pf_tcp_1;
@@ -13047,16 +13264,16 @@ int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[11]
  *   in  h[6]
  *   out tw[6]
- *   operations: 877 (362 add, 502 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 928 (380 add, 535 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 606 + the frame's case:
+ *   operations per call: shared prefix 576 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    36
+ *     SCRATCH_TREE_FRAME_L1                    45
  *     SCRATCH_TREE_FRAME_L2                    45
- *     SCRATCH_TREE_FRAME_L3                    45
- *     SCRATCH_TREE_FRAME_L4                    22
- *     SCRATCH_TREE_FRAME_TOOL                  51
- *     SCRATCH_TREE_FRAME_TCP                   72
+ *     SCRATCH_TREE_FRAME_L3                    66
+ *     SCRATCH_TREE_FRAME_L4                    31
+ *     SCRATCH_TREE_FRAME_TOOL                  72
+ *     SCRATCH_TREE_FRAME_TCP                   93
  */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -13226,30 +13443,15 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_4 = -HbL21*vb0x_3 - HbL31*vb0x_2 - HbL41*vb0x_1 + t59*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 - HbL20*vb0x_3 - HbL40*vb0x_1 + ho_0*Hbdi0 - vb0x*HbL50;
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
-    const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
-    const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
     const double pb2_0 = 0.5 + 0.4*R1_0;
     const double pb2_1 = 0.1 + 0.4*R1_3;
     const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double pb3_0 = pb2_0 + l3_0*Rb2_0;
-    const double pb3_1 = pb2_1 + l3_0*Rb2_3;
-    const double pb3_2 = pb2_2 + l3_0*Rb2_6;
     const double t63 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t64 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t65 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
     const double t66 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t67 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t68 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
-    const double t69 = 0.5*R0_2;
-    const double t70 = 0.5*R0_1;
-    const double t71 = 0.1*R0_0;
-    const double t72 = 0.5*R0_4;
-    const double t73 = 0.1*R0_3;
-    const double t74 = 0.5*R0_5;
-    const double t75 = 0.5*R0_7;
-    const double t76 = 0.1*R0_6;
-    const double t77 = 0.5*R0_8;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t63;
@@ -13260,7 +13462,16 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 36 operations */
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 45 operations */
+        const double t69 = 0.5*R0_2;
+        const double t70 = 0.5*R0_1;
+        const double t71 = 0.1*R0_0;
+        const double t72 = 0.5*R0_4;
+        const double t73 = 0.1*R0_3;
+        const double t74 = 0.5*R0_5;
+        const double t75 = 0.5*R0_7;
+        const double t76 = 0.1*R0_6;
+        const double t77 = 0.5*R0_8;
         tw[0] = t63;
         tw[1] = t64;
         tw[2] = t65;
@@ -13278,7 +13489,14 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pb2_1 + R0_7*pb2_0)*vb0x_3 + (R0_6*pb2_2 - R0_8*pb2_0)*vb0x_4 + (-R0_7*pb2_2 + R0_8*pb2_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 45 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 66 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         tw[0] = t63;
         tw[1] = t64;
         tw[2] = t65;
@@ -13287,7 +13505,16 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 22 operations */
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 31 operations */
+        const double t69 = 0.5*R0_2;
+        const double t70 = 0.5*R0_1;
+        const double t71 = 0.1*R0_0;
+        const double t72 = 0.5*R0_4;
+        const double t73 = 0.1*R0_3;
+        const double t74 = 0.5*R0_5;
+        const double t75 = 0.5*R0_7;
+        const double t76 = 0.1*R0_6;
+        const double t77 = 0.5*R0_8;
         const double t78 = 0.1*vb0x_5;
         tw[0] = t63;
         tw[1] = t64;
@@ -13297,8 +13524,14 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 - t75*vb0x_3 - t78*R0_7 + (t76 + t77)*vb0x_4;
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 51 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 72 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
@@ -13310,11 +13543,17 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t68 + (-R0_6*pf_tool_1 + R0_7*pf_tool_0)*vb0x_3 + (R0_6*pf_tool_2 - R0_8*pf_tool_0)*vb0x_4 + (-R0_7*pf_tool_2 + R0_8*pf_tool_1)*vb0x_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 72 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
+        const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
         const double Rb2_4 = R2_1*R1_3 + R2_4*R1_4 - R2_7*0.036957013524625076;
+        const double Rb2_6 = R2_0*R1_6 + R2_3*R1_7 + R2_6*0.975170327201816;
         const double Rb2_7 = R2_1*R1_6 + R2_4*R1_7 + R2_7*0.975170327201816;
+        const double pb3_0 = pb2_0 + l3_0*Rb2_0;
+        const double pb3_1 = pb2_1 + l3_0*Rb2_3;
+        const double pb3_2 = pb2_2 + l3_0*Rb2_6;
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;

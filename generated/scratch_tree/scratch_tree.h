@@ -147,19 +147,19 @@ void scratch_tree_coupling_inertia_rate_batch(int n, const double *q, const doub
 void scratch_tree_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void scratch_tree_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 197 + the case of the frame ('base' 0, 'l1' 28, 'l2' 54, 'l3' 91, 'l4' 8, 'tool' 87, 'tcp' 93); 558 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 0 + the case of the frame ('base' 0, 'l1' 48, 'l2' 191, 'l3' 240, 'l4' 8, 'tool' 264, 'tcp' 270); 1021 in all */
 int scratch_tree_jacobian_local(const double *q, int frame, double *J);
 int scratch_tree_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
-/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 205 + the case of the frame ('base' 0, 'l1' 18, 'l2' 54, 'l3' 81, 'l4' 6, 'tool' 87, 'tcp' 93); 544 in all */
+/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 37 + the case of the frame ('base' 0, 'l1' 42, 'l2' 191, 'l3' 240, 'l4' 15, 'tool' 246, 'tcp' 252); 1023 in all */
 int scratch_tree_jacobian_world(const double *q, int frame, double *J);
 int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1082 + the case of the frame ('base' 0, 'l1' 90, 'l2' 129, 'l3' 162, 'l4' 81, 'tool' 168, 'tcp' 174); 1886 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1052 + the case of the frame ('base' 0, 'l1' 99, 'l2' 129, 'l3' 183, 'l4' 90, 'tool' 189, 'tcp' 195); 1937 in all */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J);
 int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 606 + the case of the frame ('base' 0, 'l1' 36, 'l2' 45, 'l3' 45, 'l4' 22, 'tool' 51, 'tcp' 72); 877 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 576 + the case of the frame ('base' 0, 'l1' 45, 'l2' 45, 'l3' 66, 'l4' 31, 'tool' 72, 'tcp' 93); 928 in all */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -33,10 +33,10 @@
  *   seed004_dual_arm_angular_reduced_dynamics_fext 454 / 569 / 0 / 0 / 12 / 0 = 1035
  *   seed004_dual_arm_coupling_inertia_rate   47 / 68 / 0 / 0 / 12 / 0 = 127
  *   seed004_dual_arm_base_velocity           189 / 232 / 7 / 0 / 12 / 0 = 440
- *   seed004_dual_arm_jacobian_local          99 / 114 / 0 / 0 / 12 / 0 = 225
- *   seed004_dual_arm_jacobian_world          131 / 203 / 1 / 0 / 12 / 0 = 347
- *   seed004_dual_arm_generalized_jacobian    469 / 481 / 4 / 0 / 12 / 0 = 966
- *   seed004_dual_arm_momentum_frame_twist    276 / 354 / 7 / 0 / 12 / 0 = 649
+ *   seed004_dual_arm_jacobian_local          162 / 184 / 0 / 0 / 48 / 0 = 394
+ *   seed004_dual_arm_jacobian_world          178 / 260 / 1 / 0 / 36 / 0 = 475
+ *   seed004_dual_arm_generalized_jacobian    597 / 569 / 4 / 0 / 12 / 0 = 1182
+ *   seed004_dual_arm_momentum_frame_twist    314 / 401 / 7 / 0 / 12 / 0 = 734
  */
 #include <math.h>
 #include "seed004_dual_arm.h"
@@ -9934,20 +9934,20 @@ void seed004_dual_arm_base_velocity_batch(int n, const double *q, const double *
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[13]
  *   out J[72] (6 x 12, row-major)
- *   operations: 225 (99 add, 114 mul, 0 div, 0 sqrt, 12 trig, 0 other)
+ *   operations: 394 (162 add, 184 mul, 0 div, 0 sqrt, 48 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 85 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     SEED004_DUAL_ARM_FRAME_BASE              0
- *     SEED004_DUAL_ARM_FRAME_LINK1             2
- *     SEED004_DUAL_ARM_FRAME_LINK2             11
- *     SEED004_DUAL_ARM_FRAME_LINK3             19
- *     SEED004_DUAL_ARM_FRAME_LINK4             2
- *     SEED004_DUAL_ARM_FRAME_LINK5             11
- *     SEED004_DUAL_ARM_FRAME_LINK6             19
- *     SEED004_DUAL_ARM_FRAME_TARGET            0
- *     SEED004_DUAL_ARM_FRAME_EE1               0
- *     SEED004_DUAL_ARM_FRAME_EE2               29
- *     SEED004_DUAL_ARM_FRAME_GRASP2            47
+ *     SEED004_DUAL_ARM_FRAME_LINK1             4
+ *     SEED004_DUAL_ARM_FRAME_LINK2             23
+ *     SEED004_DUAL_ARM_FRAME_LINK3             47
+ *     SEED004_DUAL_ARM_FRAME_LINK4             4
+ *     SEED004_DUAL_ARM_FRAME_LINK5             23
+ *     SEED004_DUAL_ARM_FRAME_LINK6             47
+ *     SEED004_DUAL_ARM_FRAME_TARGET            57
+ *     SEED004_DUAL_ARM_FRAME_EE1               57
+ *     SEED004_DUAL_ARM_FRAME_EE2               57
+ *     SEED004_DUAL_ARM_FRAME_GRASP2            75
  */
 int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
 {
@@ -9957,291 +9957,137 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     const double q_10 = q[10];
     const double q_11 = q[11];
     const double q_12 = q[12];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double t0 = c1*c2 - s1*s2;
-    const double t1 = s2*c1;
-    const double t2 = s1*c2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_1 = -t1 - t2;
-    const double Rb2_3 = t1 + t2;
-    const double pb2_0 = 0.5 + c1;
-    const double Rb3_0 = s3*Rb2_1 + t0*c3;
-    const double Rb3_1 = c3*Rb2_1 - s3*t0;
-    const double Rb3_3 = c3*Rb2_3 + s3*t0;
-    const double Rb3_4 = -s3*Rb2_3 + t0*c3;
-    const double pb3_0 = pb2_0 + t0;
-    const double pb3_1 = Rb2_3 + s1;
-    const double t3 = c4*c5 - s4*s5;
-    const double t4 = s5*c4;
-    const double t5 = s4*c5;
-    const double Rb5_1 = -t4 - t5;
-    const double Rb5_3 = t4 + t5;
-    const double pb5_0 = -0.5 - c4;
-    const double Rb6_0 = s6*Rb5_1 + t3*c6;
-    const double Rb6_1 = c6*Rb5_1 - s6*t3;
-    const double Rb6_3 = c6*Rb5_3 + s6*t3;
-    const double Rb6_4 = -s6*Rb5_3 + t3*c6;
-    const double pb6_0 = pb5_0 - t3;
-    const double pb6_1 = -Rb5_3 - s4;
-    const double pf_target_0 = Rb3_0 + pb3_0;
-    const double pf_target_1 = Rb3_3 + pb3_1;
-    const double t28 = -Rb3_0*pf_target_1;
-    const double t29 = t28 + Rb3_3*pf_target_0;
-    const double t30 = -0.5 + pf_target_0;
-    const double t31 = t28 + t30*Rb3_3;
-    const double t32 = pf_target_1 - s1;
-    const double t33 = -pb2_0 + pf_target_0;
-    const double t34 = -t32*Rb3_0 + t33*Rb3_3;
-    const double t35 = -pb3_0 + pf_target_0;
-    const double t37 = -pb3_1 + pf_target_1;
-    const double t38 = t35*Rb3_3 - t37*Rb3_0;
-    const double t39 = -Rb3_1*pf_target_1;
-    const double t40 = t39 + Rb3_4*pf_target_0;
-    const double t41 = t39 + t30*Rb3_4;
-    const double t42 = -t32*Rb3_1 + t33*Rb3_4;
-    const double t43 = t35*Rb3_4 - t37*Rb3_1;
     switch (frame) {
     case SEED004_DUAL_ARM_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
-        J[1] = 0;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
+        for (int k = 1; k < 9; ++k) J[k] = 0.0;
+        for (int k = 9; k < 13; ++k) J[k] = 0.0;
         J[13] = 1;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
+        for (int k = 27; k < 35; ++k) J[k] = 0.0;
+        for (int k = 35; k < 39; ++k) J[k] = 0.0;
         J[39] = 1;
-        J[40] = 0;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = 0;
-        J[51] = 0;
+        for (int k = 40; k < 48; ++k) J[k] = 0.0;
+        for (int k = 48; k < 52; ++k) J[k] = 0.0;
         J[52] = 1;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
-        J[62] = 0;
-        J[63] = 0;
-        J[64] = 0;
+        for (int k = 53; k < 61; ++k) J[k] = 0.0;
+        for (int k = 61; k < 65; ++k) J[k] = 0.0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 2 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 4 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         J[0] = c1;
         J[1] = s1;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = -s1;
         J[13] = c1;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
         J[27] = 0;
         J[28] = 0;
         J[29] = 0;
         J[30] = 1;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
+        for (int k = 31; k < 38; ++k) J[k] = 0.0;
         J[38] = s1*0.5;
         J[39] = c1;
         J[40] = s1;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
+        for (int k = 41; k < 49; ++k) J[k] = 0.0;
         J[49] = 0;
         J[50] = c1*0.5;
         J[51] = -s1;
         J[52] = c1;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
+        for (int k = 53; k < 61; ++k) J[k] = 0.0;
         J[61] = -0.5;
         J[62] = 0;
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 11 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = c1*c2 - s1*s2;
+        const double t1 = s2*c1;
+        const double t2 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t1 - t2;
+        const double Rb2_3 = t1 + t2;
+        const double pb2_0 = 0.5 + c1;
         const double t8 = -s1*t0;
         const double t9 = -0.5 + pb2_0;
         const double t10 = -s1*Rb2_1;
         J[0] = t0;
         J[1] = Rb2_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = Rb2_1;
         J[13] = t0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
         J[27] = 0;
         J[28] = 0;
         J[29] = 0;
         J[30] = 1;
         J[31] = 1;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
+        for (int k = 32; k < 38; ++k) J[k] = 0.0;
         J[38] = t8 + pb2_0*Rb2_3;
         J[39] = t0;
         J[40] = Rb2_3;
         J[41] = 0;
         J[42] = t8 + t9*Rb2_3;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 43; k < 50; ++k) J[k] = 0.0;
         J[50] = t10 + t0*pb2_0;
         J[51] = Rb2_1;
         J[52] = t0;
         J[53] = 0;
         J[54] = t10 + t9*t0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 55; k < 60; ++k) J[k] = 0.0;
         J[60] = s1;
         J[61] = -pb2_0;
         J[62] = 0;
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 19 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 47 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = c1*c2 - s1*s2;
+        const double t1 = s2*c1;
+        const double t2 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t1 - t2;
+        const double Rb2_3 = t1 + t2;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = s3*Rb2_1 + t0*c3;
+        const double Rb3_1 = c3*Rb2_1 - s3*t0;
+        const double Rb3_3 = c3*Rb2_3 + s3*t0;
+        const double Rb3_4 = -s3*Rb2_3 + t0*c3;
+        const double pb3_0 = pb2_0 + t0;
+        const double pb3_1 = Rb2_3 + s1;
         const double t12 = -pb3_1*Rb3_0;
         const double t13 = -0.5 + pb3_0;
         const double t14 = pb3_1 - s1;
@@ -10249,30 +10095,13 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         const double t16 = -pb3_1*Rb3_1;
         J[0] = Rb3_0;
         J[1] = Rb3_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = Rb3_1;
         J[13] = Rb3_4;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
         J[27] = 0;
         J[28] = 0;
@@ -10280,159 +10109,91 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[30] = 1;
         J[31] = 1;
         J[32] = 1;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
+        for (int k = 33; k < 38; ++k) J[k] = 0.0;
         J[38] = t12 + pb3_0*Rb3_3;
         J[39] = Rb3_0;
         J[40] = Rb3_3;
         J[41] = 0;
         J[42] = t12 + t13*Rb3_3;
         J[43] = -t14*Rb3_0 + t15*Rb3_3;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 44; k < 50; ++k) J[k] = 0.0;
         J[50] = t16 + pb3_0*Rb3_4;
         J[51] = Rb3_1;
         J[52] = Rb3_4;
         J[53] = 0;
         J[54] = t16 + t13*Rb3_4;
         J[55] = -t14*Rb3_1 + t15*Rb3_4;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         J[60] = pb3_1;
         J[61] = -pb3_0;
         J[62] = 0;
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 2 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 4 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
         J[0] = c4;
         J[1] = s4;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = -s4;
         J[13] = c4;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = 1;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
+        for (int k = 34; k < 38; ++k) J[k] = 0.0;
         J[38] = -s4*0.5;
         J[39] = c4;
         J[40] = s4;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
+        for (int k = 41; k < 49; ++k) J[k] = 0.0;
         J[49] = 0;
         J[50] = -c4*0.5;
         J[51] = -s4;
         J[52] = c4;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
+        for (int k = 53; k < 61; ++k) J[k] = 0.0;
         J[61] = 0.5;
         J[62] = 0;
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 11 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double t3 = c4*c5 - s4*s5;
+        const double t4 = s5*c4;
+        const double t5 = s4*c5;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb5_1 = -t4 - t5;
+        const double Rb5_3 = t4 + t5;
+        const double pb5_0 = -0.5 - c4;
         const double t18 = s4*t3;
         const double t19 = 0.5 + pb5_0;
         const double t20 = s4*Rb5_1;
         J[0] = t3;
         J[1] = Rb5_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = Rb5_1;
         J[13] = t3;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = 1;
         J[34] = 1;
         J[35] = 0;
@@ -10441,22 +10202,13 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[38] = t18 + pb5_0*Rb5_3;
         J[39] = t3;
         J[40] = Rb5_3;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
+        for (int k = 41; k < 45; ++k) J[k] = 0.0;
         J[45] = t18 + t19*Rb5_3;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 46; k < 50; ++k) J[k] = 0.0;
         J[50] = t20 + t3*pb5_0;
         J[51] = Rb5_1;
         J[52] = t3;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
+        for (int k = 53; k < 57; ++k) J[k] = 0.0;
         J[57] = t20 + t3*t19;
         J[58] = 0;
         J[59] = 0;
@@ -10466,15 +10218,30 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 19 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 47 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        const double t3 = c4*c5 - s4*s5;
+        const double t4 = s5*c4;
+        const double t5 = s4*c5;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb5_1 = -t4 - t5;
+        const double Rb5_3 = t4 + t5;
+        const double pb5_0 = -0.5 - c4;
+        const double Rb6_0 = s6*Rb5_1 + t3*c6;
+        const double Rb6_1 = c6*Rb5_1 - s6*t3;
+        const double Rb6_3 = c6*Rb5_3 + s6*t3;
+        const double Rb6_4 = -s6*Rb5_3 + t3*c6;
+        const double pb6_0 = pb5_0 - t3;
+        const double pb6_1 = -Rb5_3 - s4;
         const double t22 = -pb6_1*Rb6_0;
         const double t23 = 0.5 + pb6_0;
         const double t24 = pb6_1 + s4;
@@ -10482,37 +10249,15 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         const double t26 = -pb6_1*Rb6_1;
         J[0] = Rb6_0;
         J[1] = Rb6_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = Rb6_1;
         J[13] = Rb6_4;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = 1;
         J[34] = 1;
         J[35] = 1;
@@ -10521,10 +10266,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[38] = t22 + pb6_0*Rb6_3;
         J[39] = Rb6_0;
         J[40] = Rb6_3;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
+        for (int k = 41; k < 45; ++k) J[k] = 0.0;
         J[45] = t22 + t23*Rb6_3;
         J[46] = -t24*Rb6_0 + t25*Rb6_3;
         J[47] = 0;
@@ -10533,10 +10275,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[50] = t26 + pb6_0*Rb6_4;
         J[51] = Rb6_1;
         J[52] = Rb6_4;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
+        for (int k = 53; k < 57; ++k) J[k] = 0.0;
         J[57] = t26 + t23*Rb6_4;
         J[58] = -t24*Rb6_1 + t25*Rb6_4;
         J[59] = 0;
@@ -10546,166 +10285,194 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 0 operations */
-        J[0] = Rb3_0;
-        J[1] = Rb3_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = Rb3_1;
-        J[13] = Rb3_4;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 1;
-        J[31] = 1;
-        J[32] = 1;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = t29;
-        J[39] = Rb3_0;
-        J[40] = Rb3_3;
-        J[41] = 0;
-        J[42] = t31;
-        J[43] = t34;
-        J[44] = t38;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = t40;
-        J[51] = Rb3_1;
-        J[52] = Rb3_4;
-        J[53] = 0;
-        J[54] = t41;
-        J[55] = t42;
-        J[56] = t43;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = pf_target_1;
-        J[61] = -pf_target_0;
-        J[62] = 0;
-        J[63] = 0;
-        J[64] = 0;
-        J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        break;
-    }
-    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 0 operations */
-        J[0] = Rb3_0;
-        J[1] = Rb3_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = Rb3_1;
-        J[13] = Rb3_4;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 1;
-        J[31] = 1;
-        J[32] = 1;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = t29;
-        J[39] = Rb3_0;
-        J[40] = Rb3_3;
-        J[41] = 0;
-        J[42] = t31;
-        J[43] = t34;
-        J[44] = t38;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
-        J[50] = t40;
-        J[51] = Rb3_1;
-        J[52] = Rb3_4;
-        J[53] = 0;
-        J[54] = t41;
-        J[55] = t42;
-        J[56] = t43;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = pf_target_1;
-        J[61] = -pf_target_0;
-        J[62] = 0;
-        J[63] = 0;
-        J[64] = 0;
-        J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        break;
-    }
-    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 29 operations */
+    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 57 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = c1*c2 - s1*s2;
+        const double t1 = s2*c1;
+        const double t2 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t1 - t2;
+        const double Rb2_3 = t1 + t2;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = s3*Rb2_1 + t0*c3;
+        const double Rb3_1 = c3*Rb2_1 - s3*t0;
+        const double Rb3_3 = c3*Rb2_3 + s3*t0;
+        const double Rb3_4 = -s3*Rb2_3 + t0*c3;
+        const double pb3_0 = pb2_0 + t0;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t28 = -Rb3_0*pf_target_1;
+        const double t29 = t28 + Rb3_3*pf_target_0;
+        const double t30 = -0.5 + pf_target_0;
+        const double t31 = t28 + t30*Rb3_3;
+        const double t32 = pf_target_1 - s1;
+        const double t33 = -pb2_0 + pf_target_0;
+        const double t34 = -t32*Rb3_0 + t33*Rb3_3;
+        const double t35 = -pb3_0 + pf_target_0;
+        const double t37 = -pb3_1 + pf_target_1;
+        const double t38 = t35*Rb3_3 - t37*Rb3_0;
+        const double t39 = -Rb3_1*pf_target_1;
+        const double t40 = t39 + Rb3_4*pf_target_0;
+        const double t41 = t39 + t30*Rb3_4;
+        const double t42 = -t32*Rb3_1 + t33*Rb3_4;
+        const double t43 = t35*Rb3_4 - t37*Rb3_1;
+        J[0] = Rb3_0;
+        J[1] = Rb3_3;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
+        J[10] = 0;
+        J[11] = 0;
+        J[12] = Rb3_1;
+        J[13] = Rb3_4;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
+        J[26] = 1;
+        J[27] = 0;
+        J[28] = 0;
+        J[29] = 0;
+        J[30] = 1;
+        J[31] = 1;
+        J[32] = 1;
+        for (int k = 33; k < 38; ++k) J[k] = 0.0;
+        J[38] = t29;
+        J[39] = Rb3_0;
+        J[40] = Rb3_3;
+        J[41] = 0;
+        J[42] = t31;
+        J[43] = t34;
+        J[44] = t38;
+        for (int k = 45; k < 50; ++k) J[k] = 0.0;
+        J[50] = t40;
+        J[51] = Rb3_1;
+        J[52] = Rb3_4;
+        J[53] = 0;
+        J[54] = t41;
+        J[55] = t42;
+        J[56] = t43;
+        J[57] = 0;
+        J[58] = 0;
+        J[59] = 0;
+        J[60] = pf_target_1;
+        J[61] = -pf_target_0;
+        J[62] = 0;
+        J[63] = 0;
+        J[64] = 0;
+        J[65] = 1;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 57 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = c1*c2 - s1*s2;
+        const double t1 = s2*c1;
+        const double t2 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t1 - t2;
+        const double Rb2_3 = t1 + t2;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = s3*Rb2_1 + t0*c3;
+        const double Rb3_1 = c3*Rb2_1 - s3*t0;
+        const double Rb3_3 = c3*Rb2_3 + s3*t0;
+        const double Rb3_4 = -s3*Rb2_3 + t0*c3;
+        const double pb3_0 = pb2_0 + t0;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t28 = -Rb3_0*pf_target_1;
+        const double t29 = t28 + Rb3_3*pf_target_0;
+        const double t30 = -0.5 + pf_target_0;
+        const double t31 = t28 + t30*Rb3_3;
+        const double t32 = pf_target_1 - s1;
+        const double t33 = -pb2_0 + pf_target_0;
+        const double t34 = -t32*Rb3_0 + t33*Rb3_3;
+        const double t35 = -pb3_0 + pf_target_0;
+        const double t37 = -pb3_1 + pf_target_1;
+        const double t38 = t35*Rb3_3 - t37*Rb3_0;
+        const double t39 = -Rb3_1*pf_target_1;
+        const double t40 = t39 + Rb3_4*pf_target_0;
+        const double t41 = t39 + t30*Rb3_4;
+        const double t42 = -t32*Rb3_1 + t33*Rb3_4;
+        const double t43 = t35*Rb3_4 - t37*Rb3_1;
+        J[0] = Rb3_0;
+        J[1] = Rb3_3;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
+        J[10] = 0;
+        J[11] = 0;
+        J[12] = Rb3_1;
+        J[13] = Rb3_4;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
+        J[26] = 1;
+        J[27] = 0;
+        J[28] = 0;
+        J[29] = 0;
+        J[30] = 1;
+        J[31] = 1;
+        J[32] = 1;
+        for (int k = 33; k < 38; ++k) J[k] = 0.0;
+        J[38] = t29;
+        J[39] = Rb3_0;
+        J[40] = Rb3_3;
+        J[41] = 0;
+        J[42] = t31;
+        J[43] = t34;
+        J[44] = t38;
+        for (int k = 45; k < 50; ++k) J[k] = 0.0;
+        J[50] = t40;
+        J[51] = Rb3_1;
+        J[52] = Rb3_4;
+        J[53] = 0;
+        J[54] = t41;
+        J[55] = t42;
+        J[56] = t43;
+        J[57] = 0;
+        J[58] = 0;
+        J[59] = 0;
+        J[60] = pf_target_1;
+        J[61] = -pf_target_0;
+        J[62] = 0;
+        J[63] = 0;
+        J[64] = 0;
+        J[65] = 1;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 57 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double c6 = cos(q_12);
+        const double s6 = sin(q_12);
+        const double t3 = c4*c5 - s4*s5;
+        const double t4 = s5*c4;
+        const double t5 = s4*c5;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb5_1 = -t4 - t5;
+        const double Rb5_3 = t4 + t5;
+        const double pb5_0 = -0.5 - c4;
+        const double Rb6_0 = s6*Rb5_1 + t3*c6;
+        const double Rb6_1 = c6*Rb5_1 - s6*t3;
+        const double Rb6_3 = c6*Rb5_3 + s6*t3;
+        const double Rb6_4 = -s6*Rb5_3 + t3*c6;
+        const double pb6_0 = pb5_0 - t3;
+        const double pb6_1 = -Rb5_3 - s4;
         const double pf_ee2_0 = -Rb6_0 + pb6_0;
         const double pf_ee2_1 = -Rb6_3 + pb6_1;
         const double t45 = -Rb6_0*pf_ee2_1;
@@ -10717,37 +10484,15 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         const double t51 = -Rb6_1*pf_ee2_1;
         J[0] = Rb6_0;
         J[1] = Rb6_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = Rb6_1;
         J[13] = Rb6_4;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = 1;
         J[34] = 1;
         J[35] = 1;
@@ -10756,10 +10501,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[38] = t45 + Rb6_3*pf_ee2_0;
         J[39] = Rb6_0;
         J[40] = Rb6_3;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
+        for (int k = 41; k < 45; ++k) J[k] = 0.0;
         J[45] = t45 + t46*Rb6_3;
         J[46] = -t47*Rb6_0 + t48*Rb6_3;
         J[47] = t49*Rb6_3 - t50*Rb6_0;
@@ -10768,10 +10510,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[50] = t51 + Rb6_4*pf_ee2_0;
         J[51] = Rb6_1;
         J[52] = Rb6_4;
-        J[53] = 0;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
+        for (int k = 53; k < 57; ++k) J[k] = 0.0;
         J[57] = t51 + t46*Rb6_4;
         J[58] = -t47*Rb6_1 + t48*Rb6_4;
         J[59] = t49*Rb6_4 - t50*Rb6_1;
@@ -10781,16 +10520,30 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 47 operations */
+    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 75 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = c1*c2 - s1*s2;
+        const double t1 = s2*c1;
+        const double t2 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t1 - t2;
+        const double Rb2_3 = t1 + t2;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = s3*Rb2_1 + t0*c3;
+        const double Rb3_1 = c3*Rb2_1 - s3*t0;
+        const double Rb3_3 = c3*Rb2_3 + s3*t0;
+        const double Rb3_4 = -s3*Rb2_3 + t0*c3;
+        const double pb3_0 = pb2_0 + t0;
+        const double pb3_1 = Rb2_3 + s1;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
         const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
         const double t52 = -Rb3_0*0.9396926207859084 + Rb3_1*0.3420201433256685;
@@ -10806,30 +10559,13 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         const double t62 = -t54*pf_grasp2_1;
         J[0] = t52;
         J[1] = t53;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 0;
         J[12] = t54;
         J[13] = t55;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
+        for (int k = 14; k < 22; ++k) J[k] = 0.0;
+        for (int k = 22; k < 26; ++k) J[k] = 0.0;
         J[26] = 1;
         J[27] = 0;
         J[28] = 0;
@@ -10837,11 +10573,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[30] = 1;
         J[31] = 1;
         J[32] = 1;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
+        for (int k = 33; k < 38; ++k) J[k] = 0.0;
         J[38] = t56 + t53*pf_grasp2_0;
         J[39] = t52;
         J[40] = t53;
@@ -10849,11 +10581,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[42] = t56 + t57*t53;
         J[43] = -t58*t52 + t59*t53;
         J[44] = -t52*t61 + t53*t60;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 45; k < 50; ++k) J[k] = 0.0;
         J[50] = t62 + t55*pf_grasp2_0;
         J[51] = t54;
         J[52] = t55;
@@ -10870,12 +10598,7 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
         J[63] = 0;
         J[64] = 0;
         J[65] = 1;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
     default:
@@ -10898,20 +10621,20 @@ int seed004_dual_arm_jacobian_local_batch(int n, const double *q, int frame, dou
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[13]
  *   out J[72] (6 x 12, row-major)
- *   operations: 347 (131 add, 203 mul, 1 div, 0 sqrt, 12 trig, 0 other)
+ *   operations: 475 (178 add, 260 mul, 1 div, 0 sqrt, 36 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 124 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     SEED004_DUAL_ARM_FRAME_BASE              0
- *     SEED004_DUAL_ARM_FRAME_LINK1             0
- *     SEED004_DUAL_ARM_FRAME_LINK2             22
- *     SEED004_DUAL_ARM_FRAME_LINK3             33
- *     SEED004_DUAL_ARM_FRAME_LINK4             0
- *     SEED004_DUAL_ARM_FRAME_LINK5             22
- *     SEED004_DUAL_ARM_FRAME_LINK6             33
- *     SEED004_DUAL_ARM_FRAME_TARGET            0
- *     SEED004_DUAL_ARM_FRAME_EE1               0
- *     SEED004_DUAL_ARM_FRAME_EE2               55
- *     SEED004_DUAL_ARM_FRAME_GRASP2            58
+ *     SEED004_DUAL_ARM_FRAME_LINK1             6
+ *     SEED004_DUAL_ARM_FRAME_LINK2             25
+ *     SEED004_DUAL_ARM_FRAME_LINK3             46
+ *     SEED004_DUAL_ARM_FRAME_LINK4             6
+ *     SEED004_DUAL_ARM_FRAME_LINK5             25
+ *     SEED004_DUAL_ARM_FRAME_LINK6             46
+ *     SEED004_DUAL_ARM_FRAME_TARGET            68
+ *     SEED004_DUAL_ARM_FRAME_EE1               68
+ *     SEED004_DUAL_ARM_FRAME_EE2               68
+ *     SEED004_DUAL_ARM_FRAME_GRASP2            80
  */
 int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
 {
@@ -10949,145 +10672,46 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double t16 = c1*c2 - s1*s2;
-    const double t17 = s2*c1;
-    const double t18 = s1*c2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_1 = -t17 - t18;
-    const double Rb2_3 = t17 + t18;
-    const double pb2_0 = 0.5 + c1;
-    const double Rb3_0 = c3*t16 + s3*Rb2_1;
-    const double Rb3_3 = c3*Rb2_3 + s3*t16;
-    const double pb3_0 = pb2_0 + t16;
-    const double pb3_1 = Rb2_3 + s1;
-    const double t19 = c4*c5 - s4*s5;
-    const double t20 = s5*c4;
-    const double t21 = s4*c5;
-    const double Rb5_3 = t20 + t21;
-    const double pb5_0 = -0.5 - c4;
-    const double pb6_0 = pb5_0 - t19;
-    const double pb6_1 = -Rb5_3 - s4;
-    const double pf_target_0 = Rb3_0 + pb3_0;
-    const double pf_target_1 = Rb3_3 + pb3_1;
-    const double t22 = 0.5*R0_2;
-    const double t23 = 0.5*R0_1;
-    const double t24 = 0.5*R0_5;
-    const double t25 = 0.5*R0_4;
-    const double t26 = 0.5*R0_8;
-    const double t27 = 0.5*R0_7;
-    const double t51 = R0_2*pf_target_1;
-    const double t52 = -R0_2*pf_target_0;
-    const double t53 = -R0_0*pf_target_1;
-    const double t54 = t53 + R0_1*pf_target_0;
-    const double t55 = -0.5 + pf_target_0;
-    const double t56 = t53 + t55*R0_1;
-    const double t57 = pf_target_1 - s1;
-    const double t58 = -pb2_0 + pf_target_0;
-    const double t59 = -t57*R0_0 + t58*R0_1;
-    const double t61 = -pb3_0 + pf_target_0;
-    const double t63 = -pb3_1 + pf_target_1;
-    const double t64 = t61*R0_1 - t63*R0_0;
-    const double t65 = R0_5*pf_target_1;
-    const double t66 = -R0_5*pf_target_0;
-    const double t67 = -R0_3*pf_target_1;
-    const double t68 = t67 + R0_4*pf_target_0;
-    const double t69 = t67 + t55*R0_4;
-    const double t70 = -t57*R0_3 + t58*R0_4;
-    const double t71 = t61*R0_4 - t63*R0_3;
-    const double t72 = R0_8*pf_target_1;
-    const double t73 = -R0_8*pf_target_0;
-    const double t74 = -R0_6*pf_target_1;
-    const double t75 = t74 + R0_7*pf_target_0;
-    const double t76 = t74 + t55*R0_7;
-    const double t77 = -t57*R0_6 + t58*R0_7;
-    const double t78 = t61*R0_7 - t63*R0_6;
     switch (frame) {
     case SEED004_DUAL_ARM_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
+        for (int k = 3; k < 11; ++k) J[k] = 0.0;
         J[11] = 0;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
+        for (int k = 15; k < 23; ++k) J[k] = 0.0;
         J[23] = 0;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
+        for (int k = 27; k < 35; ++k) J[k] = 0.0;
+        for (int k = 35; k < 39; ++k) J[k] = 0.0;
         J[39] = R0_0;
         J[40] = R0_1;
         J[41] = R0_2;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
-        J[49] = 0;
+        for (int k = 42; k < 50; ++k) J[k] = 0.0;
         J[50] = 0;
         J[51] = R0_3;
         J[52] = R0_4;
         J[53] = R0_5;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
-        J[61] = 0;
+        for (int k = 54; k < 62; ++k) J[k] = 0.0;
         J[62] = 0;
         J[63] = R0_6;
         J[64] = R0_7;
         J[65] = R0_8;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 0 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 6 operations */
+        const double t22 = 0.5*R0_2;
+        const double t23 = 0.5*R0_1;
+        const double t24 = 0.5*R0_5;
+        const double t25 = 0.5*R0_4;
+        const double t26 = 0.5*R0_8;
+        const double t27 = 0.5*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
@@ -11095,11 +10719,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[4] = 0;
         J[5] = 0;
         J[6] = R0_2;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
+        for (int k = 7; k < 12; ++k) J[k] = 0.0;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
@@ -11107,11 +10727,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[16] = 0;
         J[17] = 0;
         J[18] = R0_5;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
+        for (int k = 19; k < 24; ++k) J[k] = 0.0;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
@@ -11119,50 +10735,33 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[28] = 0;
         J[29] = 0;
         J[30] = R0_8;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
+        for (int k = 31; k < 37; ++k) J[k] = 0.0;
         J[37] = -t22;
         J[38] = t23;
         J[39] = R0_0;
         J[40] = R0_1;
         J[41] = R0_2;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
+        for (int k = 42; k < 49; ++k) J[k] = 0.0;
         J[49] = -t24;
         J[50] = t25;
         J[51] = R0_3;
         J[52] = R0_4;
         J[53] = R0_5;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
+        for (int k = 54; k < 61; ++k) J[k] = 0.0;
         J[61] = -t26;
         J[62] = t27;
         J[63] = R0_6;
         J[64] = R0_7;
         J[65] = R0_8;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 22 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 25 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
         const double t28 = -s1*R0_0;
         const double t29 = -0.5 + pb2_0;
         const double t30 = -s1*R0_3;
@@ -11175,10 +10774,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[5] = 0;
         J[6] = R0_2;
         J[7] = R0_2;
-        J[8] = 0;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
+        for (int k = 8; k < 12; ++k) J[k] = 0.0;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
@@ -11187,10 +10783,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[17] = 0;
         J[18] = R0_5;
         J[19] = R0_5;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
+        for (int k = 20; k < 24; ++k) J[k] = 0.0;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
@@ -11199,10 +10792,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[29] = 0;
         J[30] = R0_8;
         J[31] = R0_8;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
+        for (int k = 32; k < 36; ++k) J[k] = 0.0;
         J[36] = s1*R0_2;
         J[37] = -R0_2*pb2_0;
         J[38] = t28 + R0_1*pb2_0;
@@ -11210,11 +10800,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[40] = R0_1;
         J[41] = R0_2;
         J[42] = t28 + t29*R0_1;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 43; k < 48; ++k) J[k] = 0.0;
         J[48] = s1*R0_5;
         J[49] = -R0_5*pb2_0;
         J[50] = t30 + R0_4*pb2_0;
@@ -11222,11 +10808,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[52] = R0_4;
         J[53] = R0_5;
         J[54] = t30 + t29*R0_4;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 55; k < 60; ++k) J[k] = 0.0;
         J[60] = s1*R0_8;
         J[61] = -R0_8*pb2_0;
         J[62] = t31 + R0_7*pb2_0;
@@ -11234,14 +10816,23 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[64] = R0_7;
         J[65] = R0_8;
         J[66] = t31 + t29*R0_7;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 67; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 33 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 46 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
         const double t32 = -R0_0*pb3_1;
         const double t33 = -0.5 + pb3_0;
         const double t35 = pb3_1 - s1;
@@ -11292,10 +10883,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[41] = R0_2;
         J[42] = t32 + t33*R0_1;
         J[43] = -t35*R0_0 + t37*R0_1;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 44; k < 48; ++k) J[k] = 0.0;
         J[48] = R0_5*pb3_1;
         J[49] = -R0_5*pb3_0;
         J[50] = t38 + R0_4*pb3_0;
@@ -11304,10 +10892,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[53] = R0_5;
         J[54] = t38 + t33*R0_4;
         J[55] = -t35*R0_3 + t37*R0_4;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
+        for (int k = 56; k < 60; ++k) J[k] = 0.0;
         J[60] = R0_8*pb3_1;
         J[61] = -R0_8*pb3_0;
         J[62] = t39 + R0_7*pb3_0;
@@ -11316,46 +10901,34 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[65] = R0_8;
         J[66] = t39 + t33*R0_7;
         J[67] = -t35*R0_6 + t37*R0_7;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 68; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 0 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 6 operations */
+        const double t22 = 0.5*R0_2;
+        const double t23 = 0.5*R0_1;
+        const double t24 = 0.5*R0_5;
+        const double t25 = 0.5*R0_4;
+        const double t26 = 0.5*R0_8;
+        const double t27 = 0.5*R0_7;
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 3; k < 9; ++k) J[k] = 0.0;
         J[9] = R0_2;
         J[10] = 0;
         J[11] = 0;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
+        for (int k = 15; k < 21; ++k) J[k] = 0.0;
         J[21] = R0_5;
         J[22] = 0;
         J[23] = 0;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = R0_8;
         J[34] = 0;
         J[35] = 0;
@@ -11365,39 +10938,27 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[39] = R0_0;
         J[40] = R0_1;
         J[41] = R0_2;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
+        for (int k = 42; k < 49; ++k) J[k] = 0.0;
         J[49] = t24;
         J[50] = -t25;
         J[51] = R0_3;
         J[52] = R0_4;
         J[53] = R0_5;
-        J[54] = 0;
-        J[55] = 0;
-        J[56] = 0;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = 0;
+        for (int k = 54; k < 61; ++k) J[k] = 0.0;
         J[61] = t26;
         J[62] = -t27;
         J[63] = R0_6;
         J[64] = R0_7;
         J[65] = R0_8;
-        J[66] = 0;
-        J[67] = 0;
-        J[68] = 0;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
+        for (int k = 66; k < 72; ++k) J[k] = 0.0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 22 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 25 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb5_0 = -0.5 - c4;
         const double t40 = s4*R0_0;
         const double t41 = 0.5 + pb5_0;
         const double t42 = s4*R0_3;
@@ -11405,36 +10966,21 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 3; k < 9; ++k) J[k] = 0.0;
         J[9] = R0_2;
         J[10] = R0_2;
         J[11] = 0;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
+        for (int k = 15; k < 21; ++k) J[k] = 0.0;
         J[21] = R0_5;
         J[22] = R0_5;
         J[23] = 0;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = R0_8;
         J[34] = R0_8;
         J[35] = 0;
@@ -11476,7 +11022,20 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[71] = 0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 33 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 46 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
+        const double t19 = c4*c5 - s4*s5;
+        const double t20 = s5*c4;
+        const double t21 = s4*c5;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb5_3 = t20 + t21;
+        const double pb5_0 = -0.5 - c4;
+        const double pb6_0 = pb5_0 - t19;
+        const double pb6_1 = -Rb5_3 - s4;
         const double t44 = -R0_0*pb6_1;
         const double t45 = 0.5 + pb6_0;
         const double t46 = pb6_1 + s4;
@@ -11486,36 +11045,21 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 3; k < 9; ++k) J[k] = 0.0;
         J[9] = R0_2;
         J[10] = R0_2;
         J[11] = R0_2;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
+        for (int k = 15; k < 21; ++k) J[k] = 0.0;
         J[21] = R0_5;
         J[22] = R0_5;
         J[23] = R0_5;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = R0_8;
         J[34] = R0_8;
         J[35] = R0_8;
@@ -11557,164 +11101,267 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[71] = 0;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 0 operations */
-        J[0] = R0_0;
-        J[1] = R0_1;
-        J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = R0_2;
-        J[7] = R0_2;
-        J[8] = R0_2;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = R0_3;
-        J[13] = R0_4;
-        J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = R0_5;
-        J[19] = R0_5;
-        J[20] = R0_5;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = R0_6;
-        J[25] = R0_7;
-        J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = R0_8;
-        J[31] = R0_8;
-        J[32] = R0_8;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = t51;
-        J[37] = t52;
-        J[38] = t54;
-        J[39] = R0_0;
-        J[40] = R0_1;
-        J[41] = R0_2;
-        J[42] = t56;
-        J[43] = t59;
-        J[44] = t64;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = t65;
-        J[49] = t66;
-        J[50] = t68;
-        J[51] = R0_3;
-        J[52] = R0_4;
-        J[53] = R0_5;
-        J[54] = t69;
-        J[55] = t70;
-        J[56] = t71;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = t72;
-        J[61] = t73;
-        J[62] = t75;
-        J[63] = R0_6;
-        J[64] = R0_7;
-        J[65] = R0_8;
-        J[66] = t76;
-        J[67] = t77;
-        J[68] = t78;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        break;
-    }
-    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 0 operations */
-        J[0] = R0_0;
-        J[1] = R0_1;
-        J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = R0_2;
-        J[7] = R0_2;
-        J[8] = R0_2;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = R0_3;
-        J[13] = R0_4;
-        J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = R0_5;
-        J[19] = R0_5;
-        J[20] = R0_5;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = R0_6;
-        J[25] = R0_7;
-        J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = R0_8;
-        J[31] = R0_8;
-        J[32] = R0_8;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = t51;
-        J[37] = t52;
-        J[38] = t54;
-        J[39] = R0_0;
-        J[40] = R0_1;
-        J[41] = R0_2;
-        J[42] = t56;
-        J[43] = t59;
-        J[44] = t64;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = t65;
-        J[49] = t66;
-        J[50] = t68;
-        J[51] = R0_3;
-        J[52] = R0_4;
-        J[53] = R0_5;
-        J[54] = t69;
-        J[55] = t70;
-        J[56] = t71;
-        J[57] = 0;
-        J[58] = 0;
-        J[59] = 0;
-        J[60] = t72;
-        J[61] = t73;
-        J[62] = t75;
-        J[63] = R0_6;
-        J[64] = R0_7;
-        J[65] = R0_8;
-        J[66] = t76;
-        J[67] = t77;
-        J[68] = t78;
-        J[69] = 0;
-        J[70] = 0;
-        J[71] = 0;
-        break;
-    }
-    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 55 operations */
+    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t17 - t18;
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*t16 + s3*Rb2_1;
+        const double Rb3_3 = c3*Rb2_3 + s3*t16;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t51 = R0_2*pf_target_1;
+        const double t52 = -R0_2*pf_target_0;
+        const double t53 = -R0_0*pf_target_1;
+        const double t54 = t53 + R0_1*pf_target_0;
+        const double t55 = -0.5 + pf_target_0;
+        const double t56 = t53 + t55*R0_1;
+        const double t57 = pf_target_1 - s1;
+        const double t58 = -pb2_0 + pf_target_0;
+        const double t59 = -t57*R0_0 + t58*R0_1;
+        const double t61 = -pb3_0 + pf_target_0;
+        const double t63 = -pb3_1 + pf_target_1;
+        const double t64 = t61*R0_1 - t63*R0_0;
+        const double t65 = R0_5*pf_target_1;
+        const double t66 = -R0_5*pf_target_0;
+        const double t67 = -R0_3*pf_target_1;
+        const double t68 = t67 + R0_4*pf_target_0;
+        const double t69 = t67 + t55*R0_4;
+        const double t70 = -t57*R0_3 + t58*R0_4;
+        const double t71 = t61*R0_4 - t63*R0_3;
+        const double t72 = R0_8*pf_target_1;
+        const double t73 = -R0_8*pf_target_0;
+        const double t74 = -R0_6*pf_target_1;
+        const double t75 = t74 + R0_7*pf_target_0;
+        const double t76 = t74 + t55*R0_7;
+        const double t77 = -t57*R0_6 + t58*R0_7;
+        const double t78 = t61*R0_7 - t63*R0_6;
+        J[0] = R0_0;
+        J[1] = R0_1;
+        J[2] = R0_2;
+        J[3] = 0;
+        J[4] = 0;
+        J[5] = 0;
+        J[6] = R0_2;
+        J[7] = R0_2;
+        J[8] = R0_2;
+        J[9] = 0;
+        J[10] = 0;
+        J[11] = 0;
+        J[12] = R0_3;
+        J[13] = R0_4;
+        J[14] = R0_5;
+        J[15] = 0;
+        J[16] = 0;
+        J[17] = 0;
+        J[18] = R0_5;
+        J[19] = R0_5;
+        J[20] = R0_5;
+        J[21] = 0;
+        J[22] = 0;
+        J[23] = 0;
+        J[24] = R0_6;
+        J[25] = R0_7;
+        J[26] = R0_8;
+        J[27] = 0;
+        J[28] = 0;
+        J[29] = 0;
+        J[30] = R0_8;
+        J[31] = R0_8;
+        J[32] = R0_8;
+        J[33] = 0;
+        J[34] = 0;
+        J[35] = 0;
+        J[36] = t51;
+        J[37] = t52;
+        J[38] = t54;
+        J[39] = R0_0;
+        J[40] = R0_1;
+        J[41] = R0_2;
+        J[42] = t56;
+        J[43] = t59;
+        J[44] = t64;
+        J[45] = 0;
+        J[46] = 0;
+        J[47] = 0;
+        J[48] = t65;
+        J[49] = t66;
+        J[50] = t68;
+        J[51] = R0_3;
+        J[52] = R0_4;
+        J[53] = R0_5;
+        J[54] = t69;
+        J[55] = t70;
+        J[56] = t71;
+        J[57] = 0;
+        J[58] = 0;
+        J[59] = 0;
+        J[60] = t72;
+        J[61] = t73;
+        J[62] = t75;
+        J[63] = R0_6;
+        J[64] = R0_7;
+        J[65] = R0_8;
+        J[66] = t76;
+        J[67] = t77;
+        J[68] = t78;
+        J[69] = 0;
+        J[70] = 0;
+        J[71] = 0;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 68 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t17 - t18;
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*t16 + s3*Rb2_1;
+        const double Rb3_3 = c3*Rb2_3 + s3*t16;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t51 = R0_2*pf_target_1;
+        const double t52 = -R0_2*pf_target_0;
+        const double t53 = -R0_0*pf_target_1;
+        const double t54 = t53 + R0_1*pf_target_0;
+        const double t55 = -0.5 + pf_target_0;
+        const double t56 = t53 + t55*R0_1;
+        const double t57 = pf_target_1 - s1;
+        const double t58 = -pb2_0 + pf_target_0;
+        const double t59 = -t57*R0_0 + t58*R0_1;
+        const double t61 = -pb3_0 + pf_target_0;
+        const double t63 = -pb3_1 + pf_target_1;
+        const double t64 = t61*R0_1 - t63*R0_0;
+        const double t65 = R0_5*pf_target_1;
+        const double t66 = -R0_5*pf_target_0;
+        const double t67 = -R0_3*pf_target_1;
+        const double t68 = t67 + R0_4*pf_target_0;
+        const double t69 = t67 + t55*R0_4;
+        const double t70 = -t57*R0_3 + t58*R0_4;
+        const double t71 = t61*R0_4 - t63*R0_3;
+        const double t72 = R0_8*pf_target_1;
+        const double t73 = -R0_8*pf_target_0;
+        const double t74 = -R0_6*pf_target_1;
+        const double t75 = t74 + R0_7*pf_target_0;
+        const double t76 = t74 + t55*R0_7;
+        const double t77 = -t57*R0_6 + t58*R0_7;
+        const double t78 = t61*R0_7 - t63*R0_6;
+        J[0] = R0_0;
+        J[1] = R0_1;
+        J[2] = R0_2;
+        J[3] = 0;
+        J[4] = 0;
+        J[5] = 0;
+        J[6] = R0_2;
+        J[7] = R0_2;
+        J[8] = R0_2;
+        J[9] = 0;
+        J[10] = 0;
+        J[11] = 0;
+        J[12] = R0_3;
+        J[13] = R0_4;
+        J[14] = R0_5;
+        J[15] = 0;
+        J[16] = 0;
+        J[17] = 0;
+        J[18] = R0_5;
+        J[19] = R0_5;
+        J[20] = R0_5;
+        J[21] = 0;
+        J[22] = 0;
+        J[23] = 0;
+        J[24] = R0_6;
+        J[25] = R0_7;
+        J[26] = R0_8;
+        J[27] = 0;
+        J[28] = 0;
+        J[29] = 0;
+        J[30] = R0_8;
+        J[31] = R0_8;
+        J[32] = R0_8;
+        J[33] = 0;
+        J[34] = 0;
+        J[35] = 0;
+        J[36] = t51;
+        J[37] = t52;
+        J[38] = t54;
+        J[39] = R0_0;
+        J[40] = R0_1;
+        J[41] = R0_2;
+        J[42] = t56;
+        J[43] = t59;
+        J[44] = t64;
+        J[45] = 0;
+        J[46] = 0;
+        J[47] = 0;
+        J[48] = t65;
+        J[49] = t66;
+        J[50] = t68;
+        J[51] = R0_3;
+        J[52] = R0_4;
+        J[53] = R0_5;
+        J[54] = t69;
+        J[55] = t70;
+        J[56] = t71;
+        J[57] = 0;
+        J[58] = 0;
+        J[59] = 0;
+        J[60] = t72;
+        J[61] = t73;
+        J[62] = t75;
+        J[63] = R0_6;
+        J[64] = R0_7;
+        J[65] = R0_8;
+        J[66] = t76;
+        J[67] = t77;
+        J[68] = t78;
+        J[69] = 0;
+        J[70] = 0;
+        J[71] = 0;
+        break;
+    }
+    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 68 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c4 = cos(q_10);
+        const double s4 = sin(q_10);
+        const double c5 = cos(q_11);
+        const double s5 = sin(q_11);
         const double c6 = cos(q_12);
         const double s6 = sin(q_12);
+        const double t19 = c4*c5 - s4*s5;
+        const double t20 = s5*c4;
+        const double t21 = s4*c5;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb5_1 = -t20 - t21;
+        const double Rb5_3 = t20 + t21;
+        const double pb5_0 = -0.5 - c4;
         const double Rb6_0 = c6*t19 + s6*Rb5_1;
         const double Rb6_3 = c6*Rb5_3 + s6*t19;
+        const double pb6_0 = pb5_0 - t19;
+        const double pb6_1 = -Rb5_3 - s4;
         const double pf_ee2_0 = -Rb6_0 + pb6_0;
         const double pf_ee2_1 = -Rb6_3 + pb6_1;
         const double t79 = -R0_0*pf_ee2_1;
@@ -11728,36 +11375,21 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 3; k < 9; ++k) J[k] = 0.0;
         J[9] = R0_2;
         J[10] = R0_2;
         J[11] = R0_2;
         J[12] = R0_3;
         J[13] = R0_4;
         J[14] = R0_5;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
+        for (int k = 15; k < 21; ++k) J[k] = 0.0;
         J[21] = R0_5;
         J[22] = R0_5;
         J[23] = R0_5;
         J[24] = R0_6;
         J[25] = R0_7;
         J[26] = R0_8;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
-        J[32] = 0;
+        for (int k = 27; k < 33; ++k) J[k] = 0.0;
         J[33] = R0_8;
         J[34] = R0_8;
         J[35] = R0_8;
@@ -11799,10 +11431,27 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
         J[71] = t83*R0_7 - t84*R0_6;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 58 operations */
+    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 80 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t17 - t18;
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*t16 + s3*Rb2_1;
         const double Rb3_1 = c3*Rb2_1 - s3*t16;
+        const double Rb3_3 = c3*Rb2_3 + s3*t16;
         const double Rb3_4 = c3*t16 - s3*Rb2_3;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
         const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
         const double t87 = -R0_0*pf_grasp2_1;
@@ -11907,20 +11556,20 @@ int seed004_dual_arm_jacobian_world_batch(int n, const double *q, int frame, dou
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[13]
  *   out J[36] (6 x 6, row-major)
- *   operations: 966 (469 add, 481 mul, 4 div, 0 sqrt, 12 trig, 0 other)
+ *   operations: 1182 (597 add, 569 mul, 4 div, 0 sqrt, 12 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 493 + the frame's case:
+ *   operations per call: shared prefix 340 + the frame's case:
  *     SEED004_DUAL_ARM_FRAME_BASE              0
- *     SEED004_DUAL_ARM_FRAME_LINK1             18
- *     SEED004_DUAL_ARM_FRAME_LINK2             55
- *     SEED004_DUAL_ARM_FRAME_LINK3             69
- *     SEED004_DUAL_ARM_FRAME_LINK4             18
- *     SEED004_DUAL_ARM_FRAME_LINK5             55
- *     SEED004_DUAL_ARM_FRAME_LINK6             69
- *     SEED004_DUAL_ARM_FRAME_TARGET            0
- *     SEED004_DUAL_ARM_FRAME_EE1               0
- *     SEED004_DUAL_ARM_FRAME_EE2               92
- *     SEED004_DUAL_ARM_FRAME_GRASP2            97
+ *     SEED004_DUAL_ARM_FRAME_LINK1             46
+ *     SEED004_DUAL_ARM_FRAME_LINK2             62
+ *     SEED004_DUAL_ARM_FRAME_LINK3             87
+ *     SEED004_DUAL_ARM_FRAME_LINK4             46
+ *     SEED004_DUAL_ARM_FRAME_LINK5             62
+ *     SEED004_DUAL_ARM_FRAME_LINK6             87
+ *     SEED004_DUAL_ARM_FRAME_TARGET            110
+ *     SEED004_DUAL_ARM_FRAME_EE1               110
+ *     SEED004_DUAL_ARM_FRAME_EE2               110
+ *     SEED004_DUAL_ARM_FRAME_GRASP2            122
  */
 int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -11970,24 +11619,6 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double s5 = sin(q_11);
     const double c6 = cos(q_12);
     const double s6 = sin(q_12);
-    const double t16 = c1*c2 - s1*s2;
-    const double t17 = s2*c1;
-    const double t18 = s1*c2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_1 = -t17 - t18;
-    const double Rb2_3 = t17 + t18;
-    const double pb2_0 = 0.5 + c1;
-    const double Rb3_0 = c3*t16 + s3*Rb2_1;
-    const double Rb3_3 = c3*Rb2_3 + s3*t16;
-    const double pb3_0 = pb2_0 + t16;
-    const double pb3_1 = Rb2_3 + s1;
-    const double t19 = c4*c5 - s4*s5;
-    const double t20 = s5*c4;
-    const double t21 = s4*c5;
-    const double Rb5_3 = t20 + t21;
-    const double pb5_0 = -0.5 - c4;
-    const double pb6_0 = pb5_0 - t19;
-    const double pb6_1 = -Rb5_3 - s4;
     const double t22 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t22;
@@ -12088,9 +11719,6 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double HbiHbmc5x_1 = Hbdi4*HbiHbmc5y_4;
     const double HbiHbmc5x_2 = -HbL43*HbiHbmc5x_1 + t51*Hbdi3;
     const double HbiHbmc5x_3 = -HbL32*HbiHbmc5x_2 - HbL42*HbiHbmc5x_1 + Hbdi2*F6_0_2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double pf_target_0 = Rb3_0 + pb3_0;
-    const double pf_target_1 = Rb3_3 + pb3_1;
     const double t52 = -R0_2*HbiHbmc0x_3;
     const double t53 = -R0_2*HbiHbmc1x_3;
     const double t54 = -R0_2*HbiHbmc2x_3;
@@ -12127,78 +11755,6 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double t85 = R0_6*HbiHbmc3x_2 + R0_7*HbiHbmc3x_1;
     const double t86 = R0_6*HbiHbmc4x_2 + R0_7*HbiHbmc4x_1;
     const double t87 = R0_6*HbiHbmc5x_2 + R0_7*HbiHbmc5x_1;
-    const double t88 = R0_2 + t52;
-    const double t89 = R0_5 + t58;
-    const double t90 = R0_8 + t64;
-    const double t91 = 0.5*HbiHbmc0x_3;
-    const double t92 = t91*R0_1;
-    const double t93 = 0.5*HbiHbmc1x_3;
-    const double t94 = t93*R0_1;
-    const double t95 = 0.5*HbiHbmc2x_3;
-    const double t96 = t95*R0_1;
-    const double t97 = 0.5*HbiHbmc3x_3;
-    const double t98 = t97*R0_1;
-    const double t99 = 0.5*HbiHbmc4x_3;
-    const double t100 = t99*R0_1;
-    const double t101 = 0.5*HbiHbmc5x_3;
-    const double t102 = t101*R0_1;
-    const double t103 = t91*R0_4;
-    const double t104 = t93*R0_4;
-    const double t105 = t95*R0_4;
-    const double t106 = t97*R0_4;
-    const double t107 = t99*R0_4;
-    const double t108 = t101*R0_4;
-    const double t109 = t91*R0_7;
-    const double t110 = t93*R0_7;
-    const double t111 = t95*R0_7;
-    const double t112 = 0.5*R0_7;
-    const double t113 = t112*HbiHbmc3x_3;
-    const double t114 = t99*R0_7;
-    const double t115 = t112*HbiHbmc5x_3;
-    const double t116 = R0_2 + t53;
-    const double t117 = R0_5 + t59;
-    const double t118 = R0_8 + t65;
-    const double t126 = R0_2 + t54;
-    const double t127 = R0_5 + t60;
-    const double t128 = R0_8 + t66;
-    const double t140 = R0_2 + t55;
-    const double t141 = R0_5 + t61;
-    const double t142 = R0_8 + t67;
-    const double t143 = R0_2 + t56;
-    const double t144 = R0_5 + t62;
-    const double t145 = R0_8 + t68;
-    const double t153 = R0_2 + t57;
-    const double t154 = R0_5 + t63;
-    const double t155 = R0_8 + t69;
-    const double t166 = -R0_0*pf_target_1;
-    const double t167 = t166 + R0_1*pf_target_0;
-    const double t168 = -0.5 + pf_target_0;
-    const double t169 = t166 + t168*R0_1 - (t70 + t167*HbiHbmc0x_3);
-    const double t170 = pf_target_1 - s1;
-    const double t171 = -pb2_0 + pf_target_0;
-    const double t172 = -t170*R0_0 + t171*R0_1 - (t71 + t167*HbiHbmc1x_3);
-    const double t174 = -pb3_0 + pf_target_0;
-    const double t176 = -pb3_1 + pf_target_1;
-    const double t177 = t174*R0_1 - t176*R0_0 - (t72 + t167*HbiHbmc2x_3);
-    const double t178 = -(t73 + t167*HbiHbmc3x_3);
-    const double t179 = -(t74 + t167*HbiHbmc4x_3);
-    const double t180 = -(t75 + t167*HbiHbmc5x_3);
-    const double t181 = -R0_3*pf_target_1;
-    const double t182 = t181 + R0_4*pf_target_0;
-    const double t183 = t181 + t168*R0_4 - (t76 + t182*HbiHbmc0x_3);
-    const double t184 = -t170*R0_3 + t171*R0_4 - (t77 + t182*HbiHbmc1x_3);
-    const double t185 = t174*R0_4 - t176*R0_3 - (t78 + t182*HbiHbmc2x_3);
-    const double t186 = -(t79 + t182*HbiHbmc3x_3);
-    const double t187 = -(t80 + t182*HbiHbmc4x_3);
-    const double t188 = -(t81 + t182*HbiHbmc5x_3);
-    const double t189 = -R0_6*pf_target_1;
-    const double t190 = t189 + R0_7*pf_target_0;
-    const double t191 = t189 + t168*R0_7 - (t82 + t190*HbiHbmc0x_3);
-    const double t192 = -t170*R0_6 + t171*R0_7 - (t83 + t190*HbiHbmc1x_3);
-    const double t193 = t174*R0_7 - t176*R0_6 - (t84 + t190*HbiHbmc2x_3);
-    const double t194 = -(t85 + t190*HbiHbmc3x_3);
-    const double t195 = -(t86 + t190*HbiHbmc4x_3);
-    const double t196 = -(t87 + t190*HbiHbmc5x_3);
     switch (frame) {
     case SEED004_DUAL_ARM_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t52;
@@ -12239,7 +11795,35 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -t87;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 18 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 46 operations */
+        const double t88 = R0_2 + t52;
+        const double t89 = R0_5 + t58;
+        const double t90 = R0_8 + t64;
+        const double t91 = 0.5*HbiHbmc0x_3;
+        const double t92 = t91*R0_1;
+        const double t93 = 0.5*HbiHbmc1x_3;
+        const double t94 = t93*R0_1;
+        const double t95 = 0.5*HbiHbmc2x_3;
+        const double t96 = t95*R0_1;
+        const double t97 = 0.5*HbiHbmc3x_3;
+        const double t98 = t97*R0_1;
+        const double t99 = 0.5*HbiHbmc4x_3;
+        const double t100 = t99*R0_1;
+        const double t101 = 0.5*HbiHbmc5x_3;
+        const double t102 = t101*R0_1;
+        const double t103 = t91*R0_4;
+        const double t104 = t93*R0_4;
+        const double t105 = t95*R0_4;
+        const double t106 = t97*R0_4;
+        const double t107 = t99*R0_4;
+        const double t108 = t101*R0_4;
+        const double t109 = t91*R0_7;
+        const double t110 = t93*R0_7;
+        const double t111 = t95*R0_7;
+        const double t112 = 0.5*R0_7;
+        const double t113 = t112*HbiHbmc3x_3;
+        const double t114 = t99*R0_7;
+        const double t115 = t112*HbiHbmc5x_3;
         J[0] = t88;
         J[1] = t53;
         J[2] = t54;
@@ -12278,7 +11862,15 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -(t115 + t87);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 55 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 62 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
+        const double t88 = R0_2 + t52;
+        const double t89 = R0_5 + t58;
+        const double t90 = R0_8 + t64;
+        const double t116 = R0_2 + t53;
+        const double t117 = R0_5 + t59;
+        const double t118 = R0_8 + t65;
         const double t119 = -0.5 + pb2_0;
         const double t120 = -s1*R0_0;
         const double t121 = t120 + R0_1*pb2_0;
@@ -12324,7 +11916,24 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -(t87 + t125*HbiHbmc5x_3);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 69 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 87 operations */
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
+        const double t88 = R0_2 + t52;
+        const double t89 = R0_5 + t58;
+        const double t90 = R0_8 + t64;
+        const double t116 = R0_2 + t53;
+        const double t117 = R0_5 + t59;
+        const double t118 = R0_8 + t65;
+        const double t126 = R0_2 + t54;
+        const double t127 = R0_5 + t60;
+        const double t128 = R0_8 + t66;
         const double t129 = -R0_0*pb3_1;
         const double t130 = t129 + R0_1*pb3_0;
         const double t131 = -0.5 + pb3_0;
@@ -12372,7 +11981,35 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -(t87 + t139*HbiHbmc5x_3);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 18 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 46 operations */
+        const double t91 = 0.5*HbiHbmc0x_3;
+        const double t92 = t91*R0_1;
+        const double t93 = 0.5*HbiHbmc1x_3;
+        const double t94 = t93*R0_1;
+        const double t95 = 0.5*HbiHbmc2x_3;
+        const double t96 = t95*R0_1;
+        const double t97 = 0.5*HbiHbmc3x_3;
+        const double t98 = t97*R0_1;
+        const double t99 = 0.5*HbiHbmc4x_3;
+        const double t100 = t99*R0_1;
+        const double t101 = 0.5*HbiHbmc5x_3;
+        const double t102 = t101*R0_1;
+        const double t103 = t91*R0_4;
+        const double t104 = t93*R0_4;
+        const double t105 = t95*R0_4;
+        const double t106 = t97*R0_4;
+        const double t107 = t99*R0_4;
+        const double t108 = t101*R0_4;
+        const double t109 = t91*R0_7;
+        const double t110 = t93*R0_7;
+        const double t111 = t95*R0_7;
+        const double t112 = 0.5*R0_7;
+        const double t113 = t112*HbiHbmc3x_3;
+        const double t114 = t99*R0_7;
+        const double t115 = t112*HbiHbmc5x_3;
+        const double t140 = R0_2 + t55;
+        const double t141 = R0_5 + t61;
+        const double t142 = R0_8 + t67;
         J[0] = t52;
         J[1] = t53;
         J[2] = t54;
@@ -12411,7 +12048,15 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -(-t115 + t87);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 55 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 62 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb5_0 = -0.5 - c4;
+        const double t140 = R0_2 + t55;
+        const double t141 = R0_5 + t61;
+        const double t142 = R0_8 + t67;
+        const double t143 = R0_2 + t56;
+        const double t144 = R0_5 + t62;
+        const double t145 = R0_8 + t68;
         const double t146 = s4*R0_0;
         const double t147 = t146 + R0_1*pb5_0;
         const double t148 = 0.5 + pb5_0;
@@ -12457,7 +12102,24 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -(t87 + t152*HbiHbmc5x_3);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 69 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 87 operations */
+        const double t19 = c4*c5 - s4*s5;
+        const double t20 = s5*c4;
+        const double t21 = s4*c5;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb5_3 = t20 + t21;
+        const double pb5_0 = -0.5 - c4;
+        const double pb6_0 = pb5_0 - t19;
+        const double pb6_1 = -Rb5_3 - s4;
+        const double t140 = R0_2 + t55;
+        const double t141 = R0_5 + t61;
+        const double t142 = R0_8 + t67;
+        const double t143 = R0_2 + t56;
+        const double t144 = R0_5 + t62;
+        const double t145 = R0_8 + t68;
+        const double t153 = R0_2 + t57;
+        const double t154 = R0_5 + t63;
+        const double t155 = R0_8 + t69;
         const double t156 = -R0_0*pb6_1;
         const double t157 = t156 + R0_1*pb6_0;
         const double t158 = 0.5 + pb6_0;
@@ -12505,7 +12167,58 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = -(t87 + t165*HbiHbmc5x_3);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 0 operations */
+    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 110 operations */
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t17 - t18;
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*t16 + s3*Rb2_1;
+        const double Rb3_3 = c3*Rb2_3 + s3*t16;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t88 = R0_2 + t52;
+        const double t89 = R0_5 + t58;
+        const double t90 = R0_8 + t64;
+        const double t116 = R0_2 + t53;
+        const double t117 = R0_5 + t59;
+        const double t118 = R0_8 + t65;
+        const double t126 = R0_2 + t54;
+        const double t127 = R0_5 + t60;
+        const double t128 = R0_8 + t66;
+        const double t166 = -R0_0*pf_target_1;
+        const double t167 = t166 + R0_1*pf_target_0;
+        const double t168 = -0.5 + pf_target_0;
+        const double t169 = t166 + t168*R0_1 - (t70 + t167*HbiHbmc0x_3);
+        const double t170 = pf_target_1 - s1;
+        const double t171 = -pb2_0 + pf_target_0;
+        const double t172 = -t170*R0_0 + t171*R0_1 - (t71 + t167*HbiHbmc1x_3);
+        const double t174 = -pb3_0 + pf_target_0;
+        const double t176 = -pb3_1 + pf_target_1;
+        const double t177 = t174*R0_1 - t176*R0_0 - (t72 + t167*HbiHbmc2x_3);
+        const double t178 = -(t73 + t167*HbiHbmc3x_3);
+        const double t179 = -(t74 + t167*HbiHbmc4x_3);
+        const double t180 = -(t75 + t167*HbiHbmc5x_3);
+        const double t181 = -R0_3*pf_target_1;
+        const double t182 = t181 + R0_4*pf_target_0;
+        const double t183 = t181 + t168*R0_4 - (t76 + t182*HbiHbmc0x_3);
+        const double t184 = -t170*R0_3 + t171*R0_4 - (t77 + t182*HbiHbmc1x_3);
+        const double t185 = t174*R0_4 - t176*R0_3 - (t78 + t182*HbiHbmc2x_3);
+        const double t186 = -(t79 + t182*HbiHbmc3x_3);
+        const double t187 = -(t80 + t182*HbiHbmc4x_3);
+        const double t188 = -(t81 + t182*HbiHbmc5x_3);
+        const double t189 = -R0_6*pf_target_1;
+        const double t190 = t189 + R0_7*pf_target_0;
+        const double t191 = t189 + t168*R0_7 - (t82 + t190*HbiHbmc0x_3);
+        const double t192 = -t170*R0_6 + t171*R0_7 - (t83 + t190*HbiHbmc1x_3);
+        const double t193 = t174*R0_7 - t176*R0_6 - (t84 + t190*HbiHbmc2x_3);
+        const double t194 = -(t85 + t190*HbiHbmc3x_3);
+        const double t195 = -(t86 + t190*HbiHbmc4x_3);
+        const double t196 = -(t87 + t190*HbiHbmc5x_3);
         J[0] = t88;
         J[1] = t116;
         J[2] = t126;
@@ -12544,7 +12257,58 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = t196;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 0 operations */
+    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 110 operations */
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t17 - t18;
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*t16 + s3*Rb2_1;
+        const double Rb3_3 = c3*Rb2_3 + s3*t16;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t88 = R0_2 + t52;
+        const double t89 = R0_5 + t58;
+        const double t90 = R0_8 + t64;
+        const double t116 = R0_2 + t53;
+        const double t117 = R0_5 + t59;
+        const double t118 = R0_8 + t65;
+        const double t126 = R0_2 + t54;
+        const double t127 = R0_5 + t60;
+        const double t128 = R0_8 + t66;
+        const double t166 = -R0_0*pf_target_1;
+        const double t167 = t166 + R0_1*pf_target_0;
+        const double t168 = -0.5 + pf_target_0;
+        const double t169 = t166 + t168*R0_1 - (t70 + t167*HbiHbmc0x_3);
+        const double t170 = pf_target_1 - s1;
+        const double t171 = -pb2_0 + pf_target_0;
+        const double t172 = -t170*R0_0 + t171*R0_1 - (t71 + t167*HbiHbmc1x_3);
+        const double t174 = -pb3_0 + pf_target_0;
+        const double t176 = -pb3_1 + pf_target_1;
+        const double t177 = t174*R0_1 - t176*R0_0 - (t72 + t167*HbiHbmc2x_3);
+        const double t178 = -(t73 + t167*HbiHbmc3x_3);
+        const double t179 = -(t74 + t167*HbiHbmc4x_3);
+        const double t180 = -(t75 + t167*HbiHbmc5x_3);
+        const double t181 = -R0_3*pf_target_1;
+        const double t182 = t181 + R0_4*pf_target_0;
+        const double t183 = t181 + t168*R0_4 - (t76 + t182*HbiHbmc0x_3);
+        const double t184 = -t170*R0_3 + t171*R0_4 - (t77 + t182*HbiHbmc1x_3);
+        const double t185 = t174*R0_4 - t176*R0_3 - (t78 + t182*HbiHbmc2x_3);
+        const double t186 = -(t79 + t182*HbiHbmc3x_3);
+        const double t187 = -(t80 + t182*HbiHbmc4x_3);
+        const double t188 = -(t81 + t182*HbiHbmc5x_3);
+        const double t189 = -R0_6*pf_target_1;
+        const double t190 = t189 + R0_7*pf_target_0;
+        const double t191 = t189 + t168*R0_7 - (t82 + t190*HbiHbmc0x_3);
+        const double t192 = -t170*R0_6 + t171*R0_7 - (t83 + t190*HbiHbmc1x_3);
+        const double t193 = t174*R0_7 - t176*R0_6 - (t84 + t190*HbiHbmc2x_3);
+        const double t194 = -(t85 + t190*HbiHbmc3x_3);
+        const double t195 = -(t86 + t190*HbiHbmc4x_3);
+        const double t196 = -(t87 + t190*HbiHbmc5x_3);
         J[0] = t88;
         J[1] = t116;
         J[2] = t126;
@@ -12583,13 +12347,29 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = t196;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 92 operations */
+    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 110 operations */
+        const double t19 = c4*c5 - s4*s5;
+        const double t20 = s5*c4;
+        const double t21 = s4*c5;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb5_1 = -t20 - t21;
+        const double Rb5_3 = t20 + t21;
+        const double pb5_0 = -0.5 - c4;
         const double Rb6_0 = c6*t19 + s6*Rb5_1;
         const double Rb6_3 = c6*Rb5_3 + s6*t19;
+        const double pb6_0 = pb5_0 - t19;
+        const double pb6_1 = -Rb5_3 - s4;
         const double pf_ee2_0 = -Rb6_0 + pb6_0;
         const double pf_ee2_1 = -Rb6_3 + pb6_1;
+        const double t140 = R0_2 + t55;
+        const double t141 = R0_5 + t61;
+        const double t142 = R0_8 + t67;
+        const double t143 = R0_2 + t56;
+        const double t144 = R0_5 + t62;
+        const double t145 = R0_8 + t68;
+        const double t153 = R0_2 + t57;
+        const double t154 = R0_5 + t63;
+        const double t155 = R0_8 + t69;
         const double t197 = -R0_0*pf_ee2_1;
         const double t198 = t197 + R0_1*pf_ee2_0;
         const double t199 = 0.5 + pf_ee2_0;
@@ -12639,12 +12419,31 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
         J[35] = t202*R0_7 - t203*R0_6 - (t87 + t207*HbiHbmc5x_3);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 97 operations */
+    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 122 operations */
+        const double t16 = c1*c2 - s1*s2;
+        const double t17 = s2*c1;
+        const double t18 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t17 - t18;
+        const double Rb2_3 = t17 + t18;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*t16 + s3*Rb2_1;
         const double Rb3_1 = c3*Rb2_1 - s3*t16;
+        const double Rb3_3 = c3*Rb2_3 + s3*t16;
         const double Rb3_4 = c3*t16 - s3*Rb2_3;
+        const double pb3_0 = pb2_0 + t16;
+        const double pb3_1 = Rb2_3 + s1;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
         const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
+        const double t88 = R0_2 + t52;
+        const double t89 = R0_5 + t58;
+        const double t90 = R0_8 + t64;
+        const double t116 = R0_2 + t53;
+        const double t117 = R0_5 + t59;
+        const double t118 = R0_8 + t65;
+        const double t126 = R0_2 + t54;
+        const double t127 = R0_5 + t60;
+        const double t128 = R0_8 + t66;
         const double t208 = -0.5 + pf_grasp2_0;
         const double t209 = -R0_0*pf_grasp2_1;
         const double t210 = t209 + R0_1*pf_grasp2_0;
@@ -12715,20 +12514,20 @@ int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[13]
  *   in  h[6]
  *   out tw[6]
- *   operations: 649 (276 add, 354 mul, 7 div, 0 sqrt, 12 trig, 0 other)
+ *   operations: 734 (314 add, 401 mul, 7 div, 0 sqrt, 12 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 441 + the frame's case:
+ *   operations per call: shared prefix 380 + the frame's case:
  *     SEED004_DUAL_ARM_FRAME_BASE              0
- *     SEED004_DUAL_ARM_FRAME_LINK1             6
+ *     SEED004_DUAL_ARM_FRAME_LINK1             13
  *     SEED004_DUAL_ARM_FRAME_LINK2             29
- *     SEED004_DUAL_ARM_FRAME_LINK3             29
- *     SEED004_DUAL_ARM_FRAME_LINK4             6
- *     SEED004_DUAL_ARM_FRAME_LINK5             29
- *     SEED004_DUAL_ARM_FRAME_LINK6             29
- *     SEED004_DUAL_ARM_FRAME_TARGET            0
- *     SEED004_DUAL_ARM_FRAME_EE1               0
- *     SEED004_DUAL_ARM_FRAME_EE2               38
- *     SEED004_DUAL_ARM_FRAME_GRASP2            42
+ *     SEED004_DUAL_ARM_FRAME_LINK3             37
+ *     SEED004_DUAL_ARM_FRAME_LINK4             13
+ *     SEED004_DUAL_ARM_FRAME_LINK5             30
+ *     SEED004_DUAL_ARM_FRAME_LINK6             38
+ *     SEED004_DUAL_ARM_FRAME_TARGET            45
+ *     SEED004_DUAL_ARM_FRAME_EE1               45
+ *     SEED004_DUAL_ARM_FRAME_EE2               47
+ *     SEED004_DUAL_ARM_FRAME_GRASP2            57
  */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -12887,47 +12686,18 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
     const double vb0x_4 = t62*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
-    const double t64 = c1*c2 - s1*s2;
-    const double t65 = s2*c1;
-    const double t66 = s1*c2;
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_1 = -t65 - t66;
-    const double Rb2_3 = t65 + t66;
     const double pb2_0 = 0.5 + c1;
-    const double Rb3_0 = c3*t64 + s3*Rb2_1;
-    const double Rb3_3 = c3*Rb2_3 + s3*t64;
-    const double pb3_0 = pb2_0 + t64;
-    const double pb3_1 = Rb2_3 + s1;
-    const double t67 = c4*c5 - s4*s5;
-    const double t68 = s5*c4;
-    const double t69 = s4*c5;
-    const double Rb5_3 = t68 + t69;
-    const double pb5_0 = -0.5 - c4;
-    const double pb6_0 = pb5_0 - t67;
-    const double pb6_1 = -Rb5_3 - s4;
-    const double pf_target_0 = Rb3_0 + pb3_0;
-    const double pf_target_1 = Rb3_3 + pb3_1;
     const double t70 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t71 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t72 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
     const double t73 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t74 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t75 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
-    const double t76 = 0.5*vb0x_3;
-    const double t77 = t76*R0_1;
     const double t78 = R0_2*vb0x_4;
-    const double t79 = 0.5*t78;
-    const double t80 = t76*R0_4;
     const double t81 = R0_5*vb0x_4;
-    const double t82 = 0.5*t81;
-    const double t83 = t76*R0_7;
     const double t84 = R0_8*vb0x_4;
-    const double t85 = 0.5*t84;
     const double t90 = R0_8*vb0x_5;
-    const double t95 = vb0x_5*pf_target_1;
-    const double t96 = t73 - t78*pf_target_0 + t95*R0_2 + (-R0_0*pf_target_1 + R0_1*pf_target_0)*vb0x_3;
-    const double t97 = t74 - t81*pf_target_0 + t95*R0_5 + (-R0_3*pf_target_1 + R0_4*pf_target_0)*vb0x_3;
-    const double t98 = t75 - t84*pf_target_0 + t90*pf_target_1 + (-R0_6*pf_target_1 + R0_7*pf_target_0)*vb0x_3;
     switch (frame) {
     case SEED004_DUAL_ARM_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t70;
@@ -12938,7 +12708,14 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 6 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 13 operations */
+        const double t76 = 0.5*vb0x_3;
+        const double t77 = t76*R0_1;
+        const double t79 = 0.5*t78;
+        const double t80 = t76*R0_4;
+        const double t82 = 0.5*t81;
+        const double t83 = t76*R0_7;
+        const double t85 = 0.5*t84;
         tw[0] = t70;
         tw[1] = t71;
         tw[2] = t72;
@@ -12958,7 +12735,14 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t84*pb2_0 + t86*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 29 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 37 operations */
+        const double t64 = c1*c2 - s1*s2;
+        const double t65 = s2*c1;
+        const double t66 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_3 = t65 + t66;
+        const double pb3_0 = pb2_0 + t64;
+        const double pb3_1 = Rb2_3 + s1;
         const double t88 = pb3_0*vb0x_4;
         const double t89 = pb3_1*vb0x_5;
         tw[0] = t70;
@@ -12969,7 +12753,14 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t84*pb3_0 + t90*pb3_1 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 6 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 13 operations */
+        const double t76 = 0.5*vb0x_3;
+        const double t77 = t76*R0_1;
+        const double t79 = 0.5*t78;
+        const double t80 = t76*R0_4;
+        const double t82 = 0.5*t81;
+        const double t83 = t76*R0_7;
+        const double t85 = 0.5*t84;
         tw[0] = t70;
         tw[1] = t71;
         tw[2] = t72;
@@ -12978,7 +12769,9 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t83 + t85;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 29 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 30 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb5_0 = -0.5 - c4;
         const double t91 = s4*vb0x_5;
         const double t92 = pb5_0*vb0x_4;
         tw[0] = t70;
@@ -12989,7 +12782,15 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 - t84*pb5_0 - t91*R0_8 + vb0x_3*(R0_7*pb5_0 + s4*R0_6);
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 29 operations */
+    case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 38 operations */
+        const double t67 = c4*c5 - s4*s5;
+        const double t68 = s5*c4;
+        const double t69 = s4*c5;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb5_3 = t68 + t69;
+        const double pb5_0 = -0.5 - c4;
+        const double pb6_0 = pb5_0 - t67;
+        const double pb6_1 = -Rb5_3 - s4;
         const double t93 = pb6_0*vb0x_4;
         const double t94 = pb6_1*vb0x_5;
         tw[0] = t70;
@@ -13000,7 +12801,23 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 + t90*pb6_1 - t93*R0_8 + (-R0_6*pb6_1 + R0_7*pb6_0)*vb0x_3;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 0 operations */
+    case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 45 operations */
+        const double t64 = c1*c2 - s1*s2;
+        const double t65 = s2*c1;
+        const double t66 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t65 - t66;
+        const double Rb2_3 = t65 + t66;
+        const double Rb3_0 = c3*t64 + s3*Rb2_1;
+        const double Rb3_3 = c3*Rb2_3 + s3*t64;
+        const double pb3_0 = pb2_0 + t64;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t95 = vb0x_5*pf_target_1;
+        const double t96 = t73 - t78*pf_target_0 + t95*R0_2 + (-R0_0*pf_target_1 + R0_1*pf_target_0)*vb0x_3;
+        const double t97 = t74 - t81*pf_target_0 + t95*R0_5 + (-R0_3*pf_target_1 + R0_4*pf_target_0)*vb0x_3;
+        const double t98 = t75 - t84*pf_target_0 + t90*pf_target_1 + (-R0_6*pf_target_1 + R0_7*pf_target_0)*vb0x_3;
         tw[0] = t70;
         tw[1] = t71;
         tw[2] = t72;
@@ -13009,7 +12826,23 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t98;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 0 operations */
+    case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 45 operations */
+        const double t64 = c1*c2 - s1*s2;
+        const double t65 = s2*c1;
+        const double t66 = s1*c2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t65 - t66;
+        const double Rb2_3 = t65 + t66;
+        const double Rb3_0 = c3*t64 + s3*Rb2_1;
+        const double Rb3_3 = c3*Rb2_3 + s3*t64;
+        const double pb3_0 = pb2_0 + t64;
+        const double pb3_1 = Rb2_3 + s1;
+        const double pf_target_0 = Rb3_0 + pb3_0;
+        const double pf_target_1 = Rb3_3 + pb3_1;
+        const double t95 = vb0x_5*pf_target_1;
+        const double t96 = t73 - t78*pf_target_0 + t95*R0_2 + (-R0_0*pf_target_1 + R0_1*pf_target_0)*vb0x_3;
+        const double t97 = t74 - t81*pf_target_0 + t95*R0_5 + (-R0_3*pf_target_1 + R0_4*pf_target_0)*vb0x_3;
+        const double t98 = t75 - t84*pf_target_0 + t90*pf_target_1 + (-R0_6*pf_target_1 + R0_7*pf_target_0)*vb0x_3;
         tw[0] = t70;
         tw[1] = t71;
         tw[2] = t72;
@@ -13018,11 +12851,18 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t98;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 38 operations */
+    case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 47 operations */
+        const double t67 = c4*c5 - s4*s5;
+        const double t68 = s5*c4;
+        const double t69 = s4*c5;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb5_1 = -t68 - t69;
+        const double Rb5_3 = t68 + t69;
+        const double pb5_0 = -0.5 - c4;
         const double Rb6_0 = c6*t67 + s6*Rb5_1;
         const double Rb6_3 = c6*Rb5_3 + s6*t67;
+        const double pb6_0 = pb5_0 - t67;
+        const double pb6_1 = -Rb5_3 - s4;
         const double pf_ee2_0 = -Rb6_0 + pb6_0;
         const double pf_ee2_1 = -Rb6_3 + pb6_1;
         const double t99 = vb0x_4*pf_ee2_0;
@@ -13035,10 +12875,19 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t75 + t100*R0_8 - t99*R0_8 + (-R0_6*pf_ee2_1 + R0_7*pf_ee2_0)*vb0x_3;
         break;
     }
-    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 42 operations */
+    case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 57 operations */
+        const double t64 = c1*c2 - s1*s2;
+        const double t65 = s2*c1;
+        const double t66 = s1*c2;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_1 = -t65 - t66;
+        const double Rb2_3 = t65 + t66;
+        const double Rb3_0 = c3*t64 + s3*Rb2_1;
         const double Rb3_1 = c3*Rb2_1 - s3*t64;
+        const double Rb3_3 = c3*Rb2_3 + s3*t64;
         const double Rb3_4 = c3*t64 - s3*Rb2_3;
+        const double pb3_0 = pb2_0 + t64;
+        const double pb3_1 = Rb2_3 + s1;
         const double pf_grasp2_0 = pb3_0 + Rb3_0*1.17364817766693 + Rb3_1*0.9848077530122084;
         const double pf_grasp2_1 = pb3_1 + Rb3_3*1.17364817766693 + Rb3_4*0.9848077530122084;
         const double t101 = vb0x_5*pf_grasp2_1;

@@ -151,19 +151,19 @@ void seed004_dual_arm_coupling_inertia_rate_batch(int n, const double *q, const 
 void seed004_dual_arm_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void seed004_dual_arm_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 85 + the case of the frame ('base' 0, 'link1' 2, 'link2' 11, 'link3' 19, 'link4' 2, 'link5' 11, 'link6' 19, 'target' 0, 'ee1' 0, 'ee2' 29, 'grasp2' 47); 225 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 0 + the case of the frame ('base' 0, 'link1' 4, 'link2' 23, 'link3' 47, 'link4' 4, 'link5' 23, 'link6' 47, 'target' 57, 'ee1' 57, 'ee2' 57, 'grasp2' 75); 394 in all */
 int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J);
 int seed004_dual_arm_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
-/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 124 + the case of the frame ('base' 0, 'link1' 0, 'link2' 22, 'link3' 33, 'link4' 0, 'link5' 22, 'link6' 33, 'target' 0, 'ee1' 0, 'ee2' 55, 'grasp2' 58); 347 in all */
+/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 37 + the case of the frame ('base' 0, 'link1' 6, 'link2' 25, 'link3' 46, 'link4' 6, 'link5' 25, 'link6' 46, 'target' 68, 'ee1' 68, 'ee2' 68, 'grasp2' 80); 475 in all */
 int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J);
 int seed004_dual_arm_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 493 + the case of the frame ('base' 0, 'link1' 18, 'link2' 55, 'link3' 69, 'link4' 18, 'link5' 55, 'link6' 69, 'target' 0, 'ee1' 0, 'ee2' 92, 'grasp2' 97); 966 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 340 + the case of the frame ('base' 0, 'link1' 46, 'link2' 62, 'link3' 87, 'link4' 46, 'link5' 62, 'link6' 87, 'target' 110, 'ee1' 110, 'ee2' 110, 'grasp2' 122); 1182 in all */
 int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 441 + the case of the frame ('base' 0, 'link1' 6, 'link2' 29, 'link3' 29, 'link4' 6, 'link5' 29, 'link6' 29, 'target' 0, 'ee1' 0, 'ee2' 38, 'grasp2' 42); 649 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 380 + the case of the frame ('base' 0, 'link1' 13, 'link2' 29, 'link3' 37, 'link4' 13, 'link5' 30, 'link6' 38, 'target' 45, 'ee1' 45, 'ee2' 47, 'grasp2' 57); 734 in all */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

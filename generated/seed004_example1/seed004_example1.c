@@ -33,10 +33,10 @@
  *   seed004_example1_angular_reduced_dynamics_fext 68 / 94 / 0 / 0 / 2 / 0 = 164
  *   seed004_example1_coupling_inertia_rate   0 / 5 / 0 / 0 / 2 / 0 = 7
  *   seed004_example1_base_velocity           63 / 99 / 7 / 0 / 2 / 0 = 171
- *   seed004_example1_jacobian_local          6 / 8 / 0 / 0 / 2 / 0 = 16
+ *   seed004_example1_jacobian_local          6 / 8 / 0 / 0 / 4 / 0 = 18
  *   seed004_example1_jacobian_world          24 / 41 / 1 / 0 / 2 / 0 = 68
- *   seed004_example1_generalized_jacobian    51 / 68 / 4 / 0 / 2 / 0 = 125
- *   seed004_example1_momentum_frame_twist    90 / 139 / 7 / 0 / 2 / 0 = 238
+ *   seed004_example1_generalized_jacobian    54 / 68 / 4 / 0 / 2 / 0 = 128
+ *   seed004_example1_momentum_frame_twist    90 / 140 / 7 / 0 / 2 / 0 = 239
  */
 #include <math.h>
 #include "seed004_example1.h"
@@ -2749,82 +2749,42 @@ void seed004_example1_base_velocity_batch(int n, const double *q, const double *
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[8]
  *   out J[42] (6 x 7, row-major)
- *   operations: 16 (6 add, 8 mul, 0 div, 0 sqrt, 2 trig, 0 other)
+ *   operations: 18 (6 add, 8 mul, 0 div, 0 sqrt, 4 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 2 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     SEED004_EXAMPLE1_FRAME_BASE              0
- *     SEED004_EXAMPLE1_FRAME_LINK1             2
- *     SEED004_EXAMPLE1_FRAME_EE                12
+ *     SEED004_EXAMPLE1_FRAME_LINK1             4
+ *     SEED004_EXAMPLE1_FRAME_EE                14
  */
 int seed004_example1_jacobian_local(const double *q, int frame, double *J)
 {
     const double q_7 = q[7];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
     switch (frame) {
     case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
-        J[1] = 0;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
+        for (int k = 1; k < 8; ++k) J[k] = 0.0;
         J[8] = 1;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 9; k < 16; ++k) J[k] = 0.0;
         J[16] = 1;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
+        for (int k = 17; k < 24; ++k) J[k] = 0.0;
         J[24] = 1;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
-        J[31] = 0;
+        for (int k = 25; k < 32; ++k) J[k] = 0.0;
         J[32] = 1;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
-        J[39] = 0;
+        for (int k = 33; k < 40; ++k) J[k] = 0.0;
         J[40] = 1;
         J[41] = 0;
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 2 operations */
+    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 4 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         J[0] = c1;
         J[1] = s1;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
+        for (int k = 2; k < 7; ++k) J[k] = 0.0;
         J[7] = -s1;
         J[8] = c1;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 9; k < 16; ++k) J[k] = 0.0;
         J[16] = 1;
         J[17] = 0;
         J[18] = 0;
@@ -2835,10 +2795,7 @@ int seed004_example1_jacobian_local(const double *q, int frame, double *J)
         J[23] = s1*0.5;
         J[24] = c1;
         J[25] = s1;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
+        for (int k = 26; k < 30; ++k) J[k] = 0.0;
         J[30] = c1*0.5;
         J[31] = -s1;
         J[32] = c1;
@@ -2853,7 +2810,10 @@ int seed004_example1_jacobian_local(const double *q, int frame, double *J)
         J[41] = 0;
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 12 operations */
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 14 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
         const double t1 = -s1*c1;
@@ -2861,20 +2821,10 @@ int seed004_example1_jacobian_local(const double *q, int frame, double *J)
         const double t3 = pow(s1, 2);
         J[0] = c1;
         J[1] = s1;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
+        for (int k = 2; k < 7; ++k) J[k] = 0.0;
         J[7] = -s1;
         J[8] = c1;
-        J[9] = 0;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
+        for (int k = 9; k < 16; ++k) J[k] = 0.0;
         J[16] = 1;
         J[17] = 0;
         J[18] = 0;
@@ -2966,41 +2916,23 @@ int seed004_example1_jacobian_world(const double *q, int frame, double *J)
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
+        for (int k = 3; k < 7; ++k) J[k] = 0.0;
         J[7] = R0_3;
         J[8] = R0_4;
         J[9] = R0_5;
-        J[10] = 0;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
+        for (int k = 10; k < 14; ++k) J[k] = 0.0;
         J[14] = R0_6;
         J[15] = R0_7;
         J[16] = R0_8;
-        J[17] = 0;
-        J[18] = 0;
-        J[19] = 0;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
+        for (int k = 17; k < 24; ++k) J[k] = 0.0;
         J[24] = R0_0;
         J[25] = R0_1;
         J[26] = R0_2;
-        J[27] = 0;
-        J[28] = 0;
-        J[29] = 0;
-        J[30] = 0;
+        for (int k = 27; k < 31; ++k) J[k] = 0.0;
         J[31] = R0_3;
         J[32] = R0_4;
         J[33] = R0_5;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
+        for (int k = 34; k < 38; ++k) J[k] = 0.0;
         J[38] = R0_6;
         J[39] = R0_7;
         J[40] = R0_8;
@@ -3126,12 +3058,12 @@ int seed004_example1_jacobian_world_batch(int n, const double *q, int frame, dou
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[8]
  *   out J[6] (6 x 1, row-major)
- *   operations: 125 (51 add, 68 mul, 4 div, 0 sqrt, 2 trig, 0 other)
+ *   operations: 128 (54 add, 68 mul, 4 div, 0 sqrt, 2 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 92 + the frame's case:
+ *   operations per call: shared prefix 89 + the frame's case:
  *     SEED004_EXAMPLE1_FRAME_BASE              0
- *     SEED004_EXAMPLE1_FRAME_LINK1             7
- *     SEED004_EXAMPLE1_FRAME_EE                26
+ *     SEED004_EXAMPLE1_FRAME_LINK1             10
+ *     SEED004_EXAMPLE1_FRAME_EE                29
  */
 int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -3192,9 +3124,6 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
     const double t22 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1;
     const double t23 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1;
     const double t24 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
-    const double t25 = R0_2 + t19;
-    const double t26 = R0_5 + t20;
-    const double t27 = R0_8 + t21;
     switch (frame) {
     case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t19;
@@ -3205,7 +3134,10 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
         J[5] = -t24;
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 7 operations */
+    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 10 operations */
+        const double t25 = R0_2 + t19;
+        const double t26 = R0_5 + t20;
+        const double t27 = R0_8 + t21;
         const double t28 = 0.5*HbiHbmc0x_3;
         J[0] = t25;
         J[1] = t26;
@@ -3215,9 +3147,12 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
         J[5] = -(t24 + t28*R0_7);
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 26 operations */
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 29 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
+        const double t25 = R0_2 + t19;
+        const double t26 = R0_5 + t20;
+        const double t27 = R0_8 + t21;
         const double t29 = -s1*R0_0;
         const double t30 = -0.5 + pf_ee_0;
         const double t31 = -s1*R0_3;
@@ -3251,12 +3186,12 @@ int seed004_example1_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[8]
  *   in  h[6]
  *   out tw[6]
- *   operations: 238 (90 add, 139 mul, 7 div, 0 sqrt, 2 trig, 0 other)
+ *   operations: 239 (90 add, 140 mul, 7 div, 0 sqrt, 2 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 194 + the frame's case:
+ *   operations per call: shared prefix 193 + the frame's case:
  *     SEED004_EXAMPLE1_FRAME_BASE              0
- *     SEED004_EXAMPLE1_FRAME_LINK1             14
- *     SEED004_EXAMPLE1_FRAME_EE                30
+ *     SEED004_EXAMPLE1_FRAME_LINK1             15
+ *     SEED004_EXAMPLE1_FRAME_EE                31
  */
 int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -3348,7 +3283,6 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
     const double t29 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
     const double t30 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
     const double t31 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
-    const double t34 = R0_5*vb0x_4;
     switch (frame) {
     case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
         tw[0] = t26;
@@ -3359,9 +3293,10 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t31;
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 14 operations */
+    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 15 operations */
         const double t32 = 0.5*vb0x_3;
         const double t33 = 0.5*vb0x_4;
+        const double t34 = R0_5*vb0x_4;
         tw[0] = t26;
         tw[1] = t27;
         tw[2] = t28;
@@ -3370,9 +3305,10 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
         tw[5] = t31 + t32*R0_7 - t33*R0_8;
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 30 operations */
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 31 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
+        const double t34 = R0_5*vb0x_4;
         const double t35 = vb0x_4*pf_ee_0;
         const double t36 = s1*vb0x_5;
         tw[0] = t26;

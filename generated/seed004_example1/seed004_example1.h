@@ -143,7 +143,7 @@ void seed004_example1_coupling_inertia_rate_batch(int n, const double *q, const 
 void seed004_example1_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void seed004_example1_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 2 + the case of the frame ('base' 0, 'link1' 2, 'ee' 12); 16 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 0 + the case of the frame ('base' 0, 'link1' 4, 'ee' 14); 18 in all */
 int seed004_example1_jacobian_local(const double *q, int frame, double *J);
 int seed004_example1_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
@@ -151,11 +151,11 @@ int seed004_example1_jacobian_local_batch(int n, const double *q, int frame, dou
 int seed004_example1_jacobian_world(const double *q, int frame, double *J);
 int seed004_example1_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 92 + the case of the frame ('base' 0, 'link1' 7, 'ee' 26); 125 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 89 + the case of the frame ('base' 0, 'link1' 10, 'ee' 29); 128 in all */
 int seed004_example1_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_example1_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 194 + the case of the frame ('base' 0, 'link1' 14, 'ee' 30); 238 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 193 + the case of the frame ('base' 0, 'link1' 15, 'ee' 31); 239 in all */
 int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_example1_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

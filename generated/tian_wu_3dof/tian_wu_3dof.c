@@ -33,10 +33,10 @@
  *   tian_wu_3dof_angular_reduced_dynamics_fext 218 / 272 / 0 / 0 / 6 / 0 = 496
  *   tian_wu_3dof_coupling_inertia_rate       21 / 33 / 0 / 0 / 6 / 0 = 60
  *   tian_wu_3dof_base_velocity               115 / 156 / 7 / 0 / 6 / 0 = 284
- *   tian_wu_3dof_jacobian_local              39 / 46 / 0 / 0 / 6 / 0 = 91
- *   tian_wu_3dof_jacobian_world              62 / 99 / 1 / 0 / 6 / 0 = 168
- *   tian_wu_3dof_generalized_jacobian        181 / 207 / 4 / 0 / 6 / 0 = 398
- *   tian_wu_3dof_momentum_frame_twist        156 / 218 / 7 / 0 / 6 / 0 = 387
+ *   tian_wu_3dof_jacobian_local              53 / 62 / 0 / 0 / 18 / 0 = 133
+ *   tian_wu_3dof_jacobian_world              68 / 103 / 1 / 0 / 12 / 0 = 184
+ *   tian_wu_3dof_generalized_jacobian        196 / 211 / 4 / 0 / 6 / 0 = 417
+ *   tian_wu_3dof_momentum_frame_twist        162 / 222 / 7 / 0 / 6 / 0 = 397
  */
 #include <math.h>
 #include "tian_wu_3dof.h"
@@ -5635,91 +5635,36 @@ void tian_wu_3dof_base_velocity_batch(int n, const double *q, const double *qd, 
  * geometric Jacobian of a body or named frame (frame family), frame axes (local)
  *   in  q[10]
  *   out J[54] (6 x 9, row-major)
- *   operations: 91 (39 add, 46 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 133 (53 add, 62 mul, 0 div, 0 sqrt, 18 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 28 + the frame's case:
+ *   operations per call: shared prefix 0 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
- *     TIAN_WU_3DOF_FRAME_LINK1                 2
- *     TIAN_WU_3DOF_FRAME_LINK2                 11
- *     TIAN_WU_3DOF_FRAME_LINK3                 19
- *     TIAN_WU_3DOF_FRAME_EE                    31
+ *     TIAN_WU_3DOF_FRAME_LINK1                 4
+ *     TIAN_WU_3DOF_FRAME_LINK2                 23
+ *     TIAN_WU_3DOF_FRAME_LINK3                 47
+ *     TIAN_WU_3DOF_FRAME_EE                    59
  */
 int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
 {
     const double q_7 = q[7];
     const double q_8 = q[8];
     const double q_9 = q[9];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double t0 = s1*c2;
-    const double t1 = s2*c1;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_0 = -t0 - t1;
-    const double t2 = c1*c2 - s1*s2;
-    const double Rb2_5 = t0 + t1;
-    const double pb2_0 = 0.5 + c1;
-    const double Rb3_0 = c3*Rb2_0 - s3*t2;
-    const double Rb3_2 = s3*Rb2_0 + t2*c3;
-    const double Rb3_3 = -s3*Rb2_5 + t2*c3;
-    const double Rb3_5 = c3*Rb2_5 + s3*t2;
-    const double pb3_0 = pb2_0 + t2;
-    const double pb3_1 = Rb2_5 + s1;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
-        J[1] = 0;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 1; k < 9; ++k) J[k] = 0.0;
         J[9] = 0;
         J[10] = 1;
-        J[11] = 0;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
-        J[18] = 0;
+        for (int k = 11; k < 19; ++k) J[k] = 0.0;
         J[19] = 0;
         J[20] = 1;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
+        for (int k = 21; k < 29; ++k) J[k] = 0.0;
         J[29] = 0;
         J[30] = 1;
-        J[31] = 0;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
+        for (int k = 31; k < 39; ++k) J[k] = 0.0;
         J[39] = 0;
         J[40] = 1;
-        J[41] = 0;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
-        J[48] = 0;
+        for (int k = 41; k < 49; ++k) J[k] = 0.0;
         J[49] = 0;
         J[50] = 1;
         J[51] = 0;
@@ -5727,17 +5672,13 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 2 operations */
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 4 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
         J[0] = -s1;
         J[1] = c1;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 1;
         J[12] = 0;
@@ -5748,56 +5689,43 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[17] = 0;
         J[18] = c1;
         J[19] = s1;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
+        for (int k = 20; k < 28; ++k) J[k] = 0.0;
         J[28] = 0;
         J[29] = c1*0.5;
         J[30] = -s1;
         J[31] = c1;
-        J[32] = 0;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
+        for (int k = 32; k < 37; ++k) J[k] = 0.0;
         J[37] = -0.5;
         J[38] = 0;
         J[39] = 0;
         J[40] = 0;
         J[41] = 1;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 42; k < 47; ++k) J[k] = 0.0;
         J[47] = s1*0.5;
         J[48] = c1;
         J[49] = s1;
-        J[50] = 0;
-        J[51] = 0;
-        J[52] = 0;
-        J[53] = 0;
+        for (int k = 50; k < 54; ++k) J[k] = 0.0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 11 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t0 = s1*c2;
+        const double t1 = s2*c1;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -t0 - t1;
+        const double t2 = c1*c2 - s1*s2;
+        const double Rb2_5 = t0 + t1;
+        const double pb2_0 = 0.5 + c1;
         const double t4 = -s1*Rb2_0;
         const double t5 = -0.5 + pb2_0;
         const double t7 = -s1*t2;
         J[0] = Rb2_0;
         J[1] = t2;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 1;
         J[12] = 0;
@@ -5808,14 +5736,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[17] = 0;
         J[18] = t2;
         J[19] = Rb2_5;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
+        for (int k = 20; k < 28; ++k) J[k] = 0.0;
         J[28] = 0;
         J[29] = t4 + t2*pb2_0;
         J[30] = Rb2_0;
@@ -5830,11 +5751,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[39] = 0;
         J[40] = 0;
         J[41] = 1;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 42; k < 47; ++k) J[k] = 0.0;
         J[47] = t7 + pb2_0*Rb2_5;
         J[48] = t2;
         J[49] = Rb2_5;
@@ -5844,7 +5761,27 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 19 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 47 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = s1*c2;
+        const double t1 = s2*c1;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -t0 - t1;
+        const double t2 = c1*c2 - s1*s2;
+        const double Rb2_5 = t0 + t1;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*Rb2_0 - s3*t2;
+        const double Rb3_2 = s3*Rb2_0 + t2*c3;
+        const double Rb3_3 = -s3*Rb2_5 + t2*c3;
+        const double Rb3_5 = c3*Rb2_5 + s3*t2;
+        const double pb3_0 = pb2_0 + t2;
+        const double pb3_1 = Rb2_5 + s1;
         const double t8 = -pb3_1*Rb3_0;
         const double t9 = -0.5 + pb3_0;
         const double t10 = pb3_1 - s1;
@@ -5852,14 +5789,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         const double t13 = -pb3_1*Rb3_2;
         J[0] = Rb3_0;
         J[1] = Rb3_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 1;
         J[12] = 0;
@@ -5870,14 +5800,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[17] = 1;
         J[18] = Rb3_2;
         J[19] = Rb3_5;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
+        for (int k = 20; k < 28; ++k) J[k] = 0.0;
         J[28] = 0;
         J[29] = t8 + pb3_0*Rb3_3;
         J[30] = Rb3_0;
@@ -5892,11 +5815,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[39] = 0;
         J[40] = 0;
         J[41] = 1;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 42; k < 47; ++k) J[k] = 0.0;
         J[47] = t13 + pb3_0*Rb3_5;
         J[48] = Rb3_2;
         J[49] = Rb3_5;
@@ -5906,8 +5825,27 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 31 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 59 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double c3 = cos(q_9);
+        const double s3 = sin(q_9);
+        const double t0 = s1*c2;
+        const double t1 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_0 = -t0 - t1;
+        const double t2 = c1*c2 - s1*s2;
+        const double Rb2_5 = t0 + t1;
+        const double pb2_0 = 0.5 + c1;
+        const double Rb3_0 = c3*Rb2_0 - s3*t2;
+        const double Rb3_2 = s3*Rb2_0 + t2*c3;
+        const double Rb3_3 = -s3*Rb2_5 + t2*c3;
+        const double Rb3_5 = c3*Rb2_5 + s3*t2;
+        const double pb3_0 = pb2_0 + t2;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t14 = -Rb3_0*pf_ee_1;
@@ -5919,14 +5857,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         const double t20 = -Rb3_2*pf_ee_1;
         J[0] = Rb3_0;
         J[1] = Rb3_3;
-        J[2] = 0;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
-        J[9] = 0;
+        for (int k = 2; k < 10; ++k) J[k] = 0.0;
         J[10] = 0;
         J[11] = 1;
         J[12] = 0;
@@ -5937,14 +5868,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[17] = 1;
         J[18] = Rb3_2;
         J[19] = Rb3_5;
-        J[20] = 0;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
+        for (int k = 20; k < 28; ++k) J[k] = 0.0;
         J[28] = 0;
         J[29] = t14 + Rb3_3*pf_ee_0;
         J[30] = Rb3_0;
@@ -5959,11 +5883,7 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
         J[39] = 0;
         J[40] = 0;
         J[41] = 1;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
+        for (int k = 42; k < 47; ++k) J[k] = 0.0;
         J[47] = t20 + Rb3_5*pf_ee_0;
         J[48] = Rb3_2;
         J[49] = Rb3_5;
@@ -5993,14 +5913,14 @@ int tian_wu_3dof_jacobian_local_batch(int n, const double *q, int frame, double 
  * geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin
  *   in  q[10]
  *   out J[54] (6 x 9, row-major)
- *   operations: 168 (62 add, 99 mul, 1 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 184 (68 add, 103 mul, 1 div, 0 sqrt, 12 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 50 + the frame's case:
+ *   operations per call: shared prefix 37 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
  *     TIAN_WU_3DOF_FRAME_LINK1                 6
- *     TIAN_WU_3DOF_FRAME_LINK2                 22
- *     TIAN_WU_3DOF_FRAME_LINK3                 33
- *     TIAN_WU_3DOF_FRAME_EE                    57
+ *     TIAN_WU_3DOF_FRAME_LINK2                 25
+ *     TIAN_WU_3DOF_FRAME_LINK3                 46
+ *     TIAN_WU_3DOF_FRAME_EE                    70
  */
 int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
 {
@@ -6035,68 +5955,29 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double t16 = s1*c2;
-    const double t17 = s2*c1;
-    const double t18 = c1*c2 - s1*s2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_5 = t16 + t17;
-    const double pb2_0 = 0.5 + c1;
-    const double pb3_0 = pb2_0 + t18;
-    const double pb3_1 = Rb2_5 + s1;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = R0_0;
         J[1] = R0_1;
         J[2] = R0_2;
-        J[3] = 0;
-        J[4] = 0;
-        J[5] = 0;
-        J[6] = 0;
-        J[7] = 0;
-        J[8] = 0;
+        for (int k = 3; k < 9; ++k) J[k] = 0.0;
         J[9] = R0_3;
         J[10] = R0_4;
         J[11] = R0_5;
-        J[12] = 0;
-        J[13] = 0;
-        J[14] = 0;
-        J[15] = 0;
-        J[16] = 0;
-        J[17] = 0;
+        for (int k = 12; k < 18; ++k) J[k] = 0.0;
         J[18] = R0_6;
         J[19] = R0_7;
         J[20] = R0_8;
-        J[21] = 0;
-        J[22] = 0;
-        J[23] = 0;
-        J[24] = 0;
-        J[25] = 0;
-        J[26] = 0;
-        J[27] = 0;
-        J[28] = 0;
+        for (int k = 21; k < 29; ++k) J[k] = 0.0;
         J[29] = 0;
         J[30] = R0_0;
         J[31] = R0_1;
         J[32] = R0_2;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
-        J[37] = 0;
-        J[38] = 0;
+        for (int k = 33; k < 39; ++k) J[k] = 0.0;
         J[39] = R0_3;
         J[40] = R0_4;
         J[41] = R0_5;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
-        J[46] = 0;
-        J[47] = 0;
+        for (int k = 42; k < 48; ++k) J[k] = 0.0;
         J[48] = R0_6;
         J[49] = R0_7;
         J[50] = R0_8;
@@ -6139,19 +6020,13 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[30] = R0_0;
         J[31] = R0_1;
         J[32] = R0_2;
-        J[33] = 0;
-        J[34] = 0;
-        J[35] = 0;
-        J[36] = 0;
+        for (int k = 33; k < 37; ++k) J[k] = 0.0;
         J[37] = -0.5*R0_5;
         J[38] = 0.5*R0_4;
         J[39] = R0_3;
         J[40] = R0_4;
         J[41] = R0_5;
-        J[42] = 0;
-        J[43] = 0;
-        J[44] = 0;
-        J[45] = 0;
+        for (int k = 42; k < 46; ++k) J[k] = 0.0;
         J[46] = -0.5*R0_8;
         J[47] = 0.5*R0_7;
         J[48] = R0_6;
@@ -6162,7 +6037,12 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 22 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 25 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
         const double t19 = -s1*R0_0;
         const double t20 = -0.5 + pb2_0;
         const double t21 = -s1*R0_3;
@@ -6223,7 +6103,20 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 33 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 46 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
+        const double t18 = c1*c2 - s1*s2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
         const double t23 = -R0_0*pb3_1;
         const double t24 = -0.5 + pb3_0;
         const double t26 = pb3_1 - s1;
@@ -6286,14 +6179,25 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
         J[53] = 0;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 57 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 70 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double c1 = cos(q_7);
+        const double s1 = sin(q_7);
+        const double c2 = cos(q_8);
+        const double s2 = sin(q_8);
         const double c3 = cos(q_9);
         const double s3 = sin(q_9);
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t16 - t17;
+        const double t18 = c1*c2 - s1*s2;
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
         const double Rb3_2 = c3*t18 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t18;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t31 = -R0_0*pf_ee_1;
@@ -6380,14 +6284,14 @@ int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[10]
  *   out J[18] (6 x 3, row-major)
- *   operations: 398 (181 add, 207 mul, 4 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 417 (196 add, 211 mul, 4 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 212 + the frame's case:
+ *   operations per call: shared prefix 197 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
  *     TIAN_WU_3DOF_FRAME_LINK1                 22
- *     TIAN_WU_3DOF_FRAME_LINK2                 37
- *     TIAN_WU_3DOF_FRAME_LINK3                 51
- *     TIAN_WU_3DOF_FRAME_EE                    76
+ *     TIAN_WU_3DOF_FRAME_LINK2                 41
+ *     TIAN_WU_3DOF_FRAME_LINK3                 66
+ *     TIAN_WU_3DOF_FRAME_EE                    91
  */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -6428,14 +6332,6 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double s2 = sin(q_8);
     const double c3 = cos(q_9);
     const double s3 = sin(q_9);
-    const double t16 = s1*c2;
-    const double t17 = s2*c1;
-    const double t18 = c1*c2 - s1*s2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_5 = t16 + t17;
-    const double pb2_0 = 0.5 + c1;
-    const double pb3_0 = pb2_0 + t18;
-    const double pb3_1 = Rb2_5 + s1;
     const double t19 = s3*1.25;
     const double t20 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -6512,12 +6408,6 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t51 = R0_2 + t33;
     const double t52 = R0_5 + t36;
     const double t53 = R0_8 + t39;
-    const double t58 = R0_2 + t34;
-    const double t59 = R0_5 + t37;
-    const double t60 = R0_8 + t40;
-    const double t68 = R0_2 + t35;
-    const double t69 = R0_5 + t38;
-    const double t70 = R0_8 + t41;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = t33;
@@ -6565,7 +6455,12 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t57*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 37 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 41 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
+        const double t58 = R0_2 + t34;
+        const double t59 = R0_5 + t37;
+        const double t60 = R0_8 + t40;
         const double t61 = -0.5 + pb2_0;
         const double t62 = -s1*R0_0;
         const double t63 = t62 + R0_1*pb2_0;
@@ -6593,7 +6488,21 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t67*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 51 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 66 operations */
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
+        const double t18 = c1*c2 - s1*s2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
+        const double t58 = R0_2 + t34;
+        const double t59 = R0_5 + t37;
+        const double t60 = R0_8 + t40;
+        const double t68 = R0_2 + t35;
+        const double t69 = R0_5 + t38;
+        const double t70 = R0_8 + t41;
         const double t71 = -R0_0*pb3_1;
         const double t72 = t71 + R0_1*pb3_0;
         const double t73 = -0.5 + pb3_0;
@@ -6623,13 +6532,26 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         J[17] = -(t50 + t81*HbiHbmc2x_3);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 76 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 91 operations */
+        const double t16 = s1*c2;
+        const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t16 - t17;
+        const double t18 = c1*c2 - s1*s2;
+        const double Rb2_5 = t16 + t17;
+        const double pb2_0 = 0.5 + c1;
         const double Rb3_2 = c3*t18 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t18;
+        const double pb3_0 = pb2_0 + t18;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
+        const double t58 = R0_2 + t34;
+        const double t59 = R0_5 + t37;
+        const double t60 = R0_8 + t40;
+        const double t68 = R0_2 + t35;
+        const double t69 = R0_5 + t38;
+        const double t70 = R0_8 + t41;
         const double t82 = -R0_0*pf_ee_1;
         const double t83 = t82 + R0_1*pf_ee_0;
         const double t84 = -0.5 + pf_ee_0;
@@ -6682,14 +6604,14 @@ int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[10]
  *   in  h[6]
  *   out tw[6]
- *   operations: 387 (156 add, 218 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 397 (162 add, 222 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
- *   operations per call: shared prefix 275 + the frame's case:
+ *   operations per call: shared prefix 266 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
  *     TIAN_WU_3DOF_FRAME_LINK1                 14
- *     TIAN_WU_3DOF_FRAME_LINK2                 29
- *     TIAN_WU_3DOF_FRAME_LINK3                 29
- *     TIAN_WU_3DOF_FRAME_EE                    40
+ *     TIAN_WU_3DOF_FRAME_LINK2                 30
+ *     TIAN_WU_3DOF_FRAME_LINK3                 38
+ *     TIAN_WU_3DOF_FRAME_EE                    49
  */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -6808,14 +6730,6 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
     const double vb0x_4 = t42*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
-    const double t44 = s1*c2;
-    const double t45 = s2*c1;
-    const double t46 = c1*c2 - s1*s2;
-    /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
-    const double Rb2_5 = t44 + t45;
-    const double pb2_0 = 0.5 + c1;
-    const double pb3_0 = pb2_0 + t46;
-    const double pb3_1 = Rb2_5 + s1;
     const double t47 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
     const double t48 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
     const double t49 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
@@ -6843,7 +6757,9 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t52 + t53*R0_7 - t54*R0_8;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 29 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 30 operations */
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double pb2_0 = 0.5 + c1;
         const double t55 = s1*vb0x_5;
         const double t56 = pb2_0*vb0x_4;
         tw[0] = t47;
@@ -6854,7 +6770,15 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t52 + t55*R0_8 - t56*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 29 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 38 operations */
+        const double t44 = s1*c2;
+        const double t45 = s2*c1;
+        const double t46 = c1*c2 - s1*s2;
+        /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
+        const double Rb2_5 = t44 + t45;
+        const double pb2_0 = 0.5 + c1;
+        const double pb3_0 = pb2_0 + t46;
+        const double pb3_1 = Rb2_5 + s1;
         const double t57 = pb3_0*vb0x_4;
         const double t58 = pb3_1*vb0x_5;
         tw[0] = t47;
@@ -6865,11 +6789,18 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         tw[5] = t52 - t57*R0_8 + t58*R0_8 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 40 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 49 operations */
+        const double t44 = s1*c2;
+        const double t45 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -t44 - t45;
+        const double t46 = c1*c2 - s1*s2;
+        const double Rb2_5 = t44 + t45;
+        const double pb2_0 = 0.5 + c1;
         const double Rb3_2 = c3*t46 + s3*Rb2_0;
         const double Rb3_5 = c3*Rb2_5 + s3*t46;
+        const double pb3_0 = pb2_0 + t46;
+        const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
         const double t59 = vb0x_4*pf_ee_0;

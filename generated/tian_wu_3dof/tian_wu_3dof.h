@@ -145,19 +145,19 @@ void tian_wu_3dof_coupling_inertia_rate_batch(int n, const double *q, const doub
 void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double *h, double *vb_o);
 void tian_wu_3dof_base_velocity_batch(int n, const double *q, const double *qd, const double *h, double *vb_o);
 
-/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 28 + the case of the frame ('base' 0, 'link1' 2, 'link2' 11, 'link3' 19, 'ee' 31); 91 in all */
+/* geometric Jacobian of a body or named frame (frame family), frame axes (local); operations: shared prefix 0 + the case of the frame ('base' 0, 'link1' 4, 'link2' 23, 'link3' 47, 'ee' 59); 133 in all */
 int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J);
 int tian_wu_3dof_jacobian_local_batch(int n, const double *q, int frame, double *J);
 
-/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 50 + the case of the frame ('base' 0, 'link1' 6, 'link2' 22, 'link3' 33, 'ee' 57); 168 in all */
+/* geometric Jacobian of a body or named frame (frame family), inertial axes at the frame origin; operations: shared prefix 37 + the case of the frame ('base' 0, 'link1' 6, 'link2' 25, 'link3' 46, 'ee' 70); 184 in all */
 int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J);
 int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 212 + the case of the frame ('base' 0, 'link1' 22, 'link2' 37, 'link3' 51, 'ee' 76); 398 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 197 + the case of the frame ('base' 0, 'link1' 22, 'link2' 41, 'link3' 66, 'ee' 91); 417 in all */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J);
 int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 275 + the case of the frame ('base' 0, 'link1' 14, 'link2' 29, 'link3' 29, 'ee' 40); 387 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 266 + the case of the frame ('base' 0, 'link1' 14, 'link2' 30, 'link3' 38, 'ee' 49); 397 in all */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int tian_wu_3dof_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 
