@@ -176,11 +176,7 @@ def _product_vector_lines(p: Product, width: int) -> list[str]:
            f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{m}], prod_r;",
            "int prod_i, prod_j, prod_k;",
            f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{"]
-    at = 0
-    for name, stride, col, count in p.runs:
-        out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
-                   f"prod_B[prod_k].d[{at} + prod_j] = {name}[{stride} * prod_k + {col} + prod_j];")
-        at += count
+    out += _product_copies(p, "prod_B[prod_k].d", load=True)
     if nvec * width > n:
         out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
                    "prod_B[prod_k].d[prod_j] = 0.0;")
@@ -197,16 +193,21 @@ def _product_vector_lines(p: Product, width: int) -> list[str]:
                 "        }",
                 "        " + " ".join(f"prod_r.v[{v}] = prod_c{v};" for v in acc),
                 "    }"]
-    return out + _product_stores(p, "prod_r.d") + ["}"]
+    return out + _product_copies(p, "prod_r.d", load=False) + ["}"]
 
 
-def _product_stores(p: Product, row: str) -> list[str]:
-    sign = "-" if p.scale < 0 else ""
+def _product_copies(p: Product, row: str, load: bool) -> list[str]:
+    """Loops between a row buffer ``row`` and the result's columns in the outputs: ``load``: row ``prod_k``
+    of the right factor read back; else row ``prod_i`` of the result stored, scaled."""
     out = []
     at = 0
     for name, stride, col, count in p.runs:
-        out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
-                   f"{name}[{stride} * prod_i + {col} + prod_j] = {sign}{row}[{at} + prod_j];")
+        buf = f"{row}[{at} + prod_j]"
+        if load:
+            copy = f"{buf} = {name}[{stride} * prod_k + {col} + prod_j];"
+        else:
+            copy = f"{name}[{stride} * prod_i + {col} + prod_j] = {'-' if p.scale < 0 else ''}{buf};"
+        out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) {copy}")
         at += count
     return out
 
@@ -229,11 +230,7 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     scalar = [f"double prod_B[{m}][{n}], prod_r[{n}];",
               "int prod_i, prod_j, prod_k;",
               f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{"]
-    at = 0
-    for out, stride, col, count in p.runs:
-        scalar.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
-                      f"prod_B[prod_k][{at} + prod_j] = {out}[{stride} * prod_k + {col} + prod_j];")
-        at += count
+    scalar += _product_copies(p, "prod_B[prod_k]", load=True)
     scalar += ["}",
                f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
                f"    const double *prod_a = {p.left} + {m} * prod_i;",
@@ -242,7 +239,7 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
                f"    for (prod_k = 1; prod_k < {m}; ++prod_k)",
                f"        for (prod_j = 0; prod_j < {n}; ++prod_j) "
                "prod_r[prod_j] += prod_a[prod_k] * prod_B[prod_k][prod_j];",
-               *_product_stores(p, "prod_r"), "}"]
+               *_product_copies(p, "prod_r", load=False), "}"]
     ind = "    "
     body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
              "#if defined(__AVX__)"]

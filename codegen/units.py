@@ -503,11 +503,17 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
     extra.prototypes += [_guarded(lanes, "\n".join(vprotos) + "\n")]
     extra.pieces += vpieces
     extra.vectorised = True
+    f.batch_body = _lanes_batch_body(f, vname, lanes)
+
+
+def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
+    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one."""
+    vd = vector_type(lanes)
     lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
-    f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
-                    f"for (; i + {lanes} <= n; i += {lanes}) {{",
-                    f"    {vname}({lane_args});", "}", "#endif",
-                    "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+    return ["int i = 0;", f"#ifdef {vd.upper()}",
+            f"for (; i + {lanes} <= n; i += {lanes}) {{",
+            f"    {vname}({lane_args});", "}", "#endif",
+            "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
 
 
 def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
@@ -543,11 +549,7 @@ def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     extra.prototypes.append(_guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
     extra.pieces.append(_guarded(lanes, _block(f"void {vname}({decl})", body)))
     extra.vectorised = True
-    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
-    f.batch_body = ["int i = 0;", f"#ifdef {vd.upper()}",
-                    f"for (; i + {lanes} <= n; i += {lanes}) {{",
-                    f"    {vname}({lane_args});", "}", "#endif",
-                    "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+    f.batch_body = _lanes_batch_body(f, vname, lanes)
 
 
 def prelude(lanes: int) -> str:
