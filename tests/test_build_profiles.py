@@ -181,6 +181,33 @@ def test_object_key_follows_the_cpu_for_native_code_and_the_compiler(monkeypatch
     assert objcache.object_key(*portable) != b
 
 
+@pytest.mark.parametrize("n", [17, 23, 101, 1001])
+@pytest.mark.parametrize("part_ops", [1, None])
+def test_threads_equal_one_batch_call_bit_for_bit(staged_module, test_arm_path, n, part_ops, monkeypatch):
+    """threads=k splits a batch on whole SIMD groups: the same lanes as one batch call, so the same bits
+    (with and without out=, odd batch sizes, more threads than cores; parts of any size, and of the
+    module's minimum size)."""
+    robot = load_robot(test_arm_path)
+    Q, V, T = _states(robot, n, seed=n)
+    m = staged_module
+    if part_ops is not None:
+        monkeypatch.setattr(m, "_PART_OPS", part_ops)
+    ops = m.op_counts[f"{m.module_name}_forward_dynamics"]["total"]
+    split = m._parts(n, 2, getattr(m._lib, f"{m.module_name}_forward_dynamics_batch"))
+    assert split == (2 if n * ops >= 2 * m._PART_OPS else 1)
+    ref = {"fd": m.forward_dynamics(Q, V, T), "id": m.inverse_dynamics(Q, V, T), "M": m.mass_matrix(Q),
+           "J": m.jacobian(Q, robot.body_names[-1], world_aligned=True)}
+    for threads in (1, 2, 3, 4, 7):
+        got = {"fd": m.forward_dynamics(Q, V, T, threads=threads),
+               "id": m.inverse_dynamics(Q, V, T, threads=threads), "M": m.mass_matrix(Q, threads=threads),
+               "J": m.jacobian(Q, robot.body_names[-1], world_aligned=True, threads=threads)}
+        for k in ref:
+            assert np.array_equal(got[k], ref[k]), (k, threads)
+        out = np.full((n, robot.nv), np.nan)
+        assert m.forward_dynamics(Q, V, T, out=out, threads=threads) is out
+        assert np.array_equal(out, ref["fd"]), threads
+
+
 def _outcome(f):
     try:
         r = f()
