@@ -236,6 +236,12 @@ def test_single_call_entries_in_c_change_no_outcome(staged_module, test_arm_path
     zq = q.copy()
     zq[3:7] = 0
     out_v, out_M, out_J = np.empty(nv), np.empty((nv, nv)), np.empty((6, nv))
+    # the C entries do take the ordinary calls
+    assert m._fx_forward_dynamics(q, v, t, None) is not None
+    assert m._fx_forward_dynamics(q, v, t, out_v) is out_v
+    assert m._fx_mass_matrix(q, None).shape == (nv, nv) and m._fx_jacobian_world(q, 0, None).shape == (6, nv)
+    assert m._fx_forward_dynamics(q, v, t, ro) is None and m._fx_forward_dynamics(zq, v, t, None) is None
+    assert m._fx_quaternions_nonzero(Q) is True and m._fx_quaternions_nonzero(np.r_[Q, zq[None]]) is False
     alias = {}
 
     def aliased(j):
