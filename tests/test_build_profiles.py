@@ -301,3 +301,29 @@ def test_single_call_entries_in_c_change_no_outcome(staged_module, test_arm_path
     for j, (with_c, without) in alias.items():
         assert all(np.array_equal(a, b) for a, b in zip(with_c, without)), j
     assert fast["fd out read-only"][0] == "raised" and fast["fd zero quaternion"][0] == "raised"
+
+
+def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkeypatch):
+    """A 0-d result comes back as a numpy scalar (an array with out=), several outputs as a tuple, with
+    the C entries as without them."""
+    m = soadyn_compile(test_arm_path, tmp_path, functions="kinetic_energy,innovations_factors,"
+                       "angular_reduced_dynamics", profile="debug", progress=False)
+    robot = load_robot(test_arm_path)
+    Q, V, _ = _states(robot, 3, seed=11)
+    q, v = Q[0], V[0]
+    assert m._fx_kinetic_energy(q, v, None) is not None and m._fx_innovations_factors(q, None) is not None
+    t_out = np.empty(())
+    L, D = np.empty((robot.nv, robot.nv)), np.empty((robot.nv, robot.nv))
+    cases = {"T": lambda: m.kinetic_energy(q, v), "T out": lambda: m.kinetic_energy(q, v, out=t_out) is t_out,
+             "T batch": lambda: m.kinetic_energy(Q, V), "LD": lambda: m.innovations_factors(q),
+             "LD out": lambda: m.innovations_factors(q, out=(L, D)),
+             "LD out list": lambda: m.innovations_factors(q, out=[L, D]),
+             "LD out one": lambda: m.innovations_factors(q, out=L),
+             "reduced": lambda: m.angular_reduced_dynamics(q, v),
+             "reduced fext": lambda: m.angular_reduced_dynamics(q, v, np.ones((robot.n_bodies, 6)))}
+    fast = {k: _outcome(f) for k, f in cases.items()}
+    for name in list(vars(m)):
+        if name.startswith("_fx_"):
+            monkeypatch.setattr(m, name, m._nofast)
+    assert fast == {k: _outcome(f) for k, f in cases.items()}
+    assert fast["T"][1] is np.float64 and fast["LD"][1] is tuple
