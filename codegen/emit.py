@@ -353,38 +353,59 @@ _FAST_HEAD = """\
  * fx_<name>(inputs..., out) runs the C function when every input is an exact numpy.ndarray of dtype
  * float64, the function's shape and C-contiguous strides (the conditions of the module's Python fast path,
  * checked the same way), the base quaternion q[3:7] of a free base is not zero, and out is None or such
- * an array and writeable; it returns the result (out, or a new array).  Otherwise it returns None and
- * does nothing: the module's Python code then handles (or refuses) the call exactly as without this file.
+ * an array and writeable; it returns the result (out, or a new array).  With one leading dimension n > 0
+ * on every input (and out), the batch entry point runs on the n states instead, in this thread.
+ * Otherwise it returns None and does nothing: the module's Python code then handles (or refuses) the
+ * call exactly as without this file.
  */
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
+#include <limits.h>
 #include <numpy/arrayobject.h>
 #include "{header}"
 
 static PyArray_Descr *fx_f64;
 
-static int fx_ok(PyObject *o, int nd, const npy_intp *dims)
+/* o is an exact float64 ndarray of shape dims (n < 0) or (n, dims), with C-contiguous strides */
+static int fx_ok(PyObject *o, npy_intp n, int nd, const npy_intp *dims)
 {{
     PyArrayObject *a = (PyArrayObject *)o;
     npy_intp step = 8;
-    int k;
-    if (Py_TYPE(o) != &PyArray_Type || PyArray_DESCR(a) != fx_f64 || PyArray_NDIM(a) != nd)
+    int k, lead = n >= 0;
+    if (Py_TYPE(o) != &PyArray_Type || PyArray_DESCR(a) != fx_f64 || PyArray_NDIM(a) != nd + lead)
         return 0;
     for (k = nd - 1; k >= 0; --k) {{
-        if (PyArray_DIMS(a)[k] != dims[k] || PyArray_STRIDES(a)[k] != step)
+        if (PyArray_DIMS(a)[k + lead] != dims[k] || PyArray_STRIDES(a)[k + lead] != step)
             return 0;
         step *= dims[k];
     }}
-    return 1;
+    return !lead || (PyArray_DIMS(a)[0] == n && PyArray_STRIDES(a)[0] == step);
+}}
+
+/* the batch size of a call: -1 when the first input has the function's own rank, its leading dimension
+ * when it has one more (0 when that is empty or too large for the C int: not this path) */
+static npy_intp fx_n(PyObject *o, int nd)
+{{
+    npy_intp n;
+    if (Py_TYPE(o) != &PyArray_Type || PyArray_NDIM((PyArrayObject *)o) != nd + 1)
+        return -1;
+    n = PyArray_DIMS((PyArrayObject *)o)[0];
+    return n > 0 && n <= INT_MAX ? n : 0;
 }}
 
 /* out: None (a new array) or a writeable array of the result's shape; NULL (no error set): not this path */
-static PyObject *fx_out(PyObject *o, int nd, npy_intp *dims)
+static PyObject *fx_out(PyObject *o, npy_intp n, int nd, const npy_intp *dims)
 {{
-    if (o == Py_None)
-        return PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
-    if (!fx_ok(o, nd, dims) || !PyArray_ISWRITEABLE((PyArrayObject *)o))
+    npy_intp shape[NPY_MAXDIMS];
+    int k, lead = n >= 0;
+    if (o == Py_None) {{
+        shape[0] = n;
+        for (k = 0; k < nd; ++k)
+            shape[k + lead] = dims[k];
+        return PyArray_SimpleNew(nd + lead, shape, NPY_DOUBLE);
+    }}
+    if (!fx_ok(o, n, nd, dims) || !PyArray_ISWRITEABLE((PyArrayObject *)o))
         return NULL;
     Py_INCREF(o);
     return o;
@@ -426,57 +447,63 @@ PyObject *{ext}_fastcalls(void)
 
 def _fast_entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                 quat: bool, frame: bool) -> str:
-    """C of one fast entry: ``fx_<name>(inputs..., [frame id,] out)`` -> result or None."""
-    lines = [f"static PyObject *fx_{name}(PyObject *self, PyObject *const *args, Py_ssize_t nargs)", "{"]
-    k_out = len(inputs) + (1 if frame else 0)
+    """C of one fast entry: ``fx_<name>(inputs..., [frame id,] out)`` -> result or None; inputs with one
+    leading dimension run ``<cfunc>_batch``."""
     def dims(a: dict[str, Any]) -> str:
         return f"[{max(len(a['dims']), 1)}] = {{{', '.join(map(str, a['dims'])) or '0'}}};"
 
+    lines = [f"static PyObject *fx_{name}(PyObject *self, PyObject *const *args, Py_ssize_t nargs)", "{"]
     lines += [f"    static const npy_intp d{i}{dims(a)}" for i, a in enumerate(inputs)]
-    lines += [f"    static npy_intp e{j}{dims(o)}" for j, o in enumerate(outputs)]
-    lines += ["    PyObject *r;", "    (void)self;",
-              f"    if (nargs != {k_out + 1}) FX_SKIP;"]
-    checks = " || ".join(f"!fx_ok(args[{i}], {len(a['dims'])}, d{i})" for i, a in enumerate(inputs))
-    if checks:
-        lines.append(f"    if ({checks}) FX_SKIP;")
+    lines += [f"    static const npy_intp e{j}{dims(o)}" for j, o in enumerate(outputs)]
+    k_out = len(inputs) + (1 if frame else 0)
+    lines += ["    PyObject *r;", "    npy_intp n;", "    int fid = 0;", "    (void)self;", "    (void)fid;",
+              f"    if (nargs != {k_out + 1}) FX_SKIP;",
+              f"    if ((n = fx_n(args[0], {len(inputs[0]['dims'])})) == 0) FX_SKIP;"]
+    checks = " || ".join(f"!fx_ok(args[{i}], n, {len(a['dims'])}, d{i})" for i, a in enumerate(inputs))
+    lines.append(f"    if ({checks}) FX_SKIP;")
     if quat:
         iq = next(i for i, a in enumerate(inputs) if a["name"] == "q")
+        nq = inputs[iq]["dims"][0]
         lines += [f"    {{ const double *qq = FX_D(args[{iq}]);",
-                  "      if (!(qq[3] != 0 || qq[4] != 0 || qq[5] != 0 || qq[6] != 0)) FX_SKIP; }"]
+                  f"      for (npy_intp i = 0; i < (n < 0 ? 1 : n); ++i, qq += {nq})",
+                  "          if (!(qq[3] != 0 || qq[4] != 0 || qq[5] != 0 || qq[6] != 0)) FX_SKIP; }"]
     fid = ""
     if frame:
-        lines += ["    int fid;",
-                  f"    if (!PyLong_CheckExact(args[{len(inputs)}])) FX_SKIP;",
+        lines += [f"    if (!PyLong_CheckExact(args[{len(inputs)}])) FX_SKIP;",
                   f"    fid = (int)PyLong_AsLong(args[{len(inputs)}]);"]
         fid = "fid, "
     ins = "".join(f"FX_D(args[{i}]), " for i in range(len(inputs)))
     if len(outputs) == 1:
         nd = len(outputs[0]["dims"])
-        lines += [f"    r = fx_out(args[{k_out}], {nd}, e0);",
+        lines += [f"    r = fx_out(args[{k_out}], n, {nd}, e0);",
                   "    if (r == NULL) { if (PyErr_Occurred()) return NULL; FX_SKIP; }",
                   "    Py_BEGIN_ALLOW_THREADS",
-                  f"    {cfunc}({ins}{fid}FX_D(r));",
+                  f"    if (n < 0) {cfunc}({ins}{fid}FX_D(r));",
+                  f"    else {cfunc}_batch((int)n, {ins}{fid}FX_D(r));",
                   "    Py_END_ALLOW_THREADS"]
         if nd == 0:
-            lines.append(f"    if (args[{k_out}] == Py_None) return PyArray_Return((PyArrayObject *)r);")
+            lines.append(f"    if (n < 0 && args[{k_out}] == Py_None)\n"
+                         "        return PyArray_Return((PyArrayObject *)r);")
         lines.append("    return r;")
     else:
+        m = len(outputs)
+        outs = ", ".join(f"FX_D(o[{j}])" for j in range(m))
         lines += [f"    if (args[{k_out}] != Py_None) FX_SKIP;",
-                  f"    PyObject *o[{len(outputs)}] = {{NULL}};",
-                  f"    for (int j = 0; j < {len(outputs)}; ++j) {{",
-                  "        static npy_intp *e[] = {" + ", ".join(f"e{j}" for j in range(len(outputs))) + "};",
-                  "        static const int nd[] = {" + ", ".join(str(len(o["dims"])) for o in outputs)
-                  + "};",
-                  "        if ((o[j] = PyArray_SimpleNew(nd[j], e[j], NPY_DOUBLE)) == NULL) {",
+                  f"    PyObject *o[{m}] = {{NULL}};",
+                  "    static const npy_intp *e[] = {" + ", ".join(f"e{j}" for j in range(m)) + "};",
+                  "    static const int nd[] = {" + ", ".join(str(len(o["dims"])) for o in outputs) + "};",
+                  f"    for (int j = 0; j < {m}; ++j)",
+                  "        if ((o[j] = fx_out(Py_None, n, nd[j], e[j])) == NULL) {",
                   "            for (int k = 0; k < j; ++k) Py_DECREF(o[k]);",
-                  "            return NULL;", "        }", "    }",
+                  "            return NULL;", "        }",
                   "    Py_BEGIN_ALLOW_THREADS",
-                  f"    {cfunc}({ins}{fid}" + ", ".join(f"FX_D(o[{j}])" for j in range(len(outputs))) + ");",
+                  f"    if (n < 0) {cfunc}({ins}{fid}{outs});",
+                  f"    else {cfunc}_batch((int)n, {ins}{fid}{outs});",
                   "    Py_END_ALLOW_THREADS",
-                  "    r = PyTuple_New(" + str(len(outputs)) + ");",
-                  "    if (r == NULL) { " + " ".join(f"Py_DECREF(o[{j}]);" for j in range(len(outputs)))
-                  + " return NULL; }",
-                  *(f"    PyTuple_SET_ITEM(r, {j}, o[{j}]);" for j in range(len(outputs))),
+                  f"    r = PyTuple_New({m});",
+                  "    if (r == NULL) {", *(f"        Py_DECREF(o[{j}]);" for j in range(m)),
+                  "        return NULL;", "    }",
+                  *(f"    PyTuple_SET_ITEM(r, {j}, o[{j}]);" for j in range(m)),
                   "    return r;"]
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -489,15 +516,14 @@ static PyObject *fx_quaternions_nonzero(PyObject *self, PyObject *const *args, P
 {{
     PyArrayObject *a;
     const double *q;
-    npy_intp n, i, d[2];
+    npy_intp n, i, d[1];
     (void)self;
     if (nargs != 1 || Py_TYPE(args[0]) != &PyArray_Type || PyArray_NDIM((PyArrayObject *)args[0]) != 2)
         Py_RETURN_NONE;
     a = (PyArrayObject *)args[0];
     n = PyArray_DIMS(a)[0];
-    d[0] = n;
-    d[1] = {nq};
-    if (!fx_ok(args[0], 2, d))
+    d[0] = {nq};
+    if (!fx_ok(args[0], n, 1, d))
         Py_RETURN_NONE;
     q = (const double *)PyArray_DATA(a);
     for (i = 0; i < n; ++i, q += {nq})

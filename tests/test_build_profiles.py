@@ -219,10 +219,10 @@ def _outcome(f):
 
 
 def test_single_call_entries_in_c_change_no_outcome(staged_module, test_arm_path, monkeypatch):
-    """The C entry points of single calls (``_fx_*``) give exactly what the module's Python code gives
-    without them: results bit for bit, the same object for out=, the same refusals (wrong shapes and
-    dtypes, non-contiguous or read-only out, zero quaternion, unknown frames) and aliasing of out and an
-    input handled alike."""
+    """The C entry points of calls without threads= (``_fx_*``) give exactly what the module's Python code
+    gives without them: results bit for bit, the same object for out=, the same refusals (wrong shapes and
+    dtypes, non-contiguous or read-only out, zero quaternion, unknown frames, batch sizes that disagree)
+    and aliasing of out and an input handled alike."""
     m = staged_module
     assert {"forward_dynamics", "inverse_dynamics", "mass_matrix", "jacobian_local", "jacobian_world",
             "quaternions_nonzero"} <= set(m._FX)
@@ -236,11 +236,14 @@ def test_single_call_entries_in_c_change_no_outcome(staged_module, test_arm_path
     zq = q.copy()
     zq[3:7] = 0
     out_v, out_M, out_J = np.empty(nv), np.empty((nv, nv)), np.empty((6, nv))
+    out_b, ro_b = np.empty((len(Q), nv)), np.empty((len(Q), nv))
+    ro_b.flags.writeable = False
     # the C entries do take the ordinary calls
     assert m._fx_forward_dynamics(q, v, t, None) is not None
     assert m._fx_forward_dynamics(q, v, t, out_v) is out_v
     assert m._fx_mass_matrix(q, None).shape == (nv, nv) and m._fx_jacobian_world(q, 0, None).shape == (6, nv)
     assert m._fx_forward_dynamics(q, v, t, ro) is None and m._fx_forward_dynamics(zq, v, t, None) is None
+    assert m._fx_forward_dynamics(Q, V, T, None).shape == (len(Q), nv)
     assert m._fx_quaternions_nonzero(Q) is True and m._fx_quaternions_nonzero(np.r_[Q, zq[None]]) is False
     alias = {}
 
@@ -271,6 +274,17 @@ def test_single_call_entries_in_c_change_no_outcome(staged_module, test_arm_path
         "fd batch zero quaternion": lambda: m.forward_dynamics(np.r_[Q, zq[None]], np.r_[V, V[:1]],
                                                                np.r_[T, T[:1]]),
         "fd batch fortran": lambda: m.forward_dynamics(np.asfortranarray(Q), V, T),
+        "fd batch": lambda: m.forward_dynamics(Q, V, T), "M batch": lambda: m.mass_matrix(Q),
+        "J batch": lambda: m.jacobian(Q, frame, world_aligned=True),
+        "fd batch out": lambda: m.forward_dynamics(Q, V, T, out=out_b) is out_b,
+        "fd batch out of one state": lambda: m.forward_dynamics(Q, V, T, out=out_v),
+        "fd batch out, other n": lambda: m.forward_dynamics(Q, V, T, out=np.empty((len(Q) + 1, nv))),
+        "fd batch, n disagree": lambda: m.forward_dynamics(Q, V[:-1], T),
+        "fd batch, one v": lambda: m.forward_dynamics(Q, V[0], T),
+        "fd batch of 0": lambda: m.forward_dynamics(Q[:0], V[:0], T[:0]),
+        "fd batch of 1": lambda: m.forward_dynamics(Q[:1], V[:1], T[:1]),
+        "fd batch, strided": lambda: m.forward_dynamics(Q[::2], V[::2], T[::2]),
+        "fd batch read-only out": lambda: m.forward_dynamics(Q, V, T, out=ro_b),
         "fd out read-only": lambda: m.forward_dynamics(q, v, t, out=ro),
         "fd out f32": lambda: m.forward_dynamics(q, v, t, out=np.empty(nv, np.float32)),
         "fd out shape": lambda: m.forward_dynamics(q, v, t, out=np.empty(nv + 1)),

@@ -222,6 +222,7 @@ def test_single_calls_with_params_in_c_change_no_outcome(arm_params, rng, monkey
     bad = P.copy()
     bad[2, 0] = -0.5
     q = robot.random_configuration(rng)
+    Q = np.array([robot.random_configuration(rng) for _ in range(3)])
     v, a = rng.normal(size=robot.nv), rng.normal(size=robot.nv)
     cases = {"M default": lambda: mod.mass_matrix(q), "M params": lambda: mod.mass_matrix(q, params=P),
              "M params list": lambda: mod.mass_matrix(q, params=P.tolist()),
@@ -229,7 +230,10 @@ def test_single_calls_with_params_in_c_change_no_outcome(arm_params, rng, monkey
              "M bad params": lambda: mod.mass_matrix(q, params=bad),
              "FD params": lambda: mod.forward_dynamics(q, v, a, params=P),
              "FD params out": lambda: mod.forward_dynamics(q, v, a, params=P, out=np.empty(robot.nv)),
-             "momentum params": lambda: mod.momentum(q, v, params=P)}
+             "momentum params": lambda: mod.momentum(q, v, params=P),
+             "M batch, one params": lambda: mod.mass_matrix(Q, params=P),
+             "M batch, params per state": lambda: mod.mass_matrix(Q, params=np.array([P, P, P])),
+             "M batch, default params": lambda: mod.mass_matrix(Q)}
 
     def outcome(f):
         try:
