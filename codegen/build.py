@@ -106,7 +106,7 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
                     parts: Sequence[str | tuple[str, bool] | tuple[str, str, int, str]],
                     source_file: str | None = None,
                     progress: Callable[[str], None] | None = None, flags: Sequence[str] | None = None,
-                    object_cache: Path | None = None) -> Path:
+                    object_cache: Path | None = None, fast_source: str | None = None) -> Path:
     """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
 
     ``parts`` are translation units (the functions of the generated source split for parallel
@@ -116,8 +116,11 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     units of :func:`soadyn.codegen.units.translation_units`, whose objects are reused from
     ``object_cache`` (:mod:`soadyn.codegen.objcache`).  ``flags``: the profile's flags (default
     :func:`cflags`).  ``source_file`` (the single generated
-    source) is used instead by the fallback compiler driver.  ``progress(name)`` is called after each
-    compiled unit and after linking (``len(parts) + 2`` calls).  Raises :class:`CompileError` on failure.
+    source) is used instead by the fallback compiler driver.  ``fast_source``: the single-call entry points
+    (:func:`soadyn.codegen.emit.emit_fastcalls`), one more unit compiled against numpy's headers (POSIX
+    driver only; the module's Python code works without them).  ``progress(name)`` is called after each
+    compiled unit and after linking (``len(parts) + 2`` calls, one more with ``fast_source``).  Raises
+    :class:`CompileError` on failure.
     """
     STATS["compilations"] += 1
     module_dir = Path(module_dir)
@@ -150,6 +153,14 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
                 unit_flag[p] = flags if explicit else unit_flags(big)
             p.write_text(text, encoding="utf-8")
             sources.append(p)
+        if fast_source is not None:
+            import numpy
+
+            p = module_dir / f"{ext_name}_fast.c"
+            p.write_text(fast_source, encoding="utf-8")
+            sources.append(p)
+            unit_flag[p] = [*flags, "-I", numpy.get_include()]
+            deps[p] = f"numpy {numpy.__version__}"
         try:
             try:
                 _compile_posix(module_dir, sources, target, unit_flag, progress, deps, object_cache)

@@ -41,7 +41,7 @@ import soadyn.codegen.build as _build
 import soadyn.codegen.cache as _cache
 import soadyn.codegen.objcache as objcache
 from soadyn.codegen.derive import algorithm, derive, rename_reserved
-from soadyn.codegen.emit import emit_module, emit_wrapper, generator_version
+from soadyn.codegen.emit import emit_fastcalls, emit_module, emit_wrapper, generator_version
 from soadyn.codegen.functions import FunctionSpec, api_names, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
@@ -336,10 +336,11 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
         t0 = time.perf_counter()
         units = translation_units(gen.functions, gen.header_name, gen.files[gen.header_name])
         kb = len(gen.files[gen.source_name]) // 1024
-        with _progress(len(units) + 2, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
+        with _progress(len(units) + 3, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
+            fast = emit_fastcalls(robot, module_name, ext_name, gen.specs, gen.header_name)
             ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, units, gen.source_name,
                                          progress=lambda name: bar.update(1), flags=prof.cflags,
-                                         object_cache=objcache.default_dir())
+                                         object_cache=objcache.default_dir(), fast_source=fast)
         gen.timings["compile"] = time.perf_counter() - t0
         (tmp / "__init__.py").write_text(emit_wrapper(robot, module_name, ext_name, gen.specs, gen.functions,
                                                       key),

@@ -201,3 +201,165 @@ def test_object_key_follows_the_cpu_for_native_code_and_the_compiler(monkeypatch
     b = objcache.object_key(*portable)
     monkeypatch.setattr(objcache, "compiler_identity", lambda cc: "clang 99")
     assert objcache.object_key(*portable) != b
+
+
+@pytest.mark.parametrize("n", [17, 23, 101, 1001])
+@pytest.mark.parametrize("part_ops", [1, None])
+def test_threads_equal_one_batch_call_bit_for_bit(staged_module, test_arm_path, n, part_ops, monkeypatch):
+    """threads=k splits a batch on whole SIMD groups: the same lanes as one batch call, so the same bits
+    (with and without out=, odd batch sizes, more threads than cores; parts of any size, and of the
+    module's minimum size)."""
+    robot = load_robot(test_arm_path)
+    Q, V, T = _states(robot, n, seed=n)
+    m = staged_module
+    if part_ops is not None:
+        monkeypatch.setattr(m, "_PART_OPS", part_ops)
+    ops = m.op_counts[f"{m.module_name}_forward_dynamics"]["total"]
+    split = m._parts(n, 2, getattr(m._lib, f"{m.module_name}_forward_dynamics_batch"))
+    assert split == (2 if n * ops >= 2 * m._PART_OPS else 1)
+    ref = {"fd": m.forward_dynamics(Q, V, T), "id": m.inverse_dynamics(Q, V, T), "M": m.mass_matrix(Q),
+           "J": m.jacobian(Q, robot.body_names[-1], world_aligned=True)}
+    for threads in (1, 2, 3, 4, 7):
+        got = {"fd": m.forward_dynamics(Q, V, T, threads=threads),
+               "id": m.inverse_dynamics(Q, V, T, threads=threads), "M": m.mass_matrix(Q, threads=threads),
+               "J": m.jacobian(Q, robot.body_names[-1], world_aligned=True, threads=threads)}
+        for k in ref:
+            assert np.array_equal(got[k], ref[k]), (k, threads)
+        out = np.full((n, robot.nv), np.nan)
+        assert m.forward_dynamics(Q, V, T, out=out, threads=threads) is out
+        assert np.array_equal(out, ref["fd"]), threads
+
+
+def _outcome(f):
+    try:
+        r = f()
+    except Exception as e:  # noqa: BLE001 - the outcome, whatever it is, is compared
+        return ("raised", type(e), str(e))
+    rs = r if isinstance(r, tuple) else (r,)
+    return ("returned", type(r), [(type(x), getattr(x, "dtype", None), np.shape(x), np.asarray(x).tobytes())
+                                  for x in rs])
+
+
+def test_single_call_entries_in_c_change_no_outcome(staged_module, test_arm_path, monkeypatch):
+    """The C entry points of calls without threads= (``_fx_*``) give exactly what the module's Python code
+    gives without them: results bit for bit, the same object for out=, the same refusals (wrong shapes and
+    dtypes, non-contiguous or read-only out, zero quaternion, unknown frames, batch sizes that disagree)
+    and aliasing of out and an input handled alike."""
+    m = staged_module
+    assert {"forward_dynamics", "inverse_dynamics", "mass_matrix", "jacobian_local", "jacobian_world",
+            "quaternions_nonzero"} <= set(m._FX)
+    robot = load_robot(test_arm_path)
+    Q, V, T = _states(robot, 9, seed=5)
+    q, v, t = Q[0], V[0], T[0]
+    nv, nb = robot.nv, robot.n_bodies
+    frame = robot.body_names[-1]
+    ro = np.empty(nv)
+    ro.flags.writeable = False
+    zq = q.copy()
+    zq[3:7] = 0
+    out_v, out_M, out_J = np.empty(nv), np.empty((nv, nv)), np.empty((6, nv))
+    out_b, ro_b = np.empty((len(Q), nv)), np.empty((len(Q), nv))
+    ro_b.flags.writeable = False
+    # the C entries do take the ordinary calls
+    assert m._fx_forward_dynamics(q, v, t, None) is not None
+    assert m._fx_forward_dynamics(q, v, t, out_v) is out_v
+    assert m._fx_mass_matrix(q, None).shape == (nv, nv) and m._fx_jacobian_world(q, 0, None).shape == (6, nv)
+    assert m._fx_forward_dynamics(q, v, t, ro) is None and m._fx_forward_dynamics(zq, v, t, None) is None
+    assert m._fx_forward_dynamics(Q, V, T, None).shape == (len(Q), nv)
+    assert m._fx_quaternions_nonzero(Q) is True and m._fx_quaternions_nonzero(np.r_[Q, zq[None]]) is False
+    alias = {}
+
+    def aliased(j):
+        def call():
+            a = [q.copy(), v.copy(), t.copy()]
+            alias.setdefault(j, []).append(a)
+            return m.forward_dynamics(*a, out=a[j])
+        return call
+
+    cases = {
+        "fd": lambda: m.forward_dynamics(q, v, t), "id": lambda: m.inverse_dynamics(q, v, t),
+        "M": lambda: m.mass_matrix(q), "Minv": lambda: m.mass_matrix_inverse(q),
+        "fd out": lambda: m.forward_dynamics(q, v, t, out=out_v) is out_v,
+        "M out": lambda: m.mass_matrix(q, out=out_M) is out_M,
+        "fd fext": lambda: m.forward_dynamics(q, v, t, np.ones((nb, 6))),
+        "fd list": lambda: m.forward_dynamics(q.tolist(), v.tolist(), t.tolist()),
+        "fd int": lambda: m.forward_dynamics(q.astype(int), v.astype(int), t.astype(int)),
+        "fd f32": lambda: m.forward_dynamics(q.astype(np.float32), v, t),
+        "fd big-endian": lambda: m.forward_dynamics(q.astype(">f8"), v, t),
+        "fd strided": lambda: m.forward_dynamics(np.repeat(q, 2)[::2], v, t),
+        "fd subclass": lambda: m.forward_dynamics(q.view(np.recarray), v, t),
+        "fd 2-d": lambda: m.forward_dynamics(q[None], v[None], t[None]),
+        "fd wrong shape": lambda: m.forward_dynamics(q[:-1], v, t),
+        "fd complex": lambda: m.forward_dynamics(q.astype(complex), v, t),
+        "fd zero quaternion": lambda: m.forward_dynamics(zq, v, t),
+        "M zero quaternion": lambda: m.mass_matrix(zq),
+        "fd batch zero quaternion": lambda: m.forward_dynamics(np.r_[Q, zq[None]], np.r_[V, V[:1]],
+                                                               np.r_[T, T[:1]]),
+        "fd batch fortran": lambda: m.forward_dynamics(np.asfortranarray(Q), V, T),
+        "fd batch": lambda: m.forward_dynamics(Q, V, T), "M batch": lambda: m.mass_matrix(Q),
+        "J batch": lambda: m.jacobian(Q, frame, world_aligned=True),
+        "fd batch out": lambda: m.forward_dynamics(Q, V, T, out=out_b) is out_b,
+        "fd batch out of one state": lambda: m.forward_dynamics(Q, V, T, out=out_v),
+        "fd batch out, other n": lambda: m.forward_dynamics(Q, V, T, out=np.empty((len(Q) + 1, nv))),
+        "fd batch, n disagree": lambda: m.forward_dynamics(Q, V[:-1], T),
+        "fd batch, one v": lambda: m.forward_dynamics(Q, V[0], T),
+        "fd batch of 0": lambda: m.forward_dynamics(Q[:0], V[:0], T[:0]),
+        "fd batch of 1": lambda: m.forward_dynamics(Q[:1], V[:1], T[:1]),
+        "fd batch, strided": lambda: m.forward_dynamics(Q[::2], V[::2], T[::2]),
+        "fd batch read-only out": lambda: m.forward_dynamics(Q, V, T, out=ro_b),
+        "fd out read-only": lambda: m.forward_dynamics(q, v, t, out=ro),
+        "fd out f32": lambda: m.forward_dynamics(q, v, t, out=np.empty(nv, np.float32)),
+        "fd out shape": lambda: m.forward_dynamics(q, v, t, out=np.empty(nv + 1)),
+        "fd out strided": lambda: m.forward_dynamics(q, v, t, out=np.empty(2 * nv)[::2]),
+        "fd out list": lambda: m.forward_dynamics(q, v, t, out=[out_v])[0] is out_v,
+        "fd out tuple of 2": lambda: m.forward_dynamics(q, v, t, out=(out_v, out_v)),
+        "fd out subclass": lambda: m.forward_dynamics(q, v, t, out=np.empty(nv).view(np.recarray)),
+        "fd threads=1": lambda: m.forward_dynamics(q, v, t, threads=1),
+        "fd threads=0": lambda: m.forward_dynamics(q, v, t, threads=0),
+        "fd out=v": aliased(1), "fd out=tau": aliased(2),
+        "J local": lambda: m.jacobian(q, frame), "J world": lambda: m.jacobian(q, frame, world_aligned=True),
+        "J np.bool_": lambda: m.jacobian(q, frame, world_aligned=np.bool_(True)),
+        "J out": lambda: m.jacobian(q, frame, out=out_J) is out_J,
+        "J 'no'": lambda: m.jacobian(q, frame, world_aligned="no"),
+        "J unknown frame": lambda: m.jacobian(q, "no such frame"),
+        "J unhashable frame": lambda: m.jacobian(q, ["x"]),
+        "J zero quaternion": lambda: m.jacobian(zq, frame),
+        "J zero quaternion, unknown frame": lambda: m.jacobian(zq, "no such frame"),
+        "com": lambda: m.center_of_mass(q),
+    }
+    fast = {k: _outcome(f) for k, f in cases.items()}
+    for name in list(vars(m)):
+        if name.startswith("_fx_"):
+            monkeypatch.setattr(m, name, m._nofast)
+    python = {k: _outcome(f) for k, f in cases.items()}
+    for k in cases:
+        assert fast[k] == python[k], k
+    for j, (with_c, without) in alias.items():
+        assert all(np.array_equal(a, b) for a, b in zip(with_c, without)), j
+    assert fast["fd out read-only"][0] == "raised" and fast["fd zero quaternion"][0] == "raised"
+
+
+def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkeypatch):
+    """A 0-d result comes back as a numpy scalar (an array with out=), several outputs as a tuple, with
+    the C entries as without them."""
+    m = soadyn_compile(test_arm_path, tmp_path, functions="kinetic_energy,innovations_factors,"
+                       "angular_reduced_dynamics", profile="debug", progress=False)
+    robot = load_robot(test_arm_path)
+    Q, V, _ = _states(robot, 3, seed=11)
+    q, v = Q[0], V[0]
+    assert m._fx_kinetic_energy(q, v, None) is not None and m._fx_innovations_factors(q, None) is not None
+    t_out = np.empty(())
+    L, D = np.empty((robot.nv, robot.nv)), np.empty((robot.nv, robot.nv))
+    cases = {"T": lambda: m.kinetic_energy(q, v), "T out": lambda: m.kinetic_energy(q, v, out=t_out) is t_out,
+             "T batch": lambda: m.kinetic_energy(Q, V), "LD": lambda: m.innovations_factors(q),
+             "LD out": lambda: m.innovations_factors(q, out=(L, D)),
+             "LD out list": lambda: m.innovations_factors(q, out=[L, D]),
+             "LD out one": lambda: m.innovations_factors(q, out=L),
+             "reduced": lambda: m.angular_reduced_dynamics(q, v),
+             "reduced fext": lambda: m.angular_reduced_dynamics(q, v, np.ones((robot.n_bodies, 6)))}
+    fast = {k: _outcome(f) for k, f in cases.items()}
+    for name in list(vars(m)):
+        if name.startswith("_fx_"):
+            monkeypatch.setattr(m, name, m._nofast)
+    assert fast == {k: _outcome(f) for k, f in cases.items()}
+    assert fast["T"][1] is np.float64 and fast["LD"][1] is tuple

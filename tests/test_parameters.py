@@ -211,3 +211,39 @@ def test_derivatives_read_the_parameters(rng):
         want = fn(baked, Numeric(), q, v, a)
         for g, w in zip(got, want):
             assert np.max(np.abs(g - w)) <= 1e-12 * np.max(np.abs(w))
+
+
+def test_single_calls_with_params_in_c_change_no_outcome(arm_params, rng, monkeypatch):
+    """The C entries of single calls (``_fx_*``) with ``params``: the same bits and refusals as the
+    module's Python code (default, given, per-state and invalid parameter sets)."""
+    robot, mod = arm_params
+    assert {"mass_matrix", "forward_dynamics"} <= set(mod._FX)
+    P = random_params(robot, rng)
+    bad = P.copy()
+    bad[2, 0] = -0.5
+    q = robot.random_configuration(rng)
+    Q = np.array([robot.random_configuration(rng) for _ in range(3)])
+    v, a = rng.normal(size=robot.nv), rng.normal(size=robot.nv)
+    cases = {"M default": lambda: mod.mass_matrix(q), "M params": lambda: mod.mass_matrix(q, params=P),
+             "M params list": lambda: mod.mass_matrix(q, params=P.tolist()),
+             "M params batch of 1": lambda: mod.mass_matrix(q, params=P[None]),
+             "M bad params": lambda: mod.mass_matrix(q, params=bad),
+             "FD params": lambda: mod.forward_dynamics(q, v, a, params=P),
+             "FD params out": lambda: mod.forward_dynamics(q, v, a, params=P, out=np.empty(robot.nv)),
+             "momentum params": lambda: mod.momentum(q, v, params=P),
+             "M batch, one params": lambda: mod.mass_matrix(Q, params=P),
+             "M batch, params per state": lambda: mod.mass_matrix(Q, params=np.array([P, P, P])),
+             "M batch, default params": lambda: mod.mass_matrix(Q)}
+
+    def outcome(f):
+        try:
+            r = f()
+        except ValueError as e:
+            return ("raised", str(e))
+        return ("returned", type(r), r.shape, r.tobytes())
+
+    fast = {k: outcome(f) for k, f in cases.items()}
+    for name in list(vars(mod)):
+        if name.startswith("_fx_"):
+            monkeypatch.setattr(mod, name, mod._nofast)
+    assert fast == {k: outcome(f) for k, f in cases.items()}
