@@ -29,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -680,7 +681,14 @@ def time_c_functions(c_source_dir: str | Path, function_names: Sequence[str], si
         exe = tmp / "bench_c"
         cmd = [cc, C_STD, *flags, "-D_POSIX_C_SOURCE=199309L", f"-I{c_source_dir}", *extra_args, str(main),
                *[str(s) for s in srcs], "-o", str(exe), "-lm"]
-        _run(cmd, "compiling the C timing loop")
+        # a kept workdir reuses the program when the command and every source are unchanged
+        stamp = tmp / "bench_c.stamp"
+        digest = hashlib.sha256("\0".join(cmd).encode())
+        for src in [main, *srcs, *(c_source_dir / h for h in hdrs)]:
+            digest.update(Path(src).read_bytes())
+        if not (workdir and exe.exists() and stamp.exists() and stamp.read_text() == digest.hexdigest()):
+            _run(cmd, "compiling the C timing loop")
+            stamp.write_text(digest.hexdigest())
         timings = json.loads(_run([str(exe), str(tmp / "inputs.bin"), str(n_states), str(reps), str(min_rep_ms)],
                                   "C timing run"))
         return {"side": "c", "c_source_dir": str(c_source_dir), "n_states": n_states, "flags": list(flags),
