@@ -430,12 +430,16 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
             extra.prototypes += staged.prototypes
             extra.pieces += staged.stages
         return
-    # product loops (the body's last lines) run after the statements, staged or not; scalar batches
+    # product loops (the body's last lines) run after the statements, staged or not; scalar batches.
+    # The scratch arrays of their factors (declared first) are filled by the stages like outputs.
     n_epi = len(f.epilogue)
-    statements = f.body[:len(f.body) - n_epi]
-    staged = split_stages(f.cname, params, statements, stage_ops) if stage_ops > 0 else None
+    scratch = getattr(f, "scratch", [])
+    decls = f.body[:len(scratch)]
+    statements = f.body[len(scratch):len(f.body) - n_epi]
+    staged = split_stages(f.cname, params + [("double *", n) for n, _ in scratch], statements,
+                          stage_ops) if stage_ops > 0 else None
     if staged is not None:
-        f.body = staged.body + f.body[len(f.body) - n_epi:]
+        f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes
         extra.pieces += staged.stages
     if n_epi:
