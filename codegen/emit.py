@@ -65,6 +65,9 @@ class EmittedFunction:
     #: scratch arrays (name, size) declared first in the body: the factors of general products, filled by
     #: the statements like outputs
     scratch: list[tuple[str, int]] = field(default_factory=list)
+    #: a function with general products: its statements with the products as expressions (the same
+    #: operations in the same order as the loops), from which the SIMD batch is made
+    lanes_body: list[str] | None = None
     #: output entries the function stores (all of them unless it skips structural zeros)
     stores: int = 0
     #: a function whose SIMD batch reuses the nonzero-only variant's vector computation: (the variant's C
@@ -330,6 +333,48 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     return text, call
 
 
+_SCRATCH_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
+
+
+def expanded_products(body: list[str], products: list[Product]) -> list[str]:
+    """``body`` (the statements, stores included) with its general products as expressions: a factor's
+    scratch entry becomes a local ``<scratch>_<i>``, and each result entry ``C + s (a_i0 b_0j + ...)`` is
+    stored after the statements, summed left to right like the loops (a symmetric product's entry
+    (i, j), i <= j, also at (j, i)), so that every lane rounds exactly as the scalar function."""
+    blocks: dict[tuple[str, int], tuple[Product, int, int]] = {}
+    for p in products:
+        name, stride, col, n = p.runs[0]
+        for i in range(p.m):
+            for j in range(n):
+                blocks[name, stride * (p.row0 + i) + col + j] = (p, i, j)
+    rest: dict[tuple[str, int, int], str] = {}
+    out = []
+    for line in body:
+        m = _SCRATCH_STORE.match(line.strip())
+        if m and any(m.group(1) == p.left for p in products):
+            out.append(f"const double {m.group(1)}_{m.group(2)} = {m.group(3)};")
+        elif m and (m.group(1), int(m.group(2))) in blocks:
+            p, i, j = blocks[m.group(1), int(m.group(2))]
+            rest[p.name, i, j] = m.group(3)
+        else:
+            out.append(line)
+    for p in products:
+        name, stride, col, n = p.runs[0]
+        m_, k = p.m, p.k
+        for i in range(m_):
+            for j in range(n):
+                if p.symmetric and j < i:
+                    continue
+                terms = " + ".join(f"{p.left}_{k * i + c}*{p.left}_{m_ * k + n * c + j}" for c in range(k))
+                out.append(f"const double {p.left}_r{i}_{j} = {terms};")
+                sign, op = ("-", "-") if p.scale < 0 else ("", "+")
+                for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
+                    value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
+                             else f"{sign}{p.left}_r{i}_{j}")
+                    out.append(f"{name}[{stride * (p.row0 + a) + col + b}] = {value};")
+    return out
+
+
 def _general_product_function(p: Product, name: str, what: str) -> tuple[str, list[str]]:
     """C of a general product (:func:`product_function`): its factors come from the scratch array that the
     function's statements fill."""
@@ -424,6 +469,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     epilogue: list[str] = []
     helpers: list[str] = []
     scratch: list[tuple[str, int]] = []
+    lanes_body: list[str] | None = None
     if not family:
         body += _assignments(program.assignments, pr, program.stages)
         factors = {p.left for p in program.products if p.k}
@@ -441,6 +487,8 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             epilogue += call
             if p.k:                        # the scratch array of a general product's factors
                 scratch.append((p.left, p.m * p.k + p.k * p.columns))
+        if program.products and all(p.k for p in program.products):
+            lanes_body = expanded_products(body, program.products)
         body = [f"double {n}[{size}];" for n, size in scratch] + body + epilogue
     else:
         if program.products:
@@ -468,7 +516,8 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                            fn_ops, signature, batch_signature, batch_args, signature + ";",
                            batch_signature + ";", body, unused, loop, prefix_ops, case_ops,
-                           epilogue=epilogue, helpers=helpers, stores=stores, scratch=scratch)
+                           epilogue=epilogue, helpers=helpers, stores=stores, scratch=scratch,
+                           lanes_body=lanes_body)
 
 
 #: functions that also get structured variants (:func:`structured_variants`): the square output's name

@@ -17,7 +17,8 @@ import symengine as se
 from conftest import EXAMPLES, TEST_ARM, module_cache_dir
 
 from soadyn.codegen.derive import CodegenSymbolic, place_products
-from soadyn.codegen.pipeline import compile_robot, resolve_robot
+from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
+from soadyn.codegen.profiles import get_profile
 from soadyn.symbolic.tangent import python_function
 
 RNG = np.random.default_rng(5)
@@ -278,5 +279,12 @@ def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, re
     (minv,) = _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_mass_matrix_inverse", (q,),
                          (mod.mass_matrix_inverse(q),), robot.nv)
     assert np.array_equal(minv[6:, 6:], minv[6:, 6:].T)
+    # the SIMD batch (lanes of states) evaluates the product as expressions: the same bits per state
+    (f,) = generate(robot, functions=["mass_matrix_inverse"], profile=get_profile("fast")).functions
+    assert f.lanes_body is not None and f.extra.vectorised
+    qs = np.array([robot.random_configuration(np.random.default_rng(s)) for s in range(5)])
+    batch = mod.mass_matrix_inverse(qs)
+    for qk, mk in zip(qs, batch):
+        assert np.array_equal(mk.view(np.int64), mod.mass_matrix_inverse(qk).view(np.int64))
     want = np.linalg.inv(mass_matrix(robot, q))
     np.testing.assert_allclose(minv, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
