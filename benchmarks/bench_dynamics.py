@@ -529,22 +529,23 @@ def bench_robot(label: str, path: Path, base: str, lock: list[str], frame: str |
     # from Python: batched entry (n_batch states) and single calls
     reps = -(-n_batch // n_states)
     Qb, Vb, Tb = (np.ascontiguousarray(np.tile(st[k], (reps, 1))[:n_batch]) for k in ("q", "v", "tau"))
-    batch1 = {"inverse_dynamics": _batch_ns(mod.inverse_dynamics, (Qb, Vb, Tb), n_batch),
-              "forward_dynamics": _batch_ns(mod.forward_dynamics, (Qb, Vb, Tb), n_batch),
-              "mass_matrix": _batch_ns(mod.mass_matrix, (Qb,), n_batch),
-              "mass_matrix_inverse": _batch_ns(mod.mass_matrix_inverse, (Qb,), n_batch)}
-    one, two = _threads_ns(mod.forward_dynamics, (Qb, Vb, Tb), n_batch, 2)
-    batch2 = {"forward_dynamics": two, "forward_dynamics_1thread_wall": one,
-              "load_average": os.getloadavg()[0]}
+    has = {k for k in ("inverse_dynamics", "forward_dynamics", "mass_matrix", "mass_matrix_inverse")
+           if hasattr(mod, k)}                       # --functions may compile a subset
+    batch_args = {"inverse_dynamics": (Qb, Vb, Tb), "forward_dynamics": (Qb, Vb, Tb), "mass_matrix": (Qb,),
+                  "mass_matrix_inverse": (Qb,)}
+    batch1 = {k: _batch_ns(getattr(mod, k), a, n_batch) for k, a in batch_args.items() if k in has}
+    batch2: dict = {"load_average": os.getloadavg()[0]}
+    if "forward_dynamics" in has:
+        one, two = _threads_ns(mod.forward_dynamics, (Qb, Vb, Tb), n_batch, 2)
+        batch2.update(forward_dynamics=two, forward_dynamics_1thread_wall=one)
     q, v, tau = st["q"][0], st["v"][0], st["tau"][0]
     a_out, M_out = np.empty(robot.nv), np.empty((robot.nv, robot.nv))
-    py = {"inverse_dynamics": _py_us(mod.inverse_dynamics, (q, v, tau)),
-          "inverse_dynamics_out": _py_us(mod.inverse_dynamics, (q, v, tau), {"out": a_out}),
-          "forward_dynamics": _py_us(mod.forward_dynamics, (q, v, tau)),
-          "forward_dynamics_out": _py_us(mod.forward_dynamics, (q, v, tau), {"out": a_out}),
-          "mass_matrix": _py_us(mod.mass_matrix, (q,)),
-          "mass_matrix_out": _py_us(mod.mass_matrix, (q,), {"out": M_out}),
-          "mass_matrix_inverse": _py_us(mod.mass_matrix_inverse, (q,))}
+    py_args = {"inverse_dynamics": (q, v, tau), "forward_dynamics": (q, v, tau), "mass_matrix": (q,),
+               "mass_matrix_inverse": (q,)}
+    py = {k: _py_us(getattr(mod, k), a) for k, a in py_args.items() if k in has}
+    for k, o in (("inverse_dynamics", a_out), ("forward_dynamics", a_out), ("mass_matrix", M_out)):
+        if k in has:
+            py[k + "_out"] = _py_us(getattr(mod, k), py_args[k], {"out": o})
 
     pin_res = None
     if pinocchio:
@@ -560,7 +561,9 @@ def bench_robot(label: str, path: Path, base: str, lock: list[str], frame: str |
     # same numbers on both sides (state 0): FD vs ABA
     pa = pin.aba(pm, data, qp, vp, tp)
     ours = bp.states_to_soadyn({"a": pa[None, :]}, robot.is_free)["a"][0]
-    pin_py["fd_max_rel_diff"] = float(np.max(np.abs(mod.forward_dynamics(q, v, tau) - ours)) / np.max(np.abs(ours)))
+    if "forward_dynamics" in has:
+        pin_py["fd_max_rel_diff"] = float(np.max(np.abs(mod.forward_dynamics(q, v, tau) - ours))
+                                          / np.max(np.abs(ours)))
     t = stamp["timings"]
     ops = {k.removeprefix(mod.module_name + "_"): v["total"] for k, v in stamp["ops"].items()}
     fam = mod.frame_op_counts.get(f"{mod.module_name}_jacobian_local")
@@ -597,16 +600,20 @@ def report(r: dict) -> str:
                      f"{cell(p / c if p else None, '.2f')}x | {cell(p / b if p and b else None, '.2f')}x |")
     bt = r["batch_threads"]
     py = r["python_us"]
-    lines += ["", f"FD batch over states, wall (alternating, min of 15): 1 thread "
-              f"{bt['forward_dynamics_1thread_wall']:.0f} ns/state, threads=2 {bt['forward_dynamics']:.0f} ns/state "
-              f"({bt['forward_dynamics_1thread_wall'] / bt['forward_dynamics']:.2f}x; load average "
-              f"{bt['load_average']:.1f}); Python with out=: FD {py['forward_dynamics_out']:.2f} us, "
-              f"ID {py['inverse_dynamics_out']:.2f} us, M {py['mass_matrix_out']:.2f} us"]
+    lines += [""]
+    if "forward_dynamics" in bt:
+        outs = ", ".join(f"{label} {py[k]:.2f} us" for label, k in (
+            ("FD", "forward_dynamics_out"), ("ID", "inverse_dynamics_out"), ("M", "mass_matrix_out")) if k in py)
+        lines += [f"FD batch over states, wall (alternating, min of 15): 1 thread "
+                  f"{bt['forward_dynamics_1thread_wall']:.0f} ns/state, threads=2 {bt['forward_dynamics']:.0f} "
+                  f"ns/state ({bt['forward_dynamics_1thread_wall'] / bt['forward_dynamics']:.2f}x; load average "
+                  f"{bt['load_average']:.1f}); Python with out=: {outs}"]
     if r["pinocchio_python_us"]:
         pp = r["pinocchio_python_us"]
         lines.append(f"Pinocchio Python binding per call: rnea {pp['rnea']:.2f} us, aba {pp['aba']:.2f} us, "
-                     f"crba {pp['crba']:.2f} us, computeMinverse {pp['minv']:.2f} us; "
-                     f"|FD - ABA| / |ABA| at state 0: {pp['fd_max_rel_diff']:.1e}")
+                     f"crba {pp['crba']:.2f} us, computeMinverse {pp['minv']:.2f} us"
+                     + (f"; |FD - ABA| / |ABA| at state 0: {pp['fd_max_rel_diff']:.1e}"
+                        if "fd_max_rel_diff" in pp else ""))
     return "\n".join(lines) + "\n"
 
 

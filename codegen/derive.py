@@ -19,7 +19,7 @@ from soadyn.codegen.functions import RESERVED, FunctionSpec
 from soadyn.model.parameters import param_indices
 from soadyn.model.robot import Robot
 from soadyn.symbolic import algorithms
-from soadyn.symbolic.scalar import Assignment, Symbolic
+from soadyn.symbolic.scalar import Assignment, Symbolic, mirror_upper
 
 #: number of symbolic derivations run in this process (tests use it to show that a cached compile derives
 #: nothing)
@@ -53,14 +53,29 @@ class Product:
     m: int
     scale: int
     runs: tuple[tuple[str, int, int, int], ...]
+    #: the general form (``k`` > 0): ``A`` (m x k) then ``B`` (k x n), row-major, are the program's
+    #: output ``left`` (a scratch array of the function, not of its signature), and the result is the block
+    #: of rows ``row0 ...`` of the one run's output, stored (or, ``accumulate``, added to what the program
+    #: stored there)
+    k: int = 0
+    row0: int = 0
+    accumulate: bool = False
+    #: ``A B`` is symmetric (m = n): the loops compute its upper triangle and store each entry twice
+    symmetric: bool = False
 
     @property
     def columns(self) -> int:
         return sum(r[3] for r in self.runs)
 
+    @property
+    def inner(self) -> int:
+        return self.k or self.m
+
     def ops(self) -> dict[str, int]:
         """Multiplications and additions of the product (the scale is a free sign)."""
-        return {"mul": self.m * self.m * self.columns, "add": self.m * (self.m - 1) * self.columns}
+        m, k, n = self.m, self.inner, self.columns
+        entries = m * (m + 1) // 2 if self.symmetric else m * n
+        return {"mul": entries * k, "add": entries * (k - 1 + self.accumulate)}
 
 
 class DerivationError(RuntimeError):
@@ -112,6 +127,7 @@ class _Deferred:
     A: np.ndarray
     B: np.ndarray
     position: int
+    symmetric: bool = False
 
 
 @dataclass
@@ -123,14 +139,18 @@ class CodegenSymbolic(Symbolic):
 
     deferred: list[_Deferred] = field(default_factory=list)
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
         A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
         if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
             raise DerivationError(f"matmul {name!r}: shapes {A.shape} and {B.shape} do not multiply")
+        if symmetric and A.shape[0] != B.shape[1]:
+            raise DerivationError(f"matmul {name!r}: a symmetric product must be square")
         base = self.fresh(name)
         P = np.array([se.Symbol(f"{base}_{i}") for i in range(A.shape[0] * B.shape[1])],
                      dtype=object).reshape(A.shape[0], B.shape[1])
-        self.deferred.append(_Deferred(base, P, A, B, len(self.program)))
+        if symmetric:                     # one symbol per entry of the upper triangle
+            P = mirror_upper(P)
+        self.deferred.append(_Deferred(base, P, A, B, len(self.program), symmetric))
         return P
 
 
@@ -140,7 +160,7 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     run in place: a result entry used by the program, or stored other than as ``+-P_ij`` down whole
     columns of one output, or ``A`` not square or not an output."""
     m, k = d.A.shape
-    if m != k or used & set(d.P.ravel()):
+    if m != k or d.symmetric or used & set(d.P.ravel()):
         return None
     index = {p: ij for ij, p in np.ndenumerate(d.P)}
     where: dict[tuple[int, int], tuple[str, int]] = {}
@@ -189,6 +209,83 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     return product, stores
 
 
+def _split_term(e: se.Basic, index: dict) -> tuple[se.Basic, int, se.Basic] | None:
+    """``e = C + s P_ij`` with ``C`` free of the result symbols ``index``: ``(C, s, P_ij)``, else None."""
+    terms = e.args if e.is_Add else (e,)
+    hits = [t for t in terms if t.free_symbols & index.keys()]
+    if len(hits) != 1:
+        return None
+    t = hits[0]
+    sign = 1
+    if t.is_Mul and t.args[0] == -1 and len(t.args) == 2:
+        sign, t = -1, t.args[1]
+    if t not in index:
+        return None
+    rest = [u for u in terms if u is not hits[0]]
+    return se.Add(*rest) if rest else se.Integer(0), sign, t
+
+
+#: the fewest result entries for which a general product becomes a loop: below 8 x 8 the loop's fixed cost
+#: (copying the factors, the call) and its dense arithmetic (the scalar expressions skip the factors' exact
+#: zeros) are not repaid (M^-1 of examples/seed004_dual_arm.yaml, 6 x 6: 189 ns as expressions, 238 ns with
+#: the loop; 14 hinges: 2,335 -> 1,940 ns; 31 hinges: 3,640 -> 2,940 ns)
+GENERAL_PRODUCT_MIN = 64
+
+
+def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
+                        used: set) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
+    """The general :class:`Product` of ``d`` (``A`` m x k, ``B`` k x n, both copied into a scratch array)
+    when every result entry is stored once, as ``C + s P_ij`` (one sign), in one dense block of one
+    output (a symmetric product: its entry (i, j), i <= j, at both (i, j) and (j, i) of the block); the
+    output entries to store before it (``C``), and the scratch array as the output ``prodf_<name>``.
+    None otherwise."""
+    (m, k), n = d.A.shape, d.B.shape[1]
+    if m * n < GENERAL_PRODUCT_MIN or used & set(d.P.ravel()):
+        return None
+    index = {p: ij for ij, p in np.ndenumerate(d.P) if not d.symmetric or ij[0] <= ij[1]}
+    hits: list[tuple[str, int, tuple[int, int], se.Basic]] = []
+    signs = set()
+    for name, es in outputs.items():
+        for flat, e in enumerate(es):
+            if e.is_Number or not (e.free_symbols & index.keys()):
+                continue
+            split = _split_term(e, index)
+            if split is None:
+                return None
+            rest, sign, sym = split
+            hits.append((name, flat, index[sym], rest))
+            signs.add(sign)
+    if len(hits) != m * n or len(signs) != 1 or len({h[0] for h in hits}) != 1:
+        return None
+    name = hits[0][0]
+    shape = shapes[name]
+    if len(shape) != 2:
+        return None
+    at = [divmod(h[1], shape[1]) for h in hits]
+    row0, col0 = min(r for r, _ in at), min(c for _, c in at)
+    seen = set()
+    for (r, c), (_, _, (i, j), _) in zip(at, hits):
+        ij = (r - row0, c - col0)
+        if ij != (i, j) and not (d.symmetric and ij == (j, i)) or ij in seen:
+            return None
+        seen.add(ij)
+    if row0 + m > shape[0] or col0 + n > shape[1]:
+        return None
+    if d.symmetric:                   # the loop copies entry (i, j) to (j, i): so must the rest
+        rest = {(r, c): h[3] for (r, c), h in zip(at, hits)}
+        if any(rest[r, c] != rest[row0 + c - col0, col0 + r - row0] for r, c in rest):
+            return None
+    scratch = f"prodf_{d.name}"
+    if scratch in outputs:
+        return None
+    accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
+    product = Product(d.name, scratch, m, signs.pop(), ((name, shape[1], col0, n),), k=k, row0=row0,
+                      accumulate=accumulate, symmetric=d.symmetric)
+    stores = {(h[0], h[1]): h[3] for h in hits}
+    stores.update({(scratch, i): se.sympify(e) for i, e in enumerate([*d.A.ravel(), *d.B.ravel()])})
+    return product, stores
+
+
 def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]]],
                    shapes: dict[str, tuple[int, ...]]
                    ) -> tuple[list[tuple[str, list[se.Basic]]], list[Product]]:
@@ -198,23 +295,29 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
     used: set = set()
     for a in ctx.program:
         used |= a.expr.free_symbols
+    for d in ctx.deferred:            # a product's result that is another product's factor is expanded
+        used |= {s for e in (*d.A.ravel(), *d.B.ravel()) for s in se.sympify(e).free_symbols}
     outs = {n: [se.sympify(e) for e in es] for n, es in outputs}
     products: list[Product] = []
     expand: list[_Deferred] = []
     for d in ctx.deferred:
-        found = _as_product(d, outs, shapes, used)
+        found = _as_product(d, outs, shapes, used) or _as_general_product(d, outs, shapes, used)
         if found is None:
             expand.append(d)
             continue
         product, stores = found
+        if product.k:
+            outs[product.left] = [se.Integer(0)] * (product.m * product.k + product.k * product.columns)
         for (name, flat), e in stores.items():
             outs[name][flat] = e
         products.append(product)
     for d in sorted(expand, key=lambda d: -d.position):
         full = d.A @ d.B
-        ctx.program[d.position:d.position] = [Assignment(p, se.sympify(e), d.name)
-                                              for p, e in zip(d.P.ravel(), full.ravel())]
-    return [(n, outs[n]) for n, _ in outputs], products
+        ctx.program[d.position:d.position] = [Assignment(d.P[ij], se.sympify(full[ij]), d.name)
+                                              for ij in np.ndindex(*d.P.shape)
+                                              if not d.symmetric or ij[0] <= ij[1]]
+    scratch = [(p.left, outs[p.left]) for p in products if p.k]
+    return [(n, outs[n]) for n, _ in outputs] + scratch, products
 
 
 #: separator between an output's name and its case (frame id) in the program of a frame family

@@ -62,6 +62,12 @@ class EmittedFunction:
     #: (:func:`product_function`), whose definitions are ``helpers`` (printed before the function)
     epilogue: list[str] = field(default_factory=list)
     helpers: list[str] = field(default_factory=list)
+    #: scratch arrays (name, size) declared first in the body: the factors of general products, filled by
+    #: the statements like outputs
+    scratch: list[tuple[str, int]] = field(default_factory=list)
+    #: a function with general products: its statements with the products as expressions (the same
+    #: operations in the same order as the loops), from which the SIMD batch is made
+    lanes_body: list[str] | None = None
     #: output entries the function stores (all of them unless it skips structural zeros)
     stores: int = 0
     #: a function whose SIMD batch reuses the nonzero-only variant's vector computation: (the variant's C
@@ -212,6 +218,74 @@ def _product_copies(p: Product, row: str, load: bool) -> list[str]:
     return out
 
 
+def _general_product_lines(p: Product, width: int) -> list[str]:
+    """The loops of a general product (``p.k`` > 0): ``A`` (m x k) and ``B`` (k x n) read from the scratch
+    array ``p.left``; each result row accumulated over ``A``'s row, ``r = a[0] B[0] + a[1] B[1] + ...``
+    (left to right), then stored into (or, ``accumulate``, added to) its output row.  A symmetric product
+    computes row i from column i on (whole vectors from the one holding column i), stores it from column
+    i on and copies it into column i below the diagonal (what the program stored there equals the
+    entry above).  ``width`` doubles per vector (1: the plain scalar loops)."""
+    m, k, n = p.m, p.k, p.columns
+    name, stride, col, _ = p.runs[0]
+    op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
+    sign = "-" if p.scale < 0 and not p.accumulate else ""
+    first = "prod_i" if p.symmetric else "0"
+    head = [f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+            f"    const double *prod_a = {p.left} + {k} * prod_i;",
+            f"    double *prod_o = {name} + {stride} * ({p.row0} + prod_i) + {col};"]
+    mirror = ([f"    for (prod_j = prod_i + 1; prod_j < {n}; ++prod_j) "
+               f"prod_o[{stride} * (prod_j - prod_i) + prod_i] = prod_o[prod_j];"]
+              if p.symmetric else [])
+    if width == 1:
+        return [f"double prod_r[{n}];",
+                "int prod_i, prod_j, prod_k;",
+                f"const double *prod_b = {p.left} + {m * k};",
+                *head,
+                f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                "prod_r[prod_j] = prod_a[0] * prod_b[prod_j];",
+                f"    for (prod_k = 1; prod_k < {k}; ++prod_k)",
+                f"        for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                f"prod_r[prod_j] += prod_a[prod_k] * prod_b[{n} * prod_k + prod_j];",
+                f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                f"prod_o[prod_j] {op} {sign}prod_r[prod_j];",
+                *mirror, "}"]
+    nvec = -(-n // width)
+    out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
+           f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
+           f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{k}], prod_u;",
+           "int prod_i, prod_j, prod_k;",
+           f"for (prod_k = 0; prod_k < {k}; ++prod_k) {{",
+           f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
+           f"prod_B[prod_k].d[prod_j] = {p.left}[{m * k} + {n} * prod_k + prod_j];"]
+    if nvec * width > n:
+        out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
+                   "prod_B[prod_k].d[prod_j] = 0.0;")
+    out += ["}", *head]
+    if p.symmetric:
+        out += [f"    prod_v prod_a{c} = {{{', '.join([f'prod_a[{c}]'] * width)}}};" for c in range(k)]
+        out += [f"    for (prod_j = prod_i / {width}; prod_j < {nvec}; ++prod_j) {{",
+                "        prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];",
+                *(f"        prod_c += prod_a{c} * prod_B[{c}].v[prod_j];" for c in range(1, k)),
+                "        prod_u.v[prod_j] = prod_c;",
+                "    }"]
+    else:
+        for b0 in range(0, nvec, PRODUCT_BLOCK):
+            acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
+            out += ["    {",
+                    "        " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
+                    f"        for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
+                    "            " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
+                                             for v in acc),
+                    "        }",
+                    "        " + " ".join(f"prod_u.v[{v}] = prod_c{v};" for v in acc),
+                    "    }"]
+    # whole (unaligned) vectors of the row, then its last entries one by one
+    out += [f"    for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
+            f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
+            f"    for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
+    return out + mirror + ["}"]
+
+
 def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     """C of ``p``, run after the statements: ``(definition, lines of the call)``.
 
@@ -225,6 +299,8 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     what = section_of(p.name) or f"{p.name}: dense product"
     sign = "-" if p.scale < 0 else ""
     name = f"{cname}_prod_{p.name}"
+    if p.k:
+        return _general_product_function(p, name, what)
     outs = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
     params = ", ".join([f"const double *{p.left}"] + [f"double *{o}" for o in outs[1:]])
     scalar = [f"double prod_B[{m}][{n}], prod_r[{n}];",
@@ -251,6 +327,69 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
             "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
             f"static void {name}({params})\n{{\n" + "".join(f"{x}\n" for x in body) + "}\n")
     call = [f"/* {c_comment(what)} */", f"{name}({', '.join(outs)});"]
+    return text, call
+
+
+_SCRATCH_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
+
+
+def expanded_products(body: list[str], products: list[Product]) -> list[str]:
+    """``body`` (the statements, stores included) with its general products as expressions: a factor's
+    scratch entry becomes a local ``<scratch>_<i>``, and each result entry ``C + s (a_i0 b_0j + ...)`` is
+    stored after the statements, summed left to right like the loops (a symmetric product's entry
+    (i, j), i <= j, also at (j, i)), so that every lane rounds exactly as the scalar function."""
+    blocks: dict[tuple[str, int], tuple[Product, int, int]] = {}
+    for p in products:
+        name, stride, col, n = p.runs[0]
+        for i in range(p.m):
+            for j in range(n):
+                blocks[name, stride * (p.row0 + i) + col + j] = (p, i, j)
+    rest: dict[tuple[str, int, int], str] = {}
+    out = []
+    for line in body:
+        m = _SCRATCH_STORE.match(line.strip())
+        if m and any(m.group(1) == p.left for p in products):
+            out.append(f"const double {m.group(1)}_{m.group(2)} = {m.group(3)};")
+        elif m and (m.group(1), int(m.group(2))) in blocks:
+            p, i, j = blocks[m.group(1), int(m.group(2))]
+            rest[p.name, i, j] = m.group(3)
+        else:
+            out.append(line)
+    for p in products:
+        name, stride, col, n = p.runs[0]
+        m_, k = p.m, p.k
+        for i in range(m_):
+            for j in range(n):
+                if p.symmetric and j < i:
+                    continue
+                terms = " + ".join(f"{p.left}_{k * i + c}*{p.left}_{m_ * k + n * c + j}" for c in range(k))
+                out.append(f"const double {p.left}_r{i}_{j} = {terms};")
+                sign, op = ("-", "-") if p.scale < 0 else ("", "+")
+                for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
+                    value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
+                             else f"{sign}{p.left}_r{i}_{j}")
+                    out.append(f"{name}[{stride * (p.row0 + a) + col + b}] = {value};")
+    return out
+
+
+def _general_product_function(p: Product, name: str, what: str) -> tuple[str, list[str]]:
+    """C of a general product (:func:`product_function`): its factors come from the scratch array that the
+    function's statements fill."""
+    out = p.runs[0][0]
+    ind = "    "
+    body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
+             "#if defined(__AVX__)"]
+            + [ind + x for x in _general_product_lines(p, 4)] + ["#else"]
+            + [ind + x for x in _general_product_lines(p, 2)] + ["#endif", "#else"]
+            + [ind + x for x in _general_product_lines(p, 1)] + ["#endif"])
+    how = "added to" if p.accumulate else "stored into"
+    sign = "-" if p.scale < 0 else ""
+    text = (f"/* {c_comment(what)}:\n   {name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), A and B "
+            f"from {p.left}, {how} rows {p.row0}.. of {out} */\n"
+            "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
+            f"static void {name}(const double *{p.left}, double *{out})\n{{\n"
+            + "".join(f"{x}\n" for x in body) + "}\n")
+    call = [f"/* {c_comment(what)} */", f"{name}({p.left}, {out});"]
     return text, call
 
 
@@ -326,11 +465,16 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     case_ops: list[tuple[str, str, dict[str, int]]] = []
     epilogue: list[str] = []
     helpers: list[str] = []
+    scratch: list[tuple[str, int]] = []
+    lanes_body: list[str] | None = None
     if not family:
         body += _assignments(program.assignments, pr, program.stages)
+        factors = {p.left for p in program.products if p.k}
         for name, es in program.outputs:
             for i, e in enumerate(es):
-                if not (skip_zeros and e == 0):
+                if name in factors:
+                    body.append(f"{name}[{i}] = {pr(e)};")
+                elif not (skip_zeros and e == 0):
                     body.append(f"{name}[{i}] = {pr(e)};")
                     stores += 1
         loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
@@ -338,7 +482,11 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
             text, call = product_function(p, cname)
             helpers.append(text)
             epilogue += call
-        body += epilogue
+            if p.k:                        # the scratch array of a general product's factors
+                scratch.append((p.left, p.m * p.k + p.k * p.columns))
+        if program.products and all(p.k for p in program.products):
+            lanes_body = expanded_products(body, program.products)
+        body = [f"double {n}[{size}];" for n, size in scratch] + body + epilogue
     else:
         if program.products:
             raise DerivationError(f"{cname}: a frame family cannot have product loops")
@@ -365,7 +513,8 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     return EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                            fn_ops, signature, batch_signature, batch_args, signature + ";",
                            batch_signature + ";", body, unused, loop, prefix_ops, case_ops,
-                           epilogue=epilogue, helpers=helpers, stores=stores)
+                           epilogue=epilogue, helpers=helpers, stores=stores, scratch=scratch,
+                           lanes_body=lanes_body)
 
 
 #: functions that also get structured variants (:func:`structured_variants`): the square output's name

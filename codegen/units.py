@@ -430,16 +430,28 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
             extra.prototypes += staged.prototypes
             extra.pieces += staged.stages
         return
-    # product loops (the body's last lines) run after the statements, staged or not; scalar batches
+    # product loops (the body's last lines) run after the statements, staged or not; scalar batches.
+    # The scratch arrays of their factors (declared first) are filled by the stages like outputs.
     n_epi = len(f.epilogue)
-    statements = f.body[:len(f.body) - n_epi]
-    staged = split_stages(f.cname, params, statements, stage_ops) if stage_ops > 0 else None
+    scratch = getattr(f, "scratch", [])
+    decls = f.body[:len(scratch)]
+    statements = f.body[len(scratch):len(f.body) - n_epi]
+    staged = split_stages(f.cname, params + [("double *", n) for n, _ in scratch], statements,
+                          stage_ops) if stage_ops > 0 else None
     if staged is not None:
-        f.body = staged.body + f.body[len(f.body) - n_epi:]
+        f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes
         extra.pieces += staged.stages
+    main = f.body
     if n_epi:
-        return
+        # the SIMD batch of a function with general products: from its statements with the products as
+        # expressions (the same roundings), staged on their own
+        lanes_body = getattr(f, "lanes_body", None)
+        if lanes_body is None or lanes <= 1:
+            return
+        staged = split_stages(f.cname, params, lanes_body, stage_ops) if stage_ops > 0 else None
+        main = staged.body if staged is not None else lanes_body
+        stored = stored_entries(lanes_body, [a.name for a in f.outputs])
     if getattr(f, "delegate", None) is not None:
         _finish_delegate(f, extra, lanes, (finished or {})[f.delegate[0]])
         return
@@ -471,7 +483,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
             sig = f"void {vstage}({vdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(_guarded(lanes, _block(f"SOADYN_STAGE {sig}", vbody)))
-    vbody = vectorise_lines(f.body, inputs, outputs, lanes, rename, slots)
+    vbody = vectorise_lines(main, inputs, outputs, lanes, rename, slots)
     if vbody is None:
         return
     if getattr(f, "core", False):   # a function whose SIMD computation a delegating function reuses

@@ -80,10 +80,21 @@ class ScalarContext(Protocol):
         """Stage a symmetric matrix, upper triangle named, lower mirrored."""
         ...
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
         """The dense product ``A @ B`` of two matrices, named ``name``.  A code generator may evaluate it
-        as a loop over the stored factors instead of one scalar expression per entry."""
+        as a loop over the stored factors instead of one scalar expression per entry.  ``symmetric``: the
+        caller knows ``A @ B`` is symmetric; only its upper triangle is computed, and mirrored."""
         ...
+
+
+def mirror_upper(R: np.ndarray) -> np.ndarray:
+    """``R`` (square) with its strict lower triangle replaced by the mirror of its upper triangle."""
+    R = np.array(R)
+    if R.ndim != 2 or R.shape[0] != R.shape[1]:
+        raise ValueError(f"a symmetric product must be square, got shape {R.shape}")
+    low = np.tril_indices(R.shape[0], -1)
+    R[low] = R.T[low]
+    return R
 
 
 class Numeric:
@@ -126,8 +137,9 @@ class Numeric:
     def is_zero(self, x: Any) -> bool:
         return False
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return np.asarray(A) @ np.asarray(B)
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
+        R = np.asarray(A) @ np.asarray(B)
+        return mirror_upper(R) if symmetric else R
 
     def stage_symmetric(self, name: str, arr: Any) -> Any:
         return arr
@@ -259,10 +271,11 @@ class Symbolic:
                                                         arr[i, j], name)
         return out
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
         """``A @ B`` as one expression per entry (:class:`soadyn.codegen.derive.CodegenSymbolic` defers it to
         a loop in the generated C instead)."""
-        return np.asarray(A) @ np.asarray(B)
+        R = np.asarray(A) @ np.asarray(B)
+        return mirror_upper(R) if symmetric else R
 
     def _stage_one(self, sym_name: str, e: Any, stage: str = "") -> Any:
         e = se.sympify(e)

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symengine as se
-from conftest import TEST_ARM, module_cache_dir
+from conftest import EXAMPLES, TEST_ARM, module_cache_dir
 
 from soadyn.codegen.derive import CodegenSymbolic, place_products
-from soadyn.codegen.pipeline import compile_robot, resolve_robot
+from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
+from soadyn.codegen.profiles import get_profile
 from soadyn.symbolic.tangent import python_function
 
 RNG = np.random.default_rng(5)
@@ -40,8 +41,22 @@ def _run(ctx, outputs, xv, yv):
 
 
 def _apply(product, values: dict[str, np.ndarray]) -> None:
-    """What the C loop does: read B back from the result's columns, multiply by A, store scale * A B."""
+    """What the C loop does: read B back from the result's columns, multiply by A, store scale * A B (the
+    general form: A and B from the scratch array, the result stored into or added to a block; a symmetric
+    one: the upper triangle computed, then copied below the diagonal)."""
     m = product.m
+    if product.k:
+        k, n = product.k, product.columns
+        f = values[product.left]
+        R = product.scale * (f[:m * k].reshape(m, k) @ f[m * k:].reshape(k, n))
+        name, stride, col, _ = product.runs[0]
+        out = values[name].reshape(-1, stride)
+        block = out[product.row0:product.row0 + m, col:col + n]
+        new = block + R if product.accumulate else R
+        if product.symmetric:
+            new = np.triu(new) + np.triu(new, 1).T
+        block[...] = new
+        return
     A = values[product.left].reshape(m, m)
     cols = [(name, stride, col + c) for name, stride, col, count in product.runs for c in range(count)]
     B = np.array([[values[name][i * stride + c] for name, stride, c in cols] for i in range(m)])
@@ -98,7 +113,70 @@ def test_product_in_place_with_overridden_and_zero_columns():
     assert np.all(values["L"].reshape(m, 3)[:, 1] == 0.0)
 
 
-@pytest.mark.parametrize("case", ["used_later", "left_not_output", "mixed_signs"])
+def test_general_product_added_to_a_block_of_an_output():
+    """A left factor that is not an output: A and B go to a scratch array, the result is added to what the
+    program stored in a block (rows 1.., columns 2..) of the output."""
+    m, k, p = 8, 4, 9                                           # >= GENERAL_PRODUCT_MIN entries
+    ctx = CodegenSymbolic()
+    x = ctx.input("x", (m, k))
+    y = ctx.input("y", (k, p))
+    A, B = ctx.stage("A", 2 * x), ctx.stage("B", y + 1)
+    P = ctx.matmul("P", A, B)
+    C = ctx.stage("C", x[:, :1] * y[:1, :])                     # m x p, added to the product
+    out = np.zeros((m + 2, p + 3), dtype=object)
+    out[1:m + 1, 2:p + 2] = C + P
+    out[0, 0] = x[0, 0]
+    new_outputs, products = place_products(ctx, [("R", list(out.ravel()))], {"R": out.shape})
+    (prod,) = products
+    assert (prod.k, prod.row0, prod.accumulate, prod.symmetric) == (k, 1, True, False)
+    assert prod.runs == (("R", p + 3, 2, p),)
+    assert prod.ops() == {"mul": m * k * p, "add": m * (k - 1) * p + m * p}
+    assert [n for n, _ in new_outputs] == ["R", prod.left]
+    xv, yv = RNG.normal(size=(m, k)), RNG.normal(size=(k, p))
+    values = dict(zip(("R", prod.left), (v.copy() for v in _run(ctx, new_outputs, xv, yv))))
+    _apply(prod, values)
+    want = np.zeros(out.shape)
+    want[1:m + 1, 2:p + 2] = xv[:, :1] * yv[:1, :] + (2 * xv) @ (yv + 1)
+    want[0, 0] = xv[0, 0]
+    np.testing.assert_allclose(values["R"].reshape(out.shape), want, rtol=1e-14, atol=1e-14)
+
+
+def test_symmetric_product_computes_the_upper_triangle():
+    """``A D A^T`` declared symmetric: one symbol per upper entry, stored at both places with a symmetric
+    rest; a rest that is not symmetric, or a product under GENERAL_PRODUCT_MIN entries, falls back to one
+    expression per upper entry."""
+    for m, case in ((8, "block"), (8, "rest_not_symmetric"), (7, "too_small")):
+        k = 3
+        ctx = CodegenSymbolic()
+        x = ctx.input("x", (m, k))
+        y = ctx.input("y", (m, m))
+        A = ctx.stage("A", x)
+        B = ctx.stage("B", 3 * x.T)
+        P = ctx.matmul("P", A, B, symmetric=True)
+        assert P[1, 2] == P[2, 1]
+        C = ctx.stage("C", y) if case == "rest_not_symmetric" else ctx.stage_symmetric("C", y + y.T)
+        out = np.zeros((m + 1, m + 1), dtype=object)
+        out[1:, 1:] = C + P
+        new_outputs, products = place_products(ctx, [("R", list(out.ravel()))], {"R": out.shape})
+        xv, yv = RNG.normal(size=(m, k)), RNG.normal(size=(m, m))
+        want = np.zeros(out.shape)
+        want[1:, 1:] = (yv if case == "rest_not_symmetric" else yv + yv.T) + 3 * xv @ xv.T
+        if case == "block":
+            (prod,) = products
+            assert (prod.symmetric, prod.row0, prod.accumulate) == (True, 1, True)
+            assert prod.ops()["mul"] == m * (m + 1) // 2 * k
+            values = dict(zip(("R", prod.left), (v.copy() for v in _run(ctx, new_outputs, xv, yv))))
+            _apply(prod, values)
+            got = values["R"].reshape(out.shape)
+            assert np.array_equal(got, got.T)
+        else:                                       # one expression per entry of the upper triangle
+            assert products == []
+            assert sum(a.target.name.startswith("P_") for a in ctx.program) == m * (m + 1) // 2
+            got = _run(ctx, new_outputs, xv, yv)[0].reshape(out.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("case", ["used_later", "not_a_block", "mixed_signs"])
 def test_product_expanded_where_it_cannot_run_in_place(case):
     m, p = 3, 4
     ctx, A, B = _toy(m, p)
@@ -107,9 +185,9 @@ def test_product_expanded_where_it_cannot_run_in_place(case):
         extra = ctx.stage("later", P[0, 0] * 2)
         outputs = [("R", list(P.ravel())), ("A", list(A.ravel())), ("e", [extra])]
         shapes = {"R": (m, p), "A": (m, m), "e": (1,)}
-    elif case == "left_not_output":
-        outputs = [("R", list(P.ravel()))]
-        shapes = {"R": (m, p)}
+    elif case == "not_a_block":                     # A is no output, and the result is stored transposed
+        outputs = [("R", list(P.T.ravel()))]
+        shapes = {"R": (p, m)}
     else:
         P2 = P.copy()
         P2[:, 0] = -P2[:, 0]
@@ -124,7 +202,9 @@ def test_product_expanded_where_it_cannot_run_in_place(case):
         np.testing.assert_allclose(got[2], [2 * want[0, 0]], rtol=1e-14)
     if case == "mixed_signs":
         want[:, 0] = -want[:, 0]
-    np.testing.assert_allclose(got[0].reshape(m, p), want, rtol=1e-14)
+    if case == "not_a_block":
+        want = want.T
+    np.testing.assert_allclose(got[0].reshape(want.shape), want, rtol=1e-14)
 
 
 # ---- the generated C: vectors of 4, of 2, none: the same bits ------------------------------------------
@@ -135,6 +215,39 @@ def _accepts(cc: list[str], flag: str, tmp: Path) -> bool:
     return done.returncode == 0
 
 
+def _build_variants(cc, src: Path, tmp_path: Path) -> dict[str, ctypes.CDLL]:
+    """``src`` compiled with vectors of the compiler's default target, without vectors, and (where the
+    compiler takes it) with -march=native."""
+    variants = {"simd (compiler's default target)": [], "scalar loops": ["-DSOADYN_NO_SIMD"]}
+    if _accepts(cc, "-march=native", tmp_path):
+        variants["simd (-march=native)"] = ["-march=native"]
+    libs = {}
+    for label, flags in variants.items():
+        lib = tmp_path / f"{src.stem}{len(libs)}.so"
+        subprocess.run([*cc, "-std=gnu99", "-O2", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC",
+                        *flags, str(src), "-o", str(lib), "-lm"], check=True, capture_output=True)
+        libs[label] = ctypes.CDLL(str(lib))
+    return libs
+
+
+def _same_bits(libs: dict[str, ctypes.CDLL], fn_name: str, ins, refs, nv: int) -> list[np.ndarray]:
+    results = {}
+    for label, dll in libs.items():
+        outs = [np.full((nv, nv), np.nan) for _ in refs]
+        args = [np.ascontiguousarray(x, dtype=float) for x in ins] + outs
+        getattr(dll, fn_name)(*[a.ctypes.data_as(ctypes.c_void_p) for a in args])
+        results[label] = outs
+    for label, outs in results.items():
+        for got, want in zip(outs, refs):
+            assert not np.isnan(got).any(), label
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=label)
+    first = next(iter(results.values()))
+    for label, outs in results.items():
+        for a, b in zip(outs, first):
+            assert np.array_equal(a.view(np.int64), b.view(np.int64)), label
+    return first
+
+
 def test_product_loops_give_the_same_bits_with_and_without_vectors(cc, request, tmp_path_factory, tmp_path):
     robot, _ = resolve_robot(TEST_ARM, "free")
     robot = robot.replace(gravity=np.array([0.7, -1.3, -9.81]))
@@ -142,29 +255,36 @@ def test_product_loops_give_the_same_bits_with_and_without_vectors(cc, request, 
     mod = compile_robot(robot, out, functions=["forward_dynamics_derivatives"], progress=False)
     src = next(Path(mod.__file__).parent.glob("*.c"))
     assert "prod_B" in src.read_text()                  # the product is a loop in this function
-    variants = {"simd (compiler's default target)": [], "scalar loops": ["-DSOADYN_NO_SIMD"]}
-    if _accepts(cc, "-march=native", tmp_path):
-        variants["simd (-march=native)"] = ["-march=native"]
     rng = np.random.default_rng(8)
     q = robot.random_configuration(rng)
     v, tau = rng.normal(size=robot.nv), rng.normal(size=robot.nv)
-    fn_name = f"{mod.module_name}_forward_dynamics_derivatives"
-    results = {}
-    for label, flags in variants.items():
-        lib = tmp_path / f"lib{len(results)}.so"
-        subprocess.run([*cc, "-std=gnu99", "-O2", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC",
-                        *flags, str(src), "-o", str(lib), "-lm"], check=True, capture_output=True)
-        fn = getattr(ctypes.CDLL(str(lib)), fn_name)
-        outs = [np.full((robot.nv, robot.nv), np.nan) for _ in range(3)]
-        args = [np.ascontiguousarray(x, dtype=float) for x in (q, v, tau)] + outs
-        fn(*[a.ctypes.data_as(ctypes.c_void_p) for a in args])
-        results[label] = outs
-    ref = mod.forward_dynamics_derivatives(q, v, tau)
-    for label, outs in results.items():
-        for got, want in zip(outs, ref):
-            assert not np.isnan(got).any(), label
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=label)
-    first = next(iter(results.values()))
-    for label, outs in results.items():
-        for a, b in zip(outs, first):
-            assert np.array_equal(a.view(np.int64), b.view(np.int64)), label
+    _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_forward_dynamics_derivatives",
+               (q, v, tau), mod.forward_dynamics_derivatives(q, v, tau), robot.nv)
+
+
+def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, request, tmp_path_factory,
+                                                                          tmp_path):
+    """The free base's term of M^-1 (eq. 2.10c) as a symmetric loop, on a branched tree (an arm and three
+    wheels on the base, 10 hinges): the same bits with and without vectors, equal to the float run and the
+    dense reference, and the joints' block exactly symmetric."""
+    from soadyn.reference.dense import mass_matrix
+
+    robot, _ = resolve_robot(EXAMPLES / "dimitrov_7dof_rw.yaml", None)
+    assert robot.is_free and len(set(robot.parent[1:])) < robot.n_bodies - 1      # branched
+    out = module_cache_dir(request, tmp_path_factory, "soadyn_product_modules")
+    mod = compile_robot(robot, out, functions=["mass_matrix_inverse"], progress=False)
+    src = next(Path(mod.__file__).parent.glob("*.c"))
+    assert "_mass_matrix_inverse_prod_MinvB(" in src.read_text()
+    q = robot.random_configuration(np.random.default_rng(9))
+    (minv,) = _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_mass_matrix_inverse", (q,),
+                         (mod.mass_matrix_inverse(q),), robot.nv)
+    assert np.array_equal(minv[6:, 6:], minv[6:, 6:].T)
+    # the SIMD batch (lanes of states) evaluates the product as expressions: the same bits per state
+    (f,) = generate(robot, functions=["mass_matrix_inverse"], profile=get_profile("fast")).functions
+    assert f.lanes_body is not None and f.extra.vectorised
+    qs = np.array([robot.random_configuration(np.random.default_rng(s)) for s in range(5)])
+    batch = mod.mass_matrix_inverse(qs)
+    for qk, mk in zip(qs, batch):
+        assert np.array_equal(mk.view(np.int64), mod.mass_matrix_inverse(qk).view(np.int64))
+    want = np.linalg.inv(mass_matrix(robot, q))
+    np.testing.assert_allclose(minv, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())

@@ -916,7 +916,7 @@ void seed004_example1_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_1x_1 = D0di4*W0_1y_4;
     const double W0_1x_2 = -D0L43*W0_1x_1 + t7*D0di3;
     const double W0_1x_3 = -D0L32*W0_1x_2 - D0L42*W0_1x_1 + D0di2*Y1_0_2;
-    const double Minv1_1 = 0.29850746268656714 + Y1_0_2*W0_1x_3 + Y1_0_3*W0_1x_2 + Y1_0_4*W0_1x_1;
+    const double MinvB_0 = Y1_0_2*W0_1x_3 + Y1_0_3*W0_1x_2 + Y1_0_4*W0_1x_1;
     Minv[0] = Dninvc0x_5;
     Minv[1] = Dninvc1x_5;
     Minv[2] = 0;
@@ -965,7 +965,7 @@ void seed004_example1_mass_matrix_inverse(const double *q, double *Minv)
     Minv[45] = W0_1x_2;
     Minv[46] = W0_1x_1;
     Minv[47] = 0;
-    Minv[48] = Minv1_1;
+    Minv[48] = 0.29850746268656714 + MinvB_0;
 }
 
 void seed004_example1_mass_matrix_inverse_batch(int n, const double *q, double *Minv)

@@ -121,7 +121,7 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         tau_id = _newton_euler(kin, vt, acc)
         seeds, over, n = _qv_seeds(robot, ctx, q, v)
         (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
-    Minv = mass_matrix_inverse_from(ab)
+    Minv = mass_matrix_inverse_from(ab, loop=False)   # M^-1 is the next product's left factor
     da = -ctx.matmul("dadx", Minv, J)           # a loop over the stored factors in the generated C
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:

@@ -60,8 +60,12 @@ def mass_matrix_inverse(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.nda
     return mass_matrix_inverse_from(articulated_body(robot, ctx, q))
 
 
-def mass_matrix_inverse_from(ab: ArticulatedBody) -> np.ndarray:
-    """:func:`mass_matrix_inverse` from an articulated-body run that is already staged."""
+def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True) -> np.ndarray:
+    """:func:`mass_matrix_inverse` from an articulated-body run that is already staged.
+
+    ``loop``: the free base's term of every pair of hinges as one dense product (``ctx.matmul``, a loop in
+    the generated C when M^-1 is an output and nothing else reads it); False: one 6-term sum per pair,
+    shared by (a, b) and (b, a), for callers that go on computing with M^-1."""
     robot, ctx = ab.kin.robot, ab.kin.ctx
     cols = innovation_columns(ab)
     nv, n = robot.nv, robot.n_bodies
@@ -90,6 +94,15 @@ def mass_matrix_inverse_from(ab: ArticulatedBody) -> np.ndarray:
         for i, yib in cols[b].items():
             if i > 0:
                 W[i, b] = ctx.stage(f"W{i}_{b}", yib * ab.Dinv[i])
+    # free base: the base's term Y(n, a)* D(n)^-1 Y(n, b) of eq. 2.10c enters every pair of hinges (all of
+    # them are outboard of the base), the dense product of the (nv - 6) x 6 rows Y(n, a)* and the 6 x (nv - 6)
+    # columns W0(b): one loop in the generated C (ctx.matmul) instead of a 6-term sum per entry
+    base = None
+    if robot.is_free and n > 1 and loop:
+        base = ctx.matmul("MinvB", np.array([cols[a][0] for a in range(1, n)]),
+                          np.stack([W0[b] for b in range(1, n)], axis=1), symmetric=True)
+    # the hinges' terms: Y(i, a) D^-1(i) Y(i, b) over the hinges i inboard of (or at) both a and b, which are
+    # none for bodies on different branches; computed once per pair (M^-1 is symmetric)
     for b in range(1, n):
         for a in range(1, b + 1):
             terms = []
@@ -97,13 +110,15 @@ def mass_matrix_inverse_from(ab: ArticulatedBody) -> np.ndarray:
                 ya, wb = y(i, a), W.get((i, b))
                 if ya is not None and wb is not None:
                     terms.append(ya * wb)
-            if robot.is_free and a in W0 and b in W0:
+            if robot.is_free and base is None:
                 terms.append(cols[a][0] @ W0[b])
-            if not terms:
+            va = vb = ctx.stage(f"Minv{a}_{b}", sum(terms[1:], terms[0])) if terms else 0
+            if base is not None:
+                va, vb = va + base[a - 1, b - 1], vb + base[b - 1, a - 1]
+            elif not terms:
                 continue
-            val = ctx.stage(f"Minv{a}_{b}", sum(terms[1:], terms[0]))
-            Minv[robot.v_index(a), robot.v_index(b)] = val
-            Minv[robot.v_index(b), robot.v_index(a)] = val
+            Minv[robot.v_index(a), robot.v_index(b)] = va
+            Minv[robot.v_index(b), robot.v_index(a)] = vb
     return Minv
 
 
