@@ -168,7 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     # ---- soadyn: fresh derive + compile of the derivative functions only ----------------------------
     fresh = Path(tempfile.mkdtemp(prefix="soadyn_deriv_", dir=work))
     t0 = time.perf_counter()
-    mod = soadyn_compile(robot, out_dir=fresh, functions=list(DERIVATIVE_FUNCTIONS), force=True, progress=False)
+    cache_env = os.environ.get("SOADYN_OBJECT_CACHE")
+    os.environ["SOADYN_OBJECT_CACHE"] = "off"           # a first compile: no object reused from earlier runs
+    try:
+        mod = soadyn_compile(robot, out_dir=fresh, functions=list(DERIVATIVE_FUNCTIONS), force=True,
+                             progress=False)
+    finally:
+        if cache_env is None:
+            os.environ.pop("SOADYN_OBJECT_CACHE", None)
+        else:
+            os.environ["SOADYN_OBJECT_CACHE"] = cache_env
     wall = time.perf_counter() - t0
     module_dir = Path(mod.__file__).parent
     stamp = json.loads((module_dir / "soadyn_stamp.json").read_text())

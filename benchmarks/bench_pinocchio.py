@@ -68,13 +68,15 @@ def cmeel_prefix() -> Path:
 
 
 def _cmeel_prefixes() -> list[Path]:
-    """Every ``cmeel.prefix`` on ``sys.path`` (a venv with system site-packages has two)."""
+    """Every ``cmeel.prefix`` on ``sys.path`` (a venv with system site-packages has two), then those listed
+    in ``SOADYN_CMEEL_PREFIX`` (``:``-separated; e.g. a venv whose wheels ship the Eigen headers)."""
     out = [cmeel_prefix()]
     for entry in sys.path:
         for cand in (Path(entry) / "cmeel.prefix", *Path(entry).parents):
             cand = cand if cand.name == "cmeel.prefix" else cand / "cmeel.prefix"
             if cand.is_dir() and cand not in out:
                 out.append(cand)
+    out += [Path(x) for x in os.environ.get("SOADYN_CMEEL_PREFIX", "").split(os.pathsep) if x]
     return out
 
 
