@@ -189,17 +189,25 @@ def _product_vector_lines(p: Product, width: int) -> list[str]:
     out += ["}",
             f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
             f"    const double *prod_a = {p.left} + {m} * prod_i;"]
+    out += _accumulate_row(nvec, m, "prod_r")
+    return out + _product_copies(p, "prod_r.d", load=False) + ["}"]
+
+
+def _accumulate_row(nvec: int, k: int, row: str, indent: str = "    ") -> list[str]:
+    """Row ``prod_i`` of a product, ``nvec`` vectors wide, into ``row``: blocks of at most
+    :data:`PRODUCT_BLOCK` vector accumulators, ``c = a[0] B[0] + a[1] B[1] + ...`` (left to right)."""
+    out = []
     for b0 in range(0, nvec, PRODUCT_BLOCK):
         acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
-        out += ["    {",
-                "        " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
-                f"        for (prod_k = 1; prod_k < {m}; ++prod_k) {{",
-                "            " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
-                                         for v in acc),
-                "        }",
-                "        " + " ".join(f"prod_r.v[{v}] = prod_c{v};" for v in acc),
-                "    }"]
-    return out + _product_copies(p, "prod_r.d", load=False) + ["}"]
+        out += [f"{indent}{{",
+                f"{indent}    " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
+                f"{indent}    for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
+                f"{indent}        " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
+                                               for v in acc),
+                f"{indent}    }}",
+                f"{indent}    " + " ".join(f"{row}.v[{v}] = prod_c{v};" for v in acc),
+                f"{indent}}}"]
+    return out
 
 
 def _product_copies(p: Product, row: str, load: bool) -> list[str]:
@@ -269,16 +277,7 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
                 "        prod_u.v[prod_j] = prod_c;",
                 "    }"]
     else:
-        for b0 in range(0, nvec, PRODUCT_BLOCK):
-            acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
-            out += ["    {",
-                    "        " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
-                    f"        for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
-                    "            " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
-                                             for v in acc),
-                    "        }",
-                    "        " + " ".join(f"prod_u.v[{v}] = prod_c{v};" for v in acc),
-                    "    }"]
+        out += _accumulate_row(nvec, k, "prod_u")
     # whole (unaligned) vectors of the row, then its last entries one by one
     out += [f"    for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
             f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
