@@ -44,7 +44,7 @@ class Program:
 @dataclass(frozen=True)
 class Product:
     """``scale * A @ B`` (``A`` m x m), evaluated after the program's assignments as a loop (the C of
-    :func:`soadyn.codegen.emit.product_lines`), in place: the program stores column ``j`` of ``B`` where
+    :func:`soadyn.codegen.emit.product_function`), in place: the program stores column ``j`` of ``B`` where
     column ``j`` of the result goes, and ``A`` is the output ``left`` (row-major).  ``runs`` lists the
     result's columns in order as ``(output, row stride, first column, number of columns)``."""
 

@@ -172,7 +172,7 @@ PRODUCT_BLOCK = 8
 
 
 def _product_vector_lines(p: Product, width: int) -> list[str]:
-    """The GCC/Clang vector-extension loops of :func:`product_lines` with ``width`` doubles per vector:
+    """The GCC/Clang vector-extension loops of :func:`product_function` with ``width`` doubles per vector:
     one multiply and one add per vector of a result row and factor entry, in the scalar loops' order.
     The factor and the result row are unions of vectors and doubles (C99 type punning), so that no
     vector load waits on the scalar stores just before it."""
