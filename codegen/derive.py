@@ -169,13 +169,11 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
         for flat, e in enumerate(es):
             if e.is_Number or not (e.free_symbols & index.keys()):
                 continue
-            sign = 1
-            if e.is_Mul and e.args[0] == -1 and len(e.args) == 2:
-                sign, e = -1, e.args[1]
-            if e not in index or index[e] in where:
+            split = _split_term(e, index)
+            if split is None or split[0] != 0 or index[split[2]] in where:
                 return None
-            where[index[e]] = (name, flat)
-            signs.add(sign)
+            where[index[split[2]]] = (name, flat)
+            signs.add(split[1])
     if len(signs) > 1:
         return None
     targets = {w[0] for w in where.values()}

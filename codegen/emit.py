@@ -172,11 +172,26 @@ PRODUCT_BLOCK = 8
 
 
 def _product_vector_lines(p: Product, width: int) -> list[str]:
-    """The GCC/Clang vector-extension loops of :func:`product_function` with ``width`` doubles per vector:
-    one multiply and one add per vector of a result row and factor entry, in the scalar loops' order.
-    The factor and the result row are unions of vectors and doubles (C99 type punning), so that no
-    vector load waits on the scalar stores just before it."""
+    """The loops of an in-place product (:func:`product_function`) with ``width`` doubles per GCC/Clang
+    vector (1: plain scalar loops): the right factor read back from the result's columns, then each result
+    row accumulated over the left factor's row, ``r = a[0] B[0] + a[1] B[1] + ...`` (left to right), and
+    stored.  The factor and the row are unions of vectors and doubles (C99 type punning), so that no vector
+    load waits on the scalar stores just before it."""
     m, n = p.m, p.columns
+    if width == 1:
+        return [f"double prod_B[{m}][{n}], prod_r[{n}];",
+                "int prod_i, prod_j, prod_k;",
+                f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{",
+                *_product_copies(p, "prod_B[prod_k]", load=True),
+                "}",
+                f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+                f"    const double *prod_a = {p.left} + {m} * prod_i;",
+                f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
+                "prod_r[prod_j] = prod_a[0] * prod_B[0][prod_j];",
+                f"    for (prod_k = 1; prod_k < {m}; ++prod_k)",
+                f"        for (prod_j = 0; prod_j < {n}; ++prod_j) "
+                "prod_r[prod_j] += prod_a[prod_k] * prod_B[prod_k][prod_j];",
+                *_product_copies(p, "prod_r", load=False), "}"]
     nvec = -(-n // width)
     out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
            f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{m}], prod_r;",
@@ -288,45 +303,37 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
 def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     """C of ``p``, run after the statements: ``(definition, lines of the call)``.
 
-    The right factor is read back from where the result goes, then each result row is accumulated over
-    the left factor's row, ``r = a[0] B[0] + a[1] B[1] + ...`` (left to right).  With GCC or Clang the
-    columns are vectors (4 doubles with AVX, else 2); every lane performs the scalar loop's operations in
-    the same order (``-ffp-contract=off``), so all three give the same bits.  The loops are a function of
-    their own (``noinline``): inlined at the end of a long straight-line body, gcc -O3 made them 2.5x
-    slower (Panda forward-dynamics derivatives: 700 against 280 ns)."""
-    m, n = p.m, p.columns
+    The loops (:func:`_product_vector_lines` in place, :func:`_general_product_lines` from a scratch array)
+    come three times: with GCC or Clang over vectors of 4 doubles with AVX, else 2; otherwise plain scalar
+    loops.  Every lane performs the scalar loop's operations in the same order (``-ffp-contract=off``), so
+    all three give the same bits.  The loops are a function of their own (``noinline``): inlined at the
+    end of a long straight-line body, gcc -O3 made them 2.5x slower (Panda forward-dynamics derivatives:
+    700 against 280 ns)."""
     what = section_of(p.name) or f"{p.name}: dense product"
     sign = "-" if p.scale < 0 else ""
     name = f"{cname}_prod_{p.name}"
     if p.k:
-        return _general_product_function(p, name, what)
-    outs = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
-    params = ", ".join([f"const double *{p.left}"] + [f"double *{o}" for o in outs[1:]])
-    scalar = [f"double prod_B[{m}][{n}], prod_r[{n}];",
-              "int prod_i, prod_j, prod_k;",
-              f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{"]
-    scalar += _product_copies(p, "prod_B[prod_k]", load=True)
-    scalar += ["}",
-               f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
-               f"    const double *prod_a = {p.left} + {m} * prod_i;",
-               f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
-               "prod_r[prod_j] = prod_a[0] * prod_B[0][prod_j];",
-               f"    for (prod_k = 1; prod_k < {m}; ++prod_k)",
-               f"        for (prod_j = 0; prod_j < {n}; ++prod_j) "
-               "prod_r[prod_j] += prod_a[prod_k] * prod_B[prod_k][prod_j];",
-               *_product_copies(p, "prod_r", load=False), "}"]
+        lines = functools.partial(_general_product_lines, p)
+        args = [p.left, p.runs[0][0]]
+        how = "added to" if p.accumulate else "stored into"
+        head = (f"{name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), A and B from {p.left}, {how} "
+                f"rows {p.row0}.. of {args[1]}")
+    else:
+        lines = functools.partial(_product_vector_lines, p)
+        args = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
+        head = (f"{name} = {sign}{p.left} B, ({p.m} x {p.m}) by ({p.m} x {p.columns}), B read back from the "
+                "outputs")
+    params = ", ".join([f"const double *{args[0]}"] + [f"double *{o}" for o in args[1:]])
     ind = "    "
     body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
              "#if defined(__AVX__)"]
-            + [ind + x for x in _product_vector_lines(p, 4)] + ["#else"]
-            + [ind + x for x in _product_vector_lines(p, 2)] + ["#endif", "#else"]
-            + [ind + x for x in scalar] + ["#endif"])
-    text = (f"/* {c_comment(what)}:\n   {name} = {sign}{p.left} B, ({m} x {m}) by ({m} x {n}), B read back "
-            "from the outputs */\n"
+            + [ind + x for x in lines(4)] + ["#else"]
+            + [ind + x for x in lines(2)] + ["#endif", "#else"]
+            + [ind + x for x in lines(1)] + ["#endif"])
+    text = (f"/* {c_comment(what)}:\n   {head} */\n"
             "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
             f"static void {name}({params})\n{{\n" + "".join(f"{x}\n" for x in body) + "}\n")
-    call = [f"/* {c_comment(what)} */", f"{name}({', '.join(outs)});"]
-    return text, call
+    return text, [f"/* {c_comment(what)} */", f"{name}({', '.join(args)});"]
 
 
 _SCRATCH_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
@@ -369,27 +376,6 @@ def expanded_products(body: list[str], products: list[Product]) -> list[str]:
                              else f"{sign}{p.left}_r{i}_{j}")
                     out.append(f"{name}[{stride * (p.row0 + a) + col + b}] = {value};")
     return out
-
-
-def _general_product_function(p: Product, name: str, what: str) -> tuple[str, list[str]]:
-    """C of a general product (:func:`product_function`): its factors come from the scratch array that the
-    function's statements fill."""
-    out = p.runs[0][0]
-    ind = "    "
-    body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
-             "#if defined(__AVX__)"]
-            + [ind + x for x in _general_product_lines(p, 4)] + ["#else"]
-            + [ind + x for x in _general_product_lines(p, 2)] + ["#endif", "#else"]
-            + [ind + x for x in _general_product_lines(p, 1)] + ["#endif"])
-    how = "added to" if p.accumulate else "stored into"
-    sign = "-" if p.scale < 0 else ""
-    text = (f"/* {c_comment(what)}:\n   {name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), A and B "
-            f"from {p.left}, {how} rows {p.row0}.. of {out} */\n"
-            "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
-            f"static void {name}(const double *{p.left}, double *{out})\n{{\n"
-            + "".join(f"{x}\n" for x in body) + "}\n")
-    call = [f"/* {c_comment(what)} */", f"{name}({p.left}, {out});"]
-    return text, call
 
 
 #: a run of at least ZERO_RUN exact zeros in an output of a frame family is written by loops of at most
