@@ -251,8 +251,11 @@ def _same_bits(libs: dict[str, ctypes.CDLL], fn_name: str, ins, refs, nv: int) -
 def test_product_loops_give_the_same_bits_with_and_without_vectors(cc, request, tmp_path_factory, tmp_path):
     robot, _ = resolve_robot(TEST_ARM, "free")
     robot = robot.replace(gravity=np.array([0.7, -1.3, -9.81]))
-    out = module_cache_dir(request, tmp_path_factory, "soadyn_product_modules")
-    mod = compile_robot(robot, out, functions=["forward_dynamics_derivatives"], progress=False)
+    # the module of tests/test_derivatives.py (same robot, gravity, functions and directory): served from
+    # the module cache, not derived again
+    out = module_cache_dir(request, tmp_path_factory, "soadyn_derivative_modules")
+    mod = compile_robot(robot, out, functions=["inverse_dynamics_derivatives", "forward_dynamics_derivatives",
+                                                "frame_acceleration_derivatives"], progress=False)
     src = next(Path(mod.__file__).parent.glob("*.c"))
     assert "prod_B" in src.read_text()                  # the product is a loop in this function
     rng = np.random.default_rng(8)
