@@ -24,7 +24,7 @@ from soadyn.codegen.derive import DerivationError, Product, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.sections import section_of
-from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
+from soadyn.codegen.units import OUTPUT_STORE, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.parameters import default_params
 from soadyn.model.robot import Robot
@@ -336,9 +336,6 @@ def product_function(p: Product, cname: str) -> tuple[str, list[str]]:
     return text, [f"/* {c_comment(what)} */", f"{name}({', '.join(args)});"]
 
 
-_SCRATCH_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
-
-
 def expanded_products(body: list[str], products: list[Product]) -> list[str]:
     """``body`` (the statements, stores included) with its general products as expressions: a factor's
     scratch entry becomes a local ``<scratch>_<i>``, and each result entry ``C + s (a_i0 b_0j + ...)`` is
@@ -353,7 +350,7 @@ def expanded_products(body: list[str], products: list[Product]) -> list[str]:
     rest: dict[tuple[str, int, int], str] = {}
     out = []
     for line in body:
-        m = _SCRATCH_STORE.match(line.strip())
+        m = OUTPUT_STORE.match(line.strip())
         if m and any(m.group(1) == p.left for p in products):
             out.append(f"const double {m.group(1)}_{m.group(2)} = {m.group(3)};")
         elif m and (m.group(1), int(m.group(2))) in blocks:

@@ -34,7 +34,8 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces"})
 
 _ASSIGN = re.compile(r"^const double (\w+) = (.*);$")
-_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
+#: an output store of a generated body, ``name[k] = expr;``
+OUTPUT_STORE = re.compile(r"^(\w+)\[(\d+)\] = (.*);$")
 _LOAD = re.compile(r"^\w+\[\d+\]$")
 _ZEROS = re.compile(r"^for \(int k = \d+; k < \d+; \+\+k\) (\w+)\[k\] = 0\.0;$")
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
@@ -75,7 +76,7 @@ def parse_body(body: list[str]) -> list[Stmt] | None:
             out.append(Stmt(s, m.group(1), _names(expr), len(_OPS.findall(_NUMBER.sub(" ", expr))),
                             bool(_LOAD.match(expr))))
             continue
-        m = _STORE.match(s)
+        m = OUTPUT_STORE.match(s)
         if m:
             expr = m.group(3)
             out.append(Stmt(s, None, _names(expr) | {m.group(1)},
@@ -257,7 +258,7 @@ def stored_entries(body: list[str], outputs: list[str]) -> dict[str, list[tuple[
     stored there, or None for a computed value)."""
     out: dict[str, list[tuple[int, str | None]]] = {name: [] for name in outputs}
     for line in body:
-        m = _STORE.match(line.strip())
+        m = OUTPUT_STORE.match(line.strip())
         if m and m.group(1) in out:
             expr = m.group(3).strip()
             out[m.group(1)].append((int(m.group(2)), expr if _CONSTANT.fullmatch(expr) else None))
@@ -350,7 +351,7 @@ def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str,
                 expr = expr.replace(f"sin({a})", f"sc_s{k}").replace(f"cos({a})", f"sc_c{k}")
             out.append(f"const {vd} {m.group(1)} = {_vexpr(expr, inputs, lanes)};")
             continue
-        m = _STORE.match(s)
+        m = OUTPUT_STORE.match(s)
         if m and m.group(1) in outputs:   # into the lane-major output buffer (transposed at the end)
             k = int(m.group(2))
             if slots is not None:
