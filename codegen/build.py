@@ -2,8 +2,8 @@
 
 The flags come from the build profile (:mod:`soadyn.codegen.profiles`) and the translation units from
 :func:`soadyn.codegen.units.translation_units` (stage functions, one function per unit, objects reused
-through :mod:`soadyn.codegen.objcache`); the notes below on ``-O1`` and ``BIG_FUNCTION_OPS`` describe
-the defaults used when no profile flags are passed.
+through :mod:`soadyn.codegen.objcache`); the notes below on ``-O1`` describe the defaults used when no
+profile flags are passed.
 
 ``cffi.FFI.cdef`` gets the prototypes of the generated header, ``set_source`` a wrapper that includes the
 header; cffi writes the wrapper C (``emit_c_code``) and we run the C compiler ourselves, so that the flags
@@ -22,8 +22,6 @@ processes, default: the number of CPUs); each unit holds whole functions, with t
   ``-O1`` compiles in 18 % less CPU time than ``-O2`` (17.0 s vs 20.7 s) and the code is as fast or
   faster (forward_dynamics +-0 %, mass_matrix -9 %, inverse_dynamics -7 % per call); ``-O2``'s extra
   passes (SLP vectorisation, scheduling, PRE) do not pay off on this code, ``-O3`` even less.
-* functions with more than :data:`BIG_FUNCTION_OPS` operations (only the largest robots have them) are
-  compiled alone with ``-Og`` appended: ~30 % less compile time than ``-O1`` for ~45 % slower code.
 * ``-fno-math-errno``: lets ``sqrt`` compile to the bare instruction (no errno branch); results are
   unchanged (IEEE semantics are kept: no ``-ffast-math``, no reassociation).
 * ``-ffp-contract=off``: no fused multiply-adds, so the compiled code rounds exactly like the float run of
@@ -54,9 +52,6 @@ import soadyn.codegen.objcache as objcache
 STATS = {"compilations": 0}
 
 DEFAULT_CFLAGS = ("-O1", "-fno-math-errno", "-ffp-contract=off")
-#: functions with more operations than this are compiled in units of their own with BIG_CFLAGS appended
-BIG_FUNCTION_OPS = 20000
-BIG_CFLAGS = ("-Og",)
 
 
 class CompileError(RuntimeError):
@@ -93,28 +88,17 @@ def jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def unit_flags(big: bool) -> list[str]:
-    """Flags of one translation unit: :func:`cflags`, plus ``BIG_CFLAGS`` for a unit holding one huge
-    function (only with the default flags: ``SOADYN_CFLAGS`` applies to every unit as given)."""
-    flags = cflags()
-    if big and os.environ.get("SOADYN_CFLAGS") is None:
-        flags += list(BIG_CFLAGS)
-    return flags
-
-
 def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str,
-                    parts: Sequence[str | tuple[str, bool] | tuple[str, str, int, str]],
+                    parts: Sequence[tuple[str, str, int, str]],
                     source_file: str | None = None,
                     progress: Callable[[str], None] | None = None, flags: Sequence[str] | None = None,
                     object_cache: Path | None = None, fast_source: str | None = None) -> Path:
     """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
 
-    ``parts`` are translation units (the functions of the generated source split for parallel
-    compilation, as the former ``emit.split_units`` made them): texts, or ``(text, big)`` pairs where
-    ``big`` selects :func:`unit_flags` for a huge function; they are written next to the header,
-    compiled in parallel (:func:`jobs`) and removed afterwards; or ``(stem, text, ops, dependency)``
-    units of :func:`soadyn.codegen.units.translation_units`, whose objects are reused from
-    ``object_cache`` (:mod:`soadyn.codegen.objcache`).  ``flags``: the profile's flags (default
+    ``parts`` are the ``(stem, text, ops, dependency)`` translation units of
+    :func:`soadyn.codegen.units.translation_units`: written next to the header, compiled in parallel
+    (:func:`jobs`), their objects reused from ``object_cache`` (:mod:`soadyn.codegen.objcache`), and
+    removed afterwards.  ``flags``: the profile's flags (default
     :func:`cflags`).  ``source_file`` (the single generated
     source) is used instead by the fallback compiler driver.  ``fast_source``: the single-call entry points
     (:func:`soadyn.codegen.emit.emit_fastcalls`), one more unit compiled against numpy's headers (POSIX
@@ -126,8 +110,7 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     module_dir = Path(module_dir)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    explicit = flags is not None
-    flags = list(flags) if explicit else cflags()
+    flags = list(flags) if flags is not None else cflags()
     ffi.set_source(ext_name, f'#include "{header_file}"\n', include_dirs=[str(module_dir)],
                    sources=[str(module_dir / source_file)] if source_file else [], extra_compile_args=flags)
     wrapper = module_dir / f"{ext_name}.c"
@@ -141,16 +124,10 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
         sources = [wrapper]
         unit_flag = {wrapper: flags}
         deps: dict[Path, str] = {}
-        for i, part in enumerate(parts):
-            if isinstance(part, tuple) and len(part) == 4:
-                stem, text, _, dep = part
-                p = module_dir / f"{ext_name}_{stem}.c"
-                deps[p] = dep
-                unit_flag[p] = flags
-            else:
-                text, big = (part, False) if isinstance(part, str) else part
-                p = module_dir / f"{ext_name}_part{i}.c"
-                unit_flag[p] = flags if explicit else unit_flags(big)
+        for stem, text, _, dep in parts:
+            p = module_dir / f"{ext_name}_{stem}.c"
+            deps[p] = dep
+            unit_flag[p] = flags
             p.write_text(text, encoding="utf-8")
             sources.append(p)
         if fast_source is not None:
