@@ -66,6 +66,12 @@ def joint_indices(module: Any, joints: Sequence[int | str] | None, what: str = "
     return np.array(out, dtype=int)
 
 
+def wheels_and_arm(module: Any, wheels: Sequence[int | str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the wheel joints, the other joints: the arm), indices into the joint list of a free-base module."""
+    rw = joint_indices(module, wheels, "wheels")
+    return rw, np.setdiff1d(np.arange(module.nv - 6), rw)
+
+
 def pinv_solve(H: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``H^+ b`` with the right pseudoinverse ``H^+ = H^T (H H^T)^-1`` (thesis eq. 3.12); SVD fallback."""
     try:
@@ -116,8 +122,7 @@ def partial_momenta(module: Any, q: Any, v: Any, wheels: Sequence[int | str] = (
     q = np.asarray(q, float)
     v = np.asarray(v, float)
     s = state(module, q, v)
-    rw = joint_indices(module, wheels, "wheels") if len(wheels) else np.array([], dtype=int)
-    arm = np.setdiff1d(np.arange(module.nv - 6), rw)
+    rw, arm = wheels_and_arm(module, wheels)
     qd = v[6:]
     Lb = s.R0 @ (s.Hb @ v[:3])
     Lbm = s.R0 @ (s.Hc[:, arm] @ qd[arm])
@@ -232,8 +237,7 @@ def momentum_management_rates(module: Any, q: Any, v: Any, wheels: Sequence[int 
     in joint order with the wheels removed)."""
     q, v = np.asarray(q, float), np.asarray(v, float)
     s = state(module, q, v)
-    rw = joint_indices(module, wheels, "wheels")
-    arm = np.setdiff1d(np.arange(module.nv - 6), rw)
+    rw, arm = wheels_and_arm(module, wheels)
     Lc = s.R0.T @ np.asarray(module.momentum(q, v), float)[:3] if L is None else np.asarray(L, float)
     Hbm, Hbr = s.Hc[:, arm], s.Hc[:, rw]
     out = pinv_solve(Hbm, Lc - Hbr @ v[6 + rw])
@@ -247,8 +251,7 @@ def distributed_momentum_rates(module: Any, q: Any, v: Any, wheels: Sequence[int
     """Desired manipulator rates of Distributed Momentum Control (thesis eq. 5.6), base axes:
     ``qd_m^d = H~_bm^+ (H~_bm qd_m + H~_b w_b)``: the arm takes over the base's angular momentum."""
     q, v = np.asarray(q, float), np.asarray(v, float)
-    rw = joint_indices(module, wheels, "wheels")
-    return _dmc_rates(state(module, q, v), v, np.setdiff1d(np.arange(module.nv - 6), rw))
+    return _dmc_rates(state(module, q, v), v, wheels_and_arm(module, wheels)[1])
 
 
 def _dmc_rates(s: FreeFloatingState, v: np.ndarray, arm: np.ndarray) -> np.ndarray:
@@ -269,9 +272,7 @@ def rnsc_torques(module: Any, q: Any, v: Any, wheels: Sequence[int | str], tau_r
     arm are not inertially coupled (``H~_rm = 0``, as in the thesis's model) this is exactly eq. 5.3."""
     q, v = np.asarray(q, float), np.asarray(v, float)
     s = state(module, q, v, f_ext)
-    nj = module.nv - 6
-    rw = joint_indices(module, wheels, "wheels") if len(wheels) else np.array([], dtype=int)
-    arm = np.setdiff1d(np.arange(nj), rw)
+    rw, arm = wheels_and_arm(module, wheels)
     ub = np.asarray(u_b, float)
     um = np.asarray(u_m, float)
     tr = np.asarray(tau_r, float).reshape(len(rw))
@@ -300,8 +301,7 @@ def rnsc_torques_thesis(module: Any, q: Any, v: Any, wheels: Sequence[int | str]
     """Eq. 5.2-5.3 literally (bar matrices, zero arm-wheel coupling assumed); tau (nv).  For comparison."""
     q, v = np.asarray(q, float), np.asarray(v, float)
     s = state(module, q, v)
-    rw = joint_indices(module, wheels, "wheels")
-    arm = np.setdiff1d(np.arange(module.nv - 6), rw)
+    rw, arm = wheels_and_arm(module, wheels)
     Hbm, Hbr = s.Hc[:, arm], s.Hc[:, rw]
     Hm, Hr = s.Hp[np.ix_(arm, arm)], s.Hp[np.ix_(rw, rw)]
     Hp = np.linalg.pinv(Hbm)
@@ -380,8 +380,7 @@ class ReactionNullSpaceControl:
         require_free(module, "ReactionNullSpaceControl")
         self.module = module
         self.wheels = list(wheels)
-        rw = joint_indices(module, self.wheels, "wheels") if self.wheels else np.array([], dtype=int)
-        self.arm = np.setdiff1d(np.arange(module.nv - 6), rw)
+        rw, self.arm = wheels_and_arm(module, self.wheels)
         self.K_b, self.K_m = float(K_b), float(K_m)
         self._tau_r = _time_fn(tau_r, len(rw), "tau_r")
 
@@ -399,11 +398,9 @@ class DistributedMomentumControl:
         require_free(module, "DistributedMomentumControl")
         self.module = module
         self.wheels = list(wheels)
-        rw = joint_indices(module, self.wheels, "wheels") if self.wheels else np.array([], dtype=int)
-        self.rw = rw
-        self.arm = np.setdiff1d(np.arange(module.nv - 6), rw)
+        self.rw, self.arm = wheels_and_arm(module, self.wheels)
         self.K_v = float(K_v)
-        self._tau_r = _time_fn(tau_r, len(rw), "tau_r")
+        self._tau_r = _time_fn(tau_r, len(self.rw), "tau_r")
 
     def torque(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         s = state(self.module, q, v)          # one mass matrix and bias for the rates and the torques
@@ -425,9 +422,8 @@ def simulate_momentum_management(module: Any, q0: Any, wheels: Sequence[int | st
     twist follows from momentum conservation with zero linear momentum (thesis eq. C.17).
     Returns ``t``, ``q``, ``v`` (base twist from :func:`base_velocity` algebra, joint rates)."""
     require_free(module, "simulate_momentum_management")
-    rw = joint_indices(module, wheels, "wheels")
+    rw, arm = wheels_and_arm(module, wheels)
     nj = module.nv - 6
-    arm = np.setdiff1d(np.arange(nj), rw)
     Lc = np.zeros(3) if L is None else np.asarray(L, float)
     tau_fn = _time_fn(wheel_torque, len(rw), "wheel_torque")
     q = np.asarray(q0, float).copy()
