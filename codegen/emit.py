@@ -23,6 +23,7 @@ from soadyn._version import __version__
 from soadyn.codegen.derive import DerivationError, Product, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
+from soadyn.codegen.schedule import SCHEDULE_MIN_OPS, pressure_order, statement_deps
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.units import OUTPUT_STORE, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -165,6 +166,30 @@ def _assignments(assigns: list[tuple[se.Basic, se.Basic]], pr: _Printer, stages:
             current = section
         out.append(f"{indent}const double {t.name} = {pr(e)};")
     return out
+
+
+def _scheduled(program: Program, outs: list[tuple[str, int, se.Basic]], pr: _Printer) -> list[str]:
+    """The assignments and the output stores ``outs`` in register-pressure order
+    (:func:`soadyn.codegen.schedule.pressure_order`), each stage's comment before its first statement."""
+    targets = [t for t, _ in program.assignments]
+    exprs = [e for _, e in program.assignments] + [e for _, _, e in outs]
+    deps = statement_deps([e.free_symbols for e in exprs], [*targets, *([None] * len(outs))])
+    order = pressure_order(deps, [True] * len(targets) + [False] * len(outs))
+    lines = ["/* statements in register-pressure order (codegen/schedule.py): the stages interleave, each "
+             "stage's comment is before its first statement */"]
+    seen: set[str] = set()
+    for k in order:
+        if k < len(targets):
+            t = targets[k]
+            section = section_of(program.stages.get(t.name, ""))
+            if section is not None and section not in seen:
+                lines.append(f"/* {c_comment(section)} */")
+                seen.add(section)
+            lines.append(f"const double {t.name} = {pr(exprs[k])};")
+        else:
+            name, i, _ = outs[k - len(targets)]
+            lines.append(f"{name}[{i}] = {pr(exprs[k])};")
+    return lines
 
 
 #: how many result vectors one pass of a product's row loop keeps in registers
@@ -450,15 +475,15 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     scratch: list[tuple[str, int]] = []
     lanes_body: list[str] | None = None
     if not family:
-        body += _assignments(program.assignments, pr, program.stages)
         factors = {p.left for p in program.products if p.k}
-        for name, es in program.outputs:
-            for i, e in enumerate(es):
-                if name in factors:
-                    body.append(f"{name}[{i}] = {pr(e)};")
-                elif not (skip_zeros and e == 0):
-                    body.append(f"{name}[{i}] = {pr(e)};")
-                    stores += 1
+        outs = [(name, i, e) for name, es in program.outputs for i, e in enumerate(es)
+                if name in factors or not (skip_zeros and e == 0)]
+        stores = sum(1 for name, _, _ in outs if name not in factors)
+        if program.ops.get("total", 0) >= SCHEDULE_MIN_OPS:
+            body += _scheduled(program, outs, pr)
+        else:
+            body += _assignments(program.assignments, pr, program.stages)
+            body += [f"{name}[{i}] = {pr(e)};" for name, i, e in outs]
         loop += ["for (i = 0; i < n; ++i) {", f"    {cname}({batch_args});", "}"]
         for p in program.products:
             text, call = product_function(p, cname)
