@@ -23,7 +23,7 @@ from soadyn._version import __version__
 from soadyn.codegen.derive import DerivationError, Product, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
-from soadyn.codegen.schedule import SCHEDULE_MIN_OPS, pressure_order, statement_deps
+from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.units import OUTPUT_STORE, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -479,7 +479,7 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
         outs = [(name, i, e) for name, es in program.outputs for i, e in enumerate(es)
                 if name in factors or not (skip_zeros and e == 0)]
         stores = sum(1 for name, _, _ in outs if name not in factors)
-        if program.ops.get("total", 0) >= SCHEDULE_MIN_OPS:
+        if worth_scheduling([a.size for a in spec.inputs], [a.size for a in spec.outputs]):
             body += _scheduled(program, outs, pr)
         else:
             body += _assignments(program.assignments, pr, program.stages)

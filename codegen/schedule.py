@@ -13,10 +13,23 @@ it starts, ties in the original order.  Each output entry is stored as soon as i
 is a topological order of the same statements, so the values are unchanged, bit for bit; stages
 interleave, so the C prints each stage's comment where the stage first appears.
 
-Measured (Panda free base, forward-dynamics derivatives, ``-O3 -march=native``, same harness, the process
-CPU time of 15,000 calls, best of 15): 2,210 ns in stage order, 2,065 ns in this order; stack operands
-6,281 -> 5,109 and instructions 17,024 -> 16,073.  The inverse-dynamics derivatives (6,600 operations) were
-unchanged (1,240 ns both), hence :data:`SCHEDULE_MIN_OPS`.
+Which functions: the wide ones (:func:`worth_scheduling`), whose outputs are a matrix of many independent
+entries (M, M^-1, derivative matrices); a recursion with a few outputs (inverse and forward dynamics) is
+limited by the latency of its chains, and measured slower reordered.  Measured on this machine (2-core AMD
+EPYC), ns per call, the process CPU time, best of 6 alternating runs, stage order -> this order:
+
+============================================  =============  ==============
+function (fast profile unless said)           Panda, nv = 13  four-arm, nv = 37
+============================================  =============  ==============
+mass_matrix                                   180 -> 151     1,100 -> 971
+mass_matrix_inverse                           600 -> 526     2,775 -> 2,516
+forward_dynamics (not reordered)              437 -> 497     2,038 -> 2,022
+inverse_dynamics (not reordered)              198 -> 210     1,056 -> 1,043
+forward_dynamics_derivatives (-O3 -march)     2,210 -> 2,065 -
+============================================  =============  ==============
+
+In the forward-dynamics derivatives the stack operands went from 6,281 to 5,109 of 17,024 -> 16,073
+instructions.
 """
 
 from __future__ import annotations
@@ -24,9 +37,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable, Sequence
 
-#: the fewest operations of a function whose statements are reordered (shorter ones keep their stage order,
-#: which reads better and measured as fast)
-SCHEDULE_MIN_OPS = 10000
+#: a function is reordered when its outputs have at least this many entries per entry of its inputs
+WIDE = 4
+
+
+def worth_scheduling(input_sizes: Sequence[int], output_sizes: Sequence[int]) -> bool:
+    """A wide function (outputs at least :data:`WIDE` times its inputs, in entries): its statement order is
+    :func:`pressure_order`'s; others keep the stage order (see the module docstring)."""
+    return sum(output_sizes) >= WIDE * sum(input_sizes)
 
 
 def pressure_order(deps: Sequence[frozenset[int] | set[int]], defines: Sequence[bool]) -> list[int]:

@@ -15,7 +15,7 @@ from conftest import TEST_ARM
 
 import soadyn.codegen.emit as emit
 from soadyn.codegen.pipeline import generate, resolve_robot
-from soadyn.codegen.schedule import pressure_order, statement_deps
+from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
 
 
 def _max_live(order: list[int], deps: list[frozenset[int]]) -> int:
@@ -67,6 +67,12 @@ def test_pressure_order_lowers_live_values_on_random_programs():
         assert _max_live(order, deps) < _max_live(list(range(len(deps))), deps)
 
 
+def test_wide_functions_are_scheduled():
+    assert worth_scheduling([14], [13 * 13])                  # M of a 7-hinge free arm
+    assert worth_scheduling([14, 13, 13], [169, 169, 169])    # forward-dynamics derivatives
+    assert not worth_scheduling([14, 13, 13], [13])           # inverse / forward dynamics
+
+
 def test_statement_deps_and_bad_input():
     deps = statement_deps([{"q"}, {"a", "q"}, {"a", "b"}], ["a", "b", None])
     assert deps == [frozenset(), frozenset({0}), frozenset({0, 1})]
@@ -81,13 +87,12 @@ def _compile(cc, src, lib):
 
 
 def test_scheduled_function_computes_the_same_bits(cc, tmp_path, monkeypatch):
-    """The forward-dynamics derivatives of a free 3-hinge arm in stage order and in pressure order (the
-    threshold lowered so that this small function is scheduled): different statement order, every stage's
-    comment once, and bit-identical outputs."""
+    """The forward-dynamics derivatives of a free 3-hinge arm (a wide function) in stage order and in pressure
+    order: different statement order, every stage's comment once, and bit-identical outputs."""
     robot, _ = resolve_robot(TEST_ARM, "free")
     texts = {}
-    for label, threshold in (("stage", 10 ** 12), ("pressure", 0)):
-        monkeypatch.setattr(emit, "SCHEDULE_MIN_OPS", threshold)
+    for label, wide in (("stage", False), ("pressure", True)):
+        monkeypatch.setattr(emit, "worth_scheduling", lambda inputs, outputs, wide=wide: wide)
         gen = generate(robot, module_name=f"sch_{label}", functions=["forward_dynamics_derivatives"])
         texts[label] = {name.replace(f"sch_{label}", "M"): text.replace(f"sch_{label}", "M")
                         for name, text in gen.files.items()}
