@@ -63,19 +63,16 @@ def pressure_order(deps: Sequence[frozenset[int] | set[int]], defines: Sequence[
             users[j].append(i)
     remaining = [len(u) for u in users]          # unscheduled readers of each value
     waiting = [len(d) for d in deps]             # operands not yet computed
+    # score: live ranges started (1 for a value read later) less those ended (operands it reads last)
+    score = [(1 if defines[i] and users[i] else 0) - sum(1 for j in deps[i] if remaining[j] == 1)
+             for i in range(n)]
     done = [False] * n
-
-    def score(i: int) -> int:
-        freed = sum(1 for j in deps[i] if remaining[j] == 1)
-        starts = 1 if defines[i] and users[i] else 0
-        return starts - freed
-
-    heap: list[tuple[int, int]] = [(score(i), i) for i in range(n) if waiting[i] == 0]
+    heap: list[tuple[int, int]] = [(score[i], i) for i in range(n) if waiting[i] == 0]
     heapq.heapify(heap)
     order: list[int] = []
     while heap:
         s, i = heapq.heappop(heap)
-        if done[i] or s != score(i):               # scheduled, or a stale entry (its score improved)
+        if done[i] or s != score[i]:               # scheduled, or a stale entry (its score improved)
             continue
         done[i] = True
         order.append(i)
@@ -83,12 +80,13 @@ def pressure_order(deps: Sequence[frozenset[int] | set[int]], defines: Sequence[
             remaining[j] -= 1
             if remaining[j] == 1:                  # its one unscheduled reader now ends its live range
                 last = next(u for u in users[j] if not done[u])
+                score[last] -= 1
                 if waiting[last] == 0:
-                    heapq.heappush(heap, (score(last), last))
+                    heapq.heappush(heap, (score[last], last))
         for u in users[i]:
             waiting[u] -= 1
             if waiting[u] == 0:
-                heapq.heappush(heap, (score(u), u))
+                heapq.heappush(heap, (score[u], u))
     if len(order) != n:
         raise ValueError("the statements' dependencies have a cycle")
     return order
