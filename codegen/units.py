@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 #: target operations per stage function (a function at most 1.5x this long is not split)
 STAGE_OPS = 2500
+#: a lanes transposition with more computed entries than this is a loop over a table of them
+UNROLLED_STORES = 32
 #: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
 #: that batches are made of (simulation, rollouts, sampling).  The lanes version of a function costs as
 #: much compile time as the scalar one again (all 29 functions of the four-arm robot: 114 s of compiler
@@ -460,8 +462,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
         return
     inputs = {a.name: a.size for a in f.inputs}
     outputs = {a.name: a.size for a in f.outputs}
-    # outputs stored whole with computed values keep slot = entry; the others are packed
-    packed = {a.name: [k for k, _ in stored[a.name]] != list(range(a.size))
+    # outputs stored whole with computed values (in any order) keep slot = entry and are copied back by
+    # one loop; the others are packed
+    packed = {a.name: sorted(k for k, _ in stored[a.name]) != list(range(a.size))
               or any(c is not None for _, c in stored[a.name]) for a in f.outputs}
     slots: dict[str, dict[int, int]] = {}
     for a in f.outputs:
@@ -505,7 +508,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
              + ["int k, l;" if plain else "int l;"])
     for a in f.outputs:
         if not packed[a.name]:
-            vbody.append(f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
+            vbody.append(f"for (k = 0; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         vbody += _transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
@@ -531,12 +534,36 @@ def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
 
 def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
     """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
-    constant or None, slot), each stored by name, a constant directly.  Zeros (``"0"``) are left out: a
-    delegating function clears its states' rows with one memset first (a thousand unrolled zero stores
-    cost gcc seconds of alias analysis, a loop over a table of their entries is scattered slowly)."""
-    lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
-             f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
-    return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+    constant or None, slot); a constant is stored directly.  Zeros (``"0"``) are left out: a delegating
+    function clears its states' rows with one memset first (a thousand unrolled zero stores cost gcc
+    seconds of alias analysis).  More than :data:`UNROLLED_STORES` computed entries are copied by a loop
+    over a table of their entries in slot order, one vector load and ``lanes`` stores per entry: written
+    out one store per line, gcc's alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of
+    gcc CPU for the 37-DOF mass matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of
+    the mass matrix family run as fast or faster, measured in issue 11)."""
+    consts = [(k, c) for k, c, _ in entries if c is not None and c != "0"]
+    vd = vector_type(lanes)
+    computed = sorted((slot, k) for k, c, slot in entries if c is None)
+    if len(computed) <= UNROLLED_STORES:
+        lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
+                 f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
+        return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+    n = len(computed)
+    if [slot for slot, _ in computed] == list(range(n)):     # slots 0 .. n-1: a table of the entries
+        table = ", ".join(str(k) for _, k in computed)
+        out = [f"static const int tr_{name}[{n}] = {{{table}}};",
+               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[j];",
+               f"    const int e = tr_{name}[j];"]
+    else:                                                      # a subset of the slots: (entry, slot) pairs
+        table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
+        out = [f"static const int tr_{name}[{n}][2] = {{{table}}};",
+               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[tr_{name}[j][1]];",
+               f"    const int e = tr_{name}[j][0];"]
+    out += [f"    for (l = 0; l < {lanes}; ++l) {name}[l * {size} + e] = t[l];", "}"]
+    if consts:
+        out += [f"for (l = 0; l < {lanes}; ++l) {{",
+                *(f"    {name}[l * {size} + {k}] = {c};" for k, c in consts), "}"]
+    return ["{", "int j;", *out, "}"]
 
 
 def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
