@@ -15,8 +15,11 @@ length of the whole function.  The statements, and so every floating-point opera
 are unchanged; only where the intermediate values live changes.
 
 :func:`translation_units` packs the emitted functions (and stages) into translation units for a
-parallel build, one function per unit so that an unchanged function keeps its object file
-(:mod:`soadyn.codegen.objcache`).
+parallel build: the pieces of one function only in a unit, so that an unchanged function keeps its object
+files (:mod:`soadyn.codegen.objcache`), consecutive stages together up to :data:`UNIT_OPS` operations.
+A unit costs a compiler process (~25 ms of CPU) and the parsing of the headers and SIMD prelude: the
+four-arm robot's 315 units of one stage each took 80 s of gcc CPU, its 50 packed units 62-64 s, the same
+functions (issue 11).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from dataclasses import dataclass, field
 
 #: target operations per stage function (a function at most 1.5x this long is not split)
 STAGE_OPS = 2500
+#: operations per translation unit: a function's stages are packed into units of about this size (each
+#: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
+UNIT_OPS = 10000
 #: a lanes transposition with more computed entries than this is a loop over a table of them
 UNROLLED_STORES = 32
 #: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
@@ -599,11 +605,12 @@ def prelude(lanes: int) -> str:
 
 
 def translation_units(funcs: list, header_name: str, header_text: str) -> list[tuple[str, str, int, str]]:
-    """``(file stem, C text, operations, dependency)`` per translation unit: each stage (scalar and SIMD)
-    in a unit
-    of its own, then the function with its batch entry.  A unit depends on nothing else of the module
-    except, for frame families, the frame enum of the header: its text (plus, as ``dependency``, the
-    header's for families) is the object-cache key (:mod:`soadyn.codegen.objcache`)."""
+    """``(file stem, C text, operations, dependency)`` per translation unit: the pieces of one function
+    (its stages, scalar and SIMD, in order, then the function with its batch entry), consecutive pieces
+    packed into units of about :data:`UNIT_OPS` operations.  A unit holds pieces of one function only
+    and depends on nothing else of the module except, for frame families, the frame enum of the header:
+    its text (plus, as ``dependency``, the header's for families) is the object-cache key
+    (:mod:`soadyn.codegen.objcache`), so an unchanged function keeps its objects."""
     units: list[tuple[str, str, int, str]] = []
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
@@ -613,14 +620,27 @@ def translation_units(funcs: list, header_name: str, header_text: str) -> list[t
         head = f'#include <math.h>\n{strings}#include "{header_name}"\n' + prelude(lanes)
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
-        n = max(1, len(pieces))
-        per = f.ops.get("total", 0) // n
-        for k, piece in enumerate(pieces[:-1] if extra and extra.vectorised else pieces):
-            units.append((f"{f.cname}_{k}", head + protos + piece, per, ""))
-        own = pieces[-1:] if extra and extra.vectorised else []
-        text = head + protos + "\n".join(own) + _function_text(f)
-        units.append((f.cname, text, per, header_text if f.is_family else ""))
+        per = f.ops.get("total", 0) // max(1, len(pieces))
+        own = pieces[-1:] if extra and extra.vectorised else []    # the SIMD driver goes with the function
+        rest = pieces[:len(pieces) - len(own)]
+        dep = header_text if f.is_family else ""
+        groups = _pack(rest, per)
+        for k, group in enumerate(groups[:-1]):
+            units.append((f"{f.cname}_{k}", head + protos + "\n".join(group), per * len(group), dep))
+        last = groups[-1] if groups else []
+        text = head + protos + "\n".join(last + own) + _function_text(f)
+        units.append((f.cname, text, per * (len(last) + len(own) + (0 if pieces else 1)), dep))
     return units
+
+
+def _pack(pieces: list[str], per: int) -> list[list[str]]:
+    """Consecutive ``pieces`` (``per`` operations each) in as few groups of at most :data:`UNIT_OPS`
+    operations as there can be (at least one piece each), of equal sizes."""
+    if not pieces:
+        return []
+    groups = -(-len(pieces) // max(1, UNIT_OPS // max(per, 1)))
+    size = -(-len(pieces) // groups)
+    return [pieces[i:i + size] for i in range(0, len(pieces), size)]
 
 
 def _function_text(f) -> str:
