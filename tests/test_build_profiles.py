@@ -363,3 +363,14 @@ def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkey
             monkeypatch.setattr(m, name, m._nofast)
     assert fast == {k: _outcome(f) for k, f in cases.items()}
     assert fast["T"][1] is np.float64 and fast["LD"][1] is tuple
+
+
+def test_wrapper_flags_lower_only_the_optimisation_level():
+    """cffi's wrapper unit is compiled at -O1 for the -O2/-O3 profiles, with every other flag kept."""
+    from soadyn.codegen.build import wrapper_flags
+
+    fast = list(get_profile("fast").cflags)
+    assert wrapper_flags(fast) == ["-O1" if f == "-O2" else f for f in fast] and "-O2" in fast
+    assert wrapper_flags(["-O3", *IEEE_FLAGS]) == ["-O1", *IEEE_FLAGS]
+    debug = list(get_profile("debug").cflags)
+    assert wrapper_flags(debug) == debug
