@@ -604,26 +604,31 @@ def prelude(lanes: int) -> str:
     return text + (simd_prelude(lanes) if lanes > 1 else "")
 
 
-def translation_units(funcs: list, header_name: str, header_text: str) -> list[tuple[str, str, int, str]]:
+def translation_units(funcs: list, header_text: str) -> list[tuple[str, str, int, str]]:
     """``(file stem, C text, operations, dependency)`` per translation unit: the pieces of one function
     (its stages, scalar and SIMD, in order, then the function with its batch entry), consecutive pieces
     packed into units of about :data:`UNIT_OPS` operations.  A unit holds pieces of one function only
-    and depends on nothing else of the module except, for frame families, the frame enum of the header:
-    its text (plus, as ``dependency``, the header's for families) is the object-cache key
-    (:mod:`soadyn.codegen.objcache`), so an unchanged function keeps its objects."""
+    and is self-contained: the function's prototypes and, for a frame family, the frame enum taken from
+    ``header_text`` (the module header, or the header of a module holding just that function) stand in
+    for the module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`;
+    ``dependency`` is empty) and an unchanged function keeps its objects."""
     units: list[tuple[str, str, int, str]] = []
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
         lanes = extra.lanes if extra else 1
         memset = extra is not None and extra.vectorised and (getattr(f, "delegate", None) or (0, 0, False))[2]
         strings = "#include <string.h>\n" if memset else ""
-        head = f'#include <math.h>\n{strings}#include "{header_name}"\n' + prelude(lanes)
+        # self-contained: the function's own declarations (and a family's frame enum) instead of the module
+        # header, so that a unit compiles before the other functions exist (units are compiled while the
+        # rest of the module is derived) and its text alone decides its object
+        enum = _enum_block(header_text) if f.is_family else ""
+        head = (f"#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n" + prelude(lanes))
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
         per = f.ops.get("total", 0) // max(1, len(pieces))
         own = pieces[-1:] if extra and extra.vectorised else []    # the SIMD driver goes with the function
         rest = pieces[:len(pieces) - len(own)]
-        dep = header_text if f.is_family else ""
+        dep = ""
         groups = _pack(rest, per)
         for k, group in enumerate(groups[:-1]):
             units.append((f"{f.cname}_{k}", head + protos + "\n".join(group), per * len(group), dep))
@@ -631,6 +636,17 @@ def translation_units(funcs: list, header_name: str, header_text: str) -> list[t
         text = head + protos + "\n".join(last + own) + _function_text(f)
         units.append((f.cname, text, per * (len(last) + len(own) + (0 if pieces else 1)), dep))
     return units
+
+
+_ENUM = re.compile(r"^enum \w+ \{\n.*?^\};\n#define \w+_N_FRAMES \d+\n", re.S | re.M)
+
+
+def _enum_block(header_text: str) -> str:
+    """The frame enum of a module header and the number of frames (as the header writes them)."""
+    m = _ENUM.search(header_text)
+    if m is None:
+        raise ValueError("a frame family's unit needs the header's frame enum; none found")
+    return m.group(0)
 
 
 def _pack(pieces: list[str], per: int) -> list[list[str]]:

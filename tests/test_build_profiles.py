@@ -57,7 +57,7 @@ def test_stages_and_lanes_are_in_the_build(staged_module):
     from soadyn.codegen.units import translation_units
 
     gen = pl.generate(load_robot(TEST_ARM), functions=FUNCS, profile=TINY_STAGES)
-    src = "\n".join(text for _, text, _, _ in translation_units(gen.functions, gen.header_name, ""))
+    src = "\n".join(text for _, text, _, _ in translation_units(gen.functions, gen.files[gen.header_name]))
     name = gen.module_name
     assert f"{name}_forward_dynamics_stage1(" in src
     assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
