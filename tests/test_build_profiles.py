@@ -374,3 +374,25 @@ def test_wrapper_flags_lower_only_the_optimisation_level():
     assert wrapper_flags(["-O3", *IEEE_FLAGS]) == ["-O1", *IEEE_FLAGS]
     debug = list(get_profile("debug").cflags)
     assert wrapper_flags(debug) == debug
+
+
+def test_units_streamed_per_function_equal_the_whole_module_units():
+    """generate(on_function=...) hands over each function's units as it is derived (a build compiles
+    them meanwhile): the same units, text for text, as from the whole module, each self-contained (no
+    module header), and the same module files."""
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    robot = load_robot(TEST_ARM)
+    whole = pl.generate(robot, functions=FUNCS, profile=TINY_STAGES)
+    expected = translation_units(whole.functions, whole.files[whole.header_name])
+    streamed: list = []
+    calls: list = []
+    gen = pl.generate(robot, functions=FUNCS, profile=TINY_STAGES,
+                      on_function=lambda funcs, header: (calls.append([f.cname for f in funcs]),
+                                                         streamed.extend(translation_units(funcs, header))))
+    assert len(calls) == len(gen.specs) and sum(map(len, calls)) == len(gen.functions)
+    assert sorted(streamed) == sorted(expected)
+    assert gen.files == whole.files and gen.cdef == whole.cdef
+    assert not any(f'"{whole.header_name}"' in text for _, text, _, _ in streamed)
+    assert any("_case1(" in text and "N_FRAMES" in text for _, text, _, _ in streamed)   # a family's enum
