@@ -13,8 +13,9 @@ are exactly ours and a failure can show the compiler's own messages:
     $CC -shared <units>.o -o <ext>
 
 The generated functions are compiled as several translation units in parallel (``SOADYN_JOBS``
-processes, default: the number of CPUs); each unit holds whole functions, with the same text as
-``<robot>.c``.
+processes, default: the number of CPUs) by a :class:`UnitCompiler`, which starts on each function's
+units as soon as the pipeline has emitted it, while the next functions are derived; each unit holds
+stages of one function (:func:`soadyn.codegen.units.translation_units`), the statements of ``<robot>.c``.
 
 * ``-O1``: the generated functions are long straight-line blocks.  Most of gcc's time on them goes to
   register allocation (LRA hard-register assignment ~35 %) and the combiner, which grow faster than
