@@ -13,8 +13,9 @@ are exactly ours and a failure can show the compiler's own messages:
     $CC -shared <units>.o -o <ext>
 
 The generated functions are compiled as several translation units in parallel (``SOADYN_JOBS``
-processes, default: the number of CPUs); each unit holds whole functions, with the same text as
-``<robot>.c``.
+processes, default: the number of CPUs) by a :class:`UnitCompiler`, which starts on each function's
+units as soon as the pipeline has emitted it, while the next functions are derived; each unit holds
+stages of one function (:func:`soadyn.codegen.units.translation_units`), the statements of ``<robot>.c``.
 
 * ``-O1``: the generated functions are long straight-line blocks.  Most of gcc's time on them goes to
   register allocation (LRA hard-register assignment ~35 %) and the combiner, which grow faster than
@@ -92,7 +93,8 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
                     parts: Sequence[tuple[str, str, int, str]],
                     source_file: str | None = None,
                     progress: Callable[[str], None] | None = None, flags: Sequence[str] | None = None,
-                    object_cache: Path | None = None, fast_source: str | None = None) -> Path:
+                    object_cache: Path | None = None, fast_source: str | None = None,
+                    started: UnitCompiler | None = None) -> Path:
     """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
 
     ``parts`` are the ``(stem, text, ops, dependency)`` translation units of
@@ -103,8 +105,10 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     source) is used instead by the fallback compiler driver.  ``fast_source``: the single-call entry points
     (:func:`soadyn.codegen.emit.emit_fastcalls`), one more unit compiled against numpy's headers (POSIX
     driver only; the module's Python code works without them).  ``progress(name)`` is called after each
-    compiled unit and after linking (``len(parts) + 2`` calls, one more with ``fast_source``).  Raises
-    :class:`CompileError` on failure.
+    compiled unit and after linking (``len(parts) + 2`` calls, one more with ``fast_source``).
+    ``started``: a :class:`UnitCompiler` already compiling units of this module (written while the rest
+    was generated); the build waits for them, links them in and closes it.  Raises :class:`CompileError`
+    on failure.
     """
     STATS["compilations"] += 1
     module_dir = Path(module_dir)
@@ -121,39 +125,39 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     wrapper.write_text(text.getvalue(), encoding="utf-8")
     target = module_dir / f"{ext_name}{extension_suffix()}"
     if sys.platform.startswith("linux") or sys.platform == "darwin":
-        sources = [wrapper]
-        unit_flag = {wrapper: flags}
-        deps: dict[Path, str] = {}
-        for stem, text, _, dep in parts:
-            p = module_dir / f"{ext_name}_{stem}.c"
-            deps[p] = dep
-            unit_flag[p] = flags
-            p.write_text(text, encoding="utf-8")
-            sources.append(p)
-        if fast_source is not None:
-            import numpy
-
-            p = module_dir / f"{ext_name}_fast.c"
-            p.write_text(fast_source, encoding="utf-8")
-            sources.append(p)
-            unit_flag[p] = [*flags, "-I", numpy.get_include()]
-            deps[p] = f"numpy {numpy.__version__}"
+        comp = started if started is not None else UnitCompiler(module_dir, ext_name, flags, object_cache)
         try:
+            comp.progress = progress
+            # largest units first, so that the small ones fill the gaps
+            comp.add(wrapper, wrapper_flags(flags), None)
+            for stem, text, _, dep in sorted(parts, key=lambda u: -len(u[1])):
+                comp.add_unit(stem, text, dep)
+            if fast_source is not None:
+                import numpy
+
+                comp.add_unit("fast", fast_source, f"numpy {numpy.__version__}",
+                              [*flags, "-I", numpy.get_include()])
             try:
-                _compile_posix(module_dir, sources, target, unit_flag, progress, deps, object_cache)
+                comp.link(target)
             except CompileError:
-                if object_cache is None or not deps:
+                if object_cache is None or not comp.deps:
                     raise
-                _compile_posix(module_dir, sources, target, unit_flag, None, deps, None)  # distrust the cache
+                comp.link(target, rebuild=True)   # distrust the cache
             objcache.prune(object_cache)
         finally:
-            for p in sources:
-                p.unlink(missing_ok=True)
-                p.with_suffix(".o").unlink(missing_ok=True)
+            comp.close()
     else:  # pragma: no cover - exercised on other platforms only
         _compile_with_cffi(ffi, module_dir, target)
         wrapper.unlink(missing_ok=True)
     return target
+
+
+def wrapper_flags(flags: Sequence[str]) -> list[str]:
+    """The flags of cffi's wrapper unit: the profile's, with ``-O2``/``-O3`` lowered to ``-O1``.  The wrapper
+    converts Python arguments once per call of a ``lib`` function (single calls from Python go through
+    the ``_fast`` unit, batches call it once per batch); at ``-O2`` it was the largest unit of the Panda's
+    build (1.33 s of gcc CPU, 0.92 s at ``-O1``)."""
+    return ["-O1" if f in ("-O2", "-O3") else f for f in flags]
 
 
 def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -172,44 +176,85 @@ def _check(proc: subprocess.CompletedProcess, cmd: list[str], what: str) -> None
                            f"  {shlex.join(cmd)}\n{_tail(proc.stdout or '')}")
 
 
-def _compile_posix(module_dir: Path, sources: list[Path], target: Path, flags: dict[Path, list[str]],
-                   progress: Callable[[str], None] | None = None, deps: dict[Path, str] | None = None,
-                   cache: Path | None = None) -> None:
-    cc = compiler_command()
-    include = sysconfig.get_paths()["include"]
-    objects = [s.with_suffix(".o") for s in sources]
-    deps = deps or {}
+class UnitCompiler:
+    """Translation units of one module compiled in parallel (:func:`jobs` compiler processes) as they are
+    added, so that the units of the first functions compile while the later ones are being derived; objects
+    reused from ``object_cache``.  :meth:`link` waits for all of them and links the extension;
+    :meth:`close` stops the compilations still queued and removes the sources and objects."""
 
-    def unit(src: Path, obj: Path) -> None:
+    def __init__(self, module_dir: Path, ext_name: str, flags: Sequence[str] | None = None,
+                 object_cache: Path | None = None) -> None:
+        self.module_dir = Path(module_dir)
+        self.ext_name = ext_name
+        self.flags = list(flags) if flags is not None else cflags()
+        self.cache = object_cache
+        self.progress: Callable[[str], None] | None = None
+        self.sources: list[Path] = []
+        self.unit_flags: dict[Path, list[str]] = {}
+        self.deps: dict[Path, str] = {}
+        self.cc = compiler_command()
+        self.include = sysconfig.get_paths()["include"]
+        self._pool = ThreadPoolExecutor(max_workers=jobs())
+        self._futures: dict = {}
+
+    def add_unit(self, stem: str, text: str, dependency: str, flags: Sequence[str] | None = None) -> Path:
+        """Write ``<ext_name>_<stem>.c`` and start compiling it (``dependency``: what else decides its
+        object, for the object cache)."""
+        p = self.module_dir / f"{self.ext_name}_{stem}.c"
+        p.write_text(text, encoding="utf-8")
+        self.add(p, list(flags) if flags is not None else self.flags, dependency)
+        return p
+
+    def add(self, src: Path, flags: list[str], dependency: str | None) -> None:
+        """Start compiling the written source ``src`` (``dependency`` None: never from the object cache)."""
+        self.sources.append(src)
+        self.unit_flags[src] = flags
+        if dependency is not None:
+            self.deps[src] = dependency
+        self._futures[self._pool.submit(self._compile, src, self.cache)] = src
+
+    def _compile(self, src: Path, cache: Path | None) -> None:
+        obj = src.with_suffix(".o")
         key = None
-        if src in deps and cache is not None:
-            key = objcache.object_key(src.read_text(encoding="utf-8"), deps[src], cc, flags[src], include)
+        if src in self.deps and cache is not None:
+            key = objcache.object_key(src.read_text(encoding="utf-8"), self.deps[src], self.cc,
+                                      self.unit_flags[src], self.include)
             if objcache.fetch(cache, key, obj):
                 return
-        cmd = [*cc, "-c", "-fPIC", *flags[src], "-I", include, "-I", str(module_dir), str(src), "-o",
-               str(obj)]
-        _check(_run(cmd, module_dir), cmd, f"compiling {src.name}")
+        cmd = [*self.cc, "-c", "-fPIC", *self.unit_flags[src], "-I", self.include, "-I", str(self.module_dir),
+               str(src), "-o", str(obj)]
+        _check(_run(cmd, self.module_dir), cmd, f"compiling {src.name}")
         if key is not None:
             objcache.store(cache, key, obj)
 
-    # largest units first, so that the small ones fill the gaps
-    order = sorted(range(len(sources)), key=lambda i: -sources[i].stat().st_size)
-    with ThreadPoolExecutor(max_workers=min(jobs(), len(sources))) as pool:
-        futures = {pool.submit(unit, sources[i], objects[i]): sources[i] for i in order}
+    def link(self, target: Path, rebuild: bool = False) -> None:
+        """Wait for every unit (``rebuild``: compile them all again, without the object cache), then link."""
+        if rebuild:
+            self._futures = {self._pool.submit(self._compile, src, None): src for src in self.sources}
+        futures, self._futures = self._futures, {}
         try:
             for fut in as_completed(futures):
                 fut.result()
-                if progress is not None:
-                    progress(futures[fut].name)
+                if self.progress is not None and not rebuild:
+                    self.progress(futures[fut].name)
         except BaseException:
             for f in futures:
                 f.cancel()
             raise
-    link = ["-bundle", "-undefined", "dynamic_lookup"] if sys.platform == "darwin" else ["-shared"]
-    cmd = [*cc, *link, *[str(o) for o in objects], "-o", str(target)]
-    _check(_run(cmd, module_dir), cmd, f"linking {target.name}")
-    if progress is not None:
-        progress(target.name)
+        link = ["-bundle", "-undefined", "dynamic_lookup"] if sys.platform == "darwin" else ["-shared"]
+        cmd = [*self.cc, *link, *[str(s.with_suffix(".o")) for s in self.sources], "-o", str(target)]
+        _check(_run(cmd, self.module_dir), cmd, f"linking {target.name}")
+        if self.progress is not None and not rebuild:
+            self.progress(target.name)
+
+    def close(self) -> None:
+        """Cancel the compilations not started, wait for the running ones, remove sources and objects."""
+        for f in self._futures:
+            f.cancel()
+        self._pool.shutdown(wait=True)
+        for p in self.sources:
+            p.unlink(missing_ok=True)
+            p.with_suffix(".o").unlink(missing_ok=True)
 
 
 def _compile_with_cffi(ffi: cffi.FFI, module_dir: Path, target: Path) -> None:  # pragma: no cover

@@ -32,6 +32,7 @@ import shutil
 import sys
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -98,13 +99,18 @@ def _progress(total: int, enabled: bool, desc: str, unit: str = "fn"):
 def generate(robot: Robot, module_name: str | None = None, progress: bool = False,
              specs: list[FunctionSpec] | None = None,
              functions: list[str] | tuple[str, ...] | str | None = None,
-             profile: Profile | None = None) -> Generated:
+             profile: Profile | None = None,
+             on_function: Callable[[list, str], None] | None = None) -> Generated:
     """Derive and optimise the functions of :func:`function_table` and emit C source and header.
 
     ``functions``: public API names to generate (default: all; see
     :func:`~soadyn.codegen.functions.select_functions`); ``specs``: an explicit table instead.
     ``profile``: stage length and SIMD lanes of the emitted C (default: plain functions, as committed
     under ``generated/``; see :mod:`soadyn.codegen.profiles`).
+    ``on_function(funcs, header_text)``: called as soon as each function is derived and optimised, with
+    its emitted C functions finished for ``profile`` (its variants included) and the header of a module
+    holding just them, so that a build compiles them while the next functions are derived (the
+    returned :class:`Generated` then holds the functions unfinished: the module's files are the same).
     """
     module_name = module_name or module_name_for(robot)
     if specs is None:
@@ -113,7 +119,7 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
     for s in specs:
         algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
     programs = []
-    t_derive = t_opt = 0.0
+    t_derive = t_opt = t_emit = 0.0
     with _progress(len(specs), progress, f"deriving {robot.name}") as bar:
         for spec in specs:
             bar.set_postfix_str(spec.name, refresh=False)
@@ -124,11 +130,16 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
             t2 = time.perf_counter()
             t_derive += t1 - t0
             t_opt += t2 - t1
+            if on_function is not None:
+                one, _, group = emit_module(robot, module_name, [spec], programs[-1:],
+                                            *((profile.stage_ops, profile.lanes) if profile else ()))
+                on_function(group, one[f"{module_name}.h"])
+                t_emit += time.perf_counter() - t2
             bar.update(1)
     t0 = time.perf_counter()
-    files, cdef, funcs = emit_module(robot, module_name, specs, programs,
-                                     *((profile.stage_ops, profile.lanes) if profile else ()))
-    timings = {"derive": t_derive, "optimise": t_opt, "emit": time.perf_counter() - t0}
+    finish = (profile.stage_ops, profile.lanes) if profile and on_function is None else ()
+    files, cdef, funcs = emit_module(robot, module_name, specs, programs, *finish)
+    timings = {"derive": t_derive, "optimise": t_opt, "emit": t_emit + time.perf_counter() - t0}
     return Generated(robot, module_name, specs, files, cdef, funcs, timings)
 
 
@@ -330,19 +341,29 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
     except OSError as e:
         raise _build.CompileError(f"cannot write to the output directory {out} ({e.strerror}); choose a "
                                   "writable one with -o / out_dir") from None
+    ext_name = f"_soadyn_{key[:16]}"
+    units = None
     try:
-        gen = generate(robot, module_name, progress=progress, functions=selected, profile=prof)
+        # each function's units compile (in other processes) while the next functions are derived
+        units = _build.UnitCompiler(tmp, ext_name, prof.cflags, objcache.default_dir())
+
+        def start(funcs: list, header_text: str) -> None:
+            for stem, text, _, dep in translation_units(funcs, header_text):
+                units.add_unit(stem, text, dep)
+
+        gen = generate(robot, module_name, progress=progress, functions=selected, profile=prof,
+                       on_function=start)
         write_sources(gen, tmp)
-        ext_name = f"_soadyn_{key[:16]}"
         t0 = time.perf_counter()
-        units = translation_units(gen.functions, gen.header_name, gen.files[gen.header_name])
         kb = len(gen.files[gen.source_name]) // 1024
-        with _progress(len(units) + 3, progress, f"compiling {gen.source_name} ({kb} kB)", "unit") as bar:
+        with _progress(len(units.sources) + 3, progress, f"compiling {gen.source_name} ({kb} kB)",
+                       "unit") as bar:
             fast = emit_fastcalls(robot, module_name, ext_name, gen.specs, gen.header_name)
-            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, units, gen.source_name,
+            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, [], gen.source_name,
                                          progress=lambda name: bar.update(1), flags=prof.cflags,
-                                         object_cache=objcache.default_dir(), fast_source=fast)
-        gen.timings["compile"] = time.perf_counter() - t0
+                                         object_cache=objcache.default_dir(), fast_source=fast,
+                                         started=units)
+        gen.timings["compile"] = time.perf_counter() - t0   # after the last function was generated
         (tmp / "__init__.py").write_text(emit_wrapper(robot, module_name, ext_name, gen.specs, gen.functions,
                                                       key),
                                          encoding="utf-8", newline="\n")
@@ -354,6 +375,8 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _swap_into_place(tmp, target)
     except BaseException:
+        if units is not None:
+            units.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 

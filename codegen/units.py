@@ -15,8 +15,11 @@ length of the whole function.  The statements, and so every floating-point opera
 are unchanged; only where the intermediate values live changes.
 
 :func:`translation_units` packs the emitted functions (and stages) into translation units for a
-parallel build, one function per unit so that an unchanged function keeps its object file
-(:mod:`soadyn.codegen.objcache`).
+parallel build: the pieces of one function only in a unit, so that an unchanged function keeps its object
+files (:mod:`soadyn.codegen.objcache`), consecutive stages together up to :data:`UNIT_OPS` operations.
+A unit costs a compiler process (~25 ms of CPU) and the parsing of the headers and SIMD prelude: the
+four-arm robot's 315 units of one stage each took 80 s of gcc CPU, its 50 packed units 62-64 s, the same
+functions (issue 11).
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ from dataclasses import dataclass, field
 
 #: target operations per stage function (a function at most 1.5x this long is not split)
 STAGE_OPS = 2500
+#: operations per translation unit: a function's stages are packed into units of about this size (each
+#: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
+UNIT_OPS = 10000
+#: a lanes transposition with more computed entries than this is a loop over a table of them
+UNROLLED_STORES = 32
 #: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
 #: that batches are made of (simulation, rollouts, sampling).  The lanes version of a function costs as
 #: much compile time as the scalar one again (all 29 functions of the four-arm robot: 114 s of compiler
@@ -460,8 +468,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
         return
     inputs = {a.name: a.size for a in f.inputs}
     outputs = {a.name: a.size for a in f.outputs}
-    # outputs stored whole with computed values keep slot = entry; the others are packed
-    packed = {a.name: [k for k, _ in stored[a.name]] != list(range(a.size))
+    # outputs stored whole with computed values (in any order) keep slot = entry and are copied back by
+    # one loop; the others are packed
+    packed = {a.name: sorted(k for k, _ in stored[a.name]) != list(range(a.size))
               or any(c is not None for _, c in stored[a.name]) for a in f.outputs}
     slots: dict[str, dict[int, int]] = {}
     for a in f.outputs:
@@ -505,7 +514,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
              + ["int k, l;" if plain else "int l;"])
     for a in f.outputs:
         if not packed[a.name]:
-            vbody.append(f"for (l = 0; l < {lanes}; ++l) for (k = 0; k < {a.size}; ++k) "
+            vbody.append(f"for (k = 0; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         vbody += _transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
@@ -531,12 +540,36 @@ def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
 
 def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
     """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
-    constant or None, slot), each stored by name, a constant directly.  Zeros (``"0"``) are left out: a
-    delegating function clears its states' rows with one memset first (a thousand unrolled zero stores
-    cost gcc seconds of alias analysis, a loop over a table of their entries is scattered slowly)."""
-    lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
-             f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
-    return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+    constant or None, slot); a constant is stored directly.  Zeros (``"0"``) are left out: a delegating
+    function clears its states' rows with one memset first (a thousand unrolled zero stores cost gcc
+    seconds of alias analysis).  More than :data:`UNROLLED_STORES` computed entries are copied by a loop
+    over a table of their entries in slot order, one vector load and ``lanes`` stores per entry: written
+    out one store per line, gcc's alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of
+    gcc CPU for the 37-DOF mass matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of
+    the mass matrix family run as fast or faster, measured in issue 11)."""
+    consts = [(k, c) for k, c, _ in entries if c is not None and c != "0"]
+    vd = vector_type(lanes)
+    computed = sorted((slot, k) for k, c, slot in entries if c is None)
+    if len(computed) <= UNROLLED_STORES:
+        lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
+                 f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
+        return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+    n = len(computed)
+    if [slot for slot, _ in computed] == list(range(n)):     # slots 0 .. n-1: a table of the entries
+        table = ", ".join(str(k) for _, k in computed)
+        out = [f"static const int tr_{name}[{n}] = {{{table}}};",
+               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[j];",
+               f"    const int e = tr_{name}[j];"]
+    else:                                                      # a subset of the slots: (entry, slot) pairs
+        table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
+        out = [f"static const int tr_{name}[{n}][2] = {{{table}}};",
+               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[tr_{name}[j][1]];",
+               f"    const int e = tr_{name}[j][0];"]
+    out += [f"    for (l = 0; l < {lanes}; ++l) {name}[l * {size} + e] = t[l];", "}"]
+    if consts:
+        out += [f"for (l = 0; l < {lanes}; ++l) {{",
+                *(f"    {name}[l * {size} + {k}] = {c};" for k, c in consts), "}"]
+    return ["{", "int j;", *out, "}"]
 
 
 def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
@@ -571,29 +604,59 @@ def prelude(lanes: int) -> str:
     return text + (simd_prelude(lanes) if lanes > 1 else "")
 
 
-def translation_units(funcs: list, header_name: str, header_text: str) -> list[tuple[str, str, int, str]]:
-    """``(file stem, C text, operations, dependency)`` per translation unit: each stage (scalar and SIMD)
-    in a unit
-    of its own, then the function with its batch entry.  A unit depends on nothing else of the module
-    except, for frame families, the frame enum of the header: its text (plus, as ``dependency``, the
-    header's for families) is the object-cache key (:mod:`soadyn.codegen.objcache`)."""
+def translation_units(funcs: list, header_text: str) -> list[tuple[str, str, int, str]]:
+    """``(file stem, C text, operations, dependency)`` per translation unit: the pieces of one function
+    (its stages, scalar and SIMD, in order, then the function with its batch entry), consecutive pieces
+    packed into units of about :data:`UNIT_OPS` operations.  A unit holds pieces of one function only
+    and is self-contained: the function's prototypes and, for a frame family, the frame enum taken from
+    ``header_text`` (the module header, or the header of a module holding just that function) stand in
+    for the module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`;
+    ``dependency`` is empty) and an unchanged function keeps its objects."""
     units: list[tuple[str, str, int, str]] = []
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
         lanes = extra.lanes if extra else 1
         memset = extra is not None and extra.vectorised and (getattr(f, "delegate", None) or (0, 0, False))[2]
         strings = "#include <string.h>\n" if memset else ""
-        head = f'#include <math.h>\n{strings}#include "{header_name}"\n' + prelude(lanes)
+        # self-contained: the function's own declarations (and a family's frame enum) instead of the module
+        # header, so that a unit compiles before the other functions exist (units are compiled while the
+        # rest of the module is derived) and its text alone decides its object
+        enum = _enum_block(header_text) if f.is_family else ""
+        head = (f"#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n" + prelude(lanes))
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
-        n = max(1, len(pieces))
-        per = f.ops.get("total", 0) // n
-        for k, piece in enumerate(pieces[:-1] if extra and extra.vectorised else pieces):
-            units.append((f"{f.cname}_{k}", head + protos + piece, per, ""))
-        own = pieces[-1:] if extra and extra.vectorised else []
-        text = head + protos + "\n".join(own) + _function_text(f)
-        units.append((f.cname, text, per, header_text if f.is_family else ""))
+        per = f.ops.get("total", 0) // max(1, len(pieces))
+        own = pieces[-1:] if extra and extra.vectorised else []    # the SIMD driver goes with the function
+        rest = pieces[:len(pieces) - len(own)]
+        dep = ""
+        groups = _pack(rest, per)
+        for k, group in enumerate(groups[:-1]):
+            units.append((f"{f.cname}_{k}", head + protos + "\n".join(group), per * len(group), dep))
+        last = groups[-1] if groups else []
+        text = head + protos + "\n".join(last + own) + _function_text(f)
+        units.append((f.cname, text, per * (len(last) + len(own) + (0 if pieces else 1)), dep))
     return units
+
+
+_ENUM = re.compile(r"^enum \w+ \{\n.*?^\};\n#define \w+_N_FRAMES \d+\n", re.S | re.M)
+
+
+def _enum_block(header_text: str) -> str:
+    """The frame enum of a module header and the number of frames (as the header writes them)."""
+    m = _ENUM.search(header_text)
+    if m is None:
+        raise ValueError("a frame family's unit needs the header's frame enum; none found")
+    return m.group(0)
+
+
+def _pack(pieces: list[str], per: int) -> list[list[str]]:
+    """Consecutive ``pieces`` (``per`` operations each) in as few groups of at most :data:`UNIT_OPS`
+    operations as there can be (at least one piece each), of equal sizes."""
+    if not pieces:
+        return []
+    groups = -(-len(pieces) // max(1, UNIT_OPS // max(per, 1)))
+    size = -(-len(pieces) // groups)
+    return [pieces[i:i + size] for i in range(0, len(pieces), size)]
 
 
 def _function_text(f) -> str:

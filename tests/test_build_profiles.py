@@ -57,7 +57,7 @@ def test_stages_and_lanes_are_in_the_build(staged_module):
     from soadyn.codegen.units import translation_units
 
     gen = pl.generate(load_robot(TEST_ARM), functions=FUNCS, profile=TINY_STAGES)
-    src = "\n".join(text for _, text, _, _ in translation_units(gen.functions, gen.header_name, ""))
+    src = "\n".join(text for _, text, _, _ in translation_units(gen.functions, gen.files[gen.header_name]))
     name = gen.module_name
     assert f"{name}_forward_dynamics_stage1(" in src
     assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
@@ -363,3 +363,36 @@ def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkey
             monkeypatch.setattr(m, name, m._nofast)
     assert fast == {k: _outcome(f) for k, f in cases.items()}
     assert fast["T"][1] is np.float64 and fast["LD"][1] is tuple
+
+
+def test_wrapper_flags_lower_only_the_optimisation_level():
+    """cffi's wrapper unit is compiled at -O1 for the -O2/-O3 profiles, with every other flag kept."""
+    from soadyn.codegen.build import wrapper_flags
+
+    fast = list(get_profile("fast").cflags)
+    assert wrapper_flags(fast) == ["-O1" if f == "-O2" else f for f in fast] and "-O2" in fast
+    assert wrapper_flags(["-O3", *IEEE_FLAGS]) == ["-O1", *IEEE_FLAGS]
+    debug = list(get_profile("debug").cflags)
+    assert wrapper_flags(debug) == debug
+
+
+def test_units_streamed_per_function_equal_the_whole_module_units():
+    """generate(on_function=...) hands over each function's units as it is derived (a build compiles
+    them meanwhile): the same units, text for text, as from the whole module, each self-contained (no
+    module header), and the same module files."""
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    robot = load_robot(TEST_ARM)
+    whole = pl.generate(robot, functions=FUNCS, profile=TINY_STAGES)
+    expected = translation_units(whole.functions, whole.files[whole.header_name])
+    streamed: list = []
+    calls: list = []
+    gen = pl.generate(robot, functions=FUNCS, profile=TINY_STAGES,
+                      on_function=lambda funcs, header: (calls.append([f.cname for f in funcs]),
+                                                         streamed.extend(translation_units(funcs, header))))
+    assert len(calls) == len(gen.specs) and sum(map(len, calls)) == len(gen.functions)
+    assert sorted(streamed) == sorted(expected)
+    assert gen.files == whole.files and gen.cdef == whole.cdef
+    assert not any(f'"{whole.header_name}"' in text for _, text, _, _ in streamed)
+    assert any("_case1(" in text and "N_FRAMES" in text for _, text, _, _ in streamed)   # a family's enum
