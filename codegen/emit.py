@@ -24,6 +24,8 @@ from soadyn.codegen.derive import DerivationError, Product, Program
 from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.sections import section_of
+from soadyn.codegen.trig import C_COS, C_SIN, fuse_pairs, to_inline
+from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.units import OUTPUT_STORE, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.parameters import default_params
@@ -31,7 +33,7 @@ from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow"})
+_C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow", C_SIN, C_COS})
 
 
 def generator_version() -> str:
@@ -102,6 +104,7 @@ def _environment() -> jinja2.Environment:
     env.filters["pystr"] = py_literal
     env.filters["pystrs"] = lambda xs: "[" + ", ".join(py_literal(x) for x in xs) + "]"
     env.filters["pydoc"] = py_doc
+    env.filters["fuse_trig"] = fuse_pairs
     return env
 
 
@@ -133,7 +136,7 @@ class _Printer:
         self.where = where
 
     def __call__(self, e: se.Basic) -> str:
-        text = se.ccode(_exact_constants(e))
+        text = to_inline(se.ccode(_exact_constants(e)))
         for name in _IDENT.findall(_NUMBER.sub(" ", text)):
             if name not in self.known:
                 raise DerivationError(f"{self.where}: generated expression uses unknown name {name!r} "
@@ -601,7 +604,7 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
-    source = render("module.c.j2", functions=funcs, prelude="", **common)
+    source = render("module.c.j2", functions=funcs, prelude=TRIG_PRELUDE, **common)
     # a delegating function after the variant whose vector computation its SIMD batch reuses
     for f, vector in sorted(zip(funcs, simd), key=lambda fv: fv[0].delegate is not None):
         finish_function(f, stage_ops, lanes if vector else 1,

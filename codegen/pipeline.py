@@ -158,7 +158,7 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
         "operational_space", "regressors", "rnea_derivatives", "schur")),
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
-        "load", "units", "profiles", "objcache")),  # load: imported by the package for its public load()
+        "load", "units", "profiles", "objcache", "trig")),  # load: imported by the package (public load())
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
     ("soadyn.templates", "module.h.j2"),

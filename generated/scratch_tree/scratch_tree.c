@@ -40,6 +40,127 @@
  */
 #include <math.h>
 #include "scratch_tree.h"
+#ifndef SOADYN_TRIG
+#define SOADYN_TRIG 1
+#include <string.h>
+/* sin/cos: Cody-Waite reduction by pi/2 and the fdlibm kernels (FreeBSD msun k_sin.c, k_cos.c,
+ * e_rem_pio2.c; Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunSoft,
+ * a Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this software is
+ * freely granted, provided that this notice is preserved.) Within 1 ulp of libm; libm for
+ * |x| >= 2^19 pi/2, inf and nan.  SOADYN_SINCOS_ARITH is the arithmetic of one argument or of a vector of
+ * them (the same IEEE operations in the same order: every lane rounds as the scalar code). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SOADYN_INLINE static inline __attribute__((always_inline, unused))
+#else
+#define SOADYN_INLINE static inline
+#endif
+#define SOADYN_TRIG_BIG 823549.6
+#define SOADYN_SINCOS_ARITH(x, ks, kc, t)                                                             \
+    {                                                                                                 \
+        t = x*6.36619772367581382433e-01 + 6755399441055744.0;  /* round(x 2/pi) + 1.5 2^52 */       \
+        fn = t - 6755399441055744.0;                                                                  \
+        tt = x - fn*1.57079632673412561417e+00;                                                       \
+        w = fn*6.07710050630396597660e-11;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*2.02226624879595063154e-21 - ((tt - r) - w);                                           \
+        tt = r;                                                                                       \
+        w = fn*2.02226624871116645580e-21;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*8.47842766036889956997e-32 - ((tt - r) - w);                                           \
+        y0 = r - w;                                            /* x - fn pi/2 = y0 + y1 */           \
+        y1 = (r - y0) - w;                                                                            \
+        z = y0*y0;                                                                                    \
+        v = z*y0;                                                                                     \
+        p = 8.33333333332248946124e-03 + z*(-1.98412698298579493134e-04 + z*(2.75573137070700676789e-06 \
+            + z*(-2.50507602534068634195e-08 + z*1.58969099521155010221e-10)));                       \
+        ks = y0 - ((z*(0.5*y1 - v*p) - y1) - v*-1.66666666666666324348e-01);                          \
+        v = z*z;                                                                                      \
+        p = z*(4.16666666666666019037e-02 + z*(-1.38888888888741095749e-03                         \
+            + z*2.48015872894767294178e-05)) + v*v*(-2.75573143513906633035e-07                      \
+            + z*(2.08757232129817482790e-09 + z*-1.13596475577881948265e-11));                        \
+        hz = 0.5*z;                                                                                   \
+        u = 1.0 - hz;                                                                                 \
+        kc = u + (((1.0 - u) - hz) + (z*p - y0*y1));                                                  \
+    }
+/* the quadrant n (mod 4, the low bits of t): odd swaps sin and cos, then the signs */
+#define SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)                                                     \
+    {                                                                                                 \
+        sel = 0ULL - (n & 1ULL);                                                                      \
+        rs = ((bs & ~sel) | (bc & sel)) ^ ((n & 2ULL) << 62);                                         \
+        rc = ((bc & ~sel) | (bs & sel)) ^ (((n + 1ULL) & 2ULL) << 62);                                \
+    }
+SOADYN_INLINE void soadyn_sincos(double x, double *s, double *c)
+{
+    double t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    unsigned long long n, bs, bc, sel, rs, rc;
+    if (!(fabs(x) < SOADYN_TRIG_BIG)) {
+        *s = sin(x);
+        *c = cos(x);
+        return;
+    }
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    memcpy(&n, &t, 8);
+    memcpy(&bs, &ks, 8);
+    memcpy(&bc, &kc, 8);
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    memcpy(s, &rs, 8);
+    memcpy(c, &rc, 8);
+}
+SOADYN_INLINE double soadyn_sin(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return s;
+}
+SOADYN_INLINE double soadyn_cos(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return c;
+}
+/* sin and cos of 4 arguments at once (GCC/Clang vector extensions; the scalar function elsewhere) */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
+#define SOADYN_T4D 1
+typedef double soadyn_t4d __attribute__((vector_size(32)));
+typedef unsigned long long soadyn_t4u __attribute__((vector_size(32)));
+SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    const soadyn_t4d x = *xp;
+    soadyn_t4d t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    soadyn_t4u n, bs, bc, sel, rs, rc;
+    int l;
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    n = (soadyn_t4u)t;
+    bs = (soadyn_t4u)ks;
+    bc = (soadyn_t4u)kc;
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    *s = (soadyn_t4d)rs;
+    *c = (soadyn_t4d)rc;
+    for (l = 0; l < 4; ++l)
+        if (!(fabs(x[l]) < SOADYN_TRIG_BIG)) {
+            (*s)[l] = sin(x[l]);
+            (*c)[l] = cos(x[l]);
+        }
+}
+#endif
+/* s[k], c[k] for k < n (n a multiple of 4) */
+SOADYN_INLINE void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+{
+    int k;
+#ifdef SOADYN_T4D
+    soadyn_t4d xv, sv, cv;
+    for (k = 0; k < n; k += 4) {
+        memcpy(&xv, x + k, sizeof xv);
+        soadyn_sincos4(&xv, &sv, &cv);
+        memcpy(s + k, &sv, sizeof sv);
+        memcpy(c + k, &cv, sizeof cv);
+    }
+#else
+    for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
+#endif
+}
+#endif
+
 
 /*
  * centre of mass of the whole robot in the inertial frame
@@ -84,16 +205,18 @@ void scratch_tree_center_of_mass(const double *q, double *com)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -111,8 +234,8 @@ void scratch_tree_center_of_mass(const double *q, double *com)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double hm1_0 = 2 + 0.04*R2_2 + R2_0*hm2_0 + R2_1*0.0038941834230865058;
@@ -150,16 +273,18 @@ void scratch_tree_mass_matrix(const double *q, double *M)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -177,8 +302,8 @@ void scratch_tree_mass_matrix(const double *q, double *M)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -388,16 +513,18 @@ void scratch_tree_mass_matrix_nz(const double *q, double *M)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -415,8 +542,8 @@ void scratch_tree_mass_matrix_nz(const double *q, double *M)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -602,16 +729,18 @@ void scratch_tree_mass_matrix_upper(const double *q, double *M)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -629,8 +758,8 @@ void scratch_tree_mass_matrix_upper(const double *q, double *M)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -794,16 +923,18 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -821,8 +952,8 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1043,16 +1174,18 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double a_8 = a[8];
     const double a_9 = a[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -1070,8 +1203,8 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1341,16 +1474,18 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -1368,8 +1503,8 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1608,16 +1743,18 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -1635,8 +1772,8 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2164,16 +2301,18 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -2191,8 +2330,8 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2668,16 +2807,18 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -2695,8 +2836,8 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
@@ -3194,16 +3335,18 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -3221,8 +3364,8 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
@@ -3701,16 +3844,18 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -3728,8 +3873,8 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = v_0*R1_0 + v_1*R1_3 + v_2*R1_6;
     const double V1_1 = v_0*R1_1 + v_1*R1_4 + v_2*R1_7;
@@ -3853,16 +3998,18 @@ void scratch_tree_kinetic_energy(const double *q, const double *v, double *T)
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -3880,8 +4027,8 @@ void scratch_tree_kinetic_energy(const double *q, const double *v, double *T)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = v_0*R1_0 + v_1*R1_3 + v_2*R1_6;
     const double V1_1 = v_0*R1_1 + v_1*R1_4 + v_2*R1_7;
@@ -3938,16 +4085,18 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -3965,8 +4114,8 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
@@ -4720,16 +4869,18 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -4747,8 +4898,8 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -5889,16 +6040,18 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -5916,8 +6069,8 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -7029,16 +7182,18 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -7056,8 +7211,8 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -7919,16 +8074,18 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -7946,8 +8103,8 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -8756,16 +8913,18 @@ void scratch_tree_base_inertia(const double *q, double *Hb_o)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -8783,8 +8942,8 @@ void scratch_tree_base_inertia(const double *q, double *Hb_o)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -8891,16 +9050,18 @@ void scratch_tree_coupling_inertia(const double *q, double *Hbm_o)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -8918,8 +9079,8 @@ void scratch_tree_coupling_inertia(const double *q, double *Hbm_o)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -9017,16 +9178,18 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -9044,8 +9207,8 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -9262,16 +9425,18 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -9289,8 +9454,8 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -9685,16 +9850,18 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -9712,8 +9879,8 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -10082,16 +10249,18 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -10109,8 +10278,8 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -10489,16 +10658,18 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -10516,8 +10687,8 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -10854,16 +11025,18 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double qd_2 = qd[2];
     const double qd_3 = qd[3];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -10881,8 +11054,8 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     const double t7 = pow(qd_0, 2);
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_3 = -t7*0.6000000000000001;
@@ -11039,16 +11212,18 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -11066,8 +11241,8 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -11273,8 +11448,10 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 48 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
@@ -11336,16 +11513,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -11454,16 +11633,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -11583,8 +11764,10 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 8 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
+        double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
         J[0] = c4;
         J[1] = 0;
         J[2] = -s4;
@@ -11618,16 +11801,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 264 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -11758,16 +11943,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 270 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -12058,16 +12245,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12176,16 +12365,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12355,16 +12546,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 246 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12489,16 +12682,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 252 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12686,16 +12881,18 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -12713,8 +12910,8 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
     const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
@@ -13321,16 +13518,18 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -13348,8 +13547,8 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
