@@ -118,17 +118,30 @@ SOADYN_INLINE double soadyn_cos(double x)
     soadyn_sincos(x, &s, &c);
     return c;
 }
+/* libm's sin and cos of the x[k] outside the reduction's range (and inf, nan): out of line, so that no
+ * call sits in the generated code's hot path (a call site per lane cost the Panda's M^-1 ~70 ns) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold, unused))
+#endif
+static void soadyn_sincos_libm(const double *x, double *s, double *c, int n)
+{
+    int k;
+    for (k = 0; k < n; ++k)
+        if (!(fabs(x[k]) < SOADYN_TRIG_BIG)) {
+            s[k] = sin(x[k]);
+            c[k] = cos(x[k]);
+        }
+}
 /* sin and cos of 4 arguments at once (GCC/Clang vector extensions; the scalar function elsewhere) */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
 #define SOADYN_T4D 1
 typedef double soadyn_t4d __attribute__((vector_size(32)));
 typedef unsigned long long soadyn_t4u __attribute__((vector_size(32)));
-SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+SOADYN_INLINE void soadyn_sincos4_core(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
 {
     const soadyn_t4d x = *xp;
     soadyn_t4d t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
     soadyn_t4u n, bs, bc, sel, rs, rc;
-    int l;
     SOADYN_SINCOS_ARITH(x, ks, kc, t)
     n = (soadyn_t4u)t;
     bs = (soadyn_t4u)ks;
@@ -136,26 +149,50 @@ SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4
     SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
     *s = (soadyn_t4d)rs;
     *c = (soadyn_t4d)rc;
-    for (l = 0; l < 4; ++l)
-        if (!(fabs(x[l]) < SOADYN_TRIG_BIG)) {
-            (*s)[l] = sin(x[l]);
-            (*c)[l] = cos(x[l]);
+}
+SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    double xa[4], sa[4], ca[4];
+    int l, big = 0;
+    soadyn_sincos4_core(xp, s, c);
+    for (l = 0; l < 4; ++l) big |= !(fabs((*xp)[l]) < SOADYN_TRIG_BIG);
+    if (big) {
+        for (l = 0; l < 4; ++l) {
+            xa[l] = (*xp)[l];
+            sa[l] = (*s)[l];
+            ca[l] = (*c)[l];
         }
+        soadyn_sincos_libm(xa, sa, ca, 4);
+        for (l = 0; l < 4; ++l) {
+            (*s)[l] = sa[l];
+            (*c)[l] = ca[l];
+        }
+    }
 }
 #endif
-/* s[k], c[k] for k < n (n a multiple of 4) */
-SOADYN_INLINE void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+/* s[k], c[k] for k < n (n a multiple of 4); out of line: one call where a function's trigonometry starts,
+ * before most of its values are live (inlined, the call to libm for large arguments made gcc spill more) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, unused))
+#endif
+static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
 {
-    int k;
+    int k, big = 0;
 #ifdef SOADYN_T4D
     soadyn_t4d xv, sv, cv;
+    int l;
     for (k = 0; k < n; k += 4) {
-        memcpy(&xv, x + k, sizeof xv);
-        soadyn_sincos4(&xv, &sv, &cv);
-        memcpy(s + k, &sv, sizeof sv);
-        memcpy(c + k, &cv, sizeof cv);
+        xv = (soadyn_t4d){x[k], x[k + 1], x[k + 2], x[k + 3]};
+        soadyn_sincos4_core(&xv, &sv, &cv);
+        for (l = 0; l < 4; ++l) {
+            s[k + l] = sv[l];
+            c[k + l] = cv[l];
+        }
     }
+    for (k = 0; k < n; ++k) big |= !(fabs(x[k]) < SOADYN_TRIG_BIG);
+    if (big) soadyn_sincos_libm(x, s, c, n);
 #else
+    (void)big;
     for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
 #endif
 }
