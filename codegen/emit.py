@@ -411,6 +411,19 @@ def _stores(name: str, es: list[se.Basic], pr: _Printer, indent: str = "") -> li
     return out
 
 
+def _mirrored_entries(products: list[Product]) -> set[tuple[str, int]]:
+    """(output, index) of the entries below the diagonal of a symmetric general product's block: its loop
+    copies the entries above the diagonal there (:func:`_general_product_lines`), so the statements do not
+    store them (465 stores per call of the four-arm robot's M^-1; the SIMD batch's expressions,
+    :func:`expanded_products`, store both triangles themselves)."""
+    out: set[tuple[str, int]] = set()
+    for p in products:
+        if p.k and p.symmetric:
+            name, stride, col, _ = p.runs[0]
+            out |= {(name, stride * (p.row0 + a) + col + b) for a in range(p.m) for b in range(a)}
+    return out
+
+
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                   enum: list[tuple[str, str, int]] | None = None,
                   skip_zeros: bool = False) -> EmittedFunction:
@@ -455,10 +468,13 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     if not family:
         body += _assignments(program.assignments, pr, program.stages)
         factors = {p.left for p in program.products if p.k}
+        mirrored = _mirrored_entries(program.products)
         for name, es in program.outputs:
             for i, e in enumerate(es):
                 if name in factors:
                     body.append(f"{name}[{i}] = {pr(e)};")
+                elif (name, i) in mirrored:
+                    continue
                 elif not (skip_zeros and e == 0):
                     body.append(f"{name}[{i}] = {pr(e)};")
                     stores += 1
