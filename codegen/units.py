@@ -516,7 +516,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         vbody += _transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
-                                                         for k, c in stored[a.name]])
+                                                         for k, c in stored[a.name]], zeroed=False)
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(_guarded(lanes, _block(sig, vbody)))
@@ -536,13 +536,16 @@ def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
             "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
 
 
-def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
+def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
+                   zeroed: bool = True) -> list[str]:
     """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
-    constant or None, slot), each stored by name, a constant directly.  Zeros (``"0"``) are left out: a
-    delegating function clears its states' rows with one memset first (a thousand unrolled zero stores
-    cost gcc seconds of alias analysis, a loop over a table of their entries is scattered slowly)."""
+    constant or None, slot), each stored by name, a constant directly.  With ``zeroed``, zeros (``"0"``)
+    are left out: a delegating function clears its states' rows with one memset first (a thousand
+    unrolled zero stores cost gcc seconds of alias analysis, a loop over a table of their entries is
+    scattered slowly); any other function stores them like the other constants."""
     lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
-             f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
+             f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries
+             if not (zeroed and c == "0")]
     return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
 
 

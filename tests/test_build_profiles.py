@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES
 
 from soadyn.codegen import compile as soadyn_compile
 from soadyn.codegen import objcache
@@ -363,3 +364,21 @@ def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkey
             monkeypatch.setattr(m, name, m._nofast)
     assert fast == {k: _outcome(f) for k, f in cases.items()}
     assert fast["T"][1] is np.float64 and fast["LD"][1] is tuple
+
+
+def test_simd_batch_stores_constant_zero_outputs(tmp_path):
+    """The reaction wheels' bias forces are exact zeros (axis through their centre of mass): the SIMD batch
+    stores them like the scalar function does, into an output of any contents (it left them unwritten)."""
+    m = soadyn_compile(EXAMPLES / "dimitrov_7dof_rw.yaml", tmp_path, functions=["bias_forces"],
+                       progress=False, profile="fast")
+    rng = np.random.default_rng(3)
+    n = 9
+    Q = np.zeros((n, m.nq))
+    Q[:, 6] = 1.0
+    Q[:, 7:] = rng.uniform(-3, 3, (n, m.nq - 7))
+    V = rng.normal(size=(n, m.nv))
+    out = np.full((n, m.nv), np.nan)
+    m.bias_forces(Q, V, out=out)
+    single = np.array([m.bias_forces(Q[i], V[i]) for i in range(n)])
+    assert np.all(single[:, 13:] == 0.0)
+    assert np.array_equal(out, single)
