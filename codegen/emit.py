@@ -25,6 +25,8 @@ from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
 from soadyn.codegen.sections import section_of
+from soadyn.codegen.trig import C_COS, C_SIN, fuse_pairs, to_inline
+from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.units import OUTPUT_STORE, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.parameters import default_params
@@ -32,7 +34,7 @@ from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow"})
+_C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow", C_SIN, C_COS})
 
 
 def generator_version() -> str:
@@ -103,6 +105,7 @@ def _environment() -> jinja2.Environment:
     env.filters["pystr"] = py_literal
     env.filters["pystrs"] = lambda xs: "[" + ", ".join(py_literal(x) for x in xs) + "]"
     env.filters["pydoc"] = py_doc
+    env.filters["fuse_trig"] = fuse_pairs
     return env
 
 
@@ -134,7 +137,7 @@ class _Printer:
         self.where = where
 
     def __call__(self, e: se.Basic) -> str:
-        text = se.ccode(_exact_constants(e))
+        text = to_inline(se.ccode(_exact_constants(e)))
         for name in _IDENT.findall(_NUMBER.sub(" ", text)):
             if name not in self.known:
                 raise DerivationError(f"{self.where}: generated expression uses unknown name {name!r} "
@@ -433,6 +436,19 @@ def _stores(name: str, es: list[se.Basic], pr: _Printer, indent: str = "") -> li
     return out
 
 
+def _mirrored_entries(products: list[Product]) -> set[tuple[str, int]]:
+    """(output, index) of the entries below the diagonal of a symmetric general product's block: its loop
+    copies the entries above the diagonal there (:func:`_general_product_lines`), so the statements do not
+    store them (465 stores per call of the four-arm robot's M^-1; the SIMD batch's expressions,
+    :func:`expanded_products`, store both triangles themselves)."""
+    out: set[tuple[str, int]] = set()
+    for p in products:
+        if p.k and p.symmetric:
+            name, stride, col, _ = p.runs[0]
+            out |= {(name, stride * (p.row0 + a) + col + b) for a in range(p.m) for b in range(a)}
+    return out
+
+
 def emit_function(spec: FunctionSpec, program: Program, prefix: str,
                   enum: list[tuple[str, str, int]] | None = None,
                   skip_zeros: bool = False) -> EmittedFunction:
@@ -476,8 +492,9 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     lanes_body: list[str] | None = None
     if not family:
         factors = {p.left for p in program.products if p.k}
+        mirrored = _mirrored_entries(program.products)
         outs = [(name, i, e) for name, es in program.outputs for i, e in enumerate(es)
-                if name in factors or not (skip_zeros and e == 0)]
+                if name in factors or ((name, i) not in mirrored and not (skip_zeros and e == 0))]
         stores = sum(1 for name, _, _ in outs if name not in factors)
         if worth_scheduling([a.size for a in spec.inputs], [a.size for a in spec.outputs]):
             body += _scheduled(program, outs, pr)
@@ -626,7 +643,7 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
                     n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
-    source = render("module.c.j2", functions=funcs, prelude="", **common)
+    source = render("module.c.j2", functions=funcs, prelude=TRIG_PRELUDE, **common)
     # a delegating function after the variant whose vector computation its SIMD batch reuses
     for f, vector in sorted(zip(funcs, simd), key=lambda fv: fv[0].delegate is not None):
         finish_function(f, stage_ops, lanes if vector else 1,

@@ -170,7 +170,7 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
         # load: imported by the package for its public load()
-        "load", "units", "profiles", "objcache", "schedule")),
+        "load", "units", "profiles", "objcache", "schedule", "trig")),
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
     ("soadyn.templates", "module.h.j2"),

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from soadyn.codegen.trig import C_COS, C_SIN, PRELUDE, fuse_pairs
+
 #: target operations per stage function (a function at most 1.5x this long is not split)
 STAGE_OPS = 2500
 #: operations per translation unit: a function's stages are packed into units of about this size (each
@@ -48,7 +50,7 @@ _LOAD = re.compile(r"^\w+\[\d+\]$")
 _ZEROS = re.compile(r"^for \(int k = \d+; k < \d+; \+\+k\) (\w+)\[k\] = 0\.0;$")
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_OPS = re.compile(r"[-+*/]|\b(?:sin|cos|sqrt|pow)\(")
+_OPS = re.compile(r"[-+*/]|\b(?:soadyn_sin|soadyn_cos|sin|cos|sqrt|pow)\(")
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
@@ -250,7 +252,8 @@ def _chunk_functions(cname: str, params: list[tuple[str, str]], stmts: list[Stmt
         staged.names.append(name)
         staged.stage_bodies.append(lines)
         staged.prototypes.append(f"SOADYN_STAGE {proto};")
-        staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n" + "".join(f"    {x}\n" for x in lines) + "}\n")
+        staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n" + "".join(f"    {x}\n" for x in fuse_pairs(lines))
+                             + "}\n")
         staged.costs.append(sum(s.cost for s in chunk))
     return staged
 
@@ -280,11 +283,12 @@ def _natural(name: str) -> tuple:
 # --------------------------------------------------------------------------------------------------
 # SIMD lanes: the batched entry point evaluates `lanes` states at once
 # --------------------------------------------------------------------------------------------------
-_VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow"}
-_CALL = re.compile(r"\b(sin|cos|sqrt|pow)\(")
+_VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
+           C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
+_CALL = re.compile(r"\b(soadyn_sin|soadyn_cos|sin|cos|sqrt|pow)\(")
 _INDEXED = re.compile(r"\b(\w+)\[(\d+)\]")
-_SIN = re.compile(r"\bsin\((\w+(?:\[\d+\])?)\)")
-_COS = re.compile(r"\bcos\((\w+(?:\[\d+\])?)\)")
+_SIN = re.compile(r"\b(?:soadyn_)?sin\((\w+(?:\[\d+\])?)\)")
+_COS = re.compile(r"\b(?:soadyn_)?cos\((\w+(?:\[\d+\])?)\)")
 
 
 def vector_type(lanes: int) -> str:
@@ -294,7 +298,8 @@ def vector_type(lanes: int) -> str:
 def simd_prelude(lanes: int) -> str:
     """Type, per-lane math and gather/scatter macros of the SIMD batch code (GCC/Clang vector extensions;
     other compilers get the scalar loop).  Every lane computes exactly what the scalar code computes:
-    the same IEEE operations in the same order (``-ffp-contract=off``), libm's ``sin``/``cos`` per lane."""
+    the same IEEE operations in the same order (``-ffp-contract=off``), the inline ``sin``/``cos`` of
+    :mod:`soadyn.codegen.trig` per lane."""
     vd = vector_type(lanes)
     lanes_list = range(lanes)
     ld = ", ".join(f"(p)[{i}*(s)+(k)]" if i else "(p)[k]" for i in lanes_list)
@@ -308,12 +313,13 @@ def simd_prelude(lanes: int) -> str:
         f"    && !defined({vd.upper()})",
         f"#define {vd.upper()} 1",
         f"typedef double {vd} __attribute__((vector_size({8 * lanes})));",
-        lanewise("soadyn_vsin", "sin") + lanewise("soadyn_vcos", "cos") + lanewise("soadyn_vsqrt", "sqrt"),
+        lanewise("soadyn_vsin", C_SIN) + lanewise("soadyn_vcos", C_COS) + lanewise("soadyn_vsqrt", "sqrt"),
         f"static inline {vd} soadyn_vpow({vd} x, double e)\n{{\n    {vd} r;\n    int l;\n"
         "    if (e == 2.0) return x*x;\n"
         f"    for (l = 0; l < {lanes}; ++l) r[l] = pow(x[l], e);\n    return r;\n}}",
-        f"static inline void soadyn_vsincos({vd} x, {vd} *s, {vd} *c)\n{{\n    int l;\n"
-        f"    for (l = 0; l < {lanes}; ++l) __builtin_sincos(x[l], &(*s)[l], &(*c)[l]);\n}}",
+        f"static inline void soadyn_vsincos({vd} x, {vd} *s, {vd} *c)\n{{\n"
+        + ("    soadyn_sincos4(&x, s, c);\n}" if lanes == 4 else
+           f"    int l;\n    for (l = 0; l < {lanes}; ++l) soadyn_sincos(x[l], &(*s)[l], &(*c)[l]);\n}}"),
         f"#define SOADYN_LD(p, k, s) (({vd}){{{ld}}})",
         "#endif",
     ]) + "\n"
@@ -356,7 +362,8 @@ def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str,
                     done.add(a)
                     out.append(f"{vd} sc_s{k}, sc_c{k};")
                     out.append(f"soadyn_vsincos({_vexpr(a, inputs)}, &sc_s{k}, &sc_c{k});")
-                expr = expr.replace(f"sin({a})", f"sc_s{k}").replace(f"cos({a})", f"sc_c{k}")
+                expr = re.sub(rf"\b(?:soadyn_)?sin\({re.escape(a)}\)", f"sc_s{k}", expr)
+                expr = re.sub(rf"\b(?:soadyn_)?cos\({re.escape(a)}\)", f"sc_c{k}", expr)
             out.append(f"const {vd} {m.group(1)} = {_vexpr(expr, inputs, lanes)};")
             continue
         m = OUTPUT_STORE.match(s)
@@ -518,7 +525,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         vbody += _transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
-                                                         for k, c in stored[a.name]])
+                                                         for k, c in stored[a.name]], zeroed=False)
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(_guarded(lanes, _block(sig, vbody)))
@@ -538,21 +545,24 @@ def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
             "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
 
 
-def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
+def _transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
+                   zeroed: bool = True) -> list[str]:
     """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
-    constant or None, slot); a constant is stored directly.  Zeros (``"0"``) are left out: a delegating
-    function clears its states' rows with one memset first (a thousand unrolled zero stores cost gcc
-    seconds of alias analysis).  More than :data:`UNROLLED_STORES` computed entries are copied by a loop
-    over a table of their entries in slot order, one vector load and ``lanes`` stores per entry: written
-    out one store per line, gcc's alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of
-    gcc CPU for the 37-DOF mass matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of
-    the mass matrix family run as fast or faster, measured in issue 11)."""
-    consts = [(k, c) for k, c, _ in entries if c is not None and c != "0"]
+    constant or None, slot); a constant is stored directly.  With ``zeroed``, zeros (``"0"``) are left
+    out: a delegating function clears its states' rows with one memset first (a thousand unrolled zero
+    stores cost gcc seconds of alias analysis); any other function stores them like the other constants.
+    More than :data:`UNROLLED_STORES` computed entries are copied by a loop over a table of their entries
+    in slot order, one vector load and ``lanes`` stores per entry: written out one store per line, gcc's
+    alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of gcc CPU for the 37-DOF mass
+    matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of the mass matrix family run
+    as fast or faster, measured in issue 11)."""
+    consts = [(k, c) for k, c, _ in entries if c is not None and not (zeroed and c == "0")]
     vd = vector_type(lanes)
     computed = sorted((slot, k) for k, c, slot in entries if c is None)
     if len(computed) <= UNROLLED_STORES:
         lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
-                 f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries if c != "0"]
+                 f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries
+                 if not (zeroed and c == "0")]
         return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
     n = len(computed)
     if [slot for slot, _ in computed] == list(range(n)):     # slots 0 .. n-1: a table of the entries
@@ -601,7 +611,7 @@ def _finish_delegate(f, extra: Extra, lanes: int, target) -> None:
 def prelude(lanes: int) -> str:
     """Lines that every source file with finished functions needs after its includes."""
     text = "\n".join(STAGE_MACRO) + "\n"
-    return text + (simd_prelude(lanes) if lanes > 1 else "")
+    return text + PRELUDE + (simd_prelude(lanes) if lanes > 1 else "")
 
 
 def translation_units(funcs: list, header_text: str) -> list[tuple[str, str, int, str]]:
@@ -662,6 +672,6 @@ def _pack(pieces: list[str], per: int) -> list[list[str]]:
 def _function_text(f) -> str:
     helpers = "".join(f"\n{h}" for h in f.helpers)
     unused = "".join(f"    (void){a};\n" for a in f.unused)
-    body = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.body)
+    body = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in fuse_pairs(f.body))
     batch = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.batch_body)
     return f"{helpers}\n{f.signature}\n{{\n{unused}{body}}}\n\n{f.batch_signature}\n{{\n{batch}}}\n"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES
 
 from soadyn.codegen import compile as soadyn_compile
 from soadyn.codegen import objcache
@@ -396,3 +397,21 @@ def test_units_streamed_per_function_equal_the_whole_module_units():
     assert gen.files == whole.files and gen.cdef == whole.cdef
     assert not any(f'"{whole.header_name}"' in text for _, text, _, _ in streamed)
     assert any("_case1(" in text and "N_FRAMES" in text for _, text, _, _ in streamed)   # a family's enum
+
+
+def test_simd_batch_stores_constant_zero_outputs(tmp_path):
+    """The reaction wheels' bias forces are exact zeros (axis through their centre of mass): the SIMD batch
+    stores them like the scalar function does, into an output of any contents (it left them unwritten)."""
+    m = soadyn_compile(EXAMPLES / "dimitrov_7dof_rw.yaml", tmp_path, functions=["bias_forces"],
+                       progress=False, profile="fast")
+    rng = np.random.default_rng(3)
+    n = 9
+    Q = np.zeros((n, m.nq))
+    Q[:, 6] = 1.0
+    Q[:, 7:] = rng.uniform(-3, 3, (n, m.nq - 7))
+    V = rng.normal(size=(n, m.nv))
+    out = np.full((n, m.nv), np.nan)
+    m.bias_forces(Q, V, out=out)
+    single = np.array([m.bias_forces(Q[i], V[i]) for i in range(n)])
+    assert np.all(single[:, 13:] == 0.0)
+    assert np.array_equal(out, single)

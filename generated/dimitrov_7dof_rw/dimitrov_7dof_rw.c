@@ -40,6 +40,164 @@
  */
 #include <math.h>
 #include "dimitrov_7dof_rw.h"
+#ifndef SOADYN_TRIG
+#define SOADYN_TRIG 1
+#include <string.h>
+/* sin/cos: Cody-Waite reduction by pi/2 and the fdlibm kernels (FreeBSD msun k_sin.c, k_cos.c,
+ * e_rem_pio2.c; Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunSoft,
+ * a Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this software is
+ * freely granted, provided that this notice is preserved.) Within 1 ulp of libm; libm for
+ * |x| >= 2^19 pi/2, inf and nan.  SOADYN_SINCOS_ARITH is the arithmetic of one argument or of a vector of
+ * them (the same IEEE operations in the same order: every lane rounds as the scalar code). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SOADYN_INLINE static inline __attribute__((always_inline, unused))
+#else
+#define SOADYN_INLINE static inline
+#endif
+#define SOADYN_TRIG_BIG 823549.6
+#define SOADYN_SINCOS_ARITH(x, ks, kc, t)                                                             \
+    {                                                                                                 \
+        t = x*6.36619772367581382433e-01 + 6755399441055744.0;  /* round(x 2/pi) + 1.5 2^52 */       \
+        fn = t - 6755399441055744.0;                                                                  \
+        tt = x - fn*1.57079632673412561417e+00;                                                       \
+        w = fn*6.07710050630396597660e-11;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*2.02226624879595063154e-21 - ((tt - r) - w);                                           \
+        tt = r;                                                                                       \
+        w = fn*2.02226624871116645580e-21;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*8.47842766036889956997e-32 - ((tt - r) - w);                                           \
+        y0 = r - w;                                            /* x - fn pi/2 = y0 + y1 */           \
+        y1 = (r - y0) - w;                                                                            \
+        z = y0*y0;                                                                                    \
+        v = z*y0;                                                                                     \
+        p = 8.33333333332248946124e-03 + z*(-1.98412698298579493134e-04 + z*(2.75573137070700676789e-06 \
+            + z*(-2.50507602534068634195e-08 + z*1.58969099521155010221e-10)));                       \
+        ks = y0 - ((z*(0.5*y1 - v*p) - y1) - v*-1.66666666666666324348e-01);                          \
+        v = z*z;                                                                                      \
+        p = z*(4.16666666666666019037e-02 + z*(-1.38888888888741095749e-03                         \
+            + z*2.48015872894767294178e-05)) + v*v*(-2.75573143513906633035e-07                      \
+            + z*(2.08757232129817482790e-09 + z*-1.13596475577881948265e-11));                        \
+        hz = 0.5*z;                                                                                   \
+        u = 1.0 - hz;                                                                                 \
+        kc = u + (((1.0 - u) - hz) + (z*p - y0*y1));                                                  \
+    }
+/* the quadrant n (mod 4, the low bits of t): odd swaps sin and cos, then the signs */
+#define SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)                                                     \
+    {                                                                                                 \
+        sel = 0ULL - (n & 1ULL);                                                                      \
+        rs = ((bs & ~sel) | (bc & sel)) ^ ((n & 2ULL) << 62);                                         \
+        rc = ((bc & ~sel) | (bs & sel)) ^ (((n + 1ULL) & 2ULL) << 62);                                \
+    }
+SOADYN_INLINE void soadyn_sincos(double x, double *s, double *c)
+{
+    double t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    unsigned long long n, bs, bc, sel, rs, rc;
+    if (!(fabs(x) < SOADYN_TRIG_BIG)) {
+        *s = sin(x);
+        *c = cos(x);
+        return;
+    }
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    memcpy(&n, &t, 8);
+    memcpy(&bs, &ks, 8);
+    memcpy(&bc, &kc, 8);
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    memcpy(s, &rs, 8);
+    memcpy(c, &rc, 8);
+}
+SOADYN_INLINE double soadyn_sin(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return s;
+}
+SOADYN_INLINE double soadyn_cos(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return c;
+}
+/* libm's sin and cos of the x[k] outside the reduction's range (and inf, nan): out of line, so that no
+ * call sits in the generated code's hot path (a call site per lane cost the Panda's M^-1 ~70 ns) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold, unused))
+#endif
+static void soadyn_sincos_libm(const double *x, double *s, double *c, int n)
+{
+    int k;
+    for (k = 0; k < n; ++k)
+        if (!(fabs(x[k]) < SOADYN_TRIG_BIG)) {
+            s[k] = sin(x[k]);
+            c[k] = cos(x[k]);
+        }
+}
+/* sin and cos of 4 arguments at once (GCC/Clang vector extensions; the scalar function elsewhere) */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
+#define SOADYN_T4D 1
+typedef double soadyn_t4d __attribute__((vector_size(32)));
+typedef unsigned long long soadyn_t4u __attribute__((vector_size(32)));
+SOADYN_INLINE void soadyn_sincos4_core(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    const soadyn_t4d x = *xp;
+    soadyn_t4d t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    soadyn_t4u n, bs, bc, sel, rs, rc;
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    n = (soadyn_t4u)t;
+    bs = (soadyn_t4u)ks;
+    bc = (soadyn_t4u)kc;
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    *s = (soadyn_t4d)rs;
+    *c = (soadyn_t4d)rc;
+}
+SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    double xa[4], sa[4], ca[4];
+    int l, big = 0;
+    soadyn_sincos4_core(xp, s, c);
+    for (l = 0; l < 4; ++l) big |= !(fabs((*xp)[l]) < SOADYN_TRIG_BIG);
+    if (big) {
+        for (l = 0; l < 4; ++l) {
+            xa[l] = (*xp)[l];
+            sa[l] = (*s)[l];
+            ca[l] = (*c)[l];
+        }
+        soadyn_sincos_libm(xa, sa, ca, 4);
+        for (l = 0; l < 4; ++l) {
+            (*s)[l] = sa[l];
+            (*c)[l] = ca[l];
+        }
+    }
+}
+#endif
+/* s[k], c[k] for k < n (n a multiple of 4); out of line: one call where a function's trigonometry starts,
+ * before most of its values are live (inlined, the call to libm for large arguments made gcc spill more) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, unused))
+#endif
+static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+{
+    int k, big = 0;
+#ifdef SOADYN_T4D
+    soadyn_t4d xv, sv, cv;
+    int l;
+    for (k = 0; k < n; k += 4) {
+        xv = (soadyn_t4d){x[k], x[k + 1], x[k + 2], x[k + 3]};
+        soadyn_sincos4_core(&xv, &sv, &cv);
+        for (l = 0; l < 4; ++l) {
+            s[k + l] = sv[l];
+            c[k + l] = cv[l];
+        }
+    }
+    for (k = 0; k < n; ++k) big |= !(fabs(x[k]) < SOADYN_TRIG_BIG);
+    if (big) soadyn_sincos_libm(x, s, c, n);
+#else
+    (void)big;
+    for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
+#endif
+}
+#endif
+
 
 /*
  * centre of mass of the whole robot in the inertial frame
@@ -87,20 +245,22 @@ void dimitrov_7dof_rw_center_of_mass(const double *q, double *com)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
     /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm6_1 = 17.135250000000003 + c7*4.806620000000001;
     const double hm6_2 = 7.0784 + s7*4.806620000000001;
@@ -260,27 +420,29 @@ void dimitrov_7dof_rw_mass_matrix(const double *q, double *M)
     M[254] = 0;
     M[255] = 0.1;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
     const double t77 = pow(c9, 2)*0.1 + pow(s9, 2)*0.1;
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     const double t78 = 0.1*pow(s10, 2) + pow(c10, 2)*0.1;
     const double t0 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -734,27 +896,29 @@ void dimitrov_7dof_rw_mass_matrix_nz(const double *q, double *M)
     M[242] = 0.1;
     M[255] = 0.1;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
     const double t77 = pow(c9, 2)*0.1 + pow(s9, 2)*0.1;
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     const double t78 = 0.1*pow(s10, 2) + pow(c10, 2)*0.1;
     const double t0 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -1205,27 +1369,29 @@ void dimitrov_7dof_rw_mass_matrix_upper(const double *q, double *M)
     M[238] = 0.1;
     M[255] = 0.1;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
     const double t77 = pow(c9, 2)*0.1 + pow(s9, 2)*0.1;
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     const double t78 = 0.1*pow(s10, 2) + pow(c10, 2)*0.1;
     const double t0 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -1611,26 +1777,28 @@ void dimitrov_7dof_rw_bias_forces(const double *q, const double *v, double *C)
     const double v_14 = v[14];
     const double v_15 = v[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2016,26 +2184,28 @@ void dimitrov_7dof_rw_inverse_dynamics(const double *q, const double *v, const d
     const double a_14 = a[14];
     const double a_15 = a[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2526,26 +2696,28 @@ void dimitrov_7dof_rw_inverse_dynamics_fext(const double *q, const double *v, co
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2978,26 +3150,28 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
     const double tau_14 = tau[14];
     const double tau_15 = tau[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -4020,26 +4194,28 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -5082,35 +5258,11 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     Minv[205] = 0;
     Minv[206] = 0;
     Minv[207] = 0;
-    Minv[214] = 0;
-    Minv[215] = 0;
-    Minv[216] = 0;
-    Minv[217] = 0;
-    Minv[218] = 0;
-    Minv[219] = 0;
-    Minv[220] = 0;
     Minv[221] = 10;
     Minv[222] = 0;
     Minv[223] = 0;
-    Minv[230] = 0;
-    Minv[231] = 0;
-    Minv[232] = 0;
-    Minv[233] = 0;
-    Minv[234] = 0;
-    Minv[235] = 0;
-    Minv[236] = 0;
-    Minv[237] = 0;
     Minv[238] = 10;
     Minv[239] = 0;
-    Minv[246] = 0;
-    Minv[247] = 0;
-    Minv[248] = 0;
-    Minv[249] = 0;
-    Minv[250] = 0;
-    Minv[251] = 0;
-    Minv[252] = 0;
-    Minv[253] = 0;
-    Minv[254] = 0;
     Minv[255] = 10;
     prodf_MinvB[42] = -1;
     prodf_MinvB[43] = 0;
@@ -5131,31 +5283,33 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     prodf_MinvB[58] = 0;
     prodf_MinvB[59] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
     const double t180 = pow(c8, 2);
-    const double s8 = sin(q_14);
+    const double s8 = soadyn_ts[7];
     const double t179 = pow(s8, 2);
-    const double c9 = cos(q_15);
+    const double c9 = soadyn_tc[8];
     const double t154 = pow(c9, 2);
-    const double s9 = sin(q_15);
+    const double s9 = soadyn_ts[8];
     const double t155 = pow(s9, 2);
-    const double c10 = cos(q_16);
+    const double c10 = soadyn_tc[9];
     const double t158 = pow(c10, 2);
-    const double s10 = sin(q_16);
+    const double s10 = soadyn_ts[9];
     const double t157 = pow(s10, 2);
     const double t0 = pow(s7, 2);
     const double t1 = pow(c7, 2);
@@ -6235,24 +6389,20 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     prodf_MinvB[79] = W0_10x_4;
     const double W1_2 = -t194*Dinv1;
     Minv[103] = W1_2;
-    Minv[118] = W1_2;
     const double Minv2_2 = Dinv2 - t194*W1_2;
     Minv[119] = Minv2_2;
     const double W2_3 = -t199*Dinv2;
     const double W1_3 = -t201*Dinv1;
     Minv[104] = W1_3;
-    Minv[134] = W1_3;
     const double W3_4 = -t206*Dinv3;
     const double W2_4 = -t208*Dinv2;
     const double W1_4 = -t210*Dinv1;
     Minv[105] = W1_4;
-    Minv[150] = W1_4;
     const double W4_5 = -t215*Dinv4;
     const double W3_5 = -t218*Dinv3;
     const double W2_5 = -t220*Dinv2;
     const double W1_5 = -t222*Dinv1;
     Minv[106] = W1_5;
-    Minv[166] = W1_5;
     const double W5_6 = -t226*Dinv5;
     const double W4_6 = -t229*Dinv4;
     const double W3_6 = -t232*Dinv3;
@@ -6262,67 +6412,50 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double W1_7 = -t251*Dinv1;
     Minv[107] = W1_6;
     Minv[108] = W1_7;
-    Minv[182] = W1_6;
-    Minv[198] = W1_7;
     const double W6_7 = -t240*Dinv6;
     const double Minv6_6 = Dinv6 - t226*W5_6 - t229*W4_6 - t232*W3_6 - t234*W2_6 - t236*W1_6;
     Minv[187] = Minv6_6;
     const double Minv5_6 = W5_6 - t215*W4_6 - t218*W3_6 - t220*W2_6 - t222*W1_6;
+    Minv[171] = Minv5_6;
     const double Minv4_6 = W4_6 - t206*W3_6 - t208*W2_6 - t210*W1_6;
+    Minv[155] = Minv4_6;
     const double Minv3_6 = W3_6 - t199*W2_6 - t201*W1_6;
     const double Minv2_6 = W2_6 - t194*W1_6;
     Minv[123] = Minv2_6;
-    Minv[183] = Minv2_6;
     Minv[139] = Minv3_6;
-    Minv[184] = Minv3_6;
-    Minv[155] = Minv4_6;
-    Minv[185] = Minv4_6;
-    Minv[171] = Minv5_6;
-    Minv[186] = Minv5_6;
     const double W5_7 = -t241*Dinv5;
     const double Minv5_5 = Dinv5 - t215*W4_5 - t218*W3_5 - t220*W2_5 - t222*W1_5;
     Minv[170] = Minv5_5;
     const double Minv4_5 = W4_5 - t206*W3_5 - t208*W2_5 - t210*W1_5;
+    Minv[154] = Minv4_5;
     const double Minv3_5 = W3_5 - t199*W2_5 - t201*W1_5;
     const double Minv2_5 = W2_5 - t194*W1_5;
     Minv[122] = Minv2_5;
-    Minv[167] = Minv2_5;
     Minv[138] = Minv3_5;
-    Minv[168] = Minv3_5;
-    Minv[154] = Minv4_5;
-    Minv[169] = Minv4_5;
     const double W4_7 = -t244*Dinv4;
     const double Minv4_4 = Dinv4 - t206*W3_4 - t208*W2_4 - t210*W1_4;
     Minv[153] = Minv4_4;
     const double Minv3_4 = W3_4 - t199*W2_4 - t201*W1_4;
     const double Minv2_4 = W2_4 - t194*W1_4;
     Minv[121] = Minv2_4;
-    Minv[151] = Minv2_4;
     Minv[137] = Minv3_4;
-    Minv[152] = Minv3_4;
     const double W3_7 = -t247*Dinv3;
     const double Minv7_7 = 0.7049397638840915 - t240*W6_7 - t241*W5_7 - t244*W4_7 - t247*W3_7 - t249*W2_7 - t251*W1_7;
     const double Minv6_7 = W6_7 - t226*W5_7 - t229*W4_7 - t232*W3_7 - t234*W2_7 - t236*W1_7;
     const double Minv5_7 = W5_7 - t215*W4_7 - t218*W3_7 - t220*W2_7 - t222*W1_7;
     const double Minv4_7 = W4_7 - t206*W3_7 - t208*W2_7 - t210*W1_7;
+    Minv[156] = Minv4_7;
+    Minv[172] = Minv5_7;
+    Minv[188] = Minv6_7;
     Minv[204] = Minv7_7;
     const double Minv3_3 = Dinv3 - t199*W2_3 - t201*W1_3;
     const double Minv3_7 = W3_7 - t199*W2_7 - t201*W1_7;
     const double Minv2_3 = W2_3 - t194*W1_3;
     const double Minv2_7 = W2_7 - t194*W1_7;
-    Minv[136] = Minv3_3;
     Minv[120] = Minv2_3;
-    Minv[135] = Minv2_3;
     Minv[124] = Minv2_7;
-    Minv[199] = Minv2_7;
+    Minv[136] = Minv3_3;
     Minv[140] = Minv3_7;
-    Minv[200] = Minv3_7;
-    Minv[156] = Minv4_7;
-    Minv[201] = Minv4_7;
-    Minv[172] = Minv5_7;
-    Minv[202] = Minv5_7;
-    Minv[188] = Minv6_7;
-    Minv[203] = Minv6_7;
     /* MinvB: dense product */
     dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(prodf_MinvB, Minv);
 }
@@ -6763,31 +6896,33 @@ void dimitrov_7dof_rw_innovations_factors(const double *q, double *L, double *D)
     D[254] = 0;
     D[255] = 0.1;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
     const double t180 = pow(c8, 2);
-    const double s8 = sin(q_14);
+    const double s8 = soadyn_ts[7];
     const double t179 = pow(s8, 2);
-    const double c9 = cos(q_15);
+    const double c9 = soadyn_tc[8];
     const double t154 = pow(c9, 2);
-    const double s9 = sin(q_15);
+    const double s9 = soadyn_ts[8];
     const double t155 = pow(s9, 2);
-    const double c10 = cos(q_16);
+    const double c10 = soadyn_tc[9];
     const double t158 = pow(c10, 2);
-    const double s10 = sin(q_16);
+    const double s10 = soadyn_ts[9];
     const double t157 = pow(s10, 2);
     const double t0 = pow(s7, 2);
     const double t1 = pow(c7, 2);
@@ -7522,26 +7657,28 @@ void dimitrov_7dof_rw_momentum(const double *q, const double *v, double *h)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
@@ -7769,26 +7906,28 @@ void dimitrov_7dof_rw_kinetic_energy(const double *q, const double *v, double *T
     const double v_14 = v[14];
     const double v_15 = v[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
@@ -7941,26 +8080,28 @@ void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda
     Lambda[386] = 0;
     Lambda[392] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     const double t0 = pow(s7, 2);
     const double t1 = pow(c7, 2);
     const double t2 = t0*1.783356614673977 + t1*18.07;
@@ -9562,26 +9703,28 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double tau_14 = tau[14];
     const double tau_15 = tau[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -12003,26 +12146,28 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -14416,26 +14561,28 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double tau_14 = tau[14];
     const double tau_15 = tau[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -16640,26 +16787,28 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -18775,26 +18924,28 @@ void dimitrov_7dof_rw_base_inertia(const double *q, double *Hb_o)
     const double q_15 = q[15];
     const double q_16 = q[16];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + c7*4.806620000000001;
     const double Rh6_2 = 7.0784 + s7*4.806620000000001;
@@ -18962,20 +19113,22 @@ void dimitrov_7dof_rw_coupling_inertia(const double *q, double *Hbm_o)
     const double q_12 = q[12];
     const double q_13 = q[13];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
     const double t0 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t0;
@@ -19292,27 +19445,29 @@ void dimitrov_7dof_rw_generalized_inertia(const double *q, double *Hg_o)
     const double q_16 = q[16];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
     const double t78 = pow(c9, 2)*0.1 + pow(s9, 2)*0.1;
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     const double t77 = 0.1*pow(s10, 2) + pow(c10, 2)*0.1;
     const double t0 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -19901,26 +20056,28 @@ void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double 
     const double v_14 = v[14];
     const double v_15 = v[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -20757,26 +20914,28 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -21619,26 +21778,28 @@ void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v,
     cpt_o[8] = 0;
     cpt_o[9] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -22444,26 +22605,28 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f_ext_64 = f_ext[64];
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -23257,20 +23420,22 @@ void dimitrov_7dof_rw_coupling_inertia_rate(const double *q, const double *qd, d
     const double qd_5 = qd[5];
     const double qd_6 = qd[6];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
     const double t0 = pow(qd_0, 2);
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_0 = -t0*0.1132;
@@ -23572,26 +23737,28 @@ void dimitrov_7dof_rw_base_velocity(const double *q, const double *qd, const dou
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     const double t16 = c7*4.806620000000001;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + t16;
@@ -23978,8 +24145,10 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 6 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double t4 = -s1*0.75;
         const double t5 = c1*0.75;
         const double t6 = s1*0.65;
@@ -24026,10 +24195,12 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 30 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -24091,12 +24262,14 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 113 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -24186,14 +24359,16 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 165 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
+        double soadyn_tx[4] = {q[7], q[8], q[9], q[10]}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -24305,16 +24480,18 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 223 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], 0, 0, 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -24449,18 +24626,20 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 290 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
+        const double c6 = soadyn_tc[5];
+        const double s6 = soadyn_ts[5];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -24617,20 +24796,22 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 363 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
-        const double c7 = cos(q_13);
-        const double s7 = sin(q_13);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
+        const double c6 = soadyn_tc[5];
+        const double s6 = soadyn_ts[5];
+        const double c7 = soadyn_tc[6];
+        const double s7 = soadyn_ts[6];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -24819,8 +25000,10 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 2 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c8 = cos(q_14);
-        const double s8 = sin(q_14);
+        double soadyn_tx[4] = {q[14], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c8 = soadyn_tc[0];
+        const double s8 = soadyn_ts[0];
         J[0] = 0;
         J[1] = s8;
         J[2] = -c8;
@@ -24860,8 +25043,10 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_RW_Y: {  /* 'rw_y': 2 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c9 = cos(q_15);
-        const double s9 = sin(q_15);
+        double soadyn_tx[4] = {q[15], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c9 = soadyn_tc[0];
+        const double s9 = soadyn_ts[0];
         J[0] = c9;
         J[1] = 0;
         J[2] = -s9;
@@ -24903,8 +25088,10 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 4 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c10 = cos(q_16);
-        const double s10 = sin(q_16);
+        double soadyn_tx[4] = {q[16], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c10 = soadyn_tc[0];
+        const double s10 = soadyn_ts[0];
         const double t145 = s10*0.75;
         const double t146 = c10*0.75;
         J[0] = c10;
@@ -24943,20 +25130,22 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 402 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
-        const double c7 = cos(q_13);
-        const double s7 = sin(q_13);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
+        const double c6 = soadyn_tc[5];
+        const double s6 = soadyn_ts[5];
+        const double c7 = soadyn_tc[6];
+        const double s7 = soadyn_ts[6];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -25340,8 +25529,10 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 26 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double t20 = -0.65*R0_2;
         const double t22 = 0.65*R0_1;
         const double t24 = -0.65*R0_5;
@@ -25409,10 +25600,12 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 96 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_1 = -s1*c2;
         const double Rb2_4 = c1*c2;
@@ -25499,12 +25692,14 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 140 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -25611,14 +25806,16 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 194 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
+        double soadyn_tx[4] = {q[7], q[8], q[9], q[10]}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -25746,16 +25943,18 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 262 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], 0, 0, 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -25907,18 +26106,20 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 345 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
+        const double c6 = soadyn_tc[5];
+        const double s6 = soadyn_ts[5];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -26271,20 +26472,22 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     }
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 395 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
-        const double c7 = cos(q_13);
-        const double s7 = sin(q_13);
+        double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
+        const double c4 = soadyn_tc[3];
+        const double s4 = soadyn_ts[3];
+        const double c5 = soadyn_tc[4];
+        const double s5 = soadyn_ts[4];
+        const double c6 = soadyn_tc[5];
+        const double s6 = soadyn_ts[5];
+        const double c7 = soadyn_tc[6];
+        const double s7 = soadyn_ts[6];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = -s1*s2;
         const double Rb2_1 = -s1*c2;
@@ -26564,26 +26767,28 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_1 = -s1*c2;
     const double Rb2_4 = c1*c2;
@@ -28528,26 +28733,28 @@ int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int 
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
-    const double c7 = cos(q_13);
-    const double s7 = sin(q_13);
-    const double c8 = cos(q_14);
-    const double s8 = sin(q_14);
-    const double c9 = cos(q_15);
-    const double s9 = sin(q_15);
-    const double c10 = cos(q_16);
-    const double s10 = sin(q_16);
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh6_1 = 17.135250000000003 + c7*4.806620000000001;
     const double Rh6_2 = 7.0784 + s7*4.806620000000001;

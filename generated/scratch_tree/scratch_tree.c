@@ -40,6 +40,164 @@
  */
 #include <math.h>
 #include "scratch_tree.h"
+#ifndef SOADYN_TRIG
+#define SOADYN_TRIG 1
+#include <string.h>
+/* sin/cos: Cody-Waite reduction by pi/2 and the fdlibm kernels (FreeBSD msun k_sin.c, k_cos.c,
+ * e_rem_pio2.c; Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunSoft,
+ * a Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this software is
+ * freely granted, provided that this notice is preserved.) Within 1 ulp of libm; libm for
+ * |x| >= 2^19 pi/2, inf and nan.  SOADYN_SINCOS_ARITH is the arithmetic of one argument or of a vector of
+ * them (the same IEEE operations in the same order: every lane rounds as the scalar code). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SOADYN_INLINE static inline __attribute__((always_inline, unused))
+#else
+#define SOADYN_INLINE static inline
+#endif
+#define SOADYN_TRIG_BIG 823549.6
+#define SOADYN_SINCOS_ARITH(x, ks, kc, t)                                                             \
+    {                                                                                                 \
+        t = x*6.36619772367581382433e-01 + 6755399441055744.0;  /* round(x 2/pi) + 1.5 2^52 */       \
+        fn = t - 6755399441055744.0;                                                                  \
+        tt = x - fn*1.57079632673412561417e+00;                                                       \
+        w = fn*6.07710050630396597660e-11;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*2.02226624879595063154e-21 - ((tt - r) - w);                                           \
+        tt = r;                                                                                       \
+        w = fn*2.02226624871116645580e-21;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*8.47842766036889956997e-32 - ((tt - r) - w);                                           \
+        y0 = r - w;                                            /* x - fn pi/2 = y0 + y1 */           \
+        y1 = (r - y0) - w;                                                                            \
+        z = y0*y0;                                                                                    \
+        v = z*y0;                                                                                     \
+        p = 8.33333333332248946124e-03 + z*(-1.98412698298579493134e-04 + z*(2.75573137070700676789e-06 \
+            + z*(-2.50507602534068634195e-08 + z*1.58969099521155010221e-10)));                       \
+        ks = y0 - ((z*(0.5*y1 - v*p) - y1) - v*-1.66666666666666324348e-01);                          \
+        v = z*z;                                                                                      \
+        p = z*(4.16666666666666019037e-02 + z*(-1.38888888888741095749e-03                         \
+            + z*2.48015872894767294178e-05)) + v*v*(-2.75573143513906633035e-07                      \
+            + z*(2.08757232129817482790e-09 + z*-1.13596475577881948265e-11));                        \
+        hz = 0.5*z;                                                                                   \
+        u = 1.0 - hz;                                                                                 \
+        kc = u + (((1.0 - u) - hz) + (z*p - y0*y1));                                                  \
+    }
+/* the quadrant n (mod 4, the low bits of t): odd swaps sin and cos, then the signs */
+#define SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)                                                     \
+    {                                                                                                 \
+        sel = 0ULL - (n & 1ULL);                                                                      \
+        rs = ((bs & ~sel) | (bc & sel)) ^ ((n & 2ULL) << 62);                                         \
+        rc = ((bc & ~sel) | (bs & sel)) ^ (((n + 1ULL) & 2ULL) << 62);                                \
+    }
+SOADYN_INLINE void soadyn_sincos(double x, double *s, double *c)
+{
+    double t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    unsigned long long n, bs, bc, sel, rs, rc;
+    if (!(fabs(x) < SOADYN_TRIG_BIG)) {
+        *s = sin(x);
+        *c = cos(x);
+        return;
+    }
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    memcpy(&n, &t, 8);
+    memcpy(&bs, &ks, 8);
+    memcpy(&bc, &kc, 8);
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    memcpy(s, &rs, 8);
+    memcpy(c, &rc, 8);
+}
+SOADYN_INLINE double soadyn_sin(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return s;
+}
+SOADYN_INLINE double soadyn_cos(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return c;
+}
+/* libm's sin and cos of the x[k] outside the reduction's range (and inf, nan): out of line, so that no
+ * call sits in the generated code's hot path (a call site per lane cost the Panda's M^-1 ~70 ns) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold, unused))
+#endif
+static void soadyn_sincos_libm(const double *x, double *s, double *c, int n)
+{
+    int k;
+    for (k = 0; k < n; ++k)
+        if (!(fabs(x[k]) < SOADYN_TRIG_BIG)) {
+            s[k] = sin(x[k]);
+            c[k] = cos(x[k]);
+        }
+}
+/* sin and cos of 4 arguments at once (GCC/Clang vector extensions; the scalar function elsewhere) */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
+#define SOADYN_T4D 1
+typedef double soadyn_t4d __attribute__((vector_size(32)));
+typedef unsigned long long soadyn_t4u __attribute__((vector_size(32)));
+SOADYN_INLINE void soadyn_sincos4_core(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    const soadyn_t4d x = *xp;
+    soadyn_t4d t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    soadyn_t4u n, bs, bc, sel, rs, rc;
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    n = (soadyn_t4u)t;
+    bs = (soadyn_t4u)ks;
+    bc = (soadyn_t4u)kc;
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    *s = (soadyn_t4d)rs;
+    *c = (soadyn_t4d)rc;
+}
+SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    double xa[4], sa[4], ca[4];
+    int l, big = 0;
+    soadyn_sincos4_core(xp, s, c);
+    for (l = 0; l < 4; ++l) big |= !(fabs((*xp)[l]) < SOADYN_TRIG_BIG);
+    if (big) {
+        for (l = 0; l < 4; ++l) {
+            xa[l] = (*xp)[l];
+            sa[l] = (*s)[l];
+            ca[l] = (*c)[l];
+        }
+        soadyn_sincos_libm(xa, sa, ca, 4);
+        for (l = 0; l < 4; ++l) {
+            (*s)[l] = sa[l];
+            (*c)[l] = ca[l];
+        }
+    }
+}
+#endif
+/* s[k], c[k] for k < n (n a multiple of 4); out of line: one call where a function's trigonometry starts,
+ * before most of its values are live (inlined, the call to libm for large arguments made gcc spill more) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, unused))
+#endif
+static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+{
+    int k, big = 0;
+#ifdef SOADYN_T4D
+    soadyn_t4d xv, sv, cv;
+    int l;
+    for (k = 0; k < n; k += 4) {
+        xv = (soadyn_t4d){x[k], x[k + 1], x[k + 2], x[k + 3]};
+        soadyn_sincos4_core(&xv, &sv, &cv);
+        for (l = 0; l < 4; ++l) {
+            s[k + l] = sv[l];
+            c[k + l] = cv[l];
+        }
+    }
+    for (k = 0; k < n; ++k) big |= !(fabs(x[k]) < SOADYN_TRIG_BIG);
+    if (big) soadyn_sincos_libm(x, s, c, n);
+#else
+    (void)big;
+    for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
+#endif
+}
+#endif
+
 
 /*
  * centre of mass of the whole robot in the inertial frame
@@ -84,16 +242,18 @@ void scratch_tree_center_of_mass(const double *q, double *com)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -111,8 +271,8 @@ void scratch_tree_center_of_mass(const double *q, double *com)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double hm1_0 = 2 + 0.04*R2_2 + R2_0*hm2_0 + R2_1*0.0038941834230865058;
@@ -182,16 +342,18 @@ void scratch_tree_mass_matrix(const double *q, double *M)
     M[98] = 0;
     M[99] = 0.065;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -209,8 +371,8 @@ void scratch_tree_mass_matrix(const double *q, double *M)
     const double R2_4 = c2 + t0*0.2551020408163265;
     const double R2_6 = -(c2 + t0*0.09183673469387753);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -397,16 +559,18 @@ void scratch_tree_mass_matrix_nz(const double *q, double *M)
     M[88] = 1.5;
     M[99] = 0.065;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -424,8 +588,8 @@ void scratch_tree_mass_matrix_nz(const double *q, double *M)
     const double R2_4 = c2 + t0*0.2551020408163265;
     const double R2_6 = -(c2 + t0*0.09183673469387753);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -611,16 +775,18 @@ void scratch_tree_mass_matrix_upper(const double *q, double *M)
     M[88] = 1.5;
     M[99] = 0.065;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -638,8 +804,8 @@ void scratch_tree_mass_matrix_upper(const double *q, double *M)
     const double R2_4 = c2 + t0*0.2551020408163265;
     const double R2_6 = -(c2 + t0*0.09183673469387753);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -797,16 +963,18 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -824,8 +992,8 @@ void scratch_tree_bias_forces(const double *q, const double *v, double *C)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1046,16 +1214,18 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double a_8 = a[8];
     const double a_9 = a[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -1073,8 +1243,8 @@ void scratch_tree_inverse_dynamics(const double *q, const double *v, const doubl
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1344,16 +1514,18 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -1371,8 +1543,8 @@ void scratch_tree_inverse_dynamics_fext(const double *q, const double *v, const 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1611,16 +1783,18 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -1638,8 +1812,8 @@ void scratch_tree_forward_dynamics(const double *q, const double *v, const doubl
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2167,16 +2341,18 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -2194,8 +2370,8 @@ void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2672,16 +2848,18 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double q_10 = q[10];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -2699,8 +2877,8 @@ void scratch_tree_mass_matrix_inverse(const double *q, double *Minv)
     const double R2_4 = c2 + t0*0.2551020408163265;
     const double R2_6 = -(c2 + t0*0.09183673469387753);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
@@ -3338,16 +3516,18 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     D[98] = 0;
     D[99] = 0.065;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -3365,8 +3545,8 @@ void scratch_tree_innovations_factors(const double *q, double *L, double *D)
     const double R2_4 = c2 + t0*0.2551020408163265;
     const double R2_6 = -(c2 + t0*0.09183673469387753);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
@@ -3706,16 +3886,18 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -3733,8 +3915,8 @@ void scratch_tree_momentum(const double *q, const double *v, double *h)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = v_0*R1_0 + v_1*R1_3 + v_2*R1_6;
     const double V1_1 = v_0*R1_1 + v_1*R1_4 + v_2*R1_7;
@@ -3858,16 +4040,18 @@ void scratch_tree_kinetic_energy(const double *q, const double *v, double *T)
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -3885,8 +4069,8 @@ void scratch_tree_kinetic_energy(const double *q, const double *v, double *T)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = v_0*R1_0 + v_1*R1_3 + v_2*R1_6;
     const double V1_1 = v_0*R1_1 + v_1*R1_4 + v_2*R1_7;
@@ -3966,16 +4150,18 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     Lambda[169] = 0;
     Lambda[175] = 0.15000000000000002;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -3993,8 +4179,8 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     const double R2_4 = c2 + t0*0.2551020408163265;
     const double R2_6 = -(c2 + t0*0.09183673469387753);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
     const double P2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
     const double t7 = 1.5*l3_0;
@@ -4726,16 +4912,18 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -4753,8 +4941,8 @@ void scratch_tree_forward_dynamics_decoupled(const double *q, const double *v, c
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -5895,16 +6083,18 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -5922,8 +6112,8 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -7035,16 +7225,18 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double tau_8 = tau[8];
     const double tau_9 = tau[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -7062,8 +7254,8 @@ void scratch_tree_forward_dynamics_schur(const double *q, const double *v, const
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -7925,16 +8117,18 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -7952,8 +8146,8 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -8762,16 +8956,18 @@ void scratch_tree_base_inertia(const double *q, double *Hb_o)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -8789,8 +8985,8 @@ void scratch_tree_base_inertia(const double *q, double *Hb_o)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -8897,16 +9093,18 @@ void scratch_tree_coupling_inertia(const double *q, double *Hbm_o)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -8924,8 +9122,8 @@ void scratch_tree_coupling_inertia(const double *q, double *Hbm_o)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -9023,16 +9221,18 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double q_9 = q[9];
     const double q_10 = q[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -9050,8 +9250,8 @@ void scratch_tree_generalized_inertia(const double *q, double *Hg_o)
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -9268,16 +9468,18 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -9295,8 +9497,8 @@ void scratch_tree_generalized_bias(const double *q, const double *v, double *cg_
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -9691,16 +9893,18 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -9718,8 +9922,8 @@ void scratch_tree_generalized_bias_fext(const double *q, const double *v, const 
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -10088,16 +10292,18 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double v_8 = v[8];
     const double v_9 = v[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -10115,8 +10321,8 @@ void scratch_tree_angular_reduced_dynamics(const double *q, const double *v, dou
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -10495,16 +10701,18 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f_ext_28 = f_ext[28];
     const double f_ext_29 = f_ext[29];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -10522,8 +10730,8 @@ void scratch_tree_angular_reduced_dynamics_fext(const double *q, const double *v
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -10860,16 +11068,18 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double qd_2 = qd[2];
     const double qd_3 = qd[3];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t0 = 1 - c2;
     const double t1 = t0*0.24489795918367346;
     const double t2 = s2*0.5050762722761053;
@@ -10887,8 +11097,8 @@ void scratch_tree_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double R2_7 = -(t5 - t6);
     const double R2_8 = -(t1 + t2);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     const double t7 = pow(qd_0, 2);
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_3 = -t7*0.6000000000000001;
@@ -11045,16 +11255,18 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -11072,8 +11284,8 @@ void scratch_tree_base_velocity(const double *q, const double *qd, const double 
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;
@@ -11279,8 +11491,10 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 48 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
@@ -11342,16 +11556,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -11460,16 +11676,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -11589,8 +11807,10 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 8 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
+        double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
         J[0] = c4;
         J[1] = 0;
         J[2] = -s4;
@@ -11624,16 +11844,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 264 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -11764,16 +11986,18 @@ int scratch_tree_jacobian_local(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 270 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = 1 - c2;
         const double t1 = t0*0.24489795918367346;
         const double t2 = s2*0.5050762722761053;
@@ -12064,16 +12288,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 191 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12182,16 +12408,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 240 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12361,16 +12589,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 246 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12495,16 +12725,18 @@ int scratch_tree_jacobian_world(const double *q, int frame, double *J)
     }
     case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 252 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
         const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
         const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
         const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
         const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
         const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = 1 - c2;
         const double t17 = t16*0.24489795918367346;
         const double t18 = s2*0.5050762722761053;
@@ -12692,16 +12924,18 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -12719,8 +12953,8 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
     const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
     const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
@@ -13327,16 +13561,18 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
     const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
     const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
     const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
     const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
     const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
     const double t16 = 1 - c2;
     const double t17 = t16*0.24489795918367346;
     const double t18 = s2*0.5050762722761053;
@@ -13354,8 +13590,8 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double R2_7 = -(t21 - t22);
     const double R2_8 = -(t17 + t18);
     const double l3_0 = 0.3 + q_9;
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_0 = 0.4092106099400289 + 1.5*l3_0;
     const double RJ2_01 = 0.009538846048601397 - l3_0*0.0038941834230865058;

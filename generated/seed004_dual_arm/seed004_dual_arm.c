@@ -40,6 +40,164 @@
  */
 #include <math.h>
 #include "seed004_dual_arm.h"
+#ifndef SOADYN_TRIG
+#define SOADYN_TRIG 1
+#include <string.h>
+/* sin/cos: Cody-Waite reduction by pi/2 and the fdlibm kernels (FreeBSD msun k_sin.c, k_cos.c,
+ * e_rem_pio2.c; Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunSoft,
+ * a Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this software is
+ * freely granted, provided that this notice is preserved.) Within 1 ulp of libm; libm for
+ * |x| >= 2^19 pi/2, inf and nan.  SOADYN_SINCOS_ARITH is the arithmetic of one argument or of a vector of
+ * them (the same IEEE operations in the same order: every lane rounds as the scalar code). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SOADYN_INLINE static inline __attribute__((always_inline, unused))
+#else
+#define SOADYN_INLINE static inline
+#endif
+#define SOADYN_TRIG_BIG 823549.6
+#define SOADYN_SINCOS_ARITH(x, ks, kc, t)                                                             \
+    {                                                                                                 \
+        t = x*6.36619772367581382433e-01 + 6755399441055744.0;  /* round(x 2/pi) + 1.5 2^52 */       \
+        fn = t - 6755399441055744.0;                                                                  \
+        tt = x - fn*1.57079632673412561417e+00;                                                       \
+        w = fn*6.07710050630396597660e-11;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*2.02226624879595063154e-21 - ((tt - r) - w);                                           \
+        tt = r;                                                                                       \
+        w = fn*2.02226624871116645580e-21;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*8.47842766036889956997e-32 - ((tt - r) - w);                                           \
+        y0 = r - w;                                            /* x - fn pi/2 = y0 + y1 */           \
+        y1 = (r - y0) - w;                                                                            \
+        z = y0*y0;                                                                                    \
+        v = z*y0;                                                                                     \
+        p = 8.33333333332248946124e-03 + z*(-1.98412698298579493134e-04 + z*(2.75573137070700676789e-06 \
+            + z*(-2.50507602534068634195e-08 + z*1.58969099521155010221e-10)));                       \
+        ks = y0 - ((z*(0.5*y1 - v*p) - y1) - v*-1.66666666666666324348e-01);                          \
+        v = z*z;                                                                                      \
+        p = z*(4.16666666666666019037e-02 + z*(-1.38888888888741095749e-03                         \
+            + z*2.48015872894767294178e-05)) + v*v*(-2.75573143513906633035e-07                      \
+            + z*(2.08757232129817482790e-09 + z*-1.13596475577881948265e-11));                        \
+        hz = 0.5*z;                                                                                   \
+        u = 1.0 - hz;                                                                                 \
+        kc = u + (((1.0 - u) - hz) + (z*p - y0*y1));                                                  \
+    }
+/* the quadrant n (mod 4, the low bits of t): odd swaps sin and cos, then the signs */
+#define SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)                                                     \
+    {                                                                                                 \
+        sel = 0ULL - (n & 1ULL);                                                                      \
+        rs = ((bs & ~sel) | (bc & sel)) ^ ((n & 2ULL) << 62);                                         \
+        rc = ((bc & ~sel) | (bs & sel)) ^ (((n + 1ULL) & 2ULL) << 62);                                \
+    }
+SOADYN_INLINE void soadyn_sincos(double x, double *s, double *c)
+{
+    double t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    unsigned long long n, bs, bc, sel, rs, rc;
+    if (!(fabs(x) < SOADYN_TRIG_BIG)) {
+        *s = sin(x);
+        *c = cos(x);
+        return;
+    }
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    memcpy(&n, &t, 8);
+    memcpy(&bs, &ks, 8);
+    memcpy(&bc, &kc, 8);
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    memcpy(s, &rs, 8);
+    memcpy(c, &rc, 8);
+}
+SOADYN_INLINE double soadyn_sin(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return s;
+}
+SOADYN_INLINE double soadyn_cos(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return c;
+}
+/* libm's sin and cos of the x[k] outside the reduction's range (and inf, nan): out of line, so that no
+ * call sits in the generated code's hot path (a call site per lane cost the Panda's M^-1 ~70 ns) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold, unused))
+#endif
+static void soadyn_sincos_libm(const double *x, double *s, double *c, int n)
+{
+    int k;
+    for (k = 0; k < n; ++k)
+        if (!(fabs(x[k]) < SOADYN_TRIG_BIG)) {
+            s[k] = sin(x[k]);
+            c[k] = cos(x[k]);
+        }
+}
+/* sin and cos of 4 arguments at once (GCC/Clang vector extensions; the scalar function elsewhere) */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
+#define SOADYN_T4D 1
+typedef double soadyn_t4d __attribute__((vector_size(32)));
+typedef unsigned long long soadyn_t4u __attribute__((vector_size(32)));
+SOADYN_INLINE void soadyn_sincos4_core(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    const soadyn_t4d x = *xp;
+    soadyn_t4d t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    soadyn_t4u n, bs, bc, sel, rs, rc;
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    n = (soadyn_t4u)t;
+    bs = (soadyn_t4u)ks;
+    bc = (soadyn_t4u)kc;
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    *s = (soadyn_t4d)rs;
+    *c = (soadyn_t4d)rc;
+}
+SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    double xa[4], sa[4], ca[4];
+    int l, big = 0;
+    soadyn_sincos4_core(xp, s, c);
+    for (l = 0; l < 4; ++l) big |= !(fabs((*xp)[l]) < SOADYN_TRIG_BIG);
+    if (big) {
+        for (l = 0; l < 4; ++l) {
+            xa[l] = (*xp)[l];
+            sa[l] = (*s)[l];
+            ca[l] = (*c)[l];
+        }
+        soadyn_sincos_libm(xa, sa, ca, 4);
+        for (l = 0; l < 4; ++l) {
+            (*s)[l] = sa[l];
+            (*c)[l] = ca[l];
+        }
+    }
+}
+#endif
+/* s[k], c[k] for k < n (n a multiple of 4); out of line: one call where a function's trigonometry starts,
+ * before most of its values are live (inlined, the call to libm for large arguments made gcc spill more) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, unused))
+#endif
+static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+{
+    int k, big = 0;
+#ifdef SOADYN_T4D
+    soadyn_t4d xv, sv, cv;
+    int l;
+    for (k = 0; k < n; k += 4) {
+        xv = (soadyn_t4d){x[k], x[k + 1], x[k + 2], x[k + 3]};
+        soadyn_sincos4_core(&xv, &sv, &cv);
+        for (l = 0; l < 4; ++l) {
+            s[k + l] = sv[l];
+            c[k + l] = cv[l];
+        }
+    }
+    for (k = 0; k < n; ++k) big |= !(fabs(x[k]) < SOADYN_TRIG_BIG);
+    if (big) soadyn_sincos_libm(x, s, c, n);
+#else
+    (void)big;
+    for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
+#endif
+}
+#endif
+
 
 /*
  * centre of mass of the whole robot in the inertial frame
@@ -78,18 +236,20 @@ void seed004_dual_arm_center_of_mass(const double *q, double *com)
     const double R0_4 = t6*(-t1 - t2 + t5);
     const double R0_6 = t9*(q_3*q_5 - q_4*q_6);
     const double R0_7 = t9*(q_3*q_6 + q_4*q_5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm5_0 = -150 - 50*c6;
     const double hm5_1 = -50*s6;
@@ -211,18 +371,20 @@ void seed004_dual_arm_mass_matrix(const double *q, double *M)
     M[140] = 0;
     M[143] = 58;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
@@ -427,18 +589,20 @@ void seed004_dual_arm_mass_matrix_nz(const double *q, double *M)
     M[104] = 655.102720955095;
     M[143] = 58;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
@@ -643,18 +807,20 @@ void seed004_dual_arm_mass_matrix_upper(const double *q, double *M)
     M[104] = 655.102720955095;
     M[143] = 58;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
@@ -837,18 +1003,20 @@ void seed004_dual_arm_bias_forces(const double *q, const double *v, double *C)
     const double v_10 = v[10];
     const double v_11 = v[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1102,18 +1270,20 @@ void seed004_dual_arm_inverse_dynamics(const double *q, const double *v, const d
     const double a_10 = a[10];
     const double a_11 = a[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1431,18 +1601,20 @@ void seed004_dual_arm_inverse_dynamics_fext(const double *q, const double *v, co
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1717,18 +1889,20 @@ void seed004_dual_arm_forward_dynamics(const double *q, const double *v, const d
     const double tau_10 = tau[10];
     const double tau_11 = tau[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2236,18 +2410,20 @@ void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, co
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -2741,18 +2917,20 @@ void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv)
     Minv[133] = 0;
     Minv[137] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = pow(c6, 2);
     const double t1 = pow(s6, 2);
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
@@ -3402,18 +3580,20 @@ void seed004_dual_arm_innovations_factors(const double *q, double *L, double *D)
     D[142] = 0;
     D[143] = 58;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = pow(c6, 2);
     const double t1 = pow(s6, 2);
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
@@ -3700,18 +3880,20 @@ void seed004_dual_arm_momentum(const double *q, const double *v, double *h)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
@@ -3865,18 +4047,20 @@ void seed004_dual_arm_kinetic_energy(const double *q, const double *v, double *T
     const double v_10 = v[10];
     const double v_11 = v[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
@@ -4092,18 +4276,20 @@ void seed004_dual_arm_operational_space_inertias(const double *q, double *Lambda
     Lambda[250] = 0;
     Lambda[251] = 1800;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = pow(c6, 2);
     const double t1 = pow(s6, 2);
     /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
@@ -4656,18 +4842,20 @@ void seed004_dual_arm_forward_dynamics_decoupled(const double *q, const double *
     const double tau_10 = tau[10];
     const double tau_11 = tau[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -5467,18 +5655,20 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -6237,18 +6427,20 @@ void seed004_dual_arm_forward_dynamics_schur(const double *q, const double *v, c
     const double tau_10 = tau[10];
     const double tau_11 = tau[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -6995,18 +7187,20 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -7684,18 +7878,20 @@ void seed004_dual_arm_base_inertia(const double *q, double *Hb_o)
     const double q_11 = q[11];
     const double q_12 = q[12];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - 50*c6;
     const double t0 = -50*s6;
@@ -7825,18 +8021,20 @@ void seed004_dual_arm_coupling_inertia(const double *q, double *Hbm_o)
     const double q_11 = q[11];
     const double q_12 = q[12];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
@@ -7952,18 +8150,20 @@ void seed004_dual_arm_generalized_inertia(const double *q, double *Hg_o)
     const double q_11 = q[11];
     const double q_12 = q[12];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t0;
@@ -8153,18 +8353,20 @@ void seed004_dual_arm_generalized_bias(const double *q, const double *v, double 
     const double v_10 = v[10];
     const double v_11 = v[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -8444,18 +8646,20 @@ void seed004_dual_arm_generalized_bias_fext(const double *q, const double *v, co
     const double f_ext_39 = f_ext[39];
     const double f_ext_40 = f_ext[40];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -8718,18 +8922,20 @@ void seed004_dual_arm_angular_reduced_dynamics(const double *q, const double *v,
     const double v_10 = v[10];
     const double v_11 = v[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -9203,18 +9409,20 @@ void seed004_dual_arm_angular_reduced_dynamics_fext(const double *q, const doubl
     const double f_ext_40 = f_ext[40];
     const double f_ext_41 = f_ext[41];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -9635,18 +9843,20 @@ void seed004_dual_arm_coupling_inertia_rate(const double *q, const double *qd, d
     const double qd_4 = qd[4];
     const double qd_5 = qd[5];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t0 = pow(qd_0, 2);
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_3 = -50*t0;
@@ -9775,18 +9985,20 @@ void seed004_dual_arm_base_velocity(const double *q, const double *qd, const dou
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t16 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t16;
@@ -9998,8 +10210,10 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK1: {  /* 'link1': 4 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         J[0] = c1;
         J[1] = s1;
         for (int k = 2; k < 10; ++k) J[k] = 0.0;
@@ -10034,10 +10248,12 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 23 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = c1*c2 - s1*s2;
         const double t1 = s2*c1;
         const double t2 = s1*c2;
@@ -10087,12 +10303,14 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 47 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t0 = c1*c2 - s1*s2;
         const double t1 = s2*c1;
         const double t2 = s1*c2;
@@ -10153,8 +10371,10 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK4: {  /* 'link4': 4 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
+        double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
         J[0] = c4;
         J[1] = s4;
         for (int k = 2; k < 10; ++k) J[k] = 0.0;
@@ -10187,10 +10407,12 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 23 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
+        double soadyn_tx[4] = {q[10], q[11], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
         const double t3 = c4*c5 - s4*s5;
         const double t4 = s5*c4;
         const double t5 = s4*c5;
@@ -10241,12 +10463,14 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 47 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
+        double soadyn_tx[4] = {q[10], q[11], q[12], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double c6 = soadyn_tc[2];
+        const double s6 = soadyn_ts[2];
         const double t3 = c4*c5 - s4*s5;
         const double t4 = s5*c4;
         const double t5 = s4*c5;
@@ -10308,12 +10532,14 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 57 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t0 = c1*c2 - s1*s2;
         const double t1 = s2*c1;
         const double t2 = s1*c2;
@@ -10390,12 +10616,14 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 57 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t0 = c1*c2 - s1*s2;
         const double t1 = s2*c1;
         const double t2 = s1*c2;
@@ -10472,12 +10700,14 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 57 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
+        double soadyn_tx[4] = {q[10], q[11], q[12], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double c6 = soadyn_tc[2];
+        const double s6 = soadyn_ts[2];
         const double t3 = c4*c5 - s4*s5;
         const double t4 = s5*c4;
         const double t5 = s4*c5;
@@ -10543,12 +10773,14 @@ int seed004_dual_arm_jacobian_local(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 75 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t0 = c1*c2 - s1*s2;
         const double t1 = s2*c1;
         const double t2 = s1*c2;
@@ -10776,8 +11008,10 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 25 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb2_0 = 0.5 + c1;
         const double t28 = -s1*R0_0;
@@ -10839,10 +11073,12 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 46 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = c1*c2 - s1*s2;
         const double t17 = s2*c1;
         const double t18 = s1*c2;
@@ -10973,8 +11209,10 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 25 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
+        double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb5_0 = -0.5 - c4;
         const double t40 = s4*R0_0;
@@ -11042,10 +11280,12 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 46 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
+        double soadyn_tx[4] = {q[10], q[11], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
         const double t19 = c4*c5 - s4*s5;
         const double t20 = s5*c4;
         const double t21 = s4*c5;
@@ -11121,12 +11361,14 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t16 = c1*c2 - s1*s2;
         const double t17 = s2*c1;
         const double t18 = s1*c2;
@@ -11242,12 +11484,14 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t16 = c1*c2 - s1*s2;
         const double t17 = s2*c1;
         const double t18 = s1*c2;
@@ -11363,12 +11607,14 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c4 = cos(q_10);
-        const double s4 = sin(q_10);
-        const double c5 = cos(q_11);
-        const double s5 = sin(q_11);
-        const double c6 = cos(q_12);
-        const double s6 = sin(q_12);
+        double soadyn_tx[4] = {q[10], q[11], q[12], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double c6 = soadyn_tc[2];
+        const double s6 = soadyn_ts[2];
         const double t19 = c4*c5 - s4*s5;
         const double t20 = s5*c4;
         const double t21 = s4*c5;
@@ -11451,12 +11697,14 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     }
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 80 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t16 = c1*c2 - s1*s2;
         const double t17 = s2*c1;
         const double t18 = s1*c2;
@@ -11625,18 +11873,20 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     const double t22 = 50*c6;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - t22;
@@ -12589,18 +12839,20 @@ int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int 
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
-    const double c4 = cos(q_10);
-    const double s4 = sin(q_10);
-    const double c5 = cos(q_11);
-    const double s5 = sin(q_11);
-    const double c6 = cos(q_12);
-    const double s6 = sin(q_12);
+    double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh5_0 = -150 - 50*c6;
     const double t16 = -50*s6;

@@ -40,6 +40,164 @@
  */
 #include <math.h>
 #include "tian_wu_3dof.h"
+#ifndef SOADYN_TRIG
+#define SOADYN_TRIG 1
+#include <string.h>
+/* sin/cos: Cody-Waite reduction by pi/2 and the fdlibm kernels (FreeBSD msun k_sin.c, k_cos.c,
+ * e_rem_pio2.c; Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunSoft,
+ * a Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this software is
+ * freely granted, provided that this notice is preserved.) Within 1 ulp of libm; libm for
+ * |x| >= 2^19 pi/2, inf and nan.  SOADYN_SINCOS_ARITH is the arithmetic of one argument or of a vector of
+ * them (the same IEEE operations in the same order: every lane rounds as the scalar code). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SOADYN_INLINE static inline __attribute__((always_inline, unused))
+#else
+#define SOADYN_INLINE static inline
+#endif
+#define SOADYN_TRIG_BIG 823549.6
+#define SOADYN_SINCOS_ARITH(x, ks, kc, t)                                                             \
+    {                                                                                                 \
+        t = x*6.36619772367581382433e-01 + 6755399441055744.0;  /* round(x 2/pi) + 1.5 2^52 */       \
+        fn = t - 6755399441055744.0;                                                                  \
+        tt = x - fn*1.57079632673412561417e+00;                                                       \
+        w = fn*6.07710050630396597660e-11;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*2.02226624879595063154e-21 - ((tt - r) - w);                                           \
+        tt = r;                                                                                       \
+        w = fn*2.02226624871116645580e-21;                                                            \
+        r = tt - w;                                                                                   \
+        w = fn*8.47842766036889956997e-32 - ((tt - r) - w);                                           \
+        y0 = r - w;                                            /* x - fn pi/2 = y0 + y1 */           \
+        y1 = (r - y0) - w;                                                                            \
+        z = y0*y0;                                                                                    \
+        v = z*y0;                                                                                     \
+        p = 8.33333333332248946124e-03 + z*(-1.98412698298579493134e-04 + z*(2.75573137070700676789e-06 \
+            + z*(-2.50507602534068634195e-08 + z*1.58969099521155010221e-10)));                       \
+        ks = y0 - ((z*(0.5*y1 - v*p) - y1) - v*-1.66666666666666324348e-01);                          \
+        v = z*z;                                                                                      \
+        p = z*(4.16666666666666019037e-02 + z*(-1.38888888888741095749e-03                         \
+            + z*2.48015872894767294178e-05)) + v*v*(-2.75573143513906633035e-07                      \
+            + z*(2.08757232129817482790e-09 + z*-1.13596475577881948265e-11));                        \
+        hz = 0.5*z;                                                                                   \
+        u = 1.0 - hz;                                                                                 \
+        kc = u + (((1.0 - u) - hz) + (z*p - y0*y1));                                                  \
+    }
+/* the quadrant n (mod 4, the low bits of t): odd swaps sin and cos, then the signs */
+#define SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)                                                     \
+    {                                                                                                 \
+        sel = 0ULL - (n & 1ULL);                                                                      \
+        rs = ((bs & ~sel) | (bc & sel)) ^ ((n & 2ULL) << 62);                                         \
+        rc = ((bc & ~sel) | (bs & sel)) ^ (((n + 1ULL) & 2ULL) << 62);                                \
+    }
+SOADYN_INLINE void soadyn_sincos(double x, double *s, double *c)
+{
+    double t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    unsigned long long n, bs, bc, sel, rs, rc;
+    if (!(fabs(x) < SOADYN_TRIG_BIG)) {
+        *s = sin(x);
+        *c = cos(x);
+        return;
+    }
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    memcpy(&n, &t, 8);
+    memcpy(&bs, &ks, 8);
+    memcpy(&bc, &kc, 8);
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    memcpy(s, &rs, 8);
+    memcpy(c, &rc, 8);
+}
+SOADYN_INLINE double soadyn_sin(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return s;
+}
+SOADYN_INLINE double soadyn_cos(double x)
+{
+    double s, c;
+    soadyn_sincos(x, &s, &c);
+    return c;
+}
+/* libm's sin and cos of the x[k] outside the reduction's range (and inf, nan): out of line, so that no
+ * call sits in the generated code's hot path (a call site per lane cost the Panda's M^-1 ~70 ns) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold, unused))
+#endif
+static void soadyn_sincos_libm(const double *x, double *s, double *c, int n)
+{
+    int k;
+    for (k = 0; k < n; ++k)
+        if (!(fabs(x[k]) < SOADYN_TRIG_BIG)) {
+            s[k] = sin(x[k]);
+            c[k] = cos(x[k]);
+        }
+}
+/* sin and cos of 4 arguments at once (GCC/Clang vector extensions; the scalar function elsewhere) */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
+#define SOADYN_T4D 1
+typedef double soadyn_t4d __attribute__((vector_size(32)));
+typedef unsigned long long soadyn_t4u __attribute__((vector_size(32)));
+SOADYN_INLINE void soadyn_sincos4_core(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    const soadyn_t4d x = *xp;
+    soadyn_t4d t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    soadyn_t4u n, bs, bc, sel, rs, rc;
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    n = (soadyn_t4u)t;
+    bs = (soadyn_t4u)ks;
+    bc = (soadyn_t4u)kc;
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    *s = (soadyn_t4d)rs;
+    *c = (soadyn_t4d)rc;
+}
+SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    double xa[4], sa[4], ca[4];
+    int l, big = 0;
+    soadyn_sincos4_core(xp, s, c);
+    for (l = 0; l < 4; ++l) big |= !(fabs((*xp)[l]) < SOADYN_TRIG_BIG);
+    if (big) {
+        for (l = 0; l < 4; ++l) {
+            xa[l] = (*xp)[l];
+            sa[l] = (*s)[l];
+            ca[l] = (*c)[l];
+        }
+        soadyn_sincos_libm(xa, sa, ca, 4);
+        for (l = 0; l < 4; ++l) {
+            (*s)[l] = sa[l];
+            (*c)[l] = ca[l];
+        }
+    }
+}
+#endif
+/* s[k], c[k] for k < n (n a multiple of 4); out of line: one call where a function's trigonometry starts,
+ * before most of its values are live (inlined, the call to libm for large arguments made gcc spill more) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, unused))
+#endif
+static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+{
+    int k, big = 0;
+#ifdef SOADYN_T4D
+    soadyn_t4d xv, sv, cv;
+    int l;
+    for (k = 0; k < n; k += 4) {
+        xv = (soadyn_t4d){x[k], x[k + 1], x[k + 2], x[k + 3]};
+        soadyn_sincos4_core(&xv, &sv, &cv);
+        for (l = 0; l < 4; ++l) {
+            s[k + l] = sv[l];
+            c[k + l] = cv[l];
+        }
+    }
+    for (k = 0; k < n; ++k) big |= !(fabs(x[k]) < SOADYN_TRIG_BIG);
+    if (big) soadyn_sincos_libm(x, s, c, n);
+#else
+    (void)big;
+    for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
+#endif
+}
+#endif
+
 
 /*
  * centre of mass of the whole robot in the inertial frame
@@ -75,12 +233,14 @@ void tian_wu_3dof_center_of_mass(const double *q, double *com)
     const double R0_4 = t5*(t0 - t1 + t4);
     const double R0_6 = t8*(q_3*q_5 - q_4*q_6);
     const double R0_7 = t8*(q_3*q_6 + q_4*q_5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hm2_0 = s3*1.25;
     const double hm2_2 = 10 + c3*1.25;
@@ -158,12 +318,14 @@ void tian_wu_3dof_mass_matrix(const double *q, double *M)
     M[77] = 0;
     M[80] = 0.4225;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -286,12 +448,14 @@ void tian_wu_3dof_mass_matrix_nz(const double *q, double *M)
     M[50] = 75;
     M[80] = 0.4225;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -414,12 +578,14 @@ void tian_wu_3dof_mass_matrix_upper(const double *q, double *M)
     M[50] = 75;
     M[80] = 0.4225;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -530,12 +696,14 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double v_7 = v[7];
     const double v_8 = v[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -686,12 +854,14 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double a_7 = a[7];
     const double a_8 = a[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -878,12 +1048,14 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1045,12 +1217,14 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1348,12 +1522,14 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -1643,12 +1819,14 @@ void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
     Minv[73] = 0;
     Minv[77] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = pow(c3, 2);
     const double t1 = pow(s3, 2);
     const double t2 = c3*1.25;
@@ -2007,12 +2185,14 @@ void tian_wu_3dof_innovations_factors(const double *q, double *L, double *D)
     D[79] = 0;
     D[80] = 0.4225;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = pow(c3, 2);
     const double t1 = pow(s3, 2);
     const double t2 = c3*1.25;
@@ -2193,12 +2373,14 @@ void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_1 - s1*v_0;
     const double V1_1 = v_2 + v_6;
@@ -2298,12 +2480,14 @@ void tian_wu_3dof_kinetic_energy(const double *q, const double *v, double *T)
     const double v_7 = v[7];
     const double v_8 = v[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double V1_0 = c1*v_1 - s1*v_0;
     const double V1_1 = v_2 + v_6;
@@ -2431,12 +2615,14 @@ void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda)
     Lambda[140] = 0;
     Lambda[142] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = pow(c3, 2);
     const double t1 = pow(s3, 2);
     const double t2 = c3*1.25;
@@ -2719,12 +2905,14 @@ void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, c
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -3163,12 +3351,14 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -3583,12 +3773,14 @@ void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const
     const double tau_7 = tau[7];
     const double tau_8 = tau[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -3980,12 +4172,14 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -4332,12 +4526,14 @@ void tian_wu_3dof_base_inertia(const double *q, double *Hb_o)
     const double q_8 = q[8];
     const double q_9 = q[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = s3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + c3*1.25;
@@ -4433,12 +4629,14 @@ void tian_wu_3dof_coupling_inertia(const double *q, double *Hbm_o)
     const double q_8 = q[8];
     const double q_9 = q[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -4505,12 +4703,14 @@ void tian_wu_3dof_generalized_inertia(const double *q, double *Hg_o)
     const double q_8 = q[8];
     const double q_9 = q[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = s3*1.25;
     const double t1 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -4610,12 +4810,14 @@ void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_
     const double v_7 = v[7];
     const double v_8 = v[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -4780,12 +4982,14 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double f_ext_21 = f_ext[21];
     const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -4939,12 +5143,14 @@ void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, dou
     const double v_7 = v[7];
     const double v_8 = v[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -5201,12 +5407,14 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f_ext_22 = f_ext[22];
     const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double a0_3 = v_1*v_5 - v_2*v_4;
     const double a0_4 = -v_0*v_5 + v_2*v_3;
@@ -5428,12 +5636,14 @@ void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double qd_1 = qd[1];
     const double qd_2 = qd[2];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t0 = pow(qd_0, 2);
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_5 = -5*t0;
@@ -5529,12 +5739,14 @@ void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double 
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t16 = s3*1.25;
     const double t17 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -5686,8 +5898,10 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 4 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         J[0] = -s1;
         J[1] = c1;
         for (int k = 2; k < 10; ++k) J[k] = 0.0;
@@ -5721,10 +5935,12 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 23 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t0 = s1*c2;
         const double t1 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -5775,12 +5991,14 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 47 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t0 = s1*c2;
         const double t1 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -5839,12 +6057,14 @@ int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 59 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t0 = s1*c2;
         const double t1 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -6051,8 +6271,10 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 25 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb2_0 = 0.5 + c1;
         const double t19 = -s1*R0_0;
@@ -6117,10 +6339,12 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 46 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
+        double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
         const double t16 = s1*c2;
         const double t17 = s2*c1;
         const double t18 = c1*c2 - s1*s2;
@@ -6193,12 +6417,14 @@ int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
     }
     case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 70 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-        const double c1 = cos(q_7);
-        const double s1 = sin(q_7);
-        const double c2 = cos(q_8);
-        const double s2 = sin(q_8);
-        const double c3 = cos(q_9);
-        const double s3 = sin(q_9);
+        double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double c2 = soadyn_tc[1];
+        const double s2 = soadyn_ts[1];
+        const double c3 = soadyn_tc[2];
+        const double s3 = soadyn_ts[2];
         const double t16 = s1*c2;
         const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -6338,12 +6564,14 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t19 = s3*1.25;
     const double t20 = c3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -6664,12 +6892,14 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t13 + t2);
-    const double c1 = cos(q_7);
-    const double s1 = sin(q_7);
-    const double c2 = cos(q_8);
-    const double s2 = sin(q_8);
-    const double c3 = cos(q_9);
-    const double s3 = sin(q_9);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
     const double t16 = s3*1.25;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
     const double Rh2_2 = 10 + c3*1.25;
