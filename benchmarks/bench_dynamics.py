@@ -8,7 +8,9 @@ For each robot:
    process: seconds per phase (derive, optimise, emit, compile), wall time, peak memory (the Python
    process and the largest compiler process), operations;
 2. the **shipped module's own compiled functions** (looked up in its extension with cffi) in a C timing
-   loop over the same states as Pinocchio (``ns``);
+   loop over the same states as Pinocchio (``ns``), the result into one reused buffer as Pinocchio's goes
+   to its ``data``; and into a new row per state ("outputs cycling", the writes missing the caches at
+   37 DOF);
 3. its batched entry point from Python over 20,000 states, one thread and ``threads=2`` (``ns/state``);
 4. a single call from Python, new result array and ``out=`` (``us``);
 5. Pinocchio's RNEA / CRBA / ABA / computeMinverse / frame Jacobian, header-only C++ compiled here with
@@ -409,8 +411,12 @@ def structure_report(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7) -> dict[str, float]:
-    """ns per call of the module's own compiled functions (the cffi extension's symbols)."""
+def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7, cycling: bool = False) -> dict[str, float]:
+    """ns per call of the module's own compiled functions (the cffi extension's symbols).
+
+    The result goes to one output buffer, reused by every call, as Pinocchio's goes to its ``data``
+    (``data.M``, ``data.Minv``, ...); ``cycling``: to a new row of an (n_states, size) array per state
+    instead (at 37 DOF a 1,369-entry M^-1 row per call: the writes then miss the caches)."""
     ffi, lib, p = mod._ffi, mod._lib, mod.module_name
     nv = mod.nv
     Q, V, T = states["q"], states["v"], states["tau"]
@@ -430,9 +436,10 @@ def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7) -> dict[str
         ptrs = (ctypes.c_void_p * 3)(*[a.ctypes.data for a in arrs], *([0] * (3 - len(arrs))))
         strides = (ctypes.c_int * 3)(*[a.shape[1] for a in arrs], *([0] * (3 - len(arrs))))
         o = np.empty((n, osize))
-        t1 = h.soadyn_bench_time(fn, kind, n, 1, 1, ptrs, strides, o.ctypes.data, osize, frame_id)
+        step = osize if cycling else 0
+        t1 = h.soadyn_bench_time(fn, kind, n, 1, 1, ptrs, strides, o.ctypes.data, step, frame_id)
         passes = max(1, int(30e6 / max(t1 * n, 1.0)))          # ~30 ms per repetition
-        out[name] = h.soadyn_bench_time(fn, kind, n, reps, passes, ptrs, strides, o.ctypes.data, osize, frame_id)
+        out[name] = h.soadyn_bench_time(fn, kind, n, reps, passes, ptrs, strides, o.ctypes.data, step, frame_id)
     return out
 
 
@@ -525,6 +532,7 @@ def bench_robot(label: str, path: Path, base: str, lock: list[str], frame: str |
     st = bp.states_to_soadyn(pst, robot.is_free)
     h = _harness(workdir)
     c_ns = time_shipped(h, mod, st, mod.frame_ids[frame])
+    c_ns_cycling = time_shipped(h, mod, st, mod.frame_ids[frame], cycling=True)
 
     # from Python: batched entry (n_batch states) and single calls
     reps = -(-n_batch // n_states)
@@ -574,6 +582,7 @@ def bench_robot(label: str, path: Path, base: str, lock: list[str], frame: str |
             "phases_s": t, "wall_s": info["wall"], "maxrss_mb": info["maxrss_mb"],
             "compiler_maxrss_mb": info["compiler_maxrss_mb"], "n_functions": len(stamp["ops"]),
             "total_ops": sum(v["total"] for v in stamp["ops"].values()), "ops": ops, "c_ns": c_ns,
+            "c_ns_cycling": c_ns_cycling,
             "batch_ns": batch1, "batch_threads": batch2, "python_us": py,
             "pinocchio_ns": pin_res["ns_per_call"] if pin_res else None,
             "pinocchio_check": pin_res["check_max_rel_diff"] if pin_res else None, "pinocchio_python_us": pin_py}
@@ -585,8 +594,9 @@ def report(r: dict) -> str:
              f"{r['total_ops']:,} operations; " + ", ".join(f"{k} {v:.1f} s" for k, v in r["phases_s"].items())
              + f"; wall {r['wall_s']:.1f} s; peak memory {r['maxrss_mb']:.0f} MB (Python), "
              f"{r['compiler_maxrss_mb']:.0f} MB (largest compiler process)", "",
-             "| function | ops | C ns (shipped) | batch ns/state | Python us (1 state) | Pinocchio C++ ns | ratio C | ratio batch |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| function | ops | C ns (shipped) | C ns, outputs cycling | batch ns/state | Python us (1 state) "
+             "| Pinocchio C++ ns | ratio C | ratio batch |",
+             "|---|---|---|---|---|---|---|---|---|"]
     pin = r["pinocchio_ns"] or {}
     for fn in TIMED:
         if fn not in r["c_ns"]:
@@ -595,7 +605,8 @@ def report(r: dict) -> str:
         b = r["batch_ns"].get(fn)
         p = pin.get(PAIRS.get(fn, ""))
         cell = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
-        lines.append(f"| {fn} | {r['ops'].get(fn, 0):,} | {c:.0f} | {cell(b, '.0f')} | "
+        cyc = r.get("c_ns_cycling", {}).get(fn)
+        lines.append(f"| {fn} | {r['ops'].get(fn, 0):,} | {c:.0f} | {cell(cyc, '.0f')} | {cell(b, '.0f')} | "
                      f"{cell(r['python_us'].get(fn), '.2f')} | {cell(p, '.0f')} | "
                      f"{cell(p / c if p else None, '.2f')}x | {cell(p / b if p and b else None, '.2f')}x |")
     bt = r["batch_threads"]
