@@ -10,6 +10,7 @@ itself rounds them to 15 significant digits), so the C constants are bit-identic
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass, field, replace
@@ -614,15 +615,10 @@ def _common(robot: Robot, module_name: str) -> dict[str, Any]:
                 source_name=f"{module_name}.c")
 
 
-def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
-                programs: list[Program], stage_ops: int = 0,
-                lanes: int = 1) -> tuple[dict[str, str], str, list[EmittedFunction]]:
-    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions).
-
-    ``<module>.c`` is the portable single-file C99 of the functions, the same for every build profile.
-    ``stage_ops``, ``lanes``: the returned functions are then finished for the build (stage functions and
-    SIMD batches, :func:`~soadyn.codegen.units.finish_function`; compiled from
-    :func:`~soadyn.codegen.units.translation_units`): the same statements, arranged for the compiler."""
+def emit_functions(robot: Robot, module_name: str, specs: list[FunctionSpec],
+                   programs: list[Program]) -> tuple[list[EmittedFunction], list[bool]]:
+    """The C functions of ``specs`` (each with its structured variants), unfinished, and whether each gets
+    a SIMD batch: what :func:`emit_module` renders."""
     prefix = module_prefix(module_name)
     enum = frame_enum(robot, module_name)
     funcs: list[EmittedFunction] = []
@@ -635,6 +631,27 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
         group = [main, *variants]
         funcs += group
         simd += [s.name in SIMD_FUNCTIONS] * len(group)
+    return funcs, simd
+
+
+def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
+                programs: list[Program], stage_ops: int = 0, lanes: int = 1,
+                emitted: tuple[list[EmittedFunction], list[bool]] | None = None
+                ) -> tuple[dict[str, str], str, list[EmittedFunction]]:
+    """Render ``<module>.c`` and ``<module>.h``; return ({file name: text}, cffi cdef text, functions).
+
+    ``<module>.c`` is the portable single-file C99 of the functions, the same for every build profile.
+    ``stage_ops``, ``lanes``: the returned functions are then finished for the build (stage functions and
+    SIMD batches, :func:`~soadyn.codegen.units.finish_function`; compiled from
+    :func:`~soadyn.codegen.units.translation_units`): the same statements, arranged for the compiler.
+    ``emitted``: the :func:`emit_functions` of ``specs`` and ``programs`` when the caller has them
+    (unfinished; finishing works on copies)."""
+    prefix = module_prefix(module_name)
+    enum = frame_enum(robot, module_name)
+    if emitted is None:
+        funcs, simd = emit_functions(robot, module_name, specs, programs)
+    else:
+        funcs, simd = [copy.copy(f) for f in emitted[0]], list(emitted[1])
     families = [f for f in funcs if f.is_family]
     common = _common(robot, module_name)
     prototypes = "\n".join(f"/* {c_comment(f.doc)}; {c_comment(f.ops_text(), 1 << 20)} */\n{f.prototype}\n"

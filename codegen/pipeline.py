@@ -42,7 +42,7 @@ import soadyn.codegen.build as _build
 import soadyn.codegen.cache as _cache
 import soadyn.codegen.objcache as objcache
 from soadyn.codegen.derive import algorithm, derive, rename_reserved
-from soadyn.codegen.emit import emit_fastcalls, emit_module, emit_wrapper, generator_version
+from soadyn.codegen.emit import emit_fastcalls, emit_functions, emit_module, emit_wrapper, generator_version
 from soadyn.codegen.functions import FunctionSpec, api_names, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
@@ -119,6 +119,7 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
     for s in specs:
         algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
     programs = []
+    emitted: tuple[list, list[bool]] = ([], [])
     t_derive = t_opt = t_emit = 0.0
     with _progress(len(specs), progress, f"deriving {robot.name}") as bar:
         for spec in specs:
@@ -130,15 +131,20 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
             t2 = time.perf_counter()
             t_derive += t1 - t0
             t_opt += t2 - t1
-            if on_function is not None:
+            if on_function is not None:        # emitted once: finished copies for the units, then the files
+                funcs, simd = emit_functions(robot, module_name, [spec], programs[-1:])
+                emitted[0].extend(funcs)
+                emitted[1].extend(simd)
                 one, _, group = emit_module(robot, module_name, [spec], programs[-1:],
-                                            *((profile.stage_ops, profile.lanes) if profile else ()))
+                                            *((profile.stage_ops, profile.lanes) if profile else ()),
+                                            emitted=(funcs, simd))
                 on_function(group, one[f"{module_name}.h"])
                 t_emit += time.perf_counter() - t2
             bar.update(1)
     t0 = time.perf_counter()
     finish = (profile.stage_ops, profile.lanes) if profile and on_function is None else ()
-    files, cdef, funcs = emit_module(robot, module_name, specs, programs, *finish)
+    files, cdef, funcs = emit_module(robot, module_name, specs, programs, *finish,
+                                     emitted=emitted if on_function is not None else None)
     timings = {"derive": t_derive, "optimise": t_opt, "emit": t_emit + time.perf_counter() - t0}
     return Generated(robot, module_name, specs, files, cdef, funcs, timings)
 
