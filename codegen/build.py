@@ -48,6 +48,7 @@ import cffi
 from cffi.recompiler import make_c_source
 
 import soadyn.codegen.objcache as objcache
+from soadyn.codegen.profiles import compiler_command
 
 #: number of C compilations run in this process (tests use it to prove that a cached compile builds nothing)
 STATS = {"compilations": 0}
@@ -57,12 +58,6 @@ DEFAULT_CFLAGS = ("-O1", "-fno-math-errno", "-ffp-contract=off")
 
 class CompileError(RuntimeError):
     """The C compiler is missing or failed; the message names it and shows the end of its output."""
-
-
-def compiler_command() -> list[str]:
-    """The C compiler as an argument list: ``$CC``, else Python's configured ``CC``, else ``cc``."""
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    return shlex.split(cc)
 
 
 def cflags() -> list[str]:

@@ -39,17 +39,21 @@ effect are recorded in the module's stamp and are part of its cache key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
 import shlex
+import subprocess
+import sysconfig
 from dataclasses import dataclass
 
 from soadyn.codegen.units import STAGE_OPS
 
 #: flags every profile starts with (they fix the rounding: see the module docstring)
 IEEE_FLAGS = ("-fno-math-errno", "-ffp-contract=off")
-#: gcc passes that cost compile time and find nothing in soadyn's straight-line code (module docstring)
+#: gcc passes that cost compile time and find nothing in soadyn's straight-line code (module docstring);
+#: given to GCC only (:func:`compiler_is_gcc`): Clang names its passes differently
 STRAIGHT_LINE_FLAGS = ("-fno-tree-fre", "-fno-tree-pre", "-fno-tree-dse", "-fno-gcse", "-fno-dse",
                        "-fno-schedule-insns2")
 PROFILES = ("fast", "portable", "debug")
@@ -78,6 +82,31 @@ class Profile:
     def stamp(self) -> dict:
         return {"profile": self.name, "cflags": list(self.cflags), "stage_ops": self.stage_ops,
                 "simd_lanes": self.lanes}
+
+
+def compiler_command() -> list[str]:
+    """The C compiler as an argument list: ``$CC``, else Python's configured ``CC``, else ``cc``."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shlex.split(cc)
+
+
+@functools.lru_cache(maxsize=8)
+def _predefined_macros(cc: tuple[str, ...]) -> str:
+    try:
+        done = subprocess.run([*cc, "-dM", "-E", "-x", "c", os.devnull], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def compiler_is_gcc() -> bool:
+    """Whether :func:`compiler_command` is GCC itself (``__GNUC__`` without ``__clang__`` or Intel's
+    ``__INTEL_COMPILER``/``__INTEL_LLVM_COMPILER``, which define ``__GNUC__`` too): GCC's own pass flags
+    (:data:`STRAIGHT_LINE_FLAGS`) are only given to it."""
+    macros = _predefined_macros(tuple(compiler_command()))
+    names = {w[1] for w in (line.split() for line in macros.splitlines()) if len(w) > 1 and w[0] == "#define"}
+    return "__GNUC__" in names and not names & {"__clang__", "__INTEL_COMPILER", "__INTEL_LLVM_COMPILER"}
 
 
 def _baseline_isa() -> tuple[str, ...]:
@@ -112,12 +141,12 @@ def get_profile(name: str | Profile | None = None) -> Profile:
     if isinstance(name, Profile):
         return name
     name = name or os.environ.get("SOADYN_PROFILE") or DEFAULT_PROFILE
+    passes = STRAIGHT_LINE_FLAGS if compiler_is_gcc() else ()
     if name == "fast":
-        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *STRAIGHT_LINE_FLAGS,
-                                *IEEE_FLAGS),
+        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *passes, *IEEE_FLAGS),
                        stage_ops=STAGE_OPS, lanes=4, native=True)
     elif name == "portable":
-        prof = Profile("portable", ("-O2", *_baseline_isa(), *STRAIGHT_LINE_FLAGS, *IEEE_FLAGS),
+        prof = Profile("portable", ("-O2", *_baseline_isa(), *passes, *IEEE_FLAGS),
                        stage_ops=STAGE_OPS, lanes=2)
     elif name == "debug":
         prof = Profile("debug", ("-O0", "-g", *IEEE_FLAGS), stage_ops=0, lanes=1)

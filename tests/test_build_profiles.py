@@ -415,3 +415,33 @@ def test_simd_batch_stores_constant_zero_outputs(tmp_path):
     single = np.array([m.bias_forces(Q[i], V[i]) for i in range(n)])
     assert np.all(single[:, 13:] == 0.0)
     assert np.array_equal(out, single)
+
+
+@pytest.mark.parametrize("macros, is_gcc", [
+    ("#define __GNUC__ 12\n#define __x86_64__ 1\n", True),
+    ("#define __GNUC__ 4\n#define __clang__ 1\n", False),            # clang answers to __GNUC__ too
+    ("#define __GNUC__ 4\n#define __INTEL_LLVM_COMPILER 20240000\n", False),
+    ("#define __SUNPRO_C 0x5150\n", False),
+])
+def test_gcc_pass_flags_only_for_gcc(tmp_path, monkeypatch, macros, is_gcc):
+    """STRAIGHT_LINE_FLAGS are GCC's pass names: a compiler that is not GCC (asked for its predefined
+    macros, as ``cc -dM -E`` prints them) gets the profiles without them."""
+    from soadyn.codegen.profiles import STRAIGHT_LINE_FLAGS, compiler_is_gcc
+
+    fake = tmp_path / "fakecc"
+    (tmp_path / "macros.txt").write_text(macros)
+    fake.write_text(f"#!/bin/sh\ncat '{tmp_path / 'macros.txt'}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    assert compiler_is_gcc() is is_gcc
+    for name in ("fast", "portable"):
+        flags = get_profile(name).cflags
+        assert all((f in flags) is is_gcc for f in STRAIGHT_LINE_FLAGS), (name, flags)
+        assert all(f in flags for f in IEEE_FLAGS)
+
+
+def test_a_compiler_that_cannot_run_is_not_taken_for_gcc(tmp_path, monkeypatch):
+    from soadyn.codegen.profiles import compiler_is_gcc
+
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    assert compiler_is_gcc() is False
