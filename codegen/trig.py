@@ -191,6 +191,40 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
     for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
 #endif
 }
+/* SOADYN_SINCOS_INLINE(x, s, c, n): what soadyn_sincos_n computes (the same bits), inline, for long functions
+ * (INLINE_TRIG_STATEMENTS in soadyn/codegen/trig.py): no call takes the caller's arrays' addresses, and
+ * libm is called with values, for the arguments out of range only */
+#ifdef SOADYN_T4D
+#define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
+    do {                                                                                              \
+        soadyn_t4d soadyn_xv, soadyn_sv, soadyn_cv;                                                   \
+        int soadyn_k, soadyn_l, soadyn_big = 0;                                                       \
+        for (soadyn_k = 0; soadyn_k < (n); soadyn_k += 4) {                                           \
+            soadyn_xv = (soadyn_t4d){(x)[soadyn_k], (x)[soadyn_k + 1], (x)[soadyn_k + 2],             \
+                                     (x)[soadyn_k + 3]};                                              \
+            soadyn_sincos4_core(&soadyn_xv, &soadyn_sv, &soadyn_cv);                                  \
+            for (soadyn_l = 0; soadyn_l < 4; ++soadyn_l) {                                            \
+                (s)[soadyn_k + soadyn_l] = soadyn_sv[soadyn_l];                                       \
+                (c)[soadyn_k + soadyn_l] = soadyn_cv[soadyn_l];                                       \
+            }                                                                                         \
+        }                                                                                             \
+        for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                                \
+            soadyn_big |= !(fabs((x)[soadyn_k]) < SOADYN_TRIG_BIG);                                   \
+        if (__builtin_expect(soadyn_big, 0))                                                          \
+            for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                            \
+                if (!(fabs((x)[soadyn_k]) < SOADYN_TRIG_BIG)) {                                       \
+                    (s)[soadyn_k] = sin((x)[soadyn_k]);                                               \
+                    (c)[soadyn_k] = cos((x)[soadyn_k]);                                               \
+                }                                                                                     \
+    } while (0)
+#else
+#define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
+    do {                                                                                              \
+        int soadyn_k;                                                                                 \
+        for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                                \
+            soadyn_sincos((x)[soadyn_k], (s) + soadyn_k, (c) + soadyn_k);                             \
+    } while (0)
+#endif
 #endif
 """
 
@@ -205,28 +239,41 @@ _LOAD_LINE = re.compile(r"^\s*const double (\w+) = (\w+\[\d+\]);$")
 _ELEMENT = re.compile(r"^\w+\[\d+\]$")
 
 
+#: a function body of at least this many statements computes its sines and cosines inline
+#: (``SOADYN_SINCOS_INLINE``), a shorter one by calling ``soadyn_sincos_n``.  Measured (gcc 12.2
+#: ``-O3 -march=native``, Panda free base, ns per call, best of 3-4 alternating rounds, issue 12): inline,
+#: the forward-dynamics derivatives (2,992 statements) 2,176 -> 2,077 ns (with the product change of the same
+#: session) and the inverse-dynamics derivatives (1,687) 1,236 -> 1,164 ns were faster; the forward dynamics
+#: (836) 402 -> 520 ns and M^-1 (1,004) 477 -> 503 ns were slower.  The shipped fast and portable modules
+#: split long functions into stages (:data:`soadyn.codegen.units.STAGE_OPS` operations), which stay below it.
+INLINE_TRIG_STATEMENTS = 1300
+
+
 def fuse_pairs(lines: list[str]) -> list[str]:
     """The lines of a C function body with its sines and cosines computed four at a time: every statement
     ``v = soadyn_sin(x)`` / ``soadyn_cos(x)`` whose argument is an input element (or a load of one) reads
-    its value from arrays that one ``soadyn_sincos_n`` call fills where the first of them was (per block:
-    the cases of a frame family each get their own); sin and cos of one argument share their reduction.
+    its value from arrays that one ``soadyn_sincos_n`` call (``SOADYN_SINCOS_INLINE`` in a body of
+    :data:`INLINE_TRIG_STATEMENTS` statements or more) fills where the first of them was (per block: the
+    cases of a frame family each get their own); sin and cos of one argument share their reduction.
     Measured on the four-arm robot's mass matrix (31 joint angles; ns per call, C loop, one run): libm
     1,331; inline ``soadyn_sin``/``soadyn_cos`` one by one 1,265 (gcc keeps a reduction per call); one
     ``soadyn_sincos`` per pair 1,061; four at a time 909."""
     loads = {m.group(1): m.group(2) for m in map(_LOAD_LINE.match, lines) if m}
+    call = ("SOADYN_SINCOS_INLINE" if sum(x.rstrip().endswith(";") for x in lines) >= INLINE_TRIG_STATEMENTS
+            else "soadyn_sincos_n")
     out: list[str] = []
     block: list[str] = []
     for line in lines:
         s = line.strip()
         if s.startswith(("case ", "switch", "default:", "}")) or s.endswith("{"):
-            out += _fuse_block(block, loads) + [line]
+            out += _fuse_block(block, loads, call) + [line]
             block = []
         else:
             block.append(line)
-    return out + _fuse_block(block, loads)
+    return out + _fuse_block(block, loads, call)
 
 
-def _fuse_block(lines: list[str], loads: dict[str, str]) -> list[str]:
+def _fuse_block(lines: list[str], loads: dict[str, str], call: str = "soadyn_sincos_n") -> list[str]:
     args: dict[str, int] = {}
     at = None
     uses: dict[int, tuple[str, str, str, str]] = {}
@@ -247,7 +294,7 @@ def _fuse_block(lines: list[str], loads: dict[str, str]) -> list[str]:
     n = -(-len(args) // 4) * 4
     xs = ", ".join(list(args) + ["0"] * (n - len(args)))
     head = [f"{ind}double soadyn_tx[{n}] = {{{xs}}}, soadyn_ts[{n}], soadyn_tc[{n}];",
-            f"{ind}soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, {n});"]
+            f"{ind}{call}(soadyn_tx, soadyn_ts, soadyn_tc, {n});"]
     out = []
     for k, line in enumerate(lines):
         if k == at:

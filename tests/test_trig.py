@@ -25,7 +25,7 @@ static double ulps(double a, double b)
 int main(void)
 {
     enum { N = 400000 };
-    static double x[N], s[N], c[N];
+    static double x[N], s[N], c[N], s2[N], c2[N];
     double worst = 0;
     long differ = 0, scalar_vs_vector = 0, fallback = 0, big = 0;
     long i;
@@ -42,10 +42,12 @@ int main(void)
     }
     x[0] = 0.0; x[1] = -0.0; x[2] = INFINITY; x[3] = NAN; x[4] = 823549.6; x[5] = -823549.5;
     soadyn_sincos_n(x, s, c, N);
+    SOADYN_SINCOS_INLINE(x, s2, c2, N);
     for (i = 0; i < N; ++i) {
         double s1, c1, es, ec;
         soadyn_sincos(x[i], &s1, &c1);
-        if (memcmp(&s1, &s[i], 8) || memcmp(&c1, &c[i], 8) || soadyn_sin(x[i]) != s1 && s1 == s1
+        if (memcmp(&s1, &s[i], 8) || memcmp(&c1, &c[i], 8) || memcmp(&s1, &s2[i], 8) || memcmp(&c1, &c2[i], 8)
+            || soadyn_sin(x[i]) != s1 && s1 == s1
             || soadyn_cos(x[i]) != c1 && c1 == c1)
             ++scalar_vs_vector;
         big += !(fabs(x[i]) < 823549.6);
@@ -79,7 +81,7 @@ def test_sincos_within_one_ulp_of_libm_and_vector_equals_scalar(tmp_path, cc, fl
         [str(exe)], check=True, capture_output=True, text=True).stdout.split()
     assert float(worst) <= 1.0                  # glibc is (nearly) correctly rounded: < 1 ulp of exact
     assert int(differ) > 0                      # not libm by another name: the test can fail
-    assert int(mismatched) == 0                 # 4-wide == scalar, bit for bit
+    assert int(mismatched) == 0                 # 4-wide (called or inline) == scalar, bit for bit
     assert int(fallback) == int(big) > 70000  # |x| >= 2^19 pi/2 and inf/nan: libm's results
     assert neg_zero == "1" and zero == "1"
 
@@ -99,3 +101,14 @@ def test_fuse_pairs_computes_sines_and_cosines_four_at_a_time():
     assert trig.fuse_pairs(["M[0] = 1;"]) == ["M[0] = 1;"]
     assert trig.to_inline("sin(q_0)*cos(x) + sqrt(y) + soadyn_vsin(z)") == (
         "soadyn_sin(q_0)*soadyn_cos(x) + sqrt(y) + soadyn_vsin(z)")
+
+
+def test_fuse_pairs_inline_in_long_bodies():
+    """A body of INLINE_TRIG_STATEMENTS statements or more computes its sines and cosines inline."""
+    short = ["const double c1 = soadyn_cos(q[7]);", "const double s1 = soadyn_sin(q[7]);", "M[0] = c1*s1;"]
+    filler = [f"const double f{i} = q[0]*{i};" for i in range(trig.INLINE_TRIG_STATEMENTS)]
+    assert "soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);" in trig.fuse_pairs(short)
+    long = trig.fuse_pairs(short + filler)
+    assert "SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);" in long
+    assert not any("soadyn_sincos_n" in x for x in long)
+    assert long[2:] == trig.fuse_pairs(short)[2:] + filler      # the rest of the body as before
