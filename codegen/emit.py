@@ -35,6 +35,8 @@ from soadyn.model.robot import Robot
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: a digit next to a "." or an exponent: where printed C text may hold a floating-point constant
+_FLOAT_TEXT = re.compile(r"\d[.eE]|\.\d")
 _C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow", C_SIN, C_COS})
 
 
@@ -138,9 +140,14 @@ class _Printer:
         self.where = where
 
     def __call__(self, e: se.Basic) -> str:
-        text = to_inline(se.ccode(_exact_constants(e)))
+        # SymEngine prints a finite float with a "." or an exponent: without either, ``e`` has none and
+        # the walk of :func:`_exact_constants` (which costs more than printing) is skipped
+        text = to_inline(se.ccode(e))
+        if _FLOAT_TEXT.search(text):
+            text = to_inline(se.ccode(_exact_constants(e)))
         for name in _IDENT.findall(_NUMBER.sub(" ", text)):
             if name not in self.known:
+                _exact_constants(e)      # a non-finite constant (printed as a name) raises its own error
                 raise DerivationError(f"{self.where}: generated expression uses unknown name {name!r} "
                                       f"(a singular or non-finite term?): {text[:200]}")
         return text

@@ -80,11 +80,12 @@ def exact_integers(program: Program) -> Program:
     return replace(program, assignments=assigns, outputs=outputs)
 
 
-def _subst(e: se.Basic, sub: dict) -> se.Basic:
-    """``e.xreplace(sub)`` restricted to the symbols of ``e`` (SymEngine converts the whole dict per call)."""
+def _subst(e: se.Basic, sub: dict, free: set | None = None) -> se.Basic:
+    """``e.xreplace(sub)`` restricted to the symbols of ``e`` (SymEngine converts the whole dict per call);
+    ``free``: the free symbols of ``e`` when the caller has them."""
     if e.is_Number or not sub:
         return e
-    small = {s: sub[s] for s in e.free_symbols if s in sub}
+    small = {s: sub[s] for s in (e.free_symbols if free is None else free) if s in sub}
     return e.xreplace(small) if small else e
 
 
@@ -150,28 +151,31 @@ def common_subexpressions(program: Program) -> Program:
     if not reps:
         return program
     fresh = _fresh_namer(_taken_names(program), "t")
+    # the free symbols of cse's results, in cse's names: for the renaming and the scheduling below
+    rep_free = [_free(e) for _, e in reps]
+    reduced_free = [_free(e) for e in reduced]
     # rename cse's x0, x1, ... to names that cannot clash with staged symbols
     ren = {}
     renamed = []
-    for s, e in reps:
-        e = _subst(e, ren)
+    for (s, e), free in zip(reps, rep_free):
+        e = _subst(e, ren, free)
         new = fresh()
         ren[s] = new
         renamed.append((new, e))
-    reduced = [_subst(e, ren) for e in reduced]
+    reduced = [_subst(e, ren, free) for e, free in zip(reduced, reduced_free)]
 
     # position of every staged assignment; outputs sit at n_assign
-    temp_index = {s: i for i, (s, _) in enumerate(renamed)}
+    temp_index = {s: i for i, (s, _) in enumerate(reps)}   # cse's symbol -> its temporary
     first_use = [n_assign] * len(renamed)  # position (in the staged program) of the first user
-    for pos, e in enumerate(reduced):
+    for pos, free in enumerate(reduced_free):
         p = min(pos, n_assign)
-        for s in _free(e):
+        for s in free:
             i = temp_index.get(s)
             if i is not None and p < first_use[i]:
                 first_use[i] = p
     # a temporary used by a later temporary must come no later than that one's users
     for j in reversed(range(len(renamed))):
-        for s in _free(renamed[j][1]):
+        for s in rep_free[j]:
             i = temp_index.get(s)
             if i is not None and first_use[j] < first_use[i]:
                 first_use[i] = first_use[j]
@@ -291,6 +295,10 @@ def lower_powers(program: Program) -> Program:
 # --------------------------------------------------------------------------------------------------
 # counting
 # --------------------------------------------------------------------------------------------------
+_ONE, _MINUS_ONE, _TWO = se.Integer(1), se.Integer(-1), se.Integer(2)
+_HALF, _MINUS_HALF = se.Rational(1, 2), se.Rational(-1, 2)
+
+
 def _count(e: se.Basic, c: Counter) -> None:
     if e.is_Symbol or e.is_Number:
         return
@@ -304,28 +312,30 @@ def _count(e: se.Basic, c: Counter) -> None:
         num = den = 0
         for f in e.args:
             if f.is_Number:
-                if f != 1 and f != -1:
+                if f != _ONE and f != _MINUS_ONE:
                     num += 1
                 continue
-            if f.is_Pow and f.args[1].is_Number and f.args[1] < 0:
-                den += 1
-                x = -f.args[1]
-                _count(f.args[0] if x == 1 else f.args[0] ** x, c)
-            else:
-                num += 1
-                _count(f, c)
+            if f.is_Pow:
+                b, x = f.args
+                if x.is_Number and x < 0:
+                    den += 1
+                    x = -x
+                    _count(b if x == _ONE else b ** x, c)
+                    continue
+            num += 1
+            _count(f, c)
         c["mul"] += max(num - 1, 0) + max(den - 1, 0)
         c["div"] += 1 if den else 0
         return
     if e.is_Pow:
         b, x = e.args
-        if x == -1:
+        if x == _MINUS_ONE:
             c["div"] += 1
-        elif x == 2:
+        elif x == _TWO:
             c["mul"] += 1
-        elif x == se.Rational(1, 2):
+        elif x == _HALF:
             c["sqrt"] += 1
-        elif x == se.Rational(-1, 2):
+        elif x == _MINUS_HALF:
             c["sqrt"] += 1
             c["div"] += 1
         elif x.is_Integer and int(x) > 2:

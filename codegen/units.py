@@ -71,8 +71,10 @@ class Stmt:
     load: bool = False        # ``const double x = in[k];``: repeated in each stage that needs it
 
 
-def _names(expr: str) -> set[str]:
-    return set(_IDENT.findall(_NUMBER.sub(" ", expr)))
+def _names_and_cost(expr: str) -> tuple[set[str], int]:
+    """The identifiers of a C expression and its operations (numbers blanked out first)."""
+    text = _NUMBER.sub(" ", expr)
+    return set(_IDENT.findall(text)), len(_OPS.findall(text))
 
 
 def parse_body(body: list[str]) -> list[Stmt] | None:
@@ -83,14 +85,14 @@ def parse_body(body: list[str]) -> list[Stmt] | None:
         m = _ASSIGN.match(s)
         if m:
             expr = m.group(2)
-            out.append(Stmt(s, m.group(1), _names(expr), len(_OPS.findall(_NUMBER.sub(" ", expr))),
-                            bool(_LOAD.match(expr))))
+            names, cost = _names_and_cost(expr)
+            out.append(Stmt(s, m.group(1), names, cost, bool(_LOAD.match(expr))))
             continue
         m = OUTPUT_STORE.match(s)
         if m:
-            expr = m.group(3)
-            out.append(Stmt(s, None, _names(expr) | {m.group(1)},
-                            len(_OPS.findall(_NUMBER.sub(" ", expr))) + 1))
+            names, cost = _names_and_cost(m.group(3))
+            names.add(m.group(1))
+            out.append(Stmt(s, None, names, cost + 1))
             continue
         m = _ZEROS.match(s)
         if m:                 # a run of zeros stored into an output (frame families)
