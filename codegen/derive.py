@@ -9,6 +9,7 @@ staged symbols.  Nothing is expanded, so the program grows linearly with the num
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -103,6 +104,25 @@ class SharingSymbolic(Symbolic):
     """
 
     _memo: dict = field(default_factory=dict)
+    _kept: dict = field(default_factory=dict)
+
+    def reuse(self, name: str, objs: tuple, make: Callable[[], Any]) -> Any:
+        """What ``make()`` returned for the same ``name`` and objects ``objs`` (by identity, held here so
+        that their ids stay theirs) on this context; else ``make()``, kept
+        (:func:`soadyn.symbolic.scalar.reuse`: a second frame's run would only stage the same expressions
+        again and get the same symbols back).
+        Symbol names are drawn as if it ran again, so the program is the same either way."""
+        key = (name, *map(id, objs))
+        hit = self._kept.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], objs)):
+            for k, n in hit[2].items():          # the names a second run would have drawn
+                self._counts[k] = self._counts.get(k, 0) + n
+            return hit[1]
+        before = dict(self._counts)
+        out = make()
+        drawn = {k: n - before.get(k, 0) for k, n in self._counts.items() if n != before.get(k, 0)}
+        self._kept[key] = (objs, out, drawn)
+        return out
 
     def _stage_one(self, sym_name: str, e: Any, stage: str = "") -> Any:
         e = se.sympify(e)

@@ -21,14 +21,16 @@ as the expressions are built.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import symengine as se
 
 from soadyn.model.names import c_identifier
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -95,6 +97,15 @@ def mirror_upper(R: np.ndarray) -> np.ndarray:
     low = np.tril_indices(R.shape[0], -1)
     R[low] = R.T[low]
     return R
+
+
+def reuse(ctx: Any, name: str, objs: tuple, make: Callable[[], T]) -> T:
+    """``make()``, or what it returned before on ``ctx`` for the same ``name`` and the same objects ``objs``
+    (by identity) where the context keeps results (``ctx.reuse``: the hash-consing context of a frame
+    family, where running the same sub-algorithm again on the same inputs only stages the same symbols
+    again).  The result must not be modified by the caller."""
+    keep = getattr(ctx, "reuse", None)
+    return make() if keep is None else keep(name, objs, make)
 
 
 class Numeric:

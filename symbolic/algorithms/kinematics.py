@@ -28,7 +28,7 @@ import numpy as np
 
 from soadyn.model.robot import Robot
 from soadyn.symbolic.parameters import body_inertia, spatial_inertia
-from soadyn.symbolic.scalar import ScalarContext
+from soadyn.symbolic.scalar import ScalarContext, reuse
 from soadyn.symbolic.spatial import Xform, cross, quaternion_to_matrix, rotation_about_axis
 
 
@@ -86,7 +86,11 @@ def _const_or_none(ctx: ScalarContext, a: np.ndarray, identity: np.ndarray) -> n
 
 
 def joint_transforms(robot: Robot, ctx: ScalarContext, q: np.ndarray) -> Kinematics:
-    """phi(parent(k), k) for every body; sin/cos evaluated once per joint."""
+    """phi(parent(k), k) for every body; sin/cos evaluated once per joint (seed 000 eq. 2.1)."""
+    return reuse(ctx, "joint_transforms", (robot, q), lambda: _joint_transforms(robot, ctx, q))
+
+
+def _joint_transforms(robot: Robot, ctx: ScalarContext, q: np.ndarray) -> Kinematics:
     n = robot.n_bodies
     X: list[Xform] = [Xform()] * n
     Xp: list[Xform] = [Xform()] * n
@@ -121,6 +125,12 @@ def link_poses(kin: Kinematics, relative: bool = False) -> tuple[list[np.ndarray
     The reference frame is the inertial frame, or with ``relative=True`` the base frame (the base pose
     then drops out, which is what frame-coordinate quantities need).
     """
+    Rw, pw = reuse(kin.ctx, "link_poses_b" if relative else "link_poses_w", (kin,),
+                   lambda: _link_poses(kin, relative))
+    return list(Rw), list(pw)
+
+
+def _link_poses(kin: Kinematics, relative: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
     robot, ctx = kin.robot, kin.ctx
     Rw: list[np.ndarray] = []
     pw: list[np.ndarray] = []

@@ -17,7 +17,7 @@ from soadyn.symbolic.algorithms.kinematics import (
     velocities,
 )
 from soadyn.symbolic.parameters import body_inertia
-from soadyn.symbolic.scalar import ScalarContext
+from soadyn.symbolic.scalar import ScalarContext, reuse
 from soadyn.symbolic.spatial import RigidInertia
 
 
@@ -98,6 +98,10 @@ def composite_inertias(kin: Kinematics) -> list[np.ndarray]:
 
 def mass_matrix_from(kin: Kinematics) -> np.ndarray:
     """Blocks of eq. 2.4a: ``M(i, j) = H(i) phi(i, j) R(j) H*(j)`` for i an ancestor of j (or i = j)."""
+    return reuse(kin.ctx, "mass_matrix", (kin,), lambda: _mass_matrix(kin)).copy()
+
+
+def _mass_matrix(kin: Kinematics) -> np.ndarray:
     robot, ctx = kin.robot, kin.ctx
     Rc = composite_inertias(kin)
     M = ctx.zeros((robot.nv, robot.nv))
