@@ -196,6 +196,40 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
     for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
 #endif
 }
+/* SOADYN_SINCOS_INLINE(x, s, c, n): what soadyn_sincos_n computes (the same bits), inline, for long functions
+ * (INLINE_TRIG_STATEMENTS in soadyn/codegen/trig.py): no call takes the caller's arrays' addresses, and
+ * libm is called with values, for the arguments out of range only */
+#ifdef SOADYN_T4D
+#define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
+    do {                                                                                              \
+        soadyn_t4d soadyn_xv, soadyn_sv, soadyn_cv;                                                   \
+        int soadyn_k, soadyn_l, soadyn_big = 0;                                                       \
+        for (soadyn_k = 0; soadyn_k < (n); soadyn_k += 4) {                                           \
+            soadyn_xv = (soadyn_t4d){(x)[soadyn_k], (x)[soadyn_k + 1], (x)[soadyn_k + 2],             \
+                                     (x)[soadyn_k + 3]};                                              \
+            soadyn_sincos4_core(&soadyn_xv, &soadyn_sv, &soadyn_cv);                                  \
+            for (soadyn_l = 0; soadyn_l < 4; ++soadyn_l) {                                            \
+                (s)[soadyn_k + soadyn_l] = soadyn_sv[soadyn_l];                                       \
+                (c)[soadyn_k + soadyn_l] = soadyn_cv[soadyn_l];                                       \
+            }                                                                                         \
+        }                                                                                             \
+        for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                                \
+            soadyn_big |= !(fabs((x)[soadyn_k]) < SOADYN_TRIG_BIG);                                   \
+        if (__builtin_expect(soadyn_big, 0))                                                          \
+            for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                            \
+                if (!(fabs((x)[soadyn_k]) < SOADYN_TRIG_BIG)) {                                       \
+                    (s)[soadyn_k] = sin((x)[soadyn_k]);                                               \
+                    (c)[soadyn_k] = cos((x)[soadyn_k]);                                               \
+                }                                                                                     \
+    } while (0)
+#else
+#define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
+    do {                                                                                              \
+        int soadyn_k;                                                                                 \
+        for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                                \
+            soadyn_sincos((x)[soadyn_k], (s) + soadyn_k, (c) + soadyn_k);                             \
+    } while (0)
+#endif
 #endif
 
 
@@ -8081,7 +8115,7 @@ void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda
     Lambda[392] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -9704,7 +9738,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *
     const double tau_15 = tau[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -12147,7 +12181,7 @@ void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const dou
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -14562,7 +14596,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, c
     const double tau_15 = tau[15];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -16788,7 +16822,7 @@ void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double 
     const double f_ext_65 = f_ext[65];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -26768,7 +26802,7 @@ int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];

@@ -196,6 +196,40 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
     for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
 #endif
 }
+/* SOADYN_SINCOS_INLINE(x, s, c, n): what soadyn_sincos_n computes (the same bits), inline, for long functions
+ * (INLINE_TRIG_STATEMENTS in soadyn/codegen/trig.py): no call takes the caller's arrays' addresses, and
+ * libm is called with values, for the arguments out of range only */
+#ifdef SOADYN_T4D
+#define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
+    do {                                                                                              \
+        soadyn_t4d soadyn_xv, soadyn_sv, soadyn_cv;                                                   \
+        int soadyn_k, soadyn_l, soadyn_big = 0;                                                       \
+        for (soadyn_k = 0; soadyn_k < (n); soadyn_k += 4) {                                           \
+            soadyn_xv = (soadyn_t4d){(x)[soadyn_k], (x)[soadyn_k + 1], (x)[soadyn_k + 2],             \
+                                     (x)[soadyn_k + 3]};                                              \
+            soadyn_sincos4_core(&soadyn_xv, &soadyn_sv, &soadyn_cv);                                  \
+            for (soadyn_l = 0; soadyn_l < 4; ++soadyn_l) {                                            \
+                (s)[soadyn_k + soadyn_l] = soadyn_sv[soadyn_l];                                       \
+                (c)[soadyn_k + soadyn_l] = soadyn_cv[soadyn_l];                                       \
+            }                                                                                         \
+        }                                                                                             \
+        for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                                \
+            soadyn_big |= !(fabs((x)[soadyn_k]) < SOADYN_TRIG_BIG);                                   \
+        if (__builtin_expect(soadyn_big, 0))                                                          \
+            for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                            \
+                if (!(fabs((x)[soadyn_k]) < SOADYN_TRIG_BIG)) {                                       \
+                    (s)[soadyn_k] = sin((x)[soadyn_k]);                                               \
+                    (c)[soadyn_k] = cos((x)[soadyn_k]);                                               \
+                }                                                                                     \
+    } while (0)
+#else
+#define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
+    do {                                                                                              \
+        int soadyn_k;                                                                                 \
+        for (soadyn_k = 0; soadyn_k < (n); ++soadyn_k)                                                \
+            soadyn_sincos((x)[soadyn_k], (s) + soadyn_k, (c) + soadyn_k);                             \
+    } while (0)
+#endif
 #endif
 
 
