@@ -244,8 +244,12 @@ _ELEMENT = re.compile(r"^\w+\[\d+\]$")
 #: ``-O3 -march=native``, Panda free base, ns per call, best of 3-4 alternating rounds, issue 12): inline,
 #: the forward-dynamics derivatives (2,992 statements) 2,176 -> 2,077 ns (with the product change of the same
 #: session) and the inverse-dynamics derivatives (1,687) 1,236 -> 1,164 ns were faster; the forward dynamics
-#: (836) 402 -> 520 ns and M^-1 (1,004) 477 -> 503 ns were slower.  The shipped fast and portable modules
-#: split long functions into stages (:data:`soadyn.codegen.units.STAGE_OPS` operations), which stay below it.
+#: (836) 402 -> 520 ns and M^-1 (1,004) 477 -> 503 ns were slower.  The Dimitrov robot (nv 16, best of 3):
+#: inline faster for the decoupled FD (2,330 statements) 1,403 -> 1,293 ns, the Schur-complement FD (2,134)
+#: 1,641 -> 1,550 ns and the operational-space inertias (1,611) 509 -> 453 ns; the FD (952) slower,
+#: 443 -> 524 ns; M^-1 (1,228) about even, 594 -> 585 ns.  The shipped fast and portable modules compile stage
+#: functions (:data:`soadyn.codegen.units.STAGE_OPS` operations); a stage of this length takes the inline form
+#: too (four-arm robot's units: ID, FD, M, M^-1 within 2 % either way).
 INLINE_TRIG_STATEMENTS = 1300
 
 
