@@ -170,35 +170,10 @@ SOADYN_INLINE void soadyn_sincos4(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4
     }
 }
 #endif
-/* s[k], c[k] for k < n (n a multiple of 4); out of line: one call where a function's trigonometry starts,
- * before most of its values are live (inlined, the call to libm for large arguments made gcc spill more) */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline, unused))
-#endif
-static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
-{
-    int k, big = 0;
-#ifdef SOADYN_T4D
-    soadyn_t4d xv, sv, cv;
-    int l;
-    for (k = 0; k < n; k += 4) {
-        xv = (soadyn_t4d){x[k], x[k + 1], x[k + 2], x[k + 3]};
-        soadyn_sincos4_core(&xv, &sv, &cv);
-        for (l = 0; l < 4; ++l) {
-            s[k + l] = sv[l];
-            c[k + l] = cv[l];
-        }
-    }
-    for (k = 0; k < n; ++k) big |= !(fabs(x[k]) < SOADYN_TRIG_BIG);
-    if (big) soadyn_sincos_libm(x, s, c, n);
-#else
-    (void)big;
-    for (k = 0; k < n; ++k) soadyn_sincos(x[k], s + k, c + k);
-#endif
-}
-/* SOADYN_SINCOS_INLINE(x, s, c, n): what soadyn_sincos_n computes (the same bits), inline, for long functions
- * (INLINE_TRIG_STATEMENTS in soadyn/codegen/trig.py): no call takes the caller's arrays' addresses, and
- * libm is called with values, for the arguments out of range only */
+/* SOADYN_SINCOS_INLINE(x, s, c, n): s[k], c[k] for k < n (n a multiple of 4; x, s, c arrays), four at a time,
+ * inline where a long function's trigonometry starts (INLINE_TRIG_STATEMENTS in soadyn/codegen/trig.py): no
+ * call takes the caller's arrays' addresses, and libm is called with values, for the arguments out of range
+ * only */
 #ifdef SOADYN_T4D
 #define SOADYN_SINCOS_INLINE(x, s, c, n)                                                              \
     do {                                                                                              \
@@ -230,6 +205,15 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
             soadyn_sincos((x)[soadyn_k], (s) + soadyn_k, (c) + soadyn_k);                             \
     } while (0)
 #endif
+/* soadyn_sincos_n: the same, out of line, for shorter functions: one call where the trigonometry starts,
+ * before most of their values are live (inlined into them, it made gcc spill more) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, unused))
+#endif
+static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
+{
+    SOADYN_SINCOS_INLINE(x, s, c, n);
+}
 #endif
 
 
