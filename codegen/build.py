@@ -85,25 +85,21 @@ def jobs() -> int:
 
 
 def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str,
-                    parts: Sequence[tuple[str, str, int, str]],
                     source_file: str | None = None,
                     progress: Callable[[str], None] | None = None, flags: Sequence[str] | None = None,
                     object_cache: Path | None = None, fast_source: str | None = None,
                     started: UnitCompiler | None = None) -> Path:
     """Build ``<module_dir>/<ext_name><EXT_SUFFIX>`` from the generated functions.
 
-    ``parts`` are the ``(stem, text, ops, dependency)`` translation units of
-    :func:`soadyn.codegen.units.translation_units`: written next to the header, compiled in parallel
-    (:func:`jobs`), their objects reused from ``object_cache`` (:mod:`soadyn.codegen.objcache`), and
-    removed afterwards.  ``flags``: the profile's flags (default
-    :func:`cflags`).  ``source_file`` (the single generated
-    source) is used instead by the fallback compiler driver.  ``fast_source``: the single-call entry points
-    (:func:`soadyn.codegen.emit.emit_fastcalls`), one more unit compiled against numpy's headers (POSIX
-    driver only; the module's Python code works without them).  ``progress(name)`` is called after each
-    compiled unit and after linking (``len(parts) + 2`` calls, one more with ``fast_source``).
-    ``started``: a :class:`UnitCompiler` already compiling units of this module (written while the rest
-    was generated); the build waits for them, links them in and closes it.  Raises :class:`CompileError`
-    on failure.
+    ``started``: the :class:`UnitCompiler` compiling the functions' translation units
+    (:func:`soadyn.codegen.units.translation_units`, added while the rest of the module was generated; its
+    objects reused from ``object_cache``, :mod:`soadyn.codegen.objcache`); the build adds cffi's wrapper
+    and ``fast_source`` to it, waits for every unit, links them and closes it (removing the sources and
+    objects).  ``fast_source``: the single-call entry points (:func:`soadyn.codegen.emit.emit_fastcalls`),
+    one more unit compiled against numpy's headers (POSIX driver only; the module's Python code works
+    without them).  ``flags``: the profile's flags (default :func:`cflags`).  ``source_file`` (the single
+    generated source) is used instead by the fallback compiler driver.  ``progress(name)`` is called after
+    each compiled unit and after linking.  Raises :class:`CompileError` on failure.
     """
     STATS["compilations"] += 1
     module_dir = Path(module_dir)
@@ -123,10 +119,7 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
         comp = started if started is not None else UnitCompiler(module_dir, ext_name, flags, object_cache)
         try:
             comp.progress = progress
-            # largest units first, so that the small ones fill the gaps
             comp.add(wrapper, wrapper_flags(flags), None)
-            for stem, text, _, dep in sorted(parts, key=lambda u: -len(u[1])):
-                comp.add_unit(stem, text, dep)
             if fast_source is not None:
                 import numpy
 
@@ -192,9 +185,10 @@ class UnitCompiler:
         self._pool = ThreadPoolExecutor(max_workers=jobs())
         self._futures: dict = {}
 
-    def add_unit(self, stem: str, text: str, dependency: str, flags: Sequence[str] | None = None) -> Path:
-        """Write ``<ext_name>_<stem>.c`` and start compiling it (``dependency``: what else decides its
-        object, for the object cache)."""
+    def add_unit(self, stem: str, text: str, dependency: str = "",
+                 flags: Sequence[str] | None = None) -> Path:
+        """Write ``<ext_name>_<stem>.c`` and start compiling it (``dependency``: what else than its text
+        decides its object, for the object cache)."""
         p = self.module_dir / f"{self.ext_name}_{stem}.c"
         p.write_text(text, encoding="utf-8")
         self.add(p, list(flags) if flags is not None else self.flags, dependency)

@@ -354,8 +354,8 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
         units = _build.UnitCompiler(tmp, ext_name, prof.cflags, objcache.default_dir())
 
         def start(funcs: list, header_text: str) -> None:
-            for stem, text, _, dep in translation_units(funcs, header_text):
-                units.add_unit(stem, text, dep)
+            for stem, text in translation_units(funcs, header_text):
+                units.add_unit(stem, text)
 
         gen = generate(robot, module_name, progress=progress, functions=selected, profile=prof,
                        on_function=start)
@@ -365,7 +365,7 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
         with _progress(len(units.sources) + 3, progress, f"compiling {gen.source_name} ({kb} kB)",
                        "unit") as bar:
             fast = emit_fastcalls(robot, module_name, ext_name, gen.specs, gen.header_name)
-            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, [], gen.source_name,
+            ext = _build.build_extension(tmp, ext_name, gen.header_name, gen.cdef, gen.source_name,
                                          progress=lambda name: bar.update(1), flags=prof.cflags,
                                          object_cache=objcache.default_dir(), fast_source=fast,
                                          started=units)

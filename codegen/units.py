@@ -616,15 +616,15 @@ def prelude(lanes: int) -> str:
     return text + PRELUDE + (simd_prelude(lanes) if lanes > 1 else "")
 
 
-def translation_units(funcs: list, header_text: str) -> list[tuple[str, str, int, str]]:
-    """``(file stem, C text, operations, dependency)`` per translation unit: the pieces of one function
+def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
+    """``(file stem, C text)`` per translation unit: the pieces of one function
     (its stages, scalar and SIMD, in order, then the function with its batch entry), consecutive pieces
     packed into units of about :data:`UNIT_OPS` operations.  A unit holds pieces of one function only
     and is self-contained: the function's prototypes and, for a frame family, the frame enum taken from
     ``header_text`` (the module header, or the header of a module holding just that function) stand in
-    for the module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`;
-    ``dependency`` is empty) and an unchanged function keeps its objects."""
-    units: list[tuple[str, str, int, str]] = []
+    for the module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`) and
+    an unchanged function keeps its objects."""
+    units: list[tuple[str, str]] = []
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
         lanes = extra.lanes if extra else 1
@@ -640,13 +640,12 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str, int
         per = f.ops.get("total", 0) // max(1, len(pieces))
         own = pieces[-1:] if extra and extra.vectorised else []    # the SIMD driver goes with the function
         rest = pieces[:len(pieces) - len(own)]
-        dep = ""
         groups = _pack(rest, per)
         for k, group in enumerate(groups[:-1]):
-            units.append((f"{f.cname}_{k}", head + protos + "\n".join(group), per * len(group), dep))
+            units.append((f"{f.cname}_{k}", head + protos + "\n".join(group)))
         last = groups[-1] if groups else []
         text = head + protos + "\n".join(last + own) + _function_text(f)
-        units.append((f.cname, text, per * (len(last) + len(own) + (0 if pieces else 1)), dep))
+        units.append((f.cname, text))
     return units
 
 

@@ -58,7 +58,7 @@ def test_stages_and_lanes_are_in_the_build(staged_module):
     from soadyn.codegen.units import translation_units
 
     gen = pl.generate(load_robot(TEST_ARM), functions=FUNCS, profile=TINY_STAGES)
-    src = "\n".join(text for _, text, _, _ in translation_units(gen.functions, gen.files[gen.header_name]))
+    src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
     name = gen.module_name
     assert f"{name}_forward_dynamics_stage1(" in src
     assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
@@ -395,8 +395,8 @@ def test_units_streamed_per_function_equal_the_whole_module_units():
     assert len(calls) == len(gen.specs) and sum(map(len, calls)) == len(gen.functions)
     assert sorted(streamed) == sorted(expected)
     assert gen.files == whole.files and gen.cdef == whole.cdef
-    assert not any(f'"{whole.header_name}"' in text for _, text, _, _ in streamed)
-    assert any("_case1(" in text and "N_FRAMES" in text for _, text, _, _ in streamed)   # a family's enum
+    assert not any(f'"{whole.header_name}"' in text for _, text in streamed)
+    assert any("_case1(" in text and "N_FRAMES" in text for _, text in streamed)   # a family's enum
 
 
 def test_simd_batch_stores_constant_zero_outputs(tmp_path):
