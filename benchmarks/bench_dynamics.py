@@ -338,9 +338,8 @@ def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
     the function and its batch entry), each unit compiled alone with the profile's flags."""
     import resource
 
-    from soadyn.codegen.build import compiler_command
     from soadyn.codegen.pipeline import generate
-    from soadyn.codegen.profiles import get_profile
+    from soadyn.codegen.profiles import compiler_command, get_profile
     from soadyn.codegen.units import translation_units
 
     prof = get_profile(profile)
@@ -349,7 +348,7 @@ def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
     d.mkdir(parents=True, exist_ok=True)
     (d / gen.header_name).write_text(gen.files[gen.header_name])
     out: dict[str, float] = {}
-    for stem, text, _, _ in translation_units(gen.functions, gen.header_name, gen.files[gen.header_name]):
+    for stem, text in translation_units(gen.functions, gen.files[gen.header_name]):
         (d / f"{stem}.c").write_text(text)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([*compiler_command(), "-c", "-fPIC", *prof.cflags, f"-I{d}", str(d / f"{stem}.c"), "-o",
