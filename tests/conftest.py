@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from soadyn.codegen.build import compiler_command
+from soadyn.codegen.profiles import compiler_command
 from soadyn.model import load_robot
 from soadyn.model.robot import Robot
 
