@@ -46,9 +46,11 @@ closed_loop_constraints    closed_loop_constraints (loops)                 g, Jv
   (q, v)
 =========================  ==============================================  ============================
 
-Functions taking ``f_ext`` come in two C variants: without external wrenches (the algorithm is run with
-``f_ext=None``, so no operations are spent on a zero array) and ``*_fext`` taking the
+Functions taking ``f_ext`` come in two C variants: without external wrenches and ``*_fext`` taking the
 ``(n_bodies, 6)`` array of wrenches.  The Python wrapper picks the variant from whether ``f_ext`` is given.
+The inverse and forward dynamics (and their derivatives) run their algorithm with ``f_ext=None``, so no
+operations are spent on a zero array; the other functions of :data:`ZERO_FEXT_CALLS` call their ``*_fext``
+twin with a zero array instead of a program of their own (``FunctionSpec.zero_fext_call``).
 
 **Frame families.**  The Jacobians are generated once per robot, not once per frame: a family
 (``FunctionSpec.frames`` non-empty) is one C function ``int <robot>_jacobian_local(const double *q, int
@@ -220,6 +222,9 @@ class FunctionSpec:
     fext_input: bool = field(default=False)
     #: frame family: the frame names (in frame-id order) the ``frame`` argument selects from
     frames: tuple[str, ...] = ()
+    #: the ``*_fext`` function (name without the robot prefix) that this one calls with zero external
+    #: wrenches instead of having a program of its own (:data:`ZERO_FEXT_CALLS`); "" otherwise
+    zero_fext_call: str = ""
 
     @property
     def is_family(self) -> bool:
@@ -260,6 +265,23 @@ RESERVED = C_KEYWORDS | frozenset(
     "sin cos tan sqrt pow fabs exp log atan2 asin acos atan sinh cosh tanh floor ceil fmod i n "
     "q v a tau f_ext com M C Minv L D h T J".split()
 )
+
+
+#: public functions whose variant without external wrenches calls the ``*_fext`` C function with a zero
+#: array instead of being a program of its own.  Both variants are the same algorithm and differ by a few
+#: operations (Unitree G1: 31,029 against 31,209 for the Schur complement), so a second program doubles
+#: their derivation and compile time for ~1 % of run time.  The inverse and forward dynamics, the hot
+#: path of simulations and batches, keep their own program without the wrenches (issue 11).
+ZERO_FEXT_CALLS = frozenset({"forward_dynamics_decoupled", "forward_dynamics_schur", "generalized_bias",
+                             "angular_reduced_dynamics"})
+
+
+def _with_fext(plain: FunctionSpec, fext: FunctionSpec) -> list[FunctionSpec]:
+    """A function and its ``*_fext`` variant in derivation order: the variant first when the function
+    calls it (:data:`ZERO_FEXT_CALLS`)."""
+    if plain.api not in ZERO_FEXT_CALLS:
+        return [plain, fext]
+    return [fext, replace(plain, zero_fext_call=fext.name)]
 
 
 def frame_identifiers(robot: Robot) -> dict[str, str]:
@@ -428,10 +450,10 @@ def _invariant_specs(robot: Robot) -> list[FunctionSpec]:
                                 free_only=True, doc="operational-space inertia of every body, P(k) + S(k) "
                                 "(seed 000 Lemma 4.1), body frame, angular first"))
     for api, doc in fd:
-        out.append(FunctionSpec(api, api, qvt, acc, api, doc=doc))
-        out.append(FunctionSpec(f"{api}_fext", api, (*qvt, input_arg(robot, "f_ext")), acc, api,
-                                variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
-                                fext_input=True))
+        out += _with_fext(FunctionSpec(api, api, qvt, acc, api, doc=doc),
+                          FunctionSpec(f"{api}_fext", api, (*qvt, input_arg(robot, "f_ext")), acc, api,
+                                       variant=(("f_ext", True),), doc=doc + ", with external wrenches f_ext",
+                                       fext_input=True))
     return out
 
 
@@ -471,11 +493,13 @@ def _free_floating_specs(robot: Robot) -> list[FunctionSpec]:
     ]
     out: list[FunctionSpec] = []
     for api, ins, outs, doc in table:
-        out.append(FunctionSpec(api, api, ins, outs, api, free_only=True, doc=doc))
+        plain = FunctionSpec(api, api, ins, outs, api, free_only=True, doc=doc)
         if api in ("generalized_bias", "angular_reduced_dynamics"):
-            out.append(FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
-                                    free_only=True, doc=doc + ", with external wrenches f_ext",
-                                    fext_input=True))
+            fext = FunctionSpec(f"{api}_fext", api, (*ins, fe), outs, api, variant=(("f_ext", True),),
+                                free_only=True, doc=doc + ", with external wrenches f_ext", fext_input=True)
+            out += _with_fext(plain, fext)
+        else:
+            out.append(plain)
     return out
 
 

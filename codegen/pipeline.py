@@ -33,7 +33,7 @@ import sys
 import time
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from typing import Any
 import soadyn.codegen.build as _build
 import soadyn.codegen.cache as _cache
 import soadyn.codegen.objcache as objcache
-from soadyn.codegen.derive import algorithm, derive, rename_reserved
+from soadyn.codegen.derive import Program, algorithm, derive, rename_reserved
 from soadyn.codegen.emit import emit_fastcalls, emit_functions, emit_module, emit_wrapper, generator_version
 from soadyn.codegen.functions import FunctionSpec, api_names, function_table, select_functions
 from soadyn.codegen.load import load
@@ -118,16 +118,23 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
         specs = select_functions(table, functions, robot.name)
     for s in specs:
         algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
-    programs = []
+    specs = _derivation_order(specs)
+    programs: list[Program] = []
+    index: dict[str, int] = {}
     emitted: tuple[list, list[bool]] = ([], [])
     t_derive = t_opt = t_emit = 0.0
     with _progress(len(specs), progress, f"deriving {robot.name}") as bar:
         for spec in specs:
             bar.set_postfix_str(spec.name, refresh=False)
             t0 = time.perf_counter()
-            raw = rename_reserved(derive(robot, spec), spec)
-            t1 = time.perf_counter()
-            programs.append(optimise(raw))
+            index[spec.name] = len(programs)
+            if spec.zero_fext_call:        # runs the program of the *_fext function (emit_zero_fext_call)
+                t1 = t0
+                programs.append(programs[index[spec.zero_fext_call]])
+            else:
+                raw = rename_reserved(derive(robot, spec), spec)
+                t1 = time.perf_counter()
+                programs.append(optimise(raw))
             t2 = time.perf_counter()
             t_derive += t1 - t0
             t_opt += t2 - t1
@@ -147,6 +154,22 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
                                      emitted=emitted if on_function is not None else None)
     timings = {"derive": t_derive, "optimise": t_opt, "emit": t_emit + time.perf_counter() - t0}
     return Generated(robot, module_name, specs, files, cdef, funcs, timings)
+
+
+def _derivation_order(specs: list[FunctionSpec]) -> list[FunctionSpec]:
+    """``specs`` with each function that calls its ``*_fext`` variant with zero wrenches after that
+    variant; one whose variant is not among ``specs`` gets a program of its own."""
+    names = {s.name for s in specs}
+    own = [s if not s.zero_fext_call or s.zero_fext_call in names else replace(s, zero_fext_call="")
+           for s in specs]
+    callers = {s.zero_fext_call: s for s in own if s.zero_fext_call}
+    out: list[FunctionSpec] = []
+    for s in own:
+        if not s.zero_fext_call:
+            out.append(s)
+            if s.name in callers:
+                out.append(callers[s.name])
+    return out
 
 
 # --------------------------------------------------------------------------------------------------

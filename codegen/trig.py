@@ -247,6 +247,7 @@ def fuse_pairs(lines: list[str]) -> list[str]:
     1,331; inline ``soadyn_sin``/``soadyn_cos`` one by one 1,265 (gcc keeps a reduction per call); one
     ``soadyn_sincos`` per pair 1,061; four at a time 909."""
     loads = {m.group(1): m.group(2) for m in map(_LOAD_LINE.match, lines) if m}
+    fused: set[str] = set()
     call = ("SOADYN_SINCOS_INLINE" if sum(x.rstrip().endswith(";") for x in lines) >= INLINE_TRIG_STATEMENTS
             else "soadyn_sincos_n")
     out: list[str] = []
@@ -254,14 +255,20 @@ def fuse_pairs(lines: list[str]) -> list[str]:
     for line in lines:
         s = line.strip()
         if s.startswith(("case ", "switch", "default:", "}")) or s.endswith("{"):
-            out += _fuse_block(block, loads, call) + [line]
+            out += _fuse_block(block, loads, call, fused) + [line]
             block = []
         else:
             block.append(line)
-    return out + _fuse_block(block, loads, call)
+    out += _fuse_block(block, loads, call, fused)
+    # the loads that only the fused sines and cosines read are dead now
+    text = "\n".join(out)
+    dead = {x for x in fused if len(re.findall(rf"\b{x}\b", text)) == 1}
+    if dead:
+        out = [x for x in out if not ((m := _LOAD_LINE.match(x)) and m.group(1) in dead)]
+    return out
 
 
-def _fuse_block(lines: list[str], loads: dict[str, str], call: str) -> list[str]:
+def _fuse_block(lines: list[str], loads: dict[str, str], call: str, fused: set[str]) -> list[str]:
     args: dict[str, int] = {}
     at = None
     uses: dict[int, tuple[str, str, str, str]] = {}
@@ -273,6 +280,8 @@ def _fuse_block(lines: list[str], loads: dict[str, str], call: str) -> list[str]
         element = x if _ELEMENT.match(x) else loads.get(x)
         if element is None:
             continue
+        if element is not x:
+            fused.add(x)
         at = k if at is None else at
         args.setdefault(element, len(args))
         uses[k] = (ind, name, fn, element)

@@ -813,3 +813,64 @@ def test_factorisation_doc_quotes_the_generated_headers():
         assert quoted == {api: ops[f"{module}_{api}"] for api in apis}, module
         assert quoted["forward_dynamics"] < min(quoted["forward_dynamics_decoupled"],
                                                 quoted["forward_dynamics_schur"])
+
+
+# ---- functions without external wrenches that call their *_fext variant (functions.ZERO_FEXT_CALLS) ------
+def test_zero_wrench_functions_run_their_fext_program(arm_free, rng):
+    """forward_dynamics_schur and the others of ZERO_FEXT_CALLS without f_ext are their ``*_fext`` C function
+    run with a zero array: one compiled program (the C body is the call), the same bits as passing zeros;
+    the inverse and forward dynamics keep a program of their own, which spends no operation on f_ext."""
+    from soadyn.codegen.functions import ZERO_FEXT_CALLS
+
+    robot, module = arm_free
+    # the committed C of the same robot file (kept current by test_generated_sources_are_current)
+    source = (REPO / "generated" / "scratch_tree" / "scratch_tree.c").read_text(encoding="utf-8")
+    prefix = f"{module.module_name}_"
+    zero = np.zeros((robot.n_bodies, 6))
+    apis = sorted(ZERO_FEXT_CALLS & {s.api for s in function_table(robot)})
+    assert apis == sorted(ZERO_FEXT_CALLS)          # the free-base test arm has all of them
+    for api in apis:
+        body = source.split(f"\nvoid scratch_tree_{api}(", 1)[1].split("\n}\n", 1)[0]
+        assert f"scratch_tree_{api}_fext(" in body and body.count(";") == 2, body
+        assert module.op_counts[prefix + api] == module.op_counts[prefix + api + "_fext"]
+        for _ in range(3):
+            q = robot.random_configuration(rng)
+            v, tau = rng.normal(size=robot.nv), rng.normal(size=robot.nv)
+            args = (q, v, tau) if api.startswith("forward_dynamics") else (q, v)
+            plain, zeros = getattr(module, api)(*args), getattr(module, api)(*args, f_ext=zero)
+            for a, b in zip(plain if isinstance(plain, tuple) else (plain,),
+                            zeros if isinstance(zeros, tuple) else (zeros,)):
+                assert np.array_equal(a, b)
+    for api in ("inverse_dynamics", "forward_dynamics"):
+        assert module.op_counts[prefix + api]["add"] < module.op_counts[prefix + api + "_fext"]["add"]
+
+
+def test_a_zero_wrench_function_without_its_fext_variant_has_a_program(arm_free):
+    """Generated on its own (an explicit table without the ``*_fext`` spec), such a function is derived as
+    usual; with both, the variant is derived first whatever the table's order."""
+    robot, _ = arm_free
+    table = function_table(robot)
+    plain = next(s for s in table if s.name == "forward_dynamics_schur")
+    fext = next(s for s in table if s.name == "forward_dynamics_schur_fext")
+    assert plain.zero_fext_call == "forward_dynamics_schur_fext"
+    alone = generate(robot, "probe", specs=[plain])
+    assert "forward_dynamics_schur_fext" not in alone.files["probe.c"]
+    both = generate(robot, "probe", specs=[plain, fext])
+    assert [s.name for s in both.specs] == ["forward_dynamics_schur_fext", "forward_dynamics_schur"]
+    assert alone.op_counts()["probe_forward_dynamics_schur"]["add"] < \
+        both.op_counts()["probe_forward_dynamics_schur"]["add"]
+
+
+def test_sink_loads_puts_each_input_load_before_its_first_reader():
+    """Loads go to the first line that reads them, or before the block holding it (braces inside comments
+    do not count); a load nothing reads stays where it was; nothing else moves."""
+    from soadyn.codegen.emit import sink_loads
+
+    body = ["const double q_0 = q[0];", "const double v_1 = v[1];", "const double v_2 = v[2];",
+            "/* stage { */", "const double t0 = q_0*2;", "switch (frame) {",
+            "case F_A: {  /* 'a{': 3 operations */", "    const double t1 = v_1*t0;", "    J[0] = t1 + q_0;",
+            "    break;", "}", "default:", "    return 1;", "}", "M[0] = t0;", "return 0;"]
+    assert sink_loads(body) == [
+        "const double v_2 = v[2];", "/* stage { */", "const double q_0 = q[0];", "const double t0 = q_0*2;",
+        "const double v_1 = v[1];", "switch (frame) {", *body[6:]]
+    assert sink_loads(["M[0] = 1;"]) == ["M[0] = 1;"]

@@ -87,17 +87,19 @@ def test_sincos_within_one_ulp_of_libm_and_vector_equals_scalar(tmp_path, cc, fl
 
 
 def test_fuse_pairs_computes_sines_and_cosines_four_at_a_time():
-    body = ["const double q_8 = q[8];", "const double c1 = soadyn_cos(q[7]);", "w[0] = c1;",
-            "const double s1 = soadyn_sin(q[7]);", "const double s2 = soadyn_sin(q_8);",
-            "const double c2 = soadyn_cos(q_8);", "const double c3 = soadyn_cos(t_9);", "M[0] = c1*s2;"]
+    body = ["const double q_8 = q[8];", "const double q_9 = q[9];", "const double c1 = soadyn_cos(q[7]);",
+            "w[0] = c1;", "const double s1 = soadyn_sin(q[7]);", "const double s2 = soadyn_sin(q_8);",
+            "const double c2 = soadyn_cos(q_8);", "const double c3 = soadyn_cos(t_9);",
+            "const double s4 = soadyn_sin(q_9);", "M[0] = c1*s2;", "M[1] = q_9*s4;"]
     out = trig.fuse_pairs(body)
-    assert out[:3] == ["const double q_8 = q[8];",
-                       "double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];",
+    # q_8 is read by the fused sines and cosines only: its load is dead and dropped; q_9's stays
+    assert out[:3] == ["const double q_9 = q[9];",
+                       "double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];",
                        "soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);"]
     assert out[3:] == ["const double c1 = soadyn_tc[0];", "w[0] = c1;", "const double s1 = soadyn_ts[0];",
                        "const double s2 = soadyn_ts[1];", "const double c2 = soadyn_tc[1];",
                        "const double c3 = soadyn_cos(t_9);",  # not an input element: one call
-                       "M[0] = c1*s2;"]
+                       "const double s4 = soadyn_ts[2];", "M[0] = c1*s2;", "M[1] = q_9*s4;"]
     assert trig.fuse_pairs(["M[0] = 1;"]) == ["M[0] = 1;"]
     assert trig.to_inline("sin(q_0)*cos(x) + sqrt(y) + soadyn_vsin(z)") == (
         "soadyn_sin(q_0)*soadyn_cos(x) + sqrt(y) + soadyn_vsin(z)")
