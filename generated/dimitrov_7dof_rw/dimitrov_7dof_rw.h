@@ -100,21 +100,21 @@ void dimitrov_7dof_rw_kinetic_energy_batch(int n, const double *q, const double 
 void dimitrov_7dof_rw_operational_space_inertias(const double *q, double *Lambda);
 void dimitrov_7dof_rw_operational_space_inertias_batch(int n, const double *q, double *Lambda);
 
-/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6); operations: 6983 */
-void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
-void dimitrov_7dof_rw_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
-
 /* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext; operations: 7097 */
 void dimitrov_7dof_rw_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 9421 */
-void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
-void dimitrov_7dof_rw_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
+/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6): dimitrov_7dof_rw_forward_dynamics_decoupled_fext with zero external wrenches; operations: 7097 */
+void dimitrov_7dof_rw_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
+void dimitrov_7dof_rw_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
 /* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 9490 */
 void dimitrov_7dof_rw_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002): dimitrov_7dof_rw_forward_dynamics_schur_fext with zero external wrenches; operations: 9490 */
+void dimitrov_7dof_rw_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
+void dimitrov_7dof_rw_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
 /* H_b: locked spatial inertia about the base origin, base axes; operations: 391 */
 void dimitrov_7dof_rw_base_inertia(const double *q, double *Hb_o);
@@ -128,21 +128,21 @@ void dimitrov_7dof_rw_coupling_inertia_batch(int n, const double *q, double *Hbm
 void dimitrov_7dof_rw_generalized_inertia(const double *q, double *Hg_o);
 void dimitrov_7dof_rw_generalized_inertia_batch(int n, const double *q, double *Hg_o);
 
-/* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3); operations: 2633 */
-void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double *cg_o);
-void dimitrov_7dof_rw_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o);
-
 /* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3), with external wrenches f_ext; operations: 2704 */
 void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o);
 void dimitrov_7dof_rw_generalized_bias_fext_batch(int n, const double *q, const double *v, const double *f_ext, double *cg_o);
 
-/* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM; operations: 2205 */
-void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
-void dimitrov_7dof_rw_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+/* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3): dimitrov_7dof_rw_generalized_bias_fext with zero external wrenches; operations: 2704 */
+void dimitrov_7dof_rw_generalized_bias(const double *q, const double *v, double *cg_o);
+void dimitrov_7dof_rw_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o);
 
 /* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM, with external wrenches f_ext; operations: 2272 */
 void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
 void dimitrov_7dof_rw_angular_reduced_dynamics_fext_batch(int n, const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+
+/* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM: dimitrov_7dof_rw_angular_reduced_dynamics_fext with zero external wrenches; operations: 2272 */
+void dimitrov_7dof_rw_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+void dimitrov_7dof_rw_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
 
 /* Hdot_bm qd (seed 003 eq. 3.6), base axes; operations: 777 */
 void dimitrov_7dof_rw_coupling_inertia_rate(const double *q, const double *qd, double *Hdq_o);

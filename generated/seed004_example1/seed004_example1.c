@@ -20,17 +20,17 @@
  *   seed004_example1_momentum                56 / 82 / 1 / 0 / 2 / 0 = 141
  *   seed004_example1_kinetic_energy          22 / 39 / 0 / 0 / 2 / 0 = 63
  *   seed004_example1_operational_space_inertias 25 / 41 / 1 / 0 / 2 / 0 = 69
- *   seed004_example1_forward_dynamics_decoupled 117 / 166 / 9 / 0 / 2 / 0 = 294
  *   seed004_example1_forward_dynamics_decoupled_fext 132 / 166 / 9 / 0 / 2 / 0 = 309
- *   seed004_example1_forward_dynamics_schur  79 / 129 / 5 / 0 / 2 / 0 = 215
+ *   seed004_example1_forward_dynamics_decoupled 132 / 166 / 9 / 0 / 2 / 0 = 309
  *   seed004_example1_forward_dynamics_schur_fext 91 / 129 / 5 / 0 / 2 / 0 = 227
+ *   seed004_example1_forward_dynamics_schur  91 / 129 / 5 / 0 / 2 / 0 = 227
  *   seed004_example1_base_inertia            8 / 11 / 0 / 0 / 2 / 0 = 21
  *   seed004_example1_coupling_inertia        1 / 3 / 0 / 0 / 2 / 0 = 6
  *   seed004_example1_generalized_inertia     15 / 26 / 3 / 0 / 2 / 0 = 46
- *   seed004_example1_generalized_bias        36 / 64 / 3 / 0 / 2 / 0 = 105
  *   seed004_example1_generalized_bias_fext   42 / 64 / 3 / 0 / 2 / 0 = 111
- *   seed004_example1_angular_reduced_dynamics 56 / 94 / 0 / 0 / 2 / 0 = 152
+ *   seed004_example1_generalized_bias        42 / 64 / 3 / 0 / 2 / 0 = 111
  *   seed004_example1_angular_reduced_dynamics_fext 68 / 94 / 0 / 0 / 2 / 0 = 164
+ *   seed004_example1_angular_reduced_dynamics 68 / 94 / 0 / 0 / 2 / 0 = 164
  *   seed004_example1_coupling_inertia_rate   0 / 5 / 0 / 0 / 2 / 0 = 7
  *   seed004_example1_base_velocity           63 / 99 / 7 / 0 / 2 / 0 = 171
  *   seed004_example1_jacobian_local          6 / 8 / 0 / 0 / 4 / 0 = 18
@@ -225,17 +225,13 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
  */
 void seed004_example1_center_of_mass(const double *q, double *com)
 {
-    const double q_0 = q[0];
-    const double q_1 = q[1];
-    const double q_2 = q[2];
-    const double q_3 = q[3];
     const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
     const double t0 = pow(q_4, 2);
+    const double q_3 = q[3];
     const double t1 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t2 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
     const double t4 = -t2 + t3;
     const double t5 = 1/(t0 + t1 + t2 + t3);
@@ -258,8 +254,11 @@ void seed004_example1_center_of_mass(const double *q, double *com)
     const double hm0_1 = 5*s1;
     const double com_b_0 = hm0_0*0.00909090909090909;
     const double com_b_1 = hm0_1*0.00909090909090909;
+    const double q_0 = q[0];
     com[0] = q_0 + R0_0*com_b_0 + R0_1*com_b_1;
+    const double q_1 = q[1];
     com[1] = q_1 + R0_3*com_b_0 + R0_4*com_b_1;
+    const double q_2 = q[2];
     com[2] = q_2 + R0_6*com_b_0 + R0_7*com_b_1;
 }
 
@@ -279,7 +278,6 @@ void seed004_example1_center_of_mass_batch(int n, const double *q, double *com)
  */
 void seed004_example1_mass_matrix(const double *q, double *M)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     M[2] = 0;
     M[3] = 0;
@@ -364,7 +362,6 @@ void seed004_example1_mass_matrix_batch(int n, const double *q, double *M)
  */
 void seed004_example1_mass_matrix_nz(const double *q, double *M)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     M[24] = 110;
     M[32] = 110;
@@ -423,7 +420,6 @@ void seed004_example1_mass_matrix_nz_batch(int n, const double *q, double *M)
  */
 void seed004_example1_mass_matrix_upper(const double *q, double *M)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     M[24] = 110;
     M[32] = 110;
@@ -475,25 +471,24 @@ void seed004_example1_mass_matrix_upper_batch(int n, const double *q, double *M)
  */
 void seed004_example1_bias_forces(const double *q, const double *v, double *C)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -556,32 +551,24 @@ void seed004_example1_bias_forces_batch(int n, const double *q, const double *v,
  */
 void seed004_example1_inverse_dynamics(const double *q, const double *v, const double *a, double *tau)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double a_0 = a[0];
-    const double a_1 = a[1];
-    const double a_2 = a[2];
-    const double a_3 = a[3];
-    const double a_4 = a[4];
-    const double a_5 = a[5];
-    const double a_6 = a[6];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -600,11 +587,18 @@ void seed004_example1_inverse_dynamics(const double *q, const double *v, const d
     const double b1_4 = 5*t7;
     const double b1_5 = 5*t6;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
+    const double a_3 = a[3];
     const double alpha0_3 = a0_3 + a_3;
+    const double a_4 = a[4];
     const double alpha0_4 = a0_4 + a_4;
+    const double a_5 = a[5];
     const double alpha0_5 = a0_5 + a_5;
+    const double a_0 = a[0];
+    const double a_1 = a[1];
     const double alpha1_0 = a1_0 + c1*a_0 + s1*a_1;
     const double alpha1_1 = a1_1 + c1*a_1 - s1*a_0;
+    const double a_2 = a[2];
+    const double a_6 = a[6];
     const double alpha1_2 = a_2 + a_6;
     const double t8 = alpha0_4 + a_2*0.5;
     const double alpha1_3 = a1_3 + c1*alpha0_3 + s1*t8;
@@ -652,44 +646,24 @@ void seed004_example1_inverse_dynamics_batch(int n, const double *q, const doubl
  */
 void seed004_example1_inverse_dynamics_fext(const double *q, const double *v, const double *a, const double *f_ext, double *tau)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double a_0 = a[0];
-    const double a_1 = a[1];
-    const double a_2 = a[2];
-    const double a_3 = a[3];
-    const double a_4 = a[4];
-    const double a_5 = a[5];
-    const double a_6 = a[6];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -701,36 +675,55 @@ void seed004_example1_inverse_dynamics_fext(const double *q, const double *v, co
     const double a1_4 = -t4*t0 + t5*t2;
     const double a1_5 = t0*t3*v_2 - t1*t2*v_2;
     const double t6 = t0*3.33;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 - t6*V1_2;
+    const double f_ext_8 = f_ext[8];
     const double b1_2 = -f_ext_8 + t6*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double t7 = 5*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*t1;
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 + t7*V1_2;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
+    const double a_3 = a[3];
     const double alpha0_3 = a0_3 + a_3;
+    const double a_4 = a[4];
     const double alpha0_4 = a0_4 + a_4;
+    const double a_5 = a[5];
     const double alpha0_5 = a0_5 + a_5;
+    const double a_0 = a[0];
+    const double a_1 = a[1];
     const double alpha1_0 = a1_0 + c1*a_0 + s1*a_1;
     const double alpha1_1 = a1_1 + c1*a_1 - s1*a_0;
+    const double a_2 = a[2];
+    const double a_6 = a[6];
     const double alpha1_2 = a_2 + a_6;
     const double t8 = alpha0_4 + a_2*0.5;
     const double alpha1_3 = a1_3 + c1*alpha0_3 + s1*t8;
     const double alpha1_4 = a1_4 - s1*alpha0_3 + t8*c1;
     const double alpha1_5 = a1_5 + alpha0_5 - a_1*0.5;
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
+    const double f_ext_6 = f_ext[6];
     const double f1_0 = -f_ext_6 + 0.02*alpha1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*alpha1_1;
     const double f1_2 = 5*alpha1_4 + b1_2 + 3.35*alpha1_2;
     const double f1_3 = 10*alpha1_3 + b1_3;
     const double f1_4 = 5*alpha1_2 + 10*alpha1_4 + b1_4;
     const double f1_5 = -5*alpha1_1 + 10*alpha1_5 + b1_5;
+    const double f_ext_0 = f_ext[0];
     const double f0_0 = 16*a_0 - f_ext_0 + c1*f1_0 - s1*f1_1;
+    const double f_ext_1 = f_ext[1];
     const double f0_1 = 16*a_1 - f_ext_1 - 0.5*f1_5 + c1*f1_1 + s1*f1_0;
     const double t9 = c1*f1_4 + s1*f1_3;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = 16*a_2 + f1_2 - f_ext_2 + t9*0.5;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 100*alpha0_3 - f_ext_3 + c1*f1_3 - s1*f1_4;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 100*alpha0_4 - f_ext_4 + t9;
+    const double f_ext_5 = f_ext[5];
     const double f0_5 = 100*alpha0_5 + f1_5 - f_ext_5;
     tau[0] = f0_0;
     tau[1] = f0_1;
@@ -759,32 +752,24 @@ void seed004_example1_inverse_dynamics_fext_batch(int n, const double *q, const 
  */
 void seed004_example1_forward_dynamics(const double *q, const double *v, const double *tau, double *a)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -841,6 +826,7 @@ void seed004_example1_forward_dynamics(const double *q, const double *v, const d
     const double z1_3 = 10*a1_3 + b1_3;
     const double z1_4 = 10*a1_4 + b1_4;
     const double z1_5 = -5*a1_1 + 10*a1_5 + b1_5;
+    const double tau_6 = tau[6];
     const double zeps1 = tau_6 - z1_2;
     const double zp1_2 = z1_2 + zeps1*0.9999999999999999;
     const double zp1_4 = z1_4 + zeps1*1.4925373134328357;
@@ -852,11 +838,17 @@ void seed004_example1_forward_dynamics(const double *q, const double *v, const d
     const double z0_3 = a0_3*P0_33 + a0_4*P0_34 + c1*z1_3 - s1*zp1_4;
     const double z0_4 = t13 + a0_3*P0_34 + a0_4*P0_44;
     const double z0_5 = 110*a0_5 + z1_5;
+    const double tau_0 = tau[0];
     const double zeps0_0 = tau_0 - z0_0;
+    const double tau_1 = tau[1];
     const double zeps0_1 = tau_1 - z0_1;
+    const double tau_2 = tau[2];
     const double zeps0_2 = tau_2 - z0_2;
+    const double tau_3 = tau[3];
     const double zeps0_3 = tau_3 - z0_3;
+    const double tau_4 = tau[4];
     const double zeps0_4 = tau_4 - z0_4;
+    const double tau_5 = tau[5];
     const double zeps0_5 = tau_5 - z0_5;
     const double t14 = zeps0_1 - D0L10*zeps0_0;
     const double t15 = zeps0_3 - D0L32*zeps0_2;
@@ -901,44 +893,24 @@ void seed004_example1_forward_dynamics_batch(int n, const double *q, const doubl
  */
 void seed004_example1_forward_dynamics_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -950,11 +922,16 @@ void seed004_example1_forward_dynamics_fext(const double *q, const double *v, co
     const double a1_4 = -t4*t0 + t5*t2;
     const double a1_5 = t0*t3*v_2 - t1*t2*v_2;
     const double t6 = t0*3.33;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 - t6*V1_2;
+    const double f_ext_8 = f_ext[8];
     const double b1_2 = -f_ext_8 + t6*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double t7 = 5*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*t1;
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 + t7*V1_2;
     const double t8 = pow(c1, 2);
     const double t9 = pow(s1, 2);
@@ -989,28 +966,42 @@ void seed004_example1_forward_dynamics_fext(const double *q, const double *v, co
     const double D0d5 = 110 - pow(D0L50, 2)*P0_00 - D0d1*pow(D0L51, 2);
     const double D0di5 = 1/D0d5;
     /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
+    const double f_ext_6 = f_ext[6];
     const double z1_0 = -f_ext_6 + 0.02*a1_0;
     const double z1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
     const double z1_2 = 5*a1_4 + b1_2;
     const double z1_3 = 10*a1_3 + b1_3;
     const double z1_4 = 10*a1_4 + b1_4;
     const double z1_5 = -5*a1_1 + 10*a1_5 + b1_5;
+    const double tau_6 = tau[6];
     const double zeps1 = tau_6 - z1_2;
     const double zp1_2 = z1_2 + zeps1*0.9999999999999999;
     const double zp1_4 = z1_4 + zeps1*1.4925373134328357;
     const double znu1 = zeps1*0.29850746268656714;
+    const double f_ext_0 = f_ext[0];
     const double z0_0 = -f_ext_0 + a0_5*P0_05 + c1*z1_0 - s1*z1_1;
+    const double f_ext_1 = f_ext[1];
     const double z0_1 = -f_ext_1 - 0.5*z1_5 + c1*z1_1 + s1*z1_0 + t11*a0_5;
     const double t13 = c1*zp1_4 + s1*z1_3;
+    const double f_ext_2 = f_ext[2];
     const double z0_2 = -f_ext_2 + zp1_2 + 0.5*t13 + a0_3*P0_23 + a0_4*P0_24;
+    const double f_ext_3 = f_ext[3];
     const double z0_3 = -f_ext_3 + a0_3*P0_33 + a0_4*P0_34 + c1*z1_3 - s1*zp1_4;
+    const double f_ext_4 = f_ext[4];
     const double z0_4 = -f_ext_4 + t13 + a0_3*P0_34 + a0_4*P0_44;
+    const double f_ext_5 = f_ext[5];
     const double z0_5 = 110*a0_5 - f_ext_5 + z1_5;
+    const double tau_0 = tau[0];
     const double zeps0_0 = tau_0 - z0_0;
+    const double tau_1 = tau[1];
     const double zeps0_1 = tau_1 - z0_1;
+    const double tau_2 = tau[2];
     const double zeps0_2 = tau_2 - z0_2;
+    const double tau_3 = tau[3];
     const double zeps0_3 = tau_3 - z0_3;
+    const double tau_4 = tau[4];
     const double zeps0_4 = tau_4 - z0_4;
+    const double tau_5 = tau[5];
     const double zeps0_5 = tau_5 - z0_5;
     const double t14 = zeps0_1 - D0L10*zeps0_0;
     const double t15 = zeps0_3 - D0L32*zeps0_2;
@@ -1052,7 +1043,6 @@ void seed004_example1_forward_dynamics_fext_batch(int n, const double *q, const 
  */
 void seed004_example1_mass_matrix_inverse(const double *q, double *Minv)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     Minv[2] = 0;
     Minv[3] = 0;
@@ -1185,7 +1175,6 @@ void seed004_example1_mass_matrix_inverse_batch(int n, const double *q, double *
  */
 void seed004_example1_innovations_factors(const double *q, double *L, double *D)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     L[0] = 1;
     L[1] = 0;
@@ -1330,20 +1319,12 @@ void seed004_example1_innovations_factors_batch(int n, const double *q, double *
 void seed004_example1_momentum(const double *q, const double *v, double *h)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
     const double t4 = pow(q_4, 2);
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
@@ -1370,12 +1351,19 @@ void seed004_example1_momentum(const double *q, const double *v, double *h)
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_0 = v[0];
+    const double v_1 = v[1];
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
+    const double v_2 = v[2];
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
+    const double v_4 = v[4];
     const double t16 = v_4 + v_2*0.5;
+    const double v_3 = v[3];
     const double V1_3 = c1*v_3 + s1*t16;
     const double V1_4 = c1*t16 - s1*v_3;
+    const double v_5 = v[5];
     const double V1_5 = v_5 - v_1*0.5;
     /* momentum and centre of mass gathered tip to base (seed 000 eq. 2.3a, 2.4a) */
     const double hv1_0 = 0.02*V1_0;
@@ -1423,26 +1411,25 @@ void seed004_example1_momentum_batch(int n, const double *q, const double *v, do
  */
 void seed004_example1_kinetic_energy(const double *q, const double *v, double *T)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_0 = v[0];
+    const double v_1 = v[1];
     const double V1_0 = c1*v_0 + s1*v_1;
     const double V1_1 = c1*v_1 - s1*v_0;
+    const double v_2 = v[2];
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
+    const double v_4 = v[4];
     const double t0 = v_4 + v_2*0.5;
+    const double v_3 = v[3];
     const double V1_3 = c1*v_3 + s1*t0;
     const double V1_4 = -s1*v_3 + t0*c1;
+    const double v_5 = v[5];
     const double V1_5 = v_5 - v_1*0.5;
     T[0] = 0.5*(0.02*pow(V1_0, 2) + V1_1*(-5*V1_5 + 3.35*V1_1) + V1_2*(5*V1_4 + 3.35*V1_2) + (-5*V1_1 + 10*V1_5)*V1_5 + (5*V1_2 + 10*V1_4)*V1_4 + 10*pow(V1_3, 2) + 16*pow(v_0, 2) + 16*pow(v_1, 2) + 16*pow(v_2, 2) + 100*pow(v_3, 2) + 100*pow(v_4, 2) + 100*pow(v_5, 2));
 }
@@ -1463,7 +1450,6 @@ void seed004_example1_kinetic_energy_batch(int n, const double *q, const double 
  */
 void seed004_example1_operational_space_inertias(const double *q, double *Lambda)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     Lambda[2] = 0;
     Lambda[3] = 0;
@@ -1593,192 +1579,6 @@ void seed004_example1_operational_space_inertias_batch(int n, const double *q, d
 }
 
 /*
- * accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6)
- *   in  q[8]
- *   in  v[7]
- *   in  tau[7]
- *   out a[7]
- *   operations: 294 (117 add, 166 mul, 9 div, 0 sqrt, 2 trig, 0 other)
- */
-void seed004_example1_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a)
-{
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double a0_5 = v_0*v_4 - v_1*v_3;
-    const double t0 = c1*v_0 + s1*v_1;
-    const double t1 = c1*v_1 - s1*v_0;
-    const double V1_2 = v_2 + v_6;
-    const double a1_0 = t1*v_6;
-    const double a1_1 = -t0*v_6;
-    const double t2 = t0*0.5;
-    const double t3 = t1*0.5;
-    const double t4 = -s1*t2 - t3*c1;
-    const double t5 = pow(v_2, 2)*0.5;
-    const double a1_3 = t4*t1 - t5*c1;
-    const double a1_4 = s1*t5 - t4*t0;
-    const double a1_5 = -s1*t3*v_2 + t2*c1*v_2;
-    const double t6 = t0*V1_2;
-    const double b1_1 = -t6*3.33;
-    const double t7 = t1*t0;
-    const double b1_2 = t7*3.33;
-    const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
-    const double b1_4 = 5*t7;
-    const double b1_5 = 5*t6;
-    const double t8 = pow(c1, 2);
-    const double t9 = pow(s1, 2);
-    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
-    const double P0_00 = 16 + t8*0.02 + t9*3.35;
-    const double t10 = s1*c1;
-    const double P0_01 = -s1*2.5 - t10*3.33;
-    const double P0_05 = 5*s1;
-    const double t11 = -5 - 5*c1;
-    const double P0_11 = 16 - 0.5*t11 + c1*2.5 + t8*3.35 + t9*0.02;
-    const double t12 = 10*t9 + t8*2.5373134328358216;
-    const double P0_22 = 16 + t12*0.25;
-    const double P0_23 = t10*3.731343283582089;
-    const double P0_24 = 0.5*t12;
-    const double P0_33 = 100 + 10*t8 + t9*2.5373134328358216;
-    const double P0_34 = t10*7.462686567164178;
-    const double P0_44 = 100 + t12;
-    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
-    const double Zp1_0 = 0.02*a1_0;
-    const double Zp1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
-    const double t13 = 5*a1_4;
-    const double Zp1_2 = b1_2 + t13;
-    const double t14 = 10*a1_3;
-    const double Zp1_3 = b1_3 + t14;
-    const double t15 = 10*a1_4;
-    const double Zp1_4 = b1_4 + t15;
-    const double Zp1_5 = -5*a1_1 + 10*a1_5 + b1_5;
-    const double Zpeps1 = -Zp1_2 + tau_6;
-    const double Zpp1_2 = Zp1_2 + Zpeps1*0.9999999999999999;
-    const double Zpp1_4 = Zp1_4 + Zpeps1*1.4925373134328357;
-    const double t17 = a0_5*P0_05;
-    const double Zp0_0 = t17 + c1*Zp1_0 - s1*Zp1_1;
-    const double t18 = t11*a0_5;
-    const double Zp0_1 = t18 - 0.5*Zp1_5 + c1*Zp1_1 + s1*Zp1_0;
-    const double t19 = c1*Zpp1_4 + s1*Zp1_3;
-    const double t20 = a0_3*P0_23 + a0_4*P0_24;
-    const double Zp0_2 = Zpp1_2 + t20 + 0.5*t19;
-    const double t21 = a0_3*P0_33 + a0_4*P0_34;
-    const double Zp0_3 = t21 + c1*Zp1_3 - s1*Zpp1_4;
-    const double t22 = a0_3*P0_34 + a0_4*P0_44;
-    const double Zp0_4 = t19 + t22;
-    const double t23 = 110*a0_5;
-    const double Zp0_5 = Zp1_5 + t23;
-    const double t24 = 100*t8 + 100*t9;
-    const double t25 = t24*0.25;
-    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
-    const double Sp1_22 = 16 - (-t8*t25 - t9*t25);
-    const double t26 = 0.5*t24;
-    const double Sp1_23 = -s1*t26;
-    const double Sp1_24 = -c1*t26;
-    const double Sdi1 = 1/Sp1_22;
-    const double Sg1_2 = Sdi1*Sp1_22;
-    const double Sg1_3 = Sdi1*Sp1_23;
-    const double Sg1_4 = Sdi1*Sp1_24;
-    const double S1_33 = t24 - Sg1_3*Sp1_23;
-    const double S1_34 = -Sg1_3*Sp1_24;
-    const double S1_44 = t24 - Sg1_4*Sp1_24;
-    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
-    const double Zsy1_2 = -tau_2 + 0.5*tau_4 - (a1_3*Sp1_23 + a1_4*Sp1_24);
-    const double Zsy1_3 = -c1*tau_3 - s1*tau_4 - t24*a1_3;
-    const double Zsy1_4 = -c1*tau_4 + s1*tau_3 - t24*a1_4;
-    const double Zseps1 = Zsy1_2 + tau_6;
-    const double Zs1_2 = Zsy1_2 - Sg1_2*Zseps1;
-    const double Zs1_3 = Zsy1_3 - Sg1_3*Zseps1;
-    const double Zs1_4 = Zsy1_4 - Sg1_4*Zseps1;
-    const double Zsnu1 = Sdi1*Zseps1;
-    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
-    const double Lrhs0_0 = -Zp0_0 + t17 + tau_0;
-    const double Lrhs0_1 = -Zp0_1 + t18 + tau_1;
-    const double Lrhs0_2 = -Zp0_2 + t20 + tau_2;
-    const double Lrhs0_3 = -Zp0_3 + t21 + tau_3;
-    const double Lrhs0_4 = -Zp0_4 + t22 + tau_4;
-    const double Lrhs0_5 = -Zp0_5 + t23 + tau_5;
-    const double Lam0fdi0 = 1/P0_00;
-    const double Lam0fL10 = P0_01*Lam0fdi0;
-    const double Lam0fL50 = P0_05*Lam0fdi0;
-    const double Lam0fd1 = P0_11 - P0_00*pow(Lam0fL10, 2);
-    const double Lam0fdi1 = 1/Lam0fd1;
-    const double Lam0fL51 = (t11 - P0_00*Lam0fL50*Lam0fL10)*Lam0fdi1;
-    const double Lam0fdi2 = 1/P0_22;
-    const double Lam0fL32 = P0_23*Lam0fdi2;
-    const double Lam0fL42 = P0_24*Lam0fdi2;
-    const double Lam0fd3 = P0_33 - P0_22*pow(Lam0fL32, 2);
-    const double Lam0fdi3 = 1/Lam0fd3;
-    const double Lam0fL43 = (P0_34 - P0_22*Lam0fL32*Lam0fL42)*Lam0fdi3;
-    const double Lam0fd4 = P0_44 - Lam0fd3*pow(Lam0fL43, 2) - P0_22*pow(Lam0fL42, 2);
-    const double Lam0fdi4 = 1/Lam0fd4;
-    const double Lam0fd5 = 110 - Lam0fd1*pow(Lam0fL51, 2) - P0_00*pow(Lam0fL50, 2);
-    const double Lam0fdi5 = 1/Lam0fd5;
-    const double t27 = Lrhs0_1 - Lrhs0_0*Lam0fL10;
-    const double t28 = Lrhs0_3 - Lrhs0_2*Lam0fL32;
-    const double alph0y_4 = Lrhs0_4 - Lrhs0_2*Lam0fL42 - t28*Lam0fL43;
-    const double alph0y_5 = Lrhs0_5 - Lrhs0_0*Lam0fL50 - t27*Lam0fL51;
-    const double alph0x = Lam0fdi5*alph0y_5;
-    const double alph0x_1 = Lam0fdi4*alph0y_4;
-    const double alph0x_2 = -Lam0fL43*alph0x_1 + t28*Lam0fdi3;
-    const double alph0x_3 = -Lam0fL32*alph0x_2 - Lam0fL42*alph0x_1 + Lrhs0_2*Lam0fdi2;
-    const double alph0x_4 = -alph0x*Lam0fL51 + t27*Lam0fdi1;
-    const double alph0x_5 = -Lam0fL10*alph0x_4 + Lrhs0_0*Lam0fdi0 - alph0x*Lam0fL50;
-    const double qddb_3 = -a0_3 + alph0x_2;
-    const double qddb_4 = -a0_4 + alph0x_1;
-    const double qddb_5 = -a0_5 + alph0x;
-    const double Lam1_33 = 10 + S1_33;
-    const double Lam1_44 = 10 + S1_44;
-    const double Lrhs1_2 = -Zp1_2 - Zs1_2 + t13;
-    const double Lrhs1_3 = -Zp1_3 - Zs1_3 + t14;
-    const double Lrhs1_4 = -Zp1_4 - Zs1_4 + t15;
-    const double Lam1fdi3 = 1/Lam1_33;
-    const double Lam1fL43 = S1_34*Lam1fdi3;
-    const double Lam1fd4 = -7.462686567164178 + Lam1_44 - Lam1_33*pow(Lam1fL43, 2);
-    const double Lam1fdi4 = 1/Lam1fd4;
-    const double alph1y_4 = Lrhs1_4 - Lrhs1_2*1.4925373134328357 - Lrhs1_3*Lam1fL43;
-    const double alph1x_1 = Lam1fdi4*alph1y_4;
-    const double alph1x_2 = -Lam1fL43*alph1x_1 + Lrhs1_3*Lam1fdi3;
-    const double alph1x_3 = -1.4925373134328357*alph1x_1 + Lrhs1_2*0.29850746268656714;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double qdd1 = Zsnu1 + Sg1_2*alph1x_3 + Sg1_3*alph1x_2 + Sg1_4*alph1x_1;
-    a[0] = alph0x_5;
-    a[1] = alph0x_4;
-    a[2] = alph0x_3;
-    a[3] = qddb_3;
-    a[4] = qddb_4;
-    a[5] = qddb_5;
-    a[6] = qdd1;
-}
-
-void seed004_example1_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a)
-{
-    int i;
-    for (i = 0; i < n; ++i) {
-        seed004_example1_forward_dynamics_decoupled(q + (long)i * 8, v + (long)i * 7, tau + (long)i * 7, a + (long)i * 7);
-    }
-}
-
-/*
  * accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext
  *   in  q[8]
  *   in  v[7]
@@ -1789,44 +1589,24 @@ void seed004_example1_forward_dynamics_decoupled_batch(int n, const double *q, c
  */
 void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -1838,11 +1618,16 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double a1_4 = s1*t5 - t4*t0;
     const double a1_5 = -s1*t3*v_2 + t2*c1*v_2;
     const double t6 = t0*V1_2;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 - t6*3.33;
     const double t7 = t1*t0;
+    const double f_ext_8 = f_ext[8];
     const double b1_2 = -f_ext_8 + t7*3.33;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + 5*t7;
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 + 5*t6;
     const double t8 = pow(c1, 2);
     const double t9 = pow(s1, 2);
@@ -1861,6 +1646,7 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double P0_34 = t10*7.462686567164178;
     const double P0_44 = 100 + t12;
     /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
+    const double f_ext_6 = f_ext[6];
     const double Zp1_0 = -f_ext_6 + 0.02*a1_0;
     const double Zp1_1 = -5*a1_5 + b1_1 + 3.35*a1_1;
     const double t13 = 5*a1_4;
@@ -1870,21 +1656,28 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double t15 = 10*a1_4;
     const double Zp1_4 = b1_4 + t15;
     const double Zp1_5 = -5*a1_1 + 10*a1_5 + b1_5;
+    const double tau_6 = tau[6];
     const double Zpeps1 = -Zp1_2 + tau_6;
     const double Zpp1_2 = Zp1_2 + Zpeps1*0.9999999999999999;
     const double Zpp1_4 = Zp1_4 + Zpeps1*1.4925373134328357;
     const double t17 = a0_5*P0_05;
+    const double f_ext_0 = f_ext[0];
     const double Zp0_0 = -f_ext_0 + t17 + c1*Zp1_0 - s1*Zp1_1;
     const double t18 = t11*a0_5;
+    const double f_ext_1 = f_ext[1];
     const double Zp0_1 = -f_ext_1 + t18 - 0.5*Zp1_5 + c1*Zp1_1 + s1*Zp1_0;
     const double t20 = c1*Zpp1_4 + s1*Zp1_3;
     const double t21 = a0_3*P0_23 + a0_4*P0_24;
+    const double f_ext_2 = f_ext[2];
     const double Zp0_2 = Zpp1_2 - f_ext_2 + t21 + 0.5*t20;
     const double t23 = a0_3*P0_33 + a0_4*P0_34;
+    const double f_ext_3 = f_ext[3];
     const double Zp0_3 = -f_ext_3 + t23 + c1*Zp1_3 - s1*Zpp1_4;
     const double t25 = a0_3*P0_34 + a0_4*P0_44;
+    const double f_ext_4 = f_ext[4];
     const double Zp0_4 = -f_ext_4 + t20 + t25;
     const double t26 = 110*a0_5;
+    const double f_ext_5 = f_ext[5];
     const double Zp0_5 = Zp1_5 - f_ext_5 + t26;
     const double t27 = 100*t8 + 100*t9;
     const double t28 = t27*0.25;
@@ -1900,9 +1693,12 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double S1_33 = t27 - Sg1_3*Sp1_23;
     const double S1_34 = -Sg1_3*Sp1_24;
     const double S1_44 = t27 - Sg1_4*Sp1_24;
+    const double tau_4 = tau[4];
     const double t30 = -f_ext_4 - tau_4;
     /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
+    const double tau_2 = tau[2];
     const double Zsy1_2 = -f_ext_2 - tau_2 - 0.5*t30 - (a1_3*Sp1_23 + a1_4*Sp1_24);
+    const double tau_3 = tau[3];
     const double t31 = -f_ext_3 - tau_3;
     const double Zsy1_3 = c1*t31 + s1*t30 - t27*a1_3;
     const double Zsy1_4 = c1*t30 - s1*t31 - t27*a1_4;
@@ -1912,11 +1708,14 @@ void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const dou
     const double Zs1_4 = Zsy1_4 - Sg1_4*Zseps1;
     const double Zsnu1 = Sdi1*Zseps1;
     /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
+    const double tau_0 = tau[0];
     const double Lrhs0_0 = -Zp0_0 + t17 + tau_0;
+    const double tau_1 = tau[1];
     const double Lrhs0_1 = -Zp0_1 + t18 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t21 + tau_2;
     const double Lrhs0_3 = -Zp0_3 + t23 + tau_3;
     const double Lrhs0_4 = -Zp0_4 + t25 + tau_4;
+    const double tau_5 = tau[5];
     const double Lrhs0_5 = -Zp0_5 + t26 + tau_5;
     const double Lam0fdi0 = 1/P0_00;
     const double Lam0fL10 = P0_01*Lam0fdi0;
@@ -1979,148 +1778,27 @@ void seed004_example1_forward_dynamics_decoupled_fext_batch(int n, const double 
     }
 }
 
+void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
 /*
- * accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002)
+ * accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6): seed004_example1_forward_dynamics_decoupled_fext with zero external wrenches
  *   in  q[8]
  *   in  v[7]
  *   in  tau[7]
  *   out a[7]
- *   operations: 215 (79 add, 129 mul, 5 div, 0 sqrt, 2 trig, 0 other)
+ *   operations: 309 (132 add, 166 mul, 9 div, 0 sqrt, 2 trig, 0 other)
  */
-void seed004_example1_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a)
+void seed004_example1_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double a0_5 = v_0*v_4 - v_1*v_3;
-    const double t0 = c1*v_0 + s1*v_1;
-    const double t1 = c1*v_1 - s1*v_0;
-    const double V1_2 = v_2 + v_6;
-    const double a1_0 = t1*v_6;
-    const double a1_1 = -t0*v_6;
-    const double t2 = s1*0.5;
-    const double t3 = c1*0.5;
-    const double t4 = -t0*t2 - t1*t3;
-    const double t5 = pow(v_2, 2);
-    const double a1_3 = t4*t1 - t5*t3;
-    const double a1_4 = -t4*t0 + t5*t2;
-    const double a1_5 = t0*t3*v_2 - t1*t2*v_2;
-    const double t6 = t0*3.33;
-    const double b1_1 = -t6*V1_2;
-    const double b1_2 = t6*t1;
-    const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
-    const double t7 = 5*t0;
-    const double b1_4 = t7*t1;
-    const double b1_5 = t7*V1_2;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
-    const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
-    const double alpha1_5 = a0_5 + a1_5;
-    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
-    const double f1_0 = 0.02*a1_0;
-    const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
-    const double f1_2 = 5*alpha1_4 + b1_2;
-    const double f1_3 = 10*alpha1_3 + b1_3;
-    const double f1_4 = 10*alpha1_4 + b1_4;
-    const double f1_5 = -5*a1_1 + 10*alpha1_5 + b1_5;
-    const double f0_0 = c1*f1_0 - s1*f1_1;
-    const double f0_1 = -0.5*f1_5 + c1*f1_1 + s1*f1_0;
-    const double t8 = c1*f1_4 + s1*f1_3;
-    const double f0_2 = f1_2 + t8*0.5;
-    const double f0_3 = 100*a0_3 + c1*f1_3 - s1*f1_4;
-    const double f0_4 = 100*a0_4 + t8;
-    const double f0_5 = 100*a0_5 + f1_5;
-    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
-    const double CfF0 = -f0_0 + tau_0;
-    const double CfF1 = -f0_1 + tau_1;
-    const double CfF2 = -f0_2 + tau_2;
-    const double CfF3 = -f0_3 + tau_3;
-    const double CfF4 = -f0_4 + tau_4;
-    const double CfF5 = -f0_5 + tau_5;
-    const double CfF6 = -f1_2 + tau_6;
-    const double CfaT0_0 = CfF0*0.0625;
-    const double CfaT0_1 = CfF1*0.0625;
-    const double CfaT0_2 = (CfF2 - CfF6)*0.0625;
-    const double CfaT0_3 = 0.01*CfF3;
-    const double CfaT0_4 = 0.01*CfF4;
-    const double CfaT0_5 = 0.01*CfF5;
-    const double CfaT1_4 = -CfF6*0.588235294117647;
-    const double Cfr1_0 = c1*CfaT0_0 + s1*CfaT0_1;
-    const double Cfr1_1 = c1*CfaT0_1 - s1*CfaT0_0;
-    const double t9 = CfaT0_4 + 0.5*CfaT0_2;
-    const double Cfr1_2 = c1*CfaT0_3 + s1*t9;
-    const double Cfr1_3 = -(CfaT1_4 - (-s1*CfaT0_3 + t9*c1));
-    const double Cfr1_4 = CfaT0_5 - 0.5*CfaT0_1;
-    const double t10 = pow(c1, 2);
-    const double t11 = pow(s1, 2);
-    const double t12 = t10*0.0625 + t11*0.0625;
-    const double CfA1_1_00 = 50 + t12;
-    const double CfA1_1_04 = -s1*0.03125;
-    const double CfA1_1_11 = 1.176470588235294 + t12;
-    const double CfA1_1_14 = 0.588235294117647 - c1*0.03125;
-    const double t13 = t10*0.01 + t11*0.01;
-    const double CfA1_1_22 = 0.1 + t13 + pow(t2, 2)*0.0625;
-    const double CfA1_1_23 = t3*t2*0.0625;
-    const double CfA1_1_33 = 0.3941176470588235 + t13 + pow(t3, 2)*0.0625;
-    const double CfD1di0 = 1/CfA1_1_00;
-    const double CfD1L40 = CfA1_1_04*CfD1di0;
-    const double CfD1di1 = 1/CfA1_1_11;
-    const double CfD1L41 = CfA1_1_14*CfD1di1;
-    const double CfD1di2 = 1/CfA1_1_22;
-    const double CfD1L32 = CfA1_1_23*CfD1di2;
-    const double CfD1d3 = CfA1_1_33 - CfA1_1_22*pow(CfD1L32, 2);
-    const double CfD1di3 = 1/CfD1d3;
-    const double CfD1d4 = 0.4197426470588235 - CfA1_1_00*pow(CfD1L40, 2) - CfA1_1_11*pow(CfD1L41, 2);
-    const double CfD1di4 = 1/CfD1d4;
-    const double Cfy1y_3 = Cfr1_3 - Cfr1_2*CfD1L32;
-    const double Cfy1y_4 = Cfr1_4 - Cfr1_0*CfD1L40 - Cfr1_1*CfD1L41;
-    const double Cfy1x = CfD1di4*Cfy1y_4;
-    const double Cfy1x_1 = CfD1di3*Cfy1y_3;
-    const double Cfy1x_2 = -CfD1L32*Cfy1x_1 + Cfr1_2*CfD1di2;
-    const double Cfy1x_3 = Cfr1_1*CfD1di1 - Cfy1x*CfD1L41;
-    const double Cfy1x_4 = Cfr1_0*CfD1di0 - Cfy1x*CfD1L40;
-    const double Cfa0_0 = (CfF0 - (c1*Cfy1x_4 - s1*Cfy1x_3))*0.0625;
-    const double Cfa0_1 = 0.0625*(CfF1 - (-0.5*Cfy1x + c1*Cfy1x_3 + s1*Cfy1x_4));
-    const double t14 = c1*Cfy1x_1 + s1*Cfy1x_2;
-    const double Cfa0_2 = 0.0625*(CfF2 - (CfF6 + 0.5*t14));
-    const double Cfa0_3 = 0.01*(CfF3 - (c1*Cfy1x_2 - s1*Cfy1x_1));
-    const double Cfa0_4 = 0.01*(CfF4 - t14);
-    const double Cfa0_5 = 0.01*(CfF5 - Cfy1x);
-    const double Cfa1_2 = -0.588235294117647*Cfy1x_1 + CfF6*1.176470588235294;
-    a[0] = Cfa0_0;
-    a[1] = Cfa0_1;
-    a[2] = Cfa0_2;
-    a[3] = Cfa0_3;
-    a[4] = Cfa0_4;
-    a[5] = Cfa0_5;
-    a[6] = -Cfa0_2 + Cfa1_2;
+    double f_ext[12] = {0.0};
+    seed004_example1_forward_dynamics_decoupled_fext(q, v, tau, f_ext, a);
 }
 
-void seed004_example1_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a)
+void seed004_example1_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a)
 {
     int i;
     for (i = 0; i < n; ++i) {
-        seed004_example1_forward_dynamics_schur(q + (long)i * 8, v + (long)i * 7, tau + (long)i * 7, a + (long)i * 7);
+        seed004_example1_forward_dynamics_decoupled(q + (long)i * 8, v + (long)i * 7, tau + (long)i * 7, a + (long)i * 7);
     }
 }
 
@@ -2135,44 +1813,24 @@ void seed004_example1_forward_dynamics_schur_batch(int n, const double *q, const
  */
 void seed004_example1_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -2184,37 +1842,56 @@ void seed004_example1_forward_dynamics_schur_fext(const double *q, const double 
     const double a1_4 = -t4*t0 + t5*t2;
     const double a1_5 = t0*t3*v_2 - t1*t2*v_2;
     const double t6 = t0*3.33;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 - t6*V1_2;
+    const double f_ext_8 = f_ext[8];
     const double b1_2 = -f_ext_8 + t6*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double t7 = 5*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*t1;
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 + t7*V1_2;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
+    const double f_ext_6 = f_ext[6];
     const double f1_0 = -f_ext_6 + 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
     const double f1_3 = 10*alpha1_3 + b1_3;
     const double f1_4 = 10*alpha1_4 + b1_4;
     const double f1_5 = -5*a1_1 + 10*alpha1_5 + b1_5;
+    const double f_ext_0 = f_ext[0];
     const double f0_0 = -f_ext_0 + c1*f1_0 - s1*f1_1;
+    const double f_ext_1 = f_ext[1];
     const double f0_1 = -f_ext_1 - 0.5*f1_5 + c1*f1_1 + s1*f1_0;
     const double t8 = c1*f1_4 + s1*f1_3;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_2 - f_ext_2 + t8*0.5;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 100*a0_3 - f_ext_3 + c1*f1_3 - s1*f1_4;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 100*a0_4 - f_ext_4 + t8;
+    const double f_ext_5 = f_ext[5];
     const double f0_5 = 100*a0_5 + f1_5 - f_ext_5;
     /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
+    const double tau_0 = tau[0];
     const double CfF0 = -f0_0 + tau_0;
+    const double tau_1 = tau[1];
     const double CfF1 = -f0_1 + tau_1;
+    const double tau_2 = tau[2];
     const double CfF2 = -f0_2 + tau_2;
+    const double tau_3 = tau[3];
     const double CfF3 = -f0_3 + tau_3;
+    const double tau_4 = tau[4];
     const double CfF4 = -f0_4 + tau_4;
+    const double tau_5 = tau[5];
     const double CfF5 = -f0_5 + tau_5;
+    const double tau_6 = tau[6];
     const double CfF6 = -f1_2 + tau_6;
     const double CfaT0_0 = CfF0*0.0625;
     const double CfaT0_1 = CfF1*0.0625;
@@ -2282,6 +1959,30 @@ void seed004_example1_forward_dynamics_schur_fext_batch(int n, const double *q, 
     }
 }
 
+void seed004_example1_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
+/*
+ * accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002): seed004_example1_forward_dynamics_schur_fext with zero external wrenches
+ *   in  q[8]
+ *   in  v[7]
+ *   in  tau[7]
+ *   out a[7]
+ *   operations: 227 (91 add, 129 mul, 5 div, 0 sqrt, 2 trig, 0 other)
+ */
+void seed004_example1_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a)
+{
+    double f_ext[12] = {0.0};
+    seed004_example1_forward_dynamics_schur_fext(q, v, tau, f_ext, a);
+}
+
+void seed004_example1_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_example1_forward_dynamics_schur(q + (long)i * 8, v + (long)i * 7, tau + (long)i * 7, a + (long)i * 7);
+    }
+}
+
 /*
  * H_b: locked spatial inertia about the base origin, base axes
  *   in  q[8]
@@ -2290,7 +1991,6 @@ void seed004_example1_forward_dynamics_schur_fext_batch(int n, const double *q, 
  */
 void seed004_example1_base_inertia(const double *q, double *Hb_o)
 {
-    const double q_7 = q[7];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     Hb_o[2] = 0;
     Hb_o[3] = 0;
@@ -2361,7 +2061,6 @@ void seed004_example1_base_inertia_batch(int n, const double *q, double *Hb_o)
  */
 void seed004_example1_coupling_inertia(const double *q, double *Hbm_o)
 {
-    const double q_7 = q[7];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -2395,7 +2094,6 @@ void seed004_example1_coupling_inertia_batch(int n, const double *q, double *Hbm
  */
 void seed004_example1_generalized_inertia(const double *q, double *Hg_o)
 {
-    const double q_7 = q[7];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -2433,86 +2131,6 @@ void seed004_example1_generalized_inertia_batch(int n, const double *q, double *
 }
 
 /*
- * c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3)
- *   in  q[8]
- *   in  v[7]
- *   out cg_o[1]
- *   operations: 105 (36 add, 64 mul, 3 div, 0 sqrt, 2 trig, 0 other)
- */
-void seed004_example1_generalized_bias(const double *q, const double *v, double *cg_o)
-{
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double t0 = c1*v_0 + s1*v_1;
-    const double t1 = c1*v_1 - s1*v_0;
-    const double V1_2 = v_2 + v_6;
-    const double t2 = s1*0.5;
-    const double t3 = c1*0.5;
-    const double t4 = -t0*t2 - t1*t3;
-    const double t5 = pow(v_2, 2);
-    const double a1_3 = t4*t1 - t5*t3;
-    const double a1_4 = -t4*t0 + t5*t2;
-    const double t6 = t1*t0;
-    const double b1_2 = t6*3.33;
-    const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
-    const double b1_4 = 5*t6;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
-    const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
-    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
-    const double f1_2 = 5*alpha1_4 + b1_2;
-    const double f1_3 = 10*alpha1_3 + b1_3;
-    const double f1_4 = 10*alpha1_4 + b1_4;
-    const double t7 = c1*f1_4 + s1*f1_3;
-    const double f0_2 = f1_2 + t7*0.5;
-    const double f0_3 = 100*a0_3 + c1*f1_3 - s1*f1_4;
-    const double f0_4 = 100*a0_4 + t7;
-    const double t8 = 5*c1;
-    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
-    const double Rh0_0 = 5 + t8;
-    const double t9 = 5*s1;
-    const double RJ0_22 = 21.85 + t8;
-    const double F1_0_2 = 3.35 + c1*2.5;
-    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
-    const double Hbdi2 = 1/RJ0_22;
-    const double HbL32 = -t9*Hbdi2;
-    const double HbL42 = Hbdi2*Rh0_0;
-    const double Hbd3 = 110 - pow(HbL32, 2)*RJ0_22;
-    const double Hbdi3 = 1/Hbd3;
-    const double HbL43 = -HbL32*HbL42*Hbdi3*RJ0_22;
-    const double Hbd4 = 110 - pow(HbL42, 2)*RJ0_22 - Hbd3*pow(HbL43, 2);
-    const double Hbdi4 = 1/Hbd4;
-    const double t10 = -t9 - HbL32*F1_0_2;
-    const double HbiHbmc0y_4 = t8 - HbL42*F1_0_2 - t10*HbL43;
-    const double HbiHbmc0x_1 = Hbdi4*HbiHbmc0y_4;
-    const double HbiHbmc0x_2 = -HbL43*HbiHbmc0x_1 + t10*Hbdi3;
-    const double HbiHbmc0x_3 = -HbL32*HbiHbmc0x_2 - HbL42*HbiHbmc0x_1 + Hbdi2*F1_0_2;
-    cg_o[0] = f1_2 - (f0_2*HbiHbmc0x_3 + f0_3*HbiHbmc0x_2 + f0_4*HbiHbmc0x_1);
-}
-
-void seed004_example1_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o)
-{
-    int i;
-    for (i = 0; i < n; ++i) {
-        seed004_example1_generalized_bias(q + (long)i * 8, v + (long)i * 7, cg_o + (long)i * 1);
-    }
-}
-
-/*
  * c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3), with external wrenches f_ext
  *   in  q[8]
  *   in  v[7]
@@ -2522,30 +2140,23 @@ void seed004_example1_generalized_bias_batch(int n, const double *q, const doubl
  */
 void seed004_example1_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double t2 = s1*0.5;
     const double t3 = c1*0.5;
@@ -2554,8 +2165,11 @@ void seed004_example1_generalized_bias_fext(const double *q, const double *v, co
     const double a1_3 = t4*t1 - t5*t3;
     const double a1_4 = -t4*t0 + t5*t2;
     const double t6 = t1*t0;
+    const double f_ext_8 = f_ext[8];
     const double b1_2 = -f_ext_8 + t6*3.33;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + 5*t6;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
@@ -2565,8 +2179,11 @@ void seed004_example1_generalized_bias_fext(const double *q, const double *v, co
     const double f1_3 = 10*alpha1_3 + b1_3;
     const double f1_4 = 10*alpha1_4 + b1_4;
     const double t7 = c1*f1_4 + s1*f1_3;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_2 - f_ext_2 + t7*0.5;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 100*a0_3 - f_ext_3 + c1*f1_3 - s1*f1_4;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 100*a0_4 - f_ext_4 + t7;
     const double t8 = 5*c1;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -2599,112 +2216,26 @@ void seed004_example1_generalized_bias_fext_batch(int n, const double *q, const 
     }
 }
 
+void seed004_example1_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o);
+
 /*
- * angular reduced dynamics (seed 003 E.2), base axes, about the system CoM
+ * c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3): seed004_example1_generalized_bias_fext with zero external wrenches
  *   in  q[8]
  *   in  v[7]
- *   out Hbt_o[9] (3 x 3, row-major)
- *   out Hct_o[3] (3 x 1, row-major)
- *   out Hpt_o[1] (1 x 1, row-major)
- *   out cbt_o[3]
- *   out cpt_o[1]
- *   operations: 152 (56 add, 94 mul, 0 div, 0 sqrt, 2 trig, 0 other)
+ *   out cg_o[1]
+ *   operations: 111 (42 add, 64 mul, 3 div, 0 sqrt, 2 trig, 0 other)
  */
-void seed004_example1_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+void seed004_example1_generalized_bias(const double *q, const double *v, double *cg_o)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double a0_5 = v_0*v_4 - v_1*v_3;
-    const double t0 = c1*v_0 + s1*v_1;
-    const double t1 = c1*v_1 - s1*v_0;
-    const double V1_2 = v_2 + v_6;
-    const double a1_0 = t1*v_6;
-    const double a1_1 = -t0*v_6;
-    const double t2 = s1*0.5;
-    const double t3 = c1*0.5;
-    const double t4 = -t0*t2 - t1*t3;
-    const double t5 = pow(v_2, 2);
-    const double a1_3 = t4*t1 - t5*t3;
-    const double a1_4 = -t4*t0 + t5*t2;
-    const double a1_5 = t0*t3*v_2 - t1*t2*v_2;
-    const double t6 = t0*3.33;
-    const double b1_1 = -t6*V1_2;
-    const double b1_2 = t6*t1;
-    const double b1_3 = -5*pow(V1_2, 2) - 5*pow(t1, 2);
-    const double t7 = 5*t0;
-    const double b1_4 = t7*t1;
-    const double b1_5 = t7*V1_2;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
-    const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
-    const double alpha1_5 = a0_5 + a1_5;
-    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
-    const double f1_0 = 0.02*a1_0;
-    const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
-    const double f1_2 = 5*alpha1_4 + b1_2;
-    const double f1_3 = 10*alpha1_3 + b1_3;
-    const double f1_4 = 10*alpha1_4 + b1_4;
-    const double f1_5 = -5*a1_1 + 10*alpha1_5 + b1_5;
-    const double f0_0 = c1*f1_0 - s1*f1_1;
-    const double f0_1 = -0.5*f1_5 + c1*f1_1 + s1*f1_0;
-    const double t8 = c1*f1_4 + s1*f1_3;
-    const double f0_2 = f1_2 + t8*0.5;
-    const double f0_3 = 100*a0_3 + c1*f1_3 - s1*f1_4;
-    const double f0_4 = 100*a0_4 + t8;
-    const double f0_5 = 100*a0_5 + f1_5;
-    const double t9 = 5*c1;
-    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
-    const double Rh0_0 = 5 + t9;
-    const double t10 = 5*s1;
-    const double t11 = pow(s1, 2);
-    const double t12 = pow(c1, 2);
-    const double RJ0_00 = 16 + t11*3.35 + t12*0.02;
-    const double RJ0_01 = -s1*2.5 - s1*c1*3.33;
-    const double RJ0_11 = 18.5 + t9 + t11*0.02 + t12*3.35;
-    const double RJ0_22 = 21.85 + t9;
-    const double F1_0_2 = 3.35 + c1*2.5;
-    const double t13 = pow(t10, 2);
-    const double t14 = t10*0.00909090909090909;
-    const double t15 = RJ0_01 + t14*Rh0_0;
-    const double t16 = pow(Rh0_0, 2);
-    Hbt_o[0] = RJ0_00 - t13*0.00909090909090909;
-    Hbt_o[1] = t15;
-    Hbt_o[2] = 0;
-    Hbt_o[3] = t15;
-    Hbt_o[4] = RJ0_11 - t16*0.00909090909090909;
-    Hbt_o[5] = 0;
-    Hbt_o[6] = 0;
-    Hbt_o[7] = 0;
-    Hbt_o[8] = RJ0_22 - (t13 + t16)*0.00909090909090909;
-    Hct_o[0] = 0;
-    Hct_o[1] = 0;
-    Hct_o[2] = F1_0_2 - 0.00909090909090909*(t9*Rh0_0 + pow(t10, 2));
-    Hpt_o[0] = 3.35 - (pow(t10, 2) + pow(t9, 2))*0.00909090909090909;
-    cbt_o[0] = f0_0 - t14*f0_5;
-    cbt_o[1] = f0_1 + f0_5*Rh0_0*0.00909090909090909;
-    cbt_o[2] = f0_2 - 0.00909090909090909*(f0_4*Rh0_0 - t10*f0_3);
-    cpt_o[0] = f1_2 - 0.00909090909090909*(-t10*f0_3 + t9*f0_4);
+    double f_ext[12] = {0.0};
+    seed004_example1_generalized_bias_fext(q, v, f_ext, cg_o);
 }
 
-void seed004_example1_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+void seed004_example1_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o)
 {
     int i;
     for (i = 0; i < n; ++i) {
-        seed004_example1_angular_reduced_dynamics(q + (long)i * 8, v + (long)i * 7, Hbt_o + (long)i * 9, Hct_o + (long)i * 3, Hpt_o + (long)i * 1, cbt_o + (long)i * 3, cpt_o + (long)i * 1);
+        seed004_example1_generalized_bias(q + (long)i * 8, v + (long)i * 7, cg_o + (long)i * 1);
     }
 }
 
@@ -2722,37 +2253,24 @@ void seed004_example1_angular_reduced_dynamics_batch(int n, const double *q, con
  */
 void seed004_example1_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
 {
-    const double q_7 = q[7];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_0 + s1*v_1;
     const double t1 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_2 = v_2 + v_6;
     const double a1_0 = t1*v_6;
     const double a1_1 = -t0*v_6;
@@ -2764,29 +2282,41 @@ void seed004_example1_angular_reduced_dynamics_fext(const double *q, const doubl
     const double a1_4 = -t4*t0 + t5*t2;
     const double a1_5 = t0*t3*v_2 - t1*t2*v_2;
     const double t6 = t0*3.33;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 - t6*V1_2;
+    const double f_ext_8 = f_ext[8];
     const double b1_2 = -f_ext_8 + t6*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 - 5*pow(V1_2, 2) - 5*pow(t1, 2);
     const double t7 = 5*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*t1;
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 + t7*V1_2;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_3 + s1*a0_4;
     const double alpha1_4 = a1_4 + c1*a0_4 - s1*a0_3;
     const double alpha1_5 = a0_5 + a1_5;
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
+    const double f_ext_6 = f_ext[6];
     const double f1_0 = -f_ext_6 + 0.02*a1_0;
     const double f1_1 = -5*alpha1_5 + b1_1 + 3.35*a1_1;
     const double f1_2 = 5*alpha1_4 + b1_2;
     const double f1_3 = 10*alpha1_3 + b1_3;
     const double f1_4 = 10*alpha1_4 + b1_4;
     const double f1_5 = -5*a1_1 + 10*alpha1_5 + b1_5;
+    const double f_ext_0 = f_ext[0];
     const double f0_0 = -f_ext_0 + c1*f1_0 - s1*f1_1;
+    const double f_ext_1 = f_ext[1];
     const double f0_1 = -f_ext_1 - 0.5*f1_5 + c1*f1_1 + s1*f1_0;
     const double t8 = c1*f1_4 + s1*f1_3;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_2 - f_ext_2 + t8*0.5;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 100*a0_3 - f_ext_3 + c1*f1_3 - s1*f1_4;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 100*a0_4 - f_ext_4 + t8;
+    const double f_ext_5 = f_ext[5];
     const double f0_5 = 100*a0_5 + f1_5 - f_ext_5;
     const double t9 = 5*c1;
     /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
@@ -2830,6 +2360,33 @@ void seed004_example1_angular_reduced_dynamics_fext_batch(int n, const double *q
     }
 }
 
+void seed004_example1_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+
+/*
+ * angular reduced dynamics (seed 003 E.2), base axes, about the system CoM: seed004_example1_angular_reduced_dynamics_fext with zero external wrenches
+ *   in  q[8]
+ *   in  v[7]
+ *   out Hbt_o[9] (3 x 3, row-major)
+ *   out Hct_o[3] (3 x 1, row-major)
+ *   out Hpt_o[1] (1 x 1, row-major)
+ *   out cbt_o[3]
+ *   out cpt_o[1]
+ *   operations: 164 (68 add, 94 mul, 0 div, 0 sqrt, 2 trig, 0 other)
+ */
+void seed004_example1_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+{
+    double f_ext[12] = {0.0};
+    seed004_example1_angular_reduced_dynamics_fext(q, v, f_ext, Hbt_o, Hct_o, Hpt_o, cbt_o, cpt_o);
+}
+
+void seed004_example1_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_example1_angular_reduced_dynamics(q + (long)i * 8, v + (long)i * 7, Hbt_o + (long)i * 9, Hct_o + (long)i * 3, Hpt_o + (long)i * 1, cbt_o + (long)i * 3, cpt_o + (long)i * 1);
+    }
+}
+
 /*
  * Hdot_bm qd (seed 003 eq. 3.6), base axes
  *   in  q[8]
@@ -2839,14 +2396,13 @@ void seed004_example1_angular_reduced_dynamics_fext_batch(int n, const double *q
  */
 void seed004_example1_coupling_inertia_rate(const double *q, const double *qd, double *Hdq_o)
 {
-    const double q_7 = q[7];
-    const double qd_0 = qd[0];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double qd_0 = qd[0];
     const double b1_3 = -5*pow(qd_0, 2);
     const double t0 = s1*b1_3;
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
@@ -2879,20 +2435,12 @@ void seed004_example1_coupling_inertia_rate_batch(int n, const double *q, const 
 void seed004_example1_base_velocity(const double *q, const double *qd, const double *h, double *vb_o)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double qd_0 = qd[0];
-    const double h_0 = h[0];
-    const double h_1 = h[1];
-    const double h_2 = h[2];
-    const double h_3 = h[3];
-    const double h_4 = h[4];
-    const double h_5 = h[5];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_4 = q[4];
     const double t3 = pow(q_4, 2);
+    const double q_6 = q[6];
     const double t4 = pow(q_6, 2);
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
@@ -2929,14 +2477,21 @@ void seed004_example1_base_velocity(const double *q, const double *qd, const dou
     const double RJ0_11 = 18.5 + t16 + t18*0.02 + t19*3.35;
     const double RJ0_22 = 21.85 + t16;
     const double F1_0_2 = 3.35 + c1*2.5;
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
     const double t20 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t21 = t17*0.00909090909090909;
     /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t21*t20;
     const double t22 = Rh0_0*0.00909090909090909;
     const double ho_rhs_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t22*t20;
     const double t23 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
     const double t24 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double qd_0 = qd[0];
     const double ho_rhs_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 - qd_0*F1_0_2 + t23*t22 - t24*t21;
     const double ho_rhs_3 = t24 + t17*qd_0;
     const double ho_rhs_4 = t23 - t16*qd_0;
@@ -2995,7 +2550,6 @@ void seed004_example1_base_velocity_batch(int n, const double *q, const double *
  */
 int seed004_example1_jacobian_local(const double *q, int frame, double *J)
 {
-    const double q_7 = q[7];
     switch (frame) {
     case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
@@ -3124,13 +2678,12 @@ int seed004_example1_jacobian_local_batch(int n, const double *q, int frame, dou
 int seed004_example1_jacobian_world(const double *q, int frame, double *J)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
     const double t4 = pow(q_4, 2);
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
@@ -3311,13 +2864,12 @@ int seed004_example1_jacobian_world_batch(int n, const double *q, int frame, dou
 int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_4 = q[4];
     const double t3 = pow(q_4, 2);
+    const double q_6 = q[6];
     const double t4 = pow(q_6, 2);
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
@@ -3441,19 +2993,12 @@ int seed004_example1_generalized_jacobian_batch(int n, const double *q, int fram
 int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double h_0 = h[0];
-    const double h_1 = h[1];
-    const double h_2 = h[2];
-    const double h_3 = h[3];
-    const double h_4 = h[4];
-    const double h_5 = h[5];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_4 = q[4];
     const double t3 = pow(q_4, 2);
+    const double q_6 = q[6];
     const double t4 = pow(q_6, 2);
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
@@ -3506,8 +3051,14 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
     const double Hbdi4 = 1/Hbd4;
     const double Hbd5 = 110 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2);
     const double Hbdi5 = 1/Hbd5;
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
     const double t19 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t20 = Rh0_1*0.00909090909090909;
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
     const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t20*t19;
     const double t21 = Rh0_0*0.00909090909090909;
     const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t21*t19;

@@ -91,21 +91,21 @@ void seed004_example1_kinetic_energy_batch(int n, const double *q, const double 
 void seed004_example1_operational_space_inertias(const double *q, double *Lambda);
 void seed004_example1_operational_space_inertias_batch(int n, const double *q, double *Lambda);
 
-/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6); operations: 294 */
-void seed004_example1_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
-void seed004_example1_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
-
 /* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext; operations: 309 */
 void seed004_example1_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void seed004_example1_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 215 */
-void seed004_example1_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
-void seed004_example1_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
+/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6): seed004_example1_forward_dynamics_decoupled_fext with zero external wrenches; operations: 309 */
+void seed004_example1_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
+void seed004_example1_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
 /* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 227 */
 void seed004_example1_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void seed004_example1_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002): seed004_example1_forward_dynamics_schur_fext with zero external wrenches; operations: 227 */
+void seed004_example1_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
+void seed004_example1_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
 /* H_b: locked spatial inertia about the base origin, base axes; operations: 21 */
 void seed004_example1_base_inertia(const double *q, double *Hb_o);
@@ -119,21 +119,21 @@ void seed004_example1_coupling_inertia_batch(int n, const double *q, double *Hbm
 void seed004_example1_generalized_inertia(const double *q, double *Hg_o);
 void seed004_example1_generalized_inertia_batch(int n, const double *q, double *Hg_o);
 
-/* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3); operations: 105 */
-void seed004_example1_generalized_bias(const double *q, const double *v, double *cg_o);
-void seed004_example1_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o);
-
 /* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3), with external wrenches f_ext; operations: 111 */
 void seed004_example1_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o);
 void seed004_example1_generalized_bias_fext_batch(int n, const double *q, const double *v, const double *f_ext, double *cg_o);
 
-/* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM; operations: 152 */
-void seed004_example1_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
-void seed004_example1_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+/* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3): seed004_example1_generalized_bias_fext with zero external wrenches; operations: 111 */
+void seed004_example1_generalized_bias(const double *q, const double *v, double *cg_o);
+void seed004_example1_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o);
 
 /* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM, with external wrenches f_ext; operations: 164 */
 void seed004_example1_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
 void seed004_example1_angular_reduced_dynamics_fext_batch(int n, const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+
+/* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM: seed004_example1_angular_reduced_dynamics_fext with zero external wrenches; operations: 164 */
+void seed004_example1_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+void seed004_example1_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
 
 /* Hdot_bm qd (seed 003 eq. 3.6), base axes; operations: 7 */
 void seed004_example1_coupling_inertia_rate(const double *q, const double *qd, double *Hdq_o);

@@ -20,17 +20,17 @@
  *   tian_wu_3dof_momentum                    108 / 142 / 1 / 0 / 6 / 0 = 257
  *   tian_wu_3dof_kinetic_energy              56 / 87 / 0 / 0 / 6 / 0 = 149
  *   tian_wu_3dof_operational_space_inertias  181 / 212 / 5 / 0 / 6 / 0 = 404
- *   tian_wu_3dof_forward_dynamics_decoupled  369 / 469 / 17 / 0 / 6 / 0 = 861
  *   tian_wu_3dof_forward_dynamics_decoupled_fext 396 / 467 / 17 / 0 / 6 / 0 = 886
- *   tian_wu_3dof_forward_dynamics_schur      310 / 464 / 15 / 0 / 6 / 0 = 795
+ *   tian_wu_3dof_forward_dynamics_decoupled  396 / 467 / 17 / 0 / 6 / 0 = 886
  *   tian_wu_3dof_forward_dynamics_schur_fext 334 / 464 / 15 / 0 / 6 / 0 = 819
+ *   tian_wu_3dof_forward_dynamics_schur      334 / 464 / 15 / 0 / 6 / 0 = 819
  *   tian_wu_3dof_base_inertia                41 / 47 / 0 / 0 / 6 / 0 = 94
  *   tian_wu_3dof_coupling_inertia            22 / 27 / 0 / 0 / 6 / 0 = 55
  *   tian_wu_3dof_generalized_inertia         65 / 83 / 3 / 0 / 6 / 0 = 157
- *   tian_wu_3dof_generalized_bias            117 / 168 / 3 / 0 / 6 / 0 = 294
  *   tian_wu_3dof_generalized_bias_fext       129 / 169 / 3 / 0 / 6 / 0 = 307
- *   tian_wu_3dof_angular_reduced_dynamics    194 / 272 / 0 / 0 / 6 / 0 = 472
+ *   tian_wu_3dof_generalized_bias            129 / 169 / 3 / 0 / 6 / 0 = 307
  *   tian_wu_3dof_angular_reduced_dynamics_fext 218 / 272 / 0 / 0 / 6 / 0 = 496
+ *   tian_wu_3dof_angular_reduced_dynamics    218 / 272 / 0 / 0 / 6 / 0 = 496
  *   tian_wu_3dof_coupling_inertia_rate       21 / 33 / 0 / 0 / 6 / 0 = 60
  *   tian_wu_3dof_base_velocity               115 / 156 / 7 / 0 / 6 / 0 = 284
  *   tian_wu_3dof_jacobian_local              53 / 62 / 0 / 0 / 18 / 0 = 133
@@ -225,19 +225,13 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
  */
 void tian_wu_3dof_center_of_mass(const double *q, double *com)
 {
-    const double q_0 = q[0];
-    const double q_1 = q[1];
-    const double q_2 = q[2];
-    const double q_3 = q[3];
     const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     const double t0 = pow(q_4, 2);
+    const double q_3 = q[3];
     const double t1 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t2 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
     const double t4 = -t2 + t3;
     const double t5 = 1/(t0 + t1 + t2 + t3);
@@ -268,8 +262,11 @@ void tian_wu_3dof_center_of_mass(const double *q, double *com)
     const double hm0_1 = c1*hm1_0 + s1*hm1_2;
     const double com_b_0 = hm0_0*0.013333333333333334;
     const double com_b_1 = hm0_1*0.013333333333333334;
+    const double q_0 = q[0];
     com[0] = q_0 + R0_0*com_b_0 + R0_1*com_b_1;
+    const double q_1 = q[1];
     com[1] = q_1 + R0_3*com_b_0 + R0_4*com_b_1;
+    const double q_2 = q[2];
     com[2] = q_2 + R0_6*com_b_0 + R0_7*com_b_1;
 }
 
@@ -289,9 +286,6 @@ void tian_wu_3dof_center_of_mass_batch(int n, const double *q, double *com)
  */
 void tian_wu_3dof_mass_matrix(const double *q, double *M)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     M[2] = 0;
     M[3] = 0;
@@ -457,9 +451,6 @@ void tian_wu_3dof_mass_matrix_batch(int n, const double *q, double *M)
  */
 void tian_wu_3dof_mass_matrix_nz(const double *q, double *M)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     M[30] = 75;
     M[40] = 75;
@@ -587,9 +578,6 @@ void tian_wu_3dof_mass_matrix_nz_batch(int n, const double *q, double *M)
  */
 void tian_wu_3dof_mass_matrix_upper(const double *q, double *M)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     M[30] = 75;
     M[40] = 75;
@@ -701,18 +689,6 @@ void tian_wu_3dof_mass_matrix_upper_batch(int n, const double *q, double *M)
  */
 void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -723,10 +699,17 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -747,6 +730,7 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double t8 = pow(V1_1, 2);
     const double b1_5 = -5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -764,6 +748,7 @@ void tian_wu_3dof_bias_forces(const double *q, const double *v, double *C)
     const double t14 = pow(V2_1, 2);
     const double b2_5 = -5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -850,27 +835,6 @@ void tian_wu_3dof_bias_forces_batch(int n, const double *q, const double *v, dou
  */
 void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const double *a, double *tau)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double a_0 = a[0];
-    const double a_1 = a[1];
-    const double a_2 = a[2];
-    const double a_3 = a[3];
-    const double a_4 = a[4];
-    const double a_5 = a[5];
-    const double a_6 = a[6];
-    const double a_7 = a[7];
-    const double a_8 = a[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -881,10 +845,17 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -905,6 +876,7 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double t8 = pow(V1_1, 2);
     const double b1_5 = -5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -922,6 +894,7 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double t14 = pow(V2_1, 2);
     const double b2_5 = -5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -938,10 +911,17 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double b3_4 = t19*V3_1;
     const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
+    const double a_3 = a[3];
     const double alpha0_3 = a0_3 + a_3;
+    const double a_4 = a[4];
     const double alpha0_4 = a0_4 + a_4;
+    const double a_5 = a[5];
     const double alpha0_5 = a0_5 + a_5;
+    const double a_1 = a[1];
+    const double a_0 = a[0];
     const double alpha1_0 = a1_0 + c1*a_1 - s1*a_0;
+    const double a_2 = a[2];
+    const double a_6 = a[6];
     const double alpha1_1 = a_2 + a_6;
     const double alpha1_2 = a1_2 + c1*a_0 + s1*a_1;
     const double t20 = alpha0_4 + a_2*0.5;
@@ -949,6 +929,7 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double alpha1_4 = a1_4 + alpha0_5 - a_1*0.5;
     const double alpha1_5 = a1_5 + c1*alpha0_3 + s1*t20;
     const double alpha2_0 = a2_0 + c2*alpha1_0 - s2*alpha1_2;
+    const double a_7 = a[7];
     const double alpha2_1 = a_7 + alpha1_1;
     const double alpha2_2 = a2_2 + c2*alpha1_2 + s2*alpha1_0;
     const double t21 = alpha1_1 + alpha1_3;
@@ -956,6 +937,7 @@ void tian_wu_3dof_inverse_dynamics(const double *q, const double *v, const doubl
     const double alpha2_4 = a2_4 - alpha1_0 + alpha1_4;
     const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*t21;
     const double alpha3_0 = a3_0 + c3*alpha2_0 - s3*alpha2_2;
+    const double a_8 = a[8];
     const double alpha3_1 = a_8 + alpha2_1;
     const double alpha3_2 = a3_2 + c3*alpha2_2 + s3*alpha2_0;
     const double t22 = alpha2_1 + alpha2_3;
@@ -1020,51 +1002,6 @@ void tian_wu_3dof_inverse_dynamics_batch(int n, const double *q, const double *v
  */
 void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const double *a, const double *f_ext, double *tau)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double a_0 = a[0];
-    const double a_1 = a[1];
-    const double a_2 = a[2];
-    const double a_3 = a[3];
-    const double a_4 = a[4];
-    const double a_5 = a[5];
-    const double a_6 = a[6];
-    const double a_7 = a[7];
-    const double a_8 = a[8];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
-    const double f_ext_12 = f_ext[12];
-    const double f_ext_13 = f_ext[13];
-    const double f_ext_14 = f_ext[14];
-    const double f_ext_15 = f_ext[15];
-    const double f_ext_16 = f_ext[16];
-    const double f_ext_17 = f_ext[17];
-    const double f_ext_18 = f_ext[18];
-    const double f_ext_19 = f_ext[19];
-    const double f_ext_20 = f_ext[20];
-    const double f_ext_21 = f_ext[21];
-    const double f_ext_22 = f_ext[22];
-    const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -1075,10 +1012,17 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -1091,14 +1035,20 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double a1_4 = -s1*t4*v_2 + t3*c1*v_2;
     const double a1_5 = -t2*c1 + t5*t0;
     const double t6 = t1*V1_1;
+    const double f_ext_6 = f_ext[6];
     const double b1_0 = -f_ext_6 - t6*3.327;
     const double t7 = t1*t0;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 + t7*3.327;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 + 5*t7;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + 5*t6;
     const double t8 = pow(V1_1, 2);
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 - 5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -1108,14 +1058,20 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
     const double a2_5 = -t8*c2 + t9*t11;
     const double t12 = t10*3.327;
+    const double f_ext_12 = f_ext[12];
     const double b2_0 = -f_ext_12 - t12*V2_1;
+    const double f_ext_13 = f_ext[13];
     const double b2_1 = -f_ext_13 + t9*t12;
     const double t13 = 5*t10;
+    const double f_ext_15 = f_ext[15];
     const double b2_3 = -f_ext_15 + t9*t13;
+    const double f_ext_16 = f_ext[16];
     const double b2_4 = -f_ext_16 + t13*V2_1;
     const double t14 = pow(V2_1, 2);
+    const double f_ext_17 = f_ext[17];
     const double b2_5 = -f_ext_17 - 5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -1125,17 +1081,29 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
     const double a3_5 = -c3*t14 + t15*t17;
     const double t18 = t16*0.4162;
+    const double f_ext_18 = f_ext[18];
     const double b3_0 = -f_ext_18 - t18*V3_1;
+    const double f_ext_19 = f_ext[19];
     const double b3_1 = -f_ext_19 + t15*t18;
     const double t19 = t16*1.25;
+    const double f_ext_21 = f_ext[21];
     const double b3_3 = -f_ext_21 + t19*t15;
+    const double f_ext_22 = f_ext[22];
     const double b3_4 = -f_ext_22 + t19*V3_1;
+    const double f_ext_23 = f_ext[23];
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
+    const double a_3 = a[3];
     const double alpha0_3 = a0_3 + a_3;
+    const double a_4 = a[4];
     const double alpha0_4 = a0_4 + a_4;
+    const double a_5 = a[5];
     const double alpha0_5 = a0_5 + a_5;
+    const double a_1 = a[1];
+    const double a_0 = a[0];
     const double alpha1_0 = a1_0 + c1*a_1 - s1*a_0;
+    const double a_2 = a[2];
+    const double a_6 = a[6];
     const double alpha1_1 = a_2 + a_6;
     const double alpha1_2 = a1_2 + c1*a_0 + s1*a_1;
     const double t20 = alpha0_4 + a_2*0.5;
@@ -1143,6 +1111,7 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double alpha1_4 = a1_4 + alpha0_5 - a_1*0.5;
     const double alpha1_5 = a1_5 + c1*alpha0_3 + s1*t20;
     const double alpha2_0 = a2_0 + c2*alpha1_0 - s2*alpha1_2;
+    const double a_7 = a[7];
     const double alpha2_1 = a_7 + alpha1_1;
     const double alpha2_2 = a2_2 + c2*alpha1_2 + s2*alpha1_0;
     const double t21 = alpha1_1 + alpha1_3;
@@ -1150,6 +1119,7 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double alpha2_4 = a2_4 - alpha1_0 + alpha1_4;
     const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*t21;
     const double alpha3_0 = a3_0 + c3*alpha2_0 - s3*alpha2_2;
+    const double a_8 = a[8];
     const double alpha3_1 = a_8 + alpha2_1;
     const double alpha3_2 = a3_2 + c3*alpha2_2 + s3*alpha2_0;
     const double t22 = alpha2_1 + alpha2_3;
@@ -1159,6 +1129,7 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 0.4225*alpha3_1 + 1.25*alpha3_3;
+    const double f_ext_20 = f_ext[20];
     const double f3_2 = -f_ext_20 + 0.0063*alpha3_2;
     const double f3_3 = 5*alpha3_3 + b3_3 + 1.25*alpha3_1;
     const double f3_4 = 5*alpha3_4 + b3_4 - 1.25*alpha3_0;
@@ -1166,6 +1137,7 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f2_0 = -5*alpha2_4 + b2_0 - f3_4 + 3.34*alpha2_0 + c3*f3_0 + s3*f3_2;
     const double t23 = c3*f3_3 + s3*f3_5;
     const double f2_1 = 5*alpha2_3 + b2_1 + f3_1 + t23 + 3.34*alpha2_1;
+    const double f_ext_14 = f_ext[14];
     const double f2_2 = -f_ext_14 + 0.013*alpha2_2 + c3*f3_2 - s3*f3_0;
     const double f2_3 = 5*alpha2_1 + 10*alpha2_3 + b2_3 + t23;
     const double f2_4 = -5*alpha2_0 + 10*alpha2_4 + b2_4 + f3_4;
@@ -1173,16 +1145,23 @@ void tian_wu_3dof_inverse_dynamics_fext(const double *q, const double *v, const 
     const double f1_0 = -5*alpha1_4 + b1_0 - f2_4 + 3.34*alpha1_0 + c2*f2_0 + s2*f2_2;
     const double t24 = c2*f2_3 + s2*f2_5;
     const double f1_1 = 5*alpha1_3 + b1_1 + f2_1 + t24 + 3.34*alpha1_1;
+    const double f_ext_8 = f_ext[8];
     const double f1_2 = -f_ext_8 + 0.013*alpha1_2 + c2*f2_2 - s2*f2_0;
     const double f1_3 = 5*alpha1_1 + 10*alpha1_3 + b1_3 + t24;
     const double f1_4 = -5*alpha1_0 + 10*alpha1_4 + b1_4 + f2_4;
     const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
+    const double f_ext_0 = f_ext[0];
     const double f0_0 = -f_ext_0 + a_0*8.33 + c1*f1_2 - s1*f1_0;
+    const double f_ext_1 = f_ext[1];
     const double f0_1 = -f_ext_1 - 0.5*f1_4 + a_1*8.33 + c1*f1_0 + s1*f1_2;
     const double t25 = c1*f1_3 + s1*f1_5;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_1 - f_ext_2 + 0.5*t25 + a_2*8.33;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 50*alpha0_3 - f_ext_3 + c1*f1_5 - s1*f1_3;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 50*alpha0_4 - f_ext_4 + t25;
+    const double f_ext_5 = f_ext[5];
     const double f0_5 = 50*alpha0_5 + f1_4 - f_ext_5;
     tau[0] = f0_0;
     tau[1] = f0_1;
@@ -1213,27 +1192,6 @@ void tian_wu_3dof_inverse_dynamics_fext_batch(int n, const double *q, const doub
  */
 void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const double *tau, double *a)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double tau_7 = tau[7];
-    const double tau_8 = tau[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -1244,10 +1202,17 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -1268,6 +1233,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double t8 = pow(V1_1, 2);
     const double b1_5 = -5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -1285,6 +1251,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double t14 = pow(V2_1, 2);
     const double b2_5 = -5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -1394,6 +1361,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double z3_3 = 5*a3_3 + b3_3;
     const double z3_4 = 5*a3_4 + b3_4 - a3_0*1.25;
     const double z3_5 = 5*a3_5 + b3_5;
+    const double tau_8 = tau[8];
     const double zeps3 = tau_8 - z3_1;
     const double zp3_1 = z3_1 + zeps3;
     const double zp3_3 = z3_3 + zeps3*2.9585798816568047;
@@ -1405,6 +1373,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double z2_3 = b2_3 + t53 + a2_3*P2_33 + t27*a2_5;
     const double z2_4 = 15*a2_4 + b2_4 + z3_4 + a2_0*P2_04 + t25*a2_2;
     const double z2_5 = b2_5 + a2_5*P2_55 + c3*z3_5 - s3*zp3_3 + t27*a2_3;
+    const double tau_7 = tau[7];
     const double zeps2 = tau_7 - z2_1;
     const double zp2_1 = z2_1 + G2_1*zeps2;
     const double zp2_3 = z2_3 + G2_3*zeps2;
@@ -1417,6 +1386,7 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double z1_3 = b1_3 + t54 + a1_3*P1_33 + t39*a1_5;
     const double z1_4 = 25*a1_4 + b1_4 + z2_4 + a1_0*P1_04 + t33*a1_2;
     const double z1_5 = b1_5 + a1_5*P1_55 + c2*zp2_5 - s2*zp2_3 + t39*a1_3;
+    const double tau_6 = tau[6];
     const double zeps1 = tau_6 - z1_1;
     const double zp1_1 = z1_1 + G1_1*zeps1;
     const double zp1_3 = z1_3 + G1_3*zeps1;
@@ -1429,11 +1399,17 @@ void tian_wu_3dof_forward_dynamics(const double *q, const double *v, const doubl
     const double z0_3 = a0_3*P0_33 + c1*zp1_5 - s1*zp1_3 + t52*a0_4;
     const double z0_4 = t55 + a0_4*P0_44 + t52*a0_3;
     const double z0_5 = 75*a0_5 + z1_4;
+    const double tau_0 = tau[0];
     const double zeps0_0 = tau_0 - z0_0;
+    const double tau_1 = tau[1];
     const double zeps0_1 = tau_1 - z0_1;
+    const double tau_2 = tau[2];
     const double zeps0_2 = tau_2 - z0_2;
+    const double tau_3 = tau[3];
     const double zeps0_3 = tau_3 - z0_3;
+    const double tau_4 = tau[4];
     const double zeps0_4 = tau_4 - z0_4;
+    const double tau_5 = tau[5];
     const double zeps0_5 = tau_5 - z0_5;
     const double t56 = zeps0_1 - D0L10*zeps0_0;
     const double t57 = zeps0_3 - D0L32*zeps0_2;
@@ -1494,51 +1470,6 @@ void tian_wu_3dof_forward_dynamics_batch(int n, const double *q, const double *v
  */
 void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double tau_7 = tau[7];
-    const double tau_8 = tau[8];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
-    const double f_ext_12 = f_ext[12];
-    const double f_ext_13 = f_ext[13];
-    const double f_ext_14 = f_ext[14];
-    const double f_ext_15 = f_ext[15];
-    const double f_ext_16 = f_ext[16];
-    const double f_ext_17 = f_ext[17];
-    const double f_ext_18 = f_ext[18];
-    const double f_ext_19 = f_ext[19];
-    const double f_ext_20 = f_ext[20];
-    const double f_ext_21 = f_ext[21];
-    const double f_ext_22 = f_ext[22];
-    const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -1549,10 +1480,17 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -1565,14 +1503,20 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double a1_4 = -s1*t4*v_2 + t3*c1*v_2;
     const double a1_5 = -t2*c1 + t5*t0;
     const double t6 = t1*V1_1;
+    const double f_ext_6 = f_ext[6];
     const double b1_0 = -f_ext_6 - t6*3.327;
     const double t7 = t1*t0;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 + t7*3.327;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 + 5*t7;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + 5*t6;
     const double t8 = pow(V1_1, 2);
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 - 5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -1582,14 +1526,20 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
     const double a2_5 = -t8*c2 + t9*t11;
     const double t12 = t10*3.327;
+    const double f_ext_12 = f_ext[12];
     const double b2_0 = -f_ext_12 - t12*V2_1;
+    const double f_ext_13 = f_ext[13];
     const double b2_1 = -f_ext_13 + t9*t12;
     const double t13 = 5*t10;
+    const double f_ext_15 = f_ext[15];
     const double b2_3 = -f_ext_15 + t9*t13;
+    const double f_ext_16 = f_ext[16];
     const double b2_4 = -f_ext_16 + t13*V2_1;
     const double t14 = pow(V2_1, 2);
+    const double f_ext_17 = f_ext[17];
     const double b2_5 = -f_ext_17 - 5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -1599,11 +1549,16 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
     const double a3_5 = -c3*t14 + t15*t17;
     const double t18 = t16*0.4162;
+    const double f_ext_18 = f_ext[18];
     const double b3_0 = -f_ext_18 - t18*V3_1;
+    const double f_ext_19 = f_ext[19];
     const double b3_1 = -f_ext_19 + t15*t18;
     const double t19 = t16*1.25;
+    const double f_ext_21 = f_ext[21];
     const double b3_3 = -f_ext_21 + t19*t15;
+    const double f_ext_22 = f_ext[22];
     const double b3_4 = -f_ext_22 + t19*V3_1;
+    const double f_ext_23 = f_ext[23];
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
     const double t20 = pow(c3, 2);
     const double t21 = pow(s3, 2);
@@ -1695,10 +1650,12 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
     const double z3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
     const double z3_1 = b3_1 + a3_3*1.25;
+    const double f_ext_20 = f_ext[20];
     const double z3_2 = -f_ext_20 + a3_2*0.0063;
     const double z3_3 = 5*a3_3 + b3_3;
     const double z3_4 = 5*a3_4 + b3_4 - a3_0*1.25;
     const double z3_5 = 5*a3_5 + b3_5;
+    const double tau_8 = tau[8];
     const double zeps3 = tau_8 - z3_1;
     const double zp3_1 = z3_1 + zeps3;
     const double zp3_3 = z3_3 + zeps3*2.9585798816568047;
@@ -1706,10 +1663,12 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double z2_0 = b2_0 - z3_4 + a2_0*P2_00 + a2_2*P2_02 + a2_4*P2_04 + c3*z3_0 + s3*z3_2;
     const double t53 = c3*zp3_3 + s3*z3_5;
     const double z2_1 = b2_1 + t53 + zp3_1 + a2_3*P2_13 + t27*a2_5;
+    const double f_ext_14 = f_ext[14];
     const double z2_2 = -f_ext_14 + a2_0*P2_02 + a2_2*P2_22 + c3*z3_2 - s3*z3_0 + t25*a2_4;
     const double z2_3 = b2_3 + t53 + a2_3*P2_33 + t27*a2_5;
     const double z2_4 = 15*a2_4 + b2_4 + z3_4 + a2_0*P2_04 + t25*a2_2;
     const double z2_5 = b2_5 + a2_5*P2_55 + c3*z3_5 - s3*zp3_3 + t27*a2_3;
+    const double tau_7 = tau[7];
     const double zeps2 = tau_7 - z2_1;
     const double zp2_1 = z2_1 + G2_1*zeps2;
     const double zp2_3 = z2_3 + G2_3*zeps2;
@@ -1718,27 +1677,41 @@ void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const 
     const double z1_0 = b1_0 - z2_4 + a1_0*P1_00 + a1_2*P1_02 + a1_4*P1_04 + c2*z2_0 + s2*z2_2;
     const double t54 = c2*zp2_3 + s2*zp2_5;
     const double z1_1 = b1_1 + t54 + zp2_1 + a1_3*P1_13 + t39*a1_5;
+    const double f_ext_8 = f_ext[8];
     const double z1_2 = -f_ext_8 + a1_0*P1_02 + a1_2*P1_22 + c2*z2_2 - s2*z2_0 + t33*a1_4;
     const double z1_3 = b1_3 + t54 + a1_3*P1_33 + t39*a1_5;
     const double z1_4 = 25*a1_4 + b1_4 + z2_4 + a1_0*P1_04 + t33*a1_2;
     const double z1_5 = b1_5 + a1_5*P1_55 + c2*zp2_5 - s2*zp2_3 + t39*a1_3;
+    const double tau_6 = tau[6];
     const double zeps1 = tau_6 - z1_1;
     const double zp1_1 = z1_1 + G1_1*zeps1;
     const double zp1_3 = z1_3 + G1_3*zeps1;
     const double zp1_5 = z1_5 + G1_5*zeps1;
     const double znu1 = Dinv1*zeps1;
+    const double f_ext_0 = f_ext[0];
     const double z0_0 = -f_ext_0 + c1*z1_2 - s1*z1_0 + t44*a0_5;
+    const double f_ext_1 = f_ext[1];
     const double z0_1 = -f_ext_1 - 0.5*z1_4 + c1*z1_0 + s1*z1_2 + t46*a0_5;
     const double t55 = c1*zp1_3 + s1*zp1_5;
+    const double f_ext_2 = f_ext[2];
     const double z0_2 = -f_ext_2 + zp1_1 + 0.5*t55 + a0_3*P0_23 + a0_4*P0_24;
+    const double f_ext_3 = f_ext[3];
     const double z0_3 = -f_ext_3 + a0_3*P0_33 + c1*zp1_5 - s1*zp1_3 + t52*a0_4;
+    const double f_ext_4 = f_ext[4];
     const double z0_4 = -f_ext_4 + t55 + a0_4*P0_44 + t52*a0_3;
+    const double f_ext_5 = f_ext[5];
     const double z0_5 = 75*a0_5 - f_ext_5 + z1_4;
+    const double tau_0 = tau[0];
     const double zeps0_0 = tau_0 - z0_0;
+    const double tau_1 = tau[1];
     const double zeps0_1 = tau_1 - z0_1;
+    const double tau_2 = tau[2];
     const double zeps0_2 = tau_2 - z0_2;
+    const double tau_3 = tau[3];
     const double zeps0_3 = tau_3 - z0_3;
+    const double tau_4 = tau[4];
     const double zeps0_4 = tau_4 - z0_4;
+    const double tau_5 = tau[5];
     const double zeps0_5 = tau_5 - z0_5;
     const double t56 = zeps0_1 - D0L10*zeps0_0;
     const double t57 = zeps0_3 - D0L32*zeps0_2;
@@ -1796,9 +1769,6 @@ void tian_wu_3dof_forward_dynamics_fext_batch(int n, const double *q, const doub
  */
 void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     Minv[2] = 0;
     Minv[3] = 0;
@@ -2067,9 +2037,6 @@ void tian_wu_3dof_mass_matrix_inverse_batch(int n, const double *q, double *Minv
  */
 void tian_wu_3dof_innovations_factors(const double *q, double *L, double *D)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     L[0] = 1;
     L[1] = 0;
@@ -2352,24 +2319,12 @@ void tian_wu_3dof_innovations_factors_batch(int n, const double *q, double *L, d
 void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
     const double t4 = pow(q_4, 2);
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
@@ -2400,14 +2355,22 @@ void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_0 = v[0];
     const double V1_0 = c1*v_1 - s1*v_0;
+    const double v_2 = v[2];
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double V1_2 = c1*v_0 + s1*v_1;
+    const double v_4 = v[4];
     const double t16 = v_4 + v_2*0.5;
+    const double v_3 = v[3];
     const double V1_3 = c1*t16 - s1*v_3;
+    const double v_5 = v[5];
     const double V1_4 = v_5 - v_1*0.5;
     const double V1_5 = c1*v_3 + s1*t16;
     const double V2_0 = c2*V1_0 - s2*V1_2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double V2_2 = c2*V1_2 + s2*V1_0;
     const double t17 = V1_1 + V1_3;
@@ -2415,6 +2378,7 @@ void tian_wu_3dof_momentum(const double *q, const double *v, double *h)
     const double V2_4 = -V1_0 + V1_4;
     const double V2_5 = c2*V1_5 + s2*t17;
     const double V3_0 = c3*V2_0 - s3*V2_2;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double V3_2 = c3*V2_2 + s3*V2_0;
     const double t18 = V2_1 + V2_3;
@@ -2485,18 +2449,6 @@ void tian_wu_3dof_momentum_batch(int n, const double *q, const double *v, double
  */
 void tian_wu_3dof_kinetic_energy(const double *q, const double *v, double *T)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -2507,14 +2459,22 @@ void tian_wu_3dof_kinetic_energy(const double *q, const double *v, double *T)
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_0 = v[0];
     const double V1_0 = c1*v_1 - s1*v_0;
+    const double v_2 = v[2];
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double V1_2 = c1*v_0 + s1*v_1;
+    const double v_4 = v[4];
     const double t0 = v_4 + v_2*0.5;
+    const double v_3 = v[3];
     const double V1_3 = -s1*v_3 + t0*c1;
+    const double v_5 = v[5];
     const double V1_4 = v_5 - v_1*0.5;
     const double V1_5 = c1*v_3 + s1*t0;
     const double V2_0 = c2*V1_0 - s2*V1_2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double V2_2 = c2*V1_2 + s2*V1_0;
     const double t1 = V1_1 + V1_3;
@@ -2522,6 +2482,7 @@ void tian_wu_3dof_kinetic_energy(const double *q, const double *v, double *T)
     const double V2_4 = -V1_0 + V1_4;
     const double V2_5 = c2*V1_5 + s2*t1;
     const double V3_0 = c3*V2_0 - s3*V2_2;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double V3_2 = c3*V2_2 + s3*V2_0;
     const double t2 = V2_1 + V2_3;
@@ -2547,9 +2508,6 @@ void tian_wu_3dof_kinetic_energy_batch(int n, const double *q, const double *v, 
  */
 void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
     Lambda[2] = 0;
     Lambda[3] = 0;
@@ -2892,427 +2850,6 @@ void tian_wu_3dof_operational_space_inertias_batch(int n, const double *q, doubl
 }
 
 /*
- * accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6)
- *   in  q[10]
- *   in  v[9]
- *   in  tau[9]
- *   out a[9]
- *   operations: 861 (369 add, 469 mul, 17 div, 0 sqrt, 6 trig, 0 other)
- */
-void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a)
-{
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double tau_7 = tau[7];
-    const double tau_8 = tau[8];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    const double c2 = soadyn_tc[1];
-    const double s2 = soadyn_ts[1];
-    const double c3 = soadyn_tc[2];
-    const double s3 = soadyn_ts[2];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double a0_5 = v_0*v_4 - v_1*v_3;
-    const double t0 = c1*v_1 - s1*v_0;
-    const double V1_1 = v_2 + v_6;
-    const double t1 = c1*v_0 + s1*v_1;
-    const double a1_0 = -t1*v_6;
-    const double a1_2 = t0*v_6;
-    const double t2 = pow(v_2, 2)*0.5;
-    const double t3 = t1*0.5;
-    const double t4 = t0*0.5;
-    const double t5 = -s1*t3 - t4*c1;
-    const double a1_3 = s1*t2 - t5*t1;
-    const double a1_4 = -s1*t4*v_2 + t3*c1*v_2;
-    const double a1_5 = -t2*c1 + t5*t0;
-    const double t6 = t1*V1_1;
-    const double b1_0 = -t6*3.327;
-    const double t7 = t1*t0;
-    const double b1_1 = t7*3.327;
-    const double b1_3 = 5*t7;
-    const double b1_4 = 5*t6;
-    const double t8 = pow(V1_1, 2);
-    const double b1_5 = -5*t8 - 5*pow(t0, 2);
-    const double t9 = -s2*t1 + t0*c2;
-    const double V2_1 = V1_1 + v_7;
-    const double t10 = s2*t0 + t1*c2;
-    const double a2_0 = -v_7*t10;
-    const double a2_2 = t9*v_7;
-    const double t11 = -s2*t10 - t9*c2;
-    const double a2_3 = s2*t8 - t11*t10;
-    const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
-    const double a2_5 = -t8*c2 + t9*t11;
-    const double t12 = t10*3.327;
-    const double b2_0 = -t12*V2_1;
-    const double b2_1 = t9*t12;
-    const double t13 = 5*t10;
-    const double b2_3 = t9*t13;
-    const double b2_4 = t13*V2_1;
-    const double t14 = pow(V2_1, 2);
-    const double b2_5 = -5*t14 - 5*pow(t9, 2);
-    const double t15 = -s3*t10 + t9*c3;
-    const double V3_1 = V2_1 + v_8;
-    const double t16 = c3*t10 + s3*t9;
-    const double a3_0 = -v_8*t16;
-    const double a3_2 = v_8*t15;
-    const double t17 = -c3*t15 - s3*t16;
-    const double a3_3 = s3*t14 - t16*t17;
-    const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
-    const double a3_5 = -c3*t14 + t15*t17;
-    const double t18 = t16*0.4162;
-    const double b3_0 = -t18*V3_1;
-    const double b3_1 = t15*t18;
-    const double t19 = t16*1.25;
-    const double b3_3 = t19*t15;
-    const double b3_4 = t19*V3_1;
-    const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
-    const double t20 = pow(c3, 2);
-    const double t21 = pow(s3, 2);
-    const double t22 = c3*1.25;
-    /* Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), D(k), G(k), P+(k), tip to base */
-    const double P2_00 = 3.34 + t22 + t20*0.4225 + t21*0.0063 - (-5 - t22);
-    const double t24 = s3*c3;
-    const double t25 = s3*1.25;
-    const double P2_02 = -t25 - t24*0.4162;
-    const double P2_04 = -10 - t22;
-    const double t26 = 5*t21;
-    const double t27 = t26 + t20*1.301775147928994;
-    const double P2_11 = 3.34 + t27;
-    const double P2_13 = 5 + t27;
-    const double t28 = t24*3.698224852071006;
-    const double P2_22 = 0.013 + t20*0.0063 + t21*0.4225;
-    const double P2_33 = 10 + t27;
-    const double t29 = 5*t20;
-    const double P2_55 = 10 + t29 + t21*1.301775147928994;
-    const double t30 = 1/P2_11;
-    const double G2_1 = t30*P2_11;
-    const double G2_3 = t30*P2_13;
-    const double G2_5 = t28*t30;
-    const double Pp2_33 = P2_33 - G2_3*P2_13;
-    const double Pp2_35 = t28 - t28*G2_3;
-    const double Pp2_55 = P2_55 - t28*G2_5;
-    const double t31 = s2*P2_02;
-    const double t32 = t31 + c2*P2_00;
-    const double t33 = c2*P2_02;
-    const double t34 = t33 + s2*P2_22;
-    const double t35 = c2*P2_04 + s2*t25;
-    const double P1_00 = 3.34 - t35 + c2*t32 + s2*t34 - (-15 + t35);
-    const double t36 = c2*t25 - s2*P2_04;
-    const double P1_02 = -t36 + c2*t34 - s2*t32;
-    const double P1_04 = -20 + t35;
-    const double t37 = s2*Pp2_35;
-    const double t38 = t37 + c2*Pp2_33;
-    const double t39 = c2*Pp2_35;
-    const double t40 = t39 + s2*Pp2_55;
-    const double t41 = c2*t38 + s2*t40;
-    const double P1_11 = 3.34 + t41;
-    const double P1_13 = 5 + t41;
-    const double t42 = c2*t40 - s2*t38;
-    const double P1_22 = 0.013 + c2*(-t31 + c2*P2_22) - s2*(t33 - s2*P2_00);
-    const double P1_33 = 10 + t41;
-    const double P1_55 = 10 + c2*(-t37 + c2*Pp2_55) - s2*(t39 - s2*Pp2_33);
-    const double t43 = 1/P1_11;
-    const double G1_1 = t43*P1_11;
-    const double G1_3 = t43*P1_13;
-    const double G1_5 = t43*t42;
-    const double Pp1_33 = P1_33 - G1_3*P1_13;
-    const double Pp1_35 = t42 - t42*G1_3;
-    const double Pp1_55 = P1_55 - t42*G1_5;
-    const double t44 = c1*P1_02;
-    const double t45 = t44 - s1*P1_00;
-    const double t46 = s1*P1_02;
-    const double t47 = -t46 + c1*P1_22;
-    const double P0_00 = 8.33 + c1*t47 - s1*t45;
-    const double t48 = c1*t36 - s1*P1_04;
-    const double P0_01 = -0.5*t48 + c1*t45 + s1*t47;
-    const double t49 = c1*P1_04 + s1*t36;
-    const double t50 = -12.5 + t49;
-    const double P0_11 = 8.33 - 0.5*t49 - 0.5*t50 + c1*(t46 + c1*P1_00) + s1*(t44 + s1*P1_22);
-    const double t51 = s1*Pp1_35;
-    const double t52 = c1*Pp1_35;
-    const double t53 = c1*(t51 + c1*Pp1_33) + s1*(t52 + s1*Pp1_55);
-    const double P0_22 = 8.33 + t53*0.25;
-    const double t54 = t52 - s1*Pp1_33;
-    const double t55 = -t51 + c1*Pp1_55;
-    const double t56 = c1*t54 + s1*t55;
-    const double P0_23 = 0.5*t56;
-    const double P0_24 = 0.5*t53;
-    const double P0_33 = 50 + c1*t55 - s1*t54;
-    const double P0_44 = 50 + t53;
-    /* Algorithm 3 (seed 000 eq. 2.13a): residual forces z(k), eps(k), nu(k), tip to base */
-    const double Zp3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
-    const double t57 = a3_3*1.25;
-    const double Zp3_1 = b3_1 + t57;
-    const double Zp3_2 = a3_2*0.0063;
-    const double t58 = 5*a3_3;
-    const double Zp3_3 = b3_3 + t58;
-    const double Zp3_4 = 5*a3_4 + b3_4 - a3_0*1.25;
-    const double t59 = 5*a3_5;
-    const double Zp3_5 = b3_5 + t59;
-    const double Zpeps3 = -Zp3_1 + tau_8;
-    const double Zpp3_1 = Zp3_1 + Zpeps3;
-    const double Zpp3_3 = Zp3_3 + Zpeps3*2.9585798816568047;
-    const double Zp2_0 = -Zp3_4 + b2_0 + a2_0*P2_00 + a2_2*P2_02 + a2_4*P2_04 + c3*Zp3_0 + s3*Zp3_2;
-    const double t61 = a2_3*P2_13 + t28*a2_5;
-    const double t62 = c3*Zpp3_3 + s3*Zp3_5;
-    const double Zp2_1 = Zpp3_1 + b2_1 + t61 + t62;
-    const double Zp2_2 = a2_0*P2_02 + a2_2*P2_22 + c3*Zp3_2 - s3*Zp3_0 + t25*a2_4;
-    const double t63 = a2_3*P2_33 + t28*a2_5;
-    const double Zp2_3 = b2_3 + t62 + t63;
-    const double Zp2_4 = Zp3_4 + 15*a2_4 + b2_4 + a2_0*P2_04 + t25*a2_2;
-    const double t64 = a2_5*P2_55 + t28*a2_3;
-    const double Zp2_5 = b2_5 + t64 + c3*Zp3_5 - s3*Zpp3_3;
-    const double Zpeps2 = -Zp2_1 + tau_7;
-    const double Zpp2_1 = Zp2_1 + G2_1*Zpeps2;
-    const double Zpp2_3 = Zp2_3 + G2_3*Zpeps2;
-    const double Zpp2_5 = Zp2_5 + G2_5*Zpeps2;
-    const double Zp1_0 = -Zp2_4 + b1_0 + a1_0*P1_00 + a1_2*P1_02 + a1_4*P1_04 + c2*Zp2_0 + s2*Zp2_2;
-    const double t66 = a1_3*P1_13 + t42*a1_5;
-    const double t67 = c2*Zpp2_3 + s2*Zpp2_5;
-    const double Zp1_1 = Zpp2_1 + b1_1 + t66 + t67;
-    const double Zp1_2 = a1_0*P1_02 + a1_2*P1_22 + c2*Zp2_2 - s2*Zp2_0 + t36*a1_4;
-    const double t68 = a1_3*P1_33 + t42*a1_5;
-    const double Zp1_3 = b1_3 + t67 + t68;
-    const double Zp1_4 = Zp2_4 + 25*a1_4 + b1_4 + a1_0*P1_04 + t36*a1_2;
-    const double t69 = a1_5*P1_55 + t42*a1_3;
-    const double Zp1_5 = b1_5 + t69 + c2*Zpp2_5 - s2*Zpp2_3;
-    const double Zpeps1 = -Zp1_1 + tau_6;
-    const double Zpp1_1 = Zp1_1 + G1_1*Zpeps1;
-    const double Zpp1_3 = Zp1_3 + G1_3*Zpeps1;
-    const double Zpp1_5 = Zp1_5 + G1_5*Zpeps1;
-    const double t71 = t48*a0_5;
-    const double Zp0_0 = t71 + c1*Zp1_2 - s1*Zp1_0;
-    const double t72 = t50*a0_5;
-    const double Zp0_1 = t72 - 0.5*Zp1_4 + c1*Zp1_0 + s1*Zp1_2;
-    const double t73 = c1*Zpp1_3 + s1*Zpp1_5;
-    const double t74 = a0_3*P0_23 + a0_4*P0_24;
-    const double Zp0_2 = Zpp1_1 + t74 + 0.5*t73;
-    const double t75 = a0_3*P0_33 + t56*a0_4;
-    const double Zp0_3 = t75 + c1*Zpp1_5 - s1*Zpp1_3;
-    const double t76 = a0_4*P0_44 + t56*a0_3;
-    const double Zp0_4 = t73 + t76;
-    const double t77 = 75*a0_5;
-    const double Zp0_5 = Zp1_4 + t77;
-    const double t78 = pow(c1, 2);
-    const double t79 = pow(s1, 2);
-    const double t80 = 50*t78 + 50*t79;
-    const double t81 = t80*0.25;
-    /* Algorithm 4 (seed 000 section 3.1): dual articulated inertias S+(k), S(k), D_s(k), G_s(k), base to tip */
-    const double Sp1_11 = 8.33 - (-t78*t81 - t79*t81);
-    const double t82 = 0.5*t80;
-    const double Sp1_13 = -c1*t82;
-    const double Sp1_15 = -s1*t82;
-    const double Sdi1 = 1/Sp1_11;
-    const double Sg1_1 = Sdi1*Sp1_11;
-    const double Sg1_3 = Sdi1*Sp1_13;
-    const double Sg1_5 = Sdi1*Sp1_15;
-    const double S1_33 = t80 - Sg1_3*Sp1_13;
-    const double S1_35 = -Sg1_3*Sp1_15;
-    const double S1_55 = t80 - Sg1_5*Sp1_15;
-    const double t83 = 10 + S1_33;
-    const double t84 = s2*S1_35;
-    const double t85 = -t84 + c2*t83;
-    const double t86 = c2*S1_35;
-    const double t87 = 10 + S1_55;
-    const double t88 = t86 - s2*t87;
-    const double t89 = c2*t85 - s2*t88;
-    const double t90 = c2*t88 + s2*t85;
-    const double t91 = 5*c2 - c2*t89 - s2*t90;
-    const double t92 = c2*(t84 + c2*t87) + s2*(t86 + s2*t83);
-    const double t93 = 5*s2 - c2*t90 - s2*t92;
-    const double Sp2_11 = 3.34 - (c2*t91 + s2*t93) - 5*pow(c2, 2) - 5*pow(s2, 2);
-    const double Sdi2 = 1/Sp2_11;
-    const double Sg2_1 = Sdi2*Sp2_11;
-    const double Sg2_3 = t91*Sdi2;
-    const double Sg2_5 = t93*Sdi2;
-    const double S2_33 = t89 - t91*Sg2_3;
-    const double S2_35 = t90 - t93*Sg2_3;
-    const double S2_55 = t92 - t93*Sg2_5;
-    const double t94 = 10 + S2_33;
-    const double t95 = s3*S2_35;
-    const double t96 = -t95 + c3*t94;
-    const double t97 = c3*S2_35;
-    const double t98 = 10 + S2_55;
-    const double t99 = t97 - s3*t98;
-    const double t100 = c3*t96 - s3*t99;
-    const double t101 = c3*t99 + s3*t96;
-    const double t102 = 5*c3 - c3*t100 - s3*t101;
-    const double t103 = c3*(t95 + c3*t98) + s3*(t97 + s3*t94);
-    const double t104 = 5*s3 - c3*t101 - s3*t103;
-    const double Sp3_11 = 3.34 - t26 - t29 - (c3*t102 + s3*t104);
-    const double Sdi3 = 1/Sp3_11;
-    const double Sg3_1 = Sdi3*Sp3_11;
-    const double Sg3_3 = t102*Sdi3;
-    const double Sg3_5 = t104*Sdi3;
-    const double S3_33 = t100 - t102*Sg3_3;
-    const double S3_35 = t101 - t104*Sg3_3;
-    const double S3_55 = t103 - t104*Sg3_5;
-    /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
-    const double Zsy1_1 = -tau_2 + 0.5*tau_4 - (a1_3*Sp1_13 + a1_5*Sp1_15);
-    const double Zsy1_3 = -c1*tau_4 + s1*tau_3 - t80*a1_3;
-    const double Zsy1_5 = -c1*tau_3 - s1*tau_4 - t80*a1_5;
-    const double Zseps1 = Zsy1_1 + tau_6;
-    const double Zs1_1 = Zsy1_1 - Sg1_1*Zseps1;
-    const double Zs1_3 = Zsy1_3 - Sg1_3*Zseps1;
-    const double Zs1_5 = Zsy1_5 - Sg1_5*Zseps1;
-    const double Zsnu1 = Sdi1*Zseps1;
-    const double t105 = Zs1_3 + b1_3;
-    const double Zsy2_1 = Zs1_1 + b1_1 - t105 - (t91*a2_3 + t93*a2_5);
-    const double t106 = Zs1_5 + b1_5;
-    const double Zsy2_3 = c2*t105 - s2*t106 - (t89*a2_3 + t90*a2_5);
-    const double Zsy2_5 = c2*t106 + s2*t105 - (t90*a2_3 + t92*a2_5);
-    const double Zseps2 = Zsy2_1 + tau_7;
-    const double Zs2_1 = Zsy2_1 - Sg2_1*Zseps2;
-    const double Zs2_3 = Zsy2_3 - Sg2_3*Zseps2;
-    const double Zs2_5 = Zsy2_5 - Sg2_5*Zseps2;
-    const double Zsnu2 = Sdi2*Zseps2;
-    const double t107 = Zs2_3 + b2_3;
-    const double Zsy3_1 = Zs2_1 + b2_1 - t107 - (t102*a3_3 + t104*a3_5);
-    const double t108 = Zs2_5 + b2_5;
-    const double Zsy3_3 = c3*t107 - s3*t108 - (t100*a3_3 + t101*a3_5);
-    const double Zsy3_5 = c3*t108 + s3*t107 - (t101*a3_3 + t103*a3_5);
-    const double Zseps3 = Zsy3_1 + tau_8;
-    const double Zs3_1 = Zsy3_1 - Sg3_1*Zseps3;
-    const double Zs3_3 = Zsy3_3 - Sg3_3*Zseps3;
-    const double Zs3_5 = Zsy3_5 - Sg3_5*Zseps3;
-    const double Zsnu3 = Sdi3*Zseps3;
-    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
-    const double Lrhs0_0 = -Zp0_0 + t71 + tau_0;
-    const double Lrhs0_1 = -Zp0_1 + t72 + tau_1;
-    const double Lrhs0_2 = -Zp0_2 + t74 + tau_2;
-    const double Lrhs0_3 = -Zp0_3 + t75 + tau_3;
-    const double Lrhs0_4 = -Zp0_4 + t76 + tau_4;
-    const double Lrhs0_5 = -Zp0_5 + t77 + tau_5;
-    const double Lam0fdi0 = 1/P0_00;
-    const double Lam0fL10 = P0_01*Lam0fdi0;
-    const double Lam0fL50 = t48*Lam0fdi0;
-    const double Lam0fd1 = P0_11 - P0_00*pow(Lam0fL10, 2);
-    const double Lam0fdi1 = 1/Lam0fd1;
-    const double Lam0fL51 = (t50 - P0_00*Lam0fL50*Lam0fL10)*Lam0fdi1;
-    const double Lam0fdi2 = 1/P0_22;
-    const double Lam0fL32 = P0_23*Lam0fdi2;
-    const double Lam0fL42 = P0_24*Lam0fdi2;
-    const double Lam0fd3 = P0_33 - P0_22*pow(Lam0fL32, 2);
-    const double Lam0fdi3 = 1/Lam0fd3;
-    const double Lam0fL43 = (t56 - P0_22*Lam0fL32*Lam0fL42)*Lam0fdi3;
-    const double Lam0fd4 = P0_44 - Lam0fd3*pow(Lam0fL43, 2) - P0_22*pow(Lam0fL42, 2);
-    const double Lam0fdi4 = 1/Lam0fd4;
-    const double Lam0fd5 = 75 - Lam0fd1*pow(Lam0fL51, 2) - P0_00*pow(Lam0fL50, 2);
-    const double Lam0fdi5 = 1/Lam0fd5;
-    const double t109 = Lrhs0_1 - Lrhs0_0*Lam0fL10;
-    const double t110 = Lrhs0_3 - Lrhs0_2*Lam0fL32;
-    const double alph0y_4 = Lrhs0_4 - Lrhs0_2*Lam0fL42 - t110*Lam0fL43;
-    const double alph0y_5 = Lrhs0_5 - Lrhs0_0*Lam0fL50 - t109*Lam0fL51;
-    const double alph0x = Lam0fdi5*alph0y_5;
-    const double alph0x_1 = Lam0fdi4*alph0y_4;
-    const double alph0x_2 = -Lam0fL43*alph0x_1 + t110*Lam0fdi3;
-    const double alph0x_3 = -Lam0fL32*alph0x_2 - Lam0fL42*alph0x_1 + Lrhs0_2*Lam0fdi2;
-    const double alph0x_4 = -alph0x*Lam0fL51 + t109*Lam0fdi1;
-    const double alph0x_5 = -Lam0fL10*alph0x_4 + Lrhs0_0*Lam0fdi0 - alph0x*Lam0fL50;
-    const double qddb_3 = -a0_3 + alph0x_2;
-    const double qddb_4 = -a0_4 + alph0x_1;
-    const double qddb_5 = -a0_5 + alph0x;
-    const double Lam1_33 = P1_33 + S1_33;
-    const double Lam1_35 = S1_35 + t42;
-    const double Lam1_55 = P1_55 + S1_55;
-    const double Lrhs1_1 = -Zp1_1 - Zs1_1 + t66;
-    const double Lrhs1_3 = -Zp1_3 - Zs1_3 + t68;
-    const double Lrhs1_5 = -Zp1_5 - Zs1_5 + t69;
-    const double Lam1fL31 = t43*P1_13;
-    const double Lam1fL51 = t43*t42;
-    const double Lam1fd3 = Lam1_33 - P1_11*pow(Lam1fL31, 2);
-    const double Lam1fdi3 = 1/Lam1fd3;
-    const double Lam1fL53 = (Lam1_35 - P1_11*Lam1fL31*Lam1fL51)*Lam1fdi3;
-    const double Lam1fd5 = Lam1_55 - Lam1fd3*pow(Lam1fL53, 2) - P1_11*pow(Lam1fL51, 2);
-    const double Lam1fdi5 = 1/Lam1fd5;
-    const double t111 = Lrhs1_3 - Lrhs1_1*Lam1fL31;
-    const double alph1y_5 = Lrhs1_5 - Lrhs1_1*Lam1fL51 - t111*Lam1fL53;
-    const double alph1x = Lam1fdi5*alph1y_5;
-    const double alph1x_2 = -alph1x*Lam1fL53 + t111*Lam1fdi3;
-    const double alph1x_4 = -Lam1fL31*alph1x_2 - alph1x*Lam1fL51 + t43*Lrhs1_1;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double qdd1 = Zsnu1 + Sg1_1*alph1x_4 + Sg1_3*alph1x_2 + Sg1_5*alph1x;
-    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
-    const double Lam2_33 = P2_33 + S2_33;
-    const double Lam2_35 = S2_35 + t28;
-    const double Lam2_55 = P2_55 + S2_55;
-    const double Lrhs2_1 = -Zp2_1 - Zs2_1 + t61;
-    const double Lrhs2_3 = -Zp2_3 - Zs2_3 + t63;
-    const double Lrhs2_5 = -Zp2_5 - Zs2_5 + t64;
-    const double Lam2fL31 = t30*P2_13;
-    const double Lam2fL51 = t28*t30;
-    const double Lam2fd3 = Lam2_33 - P2_11*pow(Lam2fL31, 2);
-    const double Lam2fdi3 = 1/Lam2fd3;
-    const double Lam2fL53 = (Lam2_35 - P2_11*Lam2fL31*Lam2fL51)*Lam2fdi3;
-    const double Lam2fd5 = Lam2_55 - Lam2fd3*pow(Lam2fL53, 2) - P2_11*pow(Lam2fL51, 2);
-    const double Lam2fdi5 = 1/Lam2fd5;
-    const double t112 = Lrhs2_3 - Lrhs2_1*Lam2fL31;
-    const double alph2y_5 = Lrhs2_5 - Lrhs2_1*Lam2fL51 - t112*Lam2fL53;
-    const double alph2x = Lam2fdi5*alph2y_5;
-    const double alph2x_2 = -alph2x*Lam2fL53 + t112*Lam2fdi3;
-    const double alph2x_4 = -Lam2fL31*alph2x_2 - alph2x*Lam2fL51 + t30*Lrhs2_1;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double qdd2 = Zsnu2 + Sg2_1*alph2x_4 + Sg2_3*alph2x_2 + Sg2_5*alph2x;
-    /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
-    const double Lam3_33 = 5 + S3_33;
-    const double Lam3_55 = 5 + S3_55;
-    const double Lrhs3_1 = -Zp3_1 - Zs3_1 + t57;
-    const double Lrhs3_3 = -Zp3_3 - Zs3_3 + t58;
-    const double Lrhs3_5 = -Zp3_5 - Zs3_5 + t59;
-    const double Lam3fd3 = -3.698224852071006 + Lam3_33;
-    const double Lam3fdi3 = 1/Lam3fd3;
-    const double Lam3fL53 = S3_35*Lam3fdi3;
-    const double Lam3fd5 = Lam3_55 - Lam3fd3*pow(Lam3fL53, 2);
-    const double Lam3fdi5 = 1/Lam3fd5;
-    const double t113 = Lrhs3_3 - Lrhs3_1*2.9585798816568047;
-    const double alph3y_5 = Lrhs3_5 - t113*Lam3fL53;
-    const double alph3x = Lam3fdi5*alph3y_5;
-    const double alph3x_2 = -alph3x*Lam3fL53 + t113*Lam3fdi3;
-    const double alph3x_4 = Lrhs3_1*2.366863905325444 - alph3x_2*2.9585798816568047;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double qdd3 = Zsnu3 + Sg3_1*alph3x_4 + Sg3_3*alph3x_2 + Sg3_5*alph3x;
-    a[0] = alph0x_5;
-    a[1] = alph0x_4;
-    a[2] = alph0x_3;
-    a[3] = qddb_3;
-    a[4] = qddb_4;
-    a[5] = qddb_5;
-    a[6] = qdd1;
-    a[7] = qdd2;
-    a[8] = qdd3;
-}
-
-void tian_wu_3dof_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a)
-{
-    int i;
-    for (i = 0; i < n; ++i) {
-        tian_wu_3dof_forward_dynamics_decoupled(q + (long)i * 10, v + (long)i * 9, tau + (long)i * 9, a + (long)i * 9);
-    }
-}
-
-/*
  * accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext
  *   in  q[10]
  *   in  v[9]
@@ -3323,51 +2860,6 @@ void tian_wu_3dof_forward_dynamics_decoupled_batch(int n, const double *q, const
  */
 void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double tau_7 = tau[7];
-    const double tau_8 = tau[8];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
-    const double f_ext_12 = f_ext[12];
-    const double f_ext_13 = f_ext[13];
-    const double f_ext_14 = f_ext[14];
-    const double f_ext_15 = f_ext[15];
-    const double f_ext_16 = f_ext[16];
-    const double f_ext_17 = f_ext[17];
-    const double f_ext_18 = f_ext[18];
-    const double f_ext_19 = f_ext[19];
-    const double f_ext_20 = f_ext[20];
-    const double f_ext_21 = f_ext[21];
-    const double f_ext_22 = f_ext[22];
-    const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -3378,10 +2870,17 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -3394,14 +2893,20 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double a1_4 = -t0*t3*v_2 + t4*t1*v_2;
     const double a1_5 = -t4*t2 + t5*t0;
     const double t6 = t1*3.327;
+    const double f_ext_6 = f_ext[6];
     const double b1_0 = -f_ext_6 - t6*V1_1;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 + t6*t0;
     const double t7 = 5*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 + t7*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*V1_1;
     const double t8 = pow(V1_1, 2);
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 - 5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -3411,14 +2916,20 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
     const double a2_5 = -t8*c2 + t9*t11;
     const double t12 = t10*3.327;
+    const double f_ext_12 = f_ext[12];
     const double b2_0 = -f_ext_12 - t12*V2_1;
+    const double f_ext_13 = f_ext[13];
     const double b2_1 = -f_ext_13 + t9*t12;
     const double t13 = 5*t10;
+    const double f_ext_15 = f_ext[15];
     const double b2_3 = -f_ext_15 + t9*t13;
+    const double f_ext_16 = f_ext[16];
     const double b2_4 = -f_ext_16 + t13*V2_1;
     const double t14 = pow(V2_1, 2);
+    const double f_ext_17 = f_ext[17];
     const double b2_5 = -f_ext_17 - 5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -3428,11 +2939,16 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
     const double a3_5 = -c3*t14 + t15*t17;
     const double t18 = t16*0.4162;
+    const double f_ext_18 = f_ext[18];
     const double b3_0 = -f_ext_18 - t18*V3_1;
+    const double f_ext_19 = f_ext[19];
     const double b3_1 = -f_ext_19 + t15*t18;
     const double t19 = t16*1.25;
+    const double f_ext_21 = f_ext[21];
     const double b3_3 = -f_ext_21 + t19*t15;
+    const double f_ext_22 = f_ext[22];
     const double b3_4 = -f_ext_22 + t19*V3_1;
+    const double f_ext_23 = f_ext[23];
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
     const double t20 = pow(c3, 2);
     const double t21 = pow(s3, 2);
@@ -3511,12 +3027,14 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double Zp3_0 = b3_0 + a3_0*0.4225 - a3_4*1.25;
     const double t57 = a3_3*1.25;
     const double Zp3_1 = b3_1 + t57;
+    const double f_ext_20 = f_ext[20];
     const double Zp3_2 = -f_ext_20 + a3_2*0.0063;
     const double t58 = 5*a3_3;
     const double Zp3_3 = b3_3 + t58;
     const double Zp3_4 = 5*a3_4 + b3_4 - a3_0*1.25;
     const double t59 = 5*a3_5;
     const double Zp3_5 = b3_5 + t59;
+    const double tau_8 = tau[8];
     const double Zpeps3 = -Zp3_1 + tau_8;
     const double Zpp3_1 = Zp3_1 + Zpeps3;
     const double Zpp3_3 = Zp3_3 + Zpeps3*2.9585798816568047;
@@ -3524,12 +3042,14 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t61 = a2_3*P2_13 + t28*a2_5;
     const double t62 = c3*Zpp3_3 + s3*Zp3_5;
     const double Zp2_1 = Zpp3_1 + b2_1 + t61 + t62;
+    const double f_ext_14 = f_ext[14];
     const double Zp2_2 = -f_ext_14 + a2_0*P2_02 + a2_2*P2_22 + c3*Zp3_2 - s3*Zp3_0 + t25*a2_4;
     const double t63 = a2_3*P2_33 + t28*a2_5;
     const double Zp2_3 = b2_3 + t62 + t63;
     const double Zp2_4 = Zp3_4 + 15*a2_4 + b2_4 + a2_0*P2_04 + t25*a2_2;
     const double t64 = a2_5*P2_55 + t28*a2_3;
     const double Zp2_5 = b2_5 + t64 + c3*Zp3_5 - s3*Zpp3_3;
+    const double tau_7 = tau[7];
     const double Zpeps2 = -Zp2_1 + tau_7;
     const double Zpp2_1 = Zp2_1 + G2_1*Zpeps2;
     const double Zpp2_3 = Zp2_3 + G2_3*Zpeps2;
@@ -3538,28 +3058,36 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double t66 = a1_3*P1_13 + t42*a1_5;
     const double t67 = c2*Zpp2_3 + s2*Zpp2_5;
     const double Zp1_1 = Zpp2_1 + b1_1 + t66 + t67;
+    const double f_ext_8 = f_ext[8];
     const double Zp1_2 = -f_ext_8 + a1_0*P1_02 + a1_2*P1_22 + c2*Zp2_2 - s2*Zp2_0 + t36*a1_4;
     const double t68 = a1_3*P1_33 + t42*a1_5;
     const double Zp1_3 = b1_3 + t67 + t68;
     const double Zp1_4 = Zp2_4 + 25*a1_4 + b1_4 + a1_0*P1_04 + t36*a1_2;
     const double t69 = a1_5*P1_55 + t42*a1_3;
     const double Zp1_5 = b1_5 + t69 + c2*Zpp2_5 - s2*Zpp2_3;
+    const double tau_6 = tau[6];
     const double Zpeps1 = -Zp1_1 + tau_6;
     const double Zpp1_1 = Zp1_1 + G1_1*Zpeps1;
     const double Zpp1_3 = Zp1_3 + G1_3*Zpeps1;
     const double Zpp1_5 = Zp1_5 + G1_5*Zpeps1;
     const double t71 = t48*a0_5;
+    const double f_ext_0 = f_ext[0];
     const double Zp0_0 = -f_ext_0 + t71 + c1*Zp1_2 - s1*Zp1_0;
     const double t72 = t50*a0_5;
+    const double f_ext_1 = f_ext[1];
     const double Zp0_1 = -f_ext_1 + t72 - 0.5*Zp1_4 + c1*Zp1_0 + s1*Zp1_2;
     const double t74 = c1*Zpp1_3 + s1*Zpp1_5;
     const double t75 = a0_3*P0_23 + a0_4*P0_24;
+    const double f_ext_2 = f_ext[2];
     const double Zp0_2 = Zpp1_1 - f_ext_2 + t75 + 0.5*t74;
     const double t77 = a0_3*P0_33 + t56*a0_4;
+    const double f_ext_3 = f_ext[3];
     const double Zp0_3 = -f_ext_3 + t77 + c1*Zpp1_5 - s1*Zpp1_3;
     const double t79 = a0_4*P0_44 + t56*a0_3;
+    const double f_ext_4 = f_ext[4];
     const double Zp0_4 = -f_ext_4 + t74 + t79;
     const double t80 = 75*a0_5;
+    const double f_ext_5 = f_ext[5];
     const double Zp0_5 = Zp1_4 - f_ext_5 + t80;
     const double t81 = pow(c1, 2);
     const double t82 = pow(s1, 2);
@@ -3614,9 +3142,12 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double S3_33 = t102 - t104*Sg3_3;
     const double S3_35 = t103 - t106*Sg3_3;
     const double S3_55 = t105 - t106*Sg3_5;
+    const double tau_4 = tau[4];
     const double t107 = -f_ext_4 - tau_4;
     /* Algorithm 5 (seed 000 eq. 3.5a): dual residual forces z_s(k), nu_s(k), base to tip */
+    const double tau_2 = tau[2];
     const double Zsy1_1 = -f_ext_2 - tau_2 - 0.5*t107 - (a1_3*Sp1_13 + a1_5*Sp1_15);
+    const double tau_3 = tau[3];
     const double t108 = -f_ext_3 - tau_3;
     const double Zsy1_3 = c1*t107 - s1*t108 - t83*a1_3;
     const double Zsy1_5 = c1*t108 + s1*t107 - t83*a1_5;
@@ -3646,11 +3177,14 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double 
     const double Zs3_5 = Zsy3_5 - Sg3_5*Zseps3;
     const double Zsnu3 = Sdi3*Zseps3;
     /* Lambda(k) = P(k) + S(k) and the link accelerations of Lemma 3.2 (seed 000 eq. 3.12-3.13, Lemma 4.1) */
+    const double tau_0 = tau[0];
     const double Lrhs0_0 = -Zp0_0 + t71 + tau_0;
+    const double tau_1 = tau[1];
     const double Lrhs0_1 = -Zp0_1 + t72 + tau_1;
     const double Lrhs0_2 = -Zp0_2 + t75 + tau_2;
     const double Lrhs0_3 = -Zp0_3 + t77 + tau_3;
     const double Lrhs0_4 = -Zp0_4 + t79 + tau_4;
+    const double tau_5 = tau[5];
     const double Lrhs0_5 = -Zp0_5 + t80 + tau_5;
     const double Lam0fdi0 = 1/P0_00;
     const double Lam0fL10 = P0_01*Lam0fdi0;
@@ -3759,377 +3293,27 @@ void tian_wu_3dof_forward_dynamics_decoupled_fext_batch(int n, const double *q, 
     }
 }
 
+void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
 /*
- * accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002)
+ * accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6): tian_wu_3dof_forward_dynamics_decoupled_fext with zero external wrenches
  *   in  q[10]
  *   in  v[9]
  *   in  tau[9]
  *   out a[9]
- *   operations: 795 (310 add, 464 mul, 15 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 886 (396 add, 467 mul, 17 div, 0 sqrt, 6 trig, 0 other)
  */
-void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a)
+void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double tau_7 = tau[7];
-    const double tau_8 = tau[8];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    const double c2 = soadyn_tc[1];
-    const double s2 = soadyn_ts[1];
-    const double c3 = soadyn_tc[2];
-    const double s3 = soadyn_ts[2];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double a0_5 = v_0*v_4 - v_1*v_3;
-    const double t0 = c1*v_1 - s1*v_0;
-    const double V1_1 = v_2 + v_6;
-    const double t1 = c1*v_0 + s1*v_1;
-    const double a1_0 = -t1*v_6;
-    const double a1_2 = t0*v_6;
-    const double t2 = pow(v_2, 2);
-    const double t3 = s1*0.5;
-    const double t4 = c1*0.5;
-    const double t5 = -t1*t3 - t4*t0;
-    const double a1_3 = t3*t2 - t5*t1;
-    const double a1_4 = -t0*t3*v_2 + t4*t1*v_2;
-    const double a1_5 = -t4*t2 + t5*t0;
-    const double t6 = t1*3.327;
-    const double b1_0 = -t6*V1_1;
-    const double b1_1 = t6*t0;
-    const double t7 = 5*t1;
-    const double b1_3 = t7*t0;
-    const double b1_4 = t7*V1_1;
-    const double t8 = pow(V1_1, 2);
-    const double b1_5 = -5*t8 - 5*pow(t0, 2);
-    const double t9 = -s2*t1 + t0*c2;
-    const double V2_1 = V1_1 + v_7;
-    const double t10 = s2*t0 + t1*c2;
-    const double a2_0 = -v_7*t10;
-    const double a2_2 = t9*v_7;
-    const double t11 = -s2*t10 - t9*c2;
-    const double a2_3 = s2*t8 - t11*t10;
-    const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
-    const double a2_5 = -t8*c2 + t9*t11;
-    const double t12 = t10*3.327;
-    const double b2_0 = -t12*V2_1;
-    const double b2_1 = t9*t12;
-    const double t13 = 5*t10;
-    const double b2_3 = t9*t13;
-    const double b2_4 = t13*V2_1;
-    const double t14 = pow(V2_1, 2);
-    const double b2_5 = -5*t14 - 5*pow(t9, 2);
-    const double t15 = -s3*t10 + t9*c3;
-    const double V3_1 = V2_1 + v_8;
-    const double t16 = c3*t10 + s3*t9;
-    const double a3_0 = -v_8*t16;
-    const double a3_2 = v_8*t15;
-    const double t17 = -c3*t15 - s3*t16;
-    const double a3_3 = s3*t14 - t16*t17;
-    const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
-    const double a3_5 = -c3*t14 + t15*t17;
-    const double t18 = t16*0.4162;
-    const double b3_0 = -t18*V3_1;
-    const double b3_1 = t15*t18;
-    const double t19 = t16*1.25;
-    const double b3_3 = t19*t15;
-    const double b3_4 = t19*V3_1;
-    const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
-    const double alpha1_4 = a0_5 + a1_4;
-    const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
-    const double alpha2_0 = a2_0 + c2*a1_0 - s2*a1_2;
-    const double alpha2_2 = a2_2 + c2*a1_2 + s2*a1_0;
-    const double alpha2_3 = a2_3 + c2*alpha1_3 - s2*alpha1_5;
-    const double alpha2_4 = -a1_0 + a2_4 + alpha1_4;
-    const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*alpha1_3;
-    const double alpha3_0 = a3_0 + c3*alpha2_0 - s3*alpha2_2;
-    const double alpha3_2 = a3_2 + c3*alpha2_2 + s3*alpha2_0;
-    const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
-    const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
-    const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
-    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
-    const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
-    const double f3_1 = b3_1 + 1.25*alpha3_3;
-    const double f3_2 = 0.0063*alpha3_2;
-    const double f3_3 = 5*alpha3_3 + b3_3;
-    const double f3_4 = 5*alpha3_4 + b3_4 - 1.25*alpha3_0;
-    const double f3_5 = 5*alpha3_5 + b3_5;
-    const double f2_0 = -5*alpha2_4 + b2_0 - f3_4 + 3.34*alpha2_0 + c3*f3_0 + s3*f3_2;
-    const double t20 = c3*f3_3 + s3*f3_5;
-    const double f2_1 = 5*alpha2_3 + b2_1 + f3_1 + t20;
-    const double f2_2 = 0.013*alpha2_2 + c3*f3_2 - s3*f3_0;
-    const double f2_3 = 10*alpha2_3 + b2_3 + t20;
-    const double f2_4 = -5*alpha2_0 + 10*alpha2_4 + b2_4 + f3_4;
-    const double f2_5 = 10*alpha2_5 + b2_5 + c3*f3_5 - s3*f3_3;
-    const double f1_0 = -5*alpha1_4 + b1_0 - f2_4 + 3.34*a1_0 + c2*f2_0 + s2*f2_2;
-    const double t21 = c2*f2_3 + s2*f2_5;
-    const double f1_1 = 5*alpha1_3 + b1_1 + f2_1 + t21;
-    const double f1_2 = a1_2*0.013 + c2*f2_2 - s2*f2_0;
-    const double f1_3 = 10*alpha1_3 + b1_3 + t21;
-    const double f1_4 = -5*a1_0 + 10*alpha1_4 + b1_4 + f2_4;
-    const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
-    const double f0_0 = c1*f1_2 - s1*f1_0;
-    const double f0_1 = -0.5*f1_4 + c1*f1_0 + s1*f1_2;
-    const double t22 = c1*f1_3 + s1*f1_5;
-    const double f0_2 = f1_1 + 0.5*t22;
-    const double f0_3 = 50*a0_3 + c1*f1_5 - s1*f1_3;
-    const double f0_4 = 50*a0_4 + t22;
-    const double f0_5 = 50*a0_5 + f1_4;
-    /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
-    const double CfF0 = -f0_0 + tau_0;
-    const double CfF1 = -f0_1 + tau_1;
-    const double CfF2 = -f0_2 + tau_2;
-    const double CfF3 = -f0_3 + tau_3;
-    const double CfF4 = -f0_4 + tau_4;
-    const double CfF5 = -f0_5 + tau_5;
-    const double CfF6 = -f1_1 + tau_6;
-    const double CfF7 = -f2_1 + tau_7;
-    const double CfF8 = -f3_1 + tau_8;
-    const double CfaT0_0 = CfF0*0.12004801920768307;
-    const double CfaT0_1 = CfF1*0.12004801920768307;
-    const double CfaT0_2 = (CfF2 - CfF6)*0.12004801920768307;
-    const double CfaT0_3 = 0.02*CfF3;
-    const double CfaT0_4 = 0.02*CfF4;
-    const double CfaT0_5 = 0.02*CfF5;
-    const double t23 = CfF6 - CfF7;
-    const double CfaT1_1 = t23*1.1904761904761907;
-    const double CfaT1_3 = -t23*0.5952380952380953;
-    const double t24 = CfF7 - CfF8;
-    const double CfaT2_1 = t24*1.1904761904761907;
-    const double CfaT2_3 = -t24*0.5952380952380953;
-    const double CfaT3_3 = -CfF8*2.272727272727273;
-    const double Cfr1_0 = c1*CfaT0_1 - s1*CfaT0_0;
-    const double Cfr1_1 = c1*CfaT0_0 + s1*CfaT0_1;
-    const double t25 = CfaT0_4 + 0.5*CfaT0_2;
-    const double Cfr1_2 = -(CfaT1_3 - (c1*t25 - s1*CfaT0_3));
-    const double Cfr1_3 = CfaT0_5 - 0.5*CfaT0_1;
-    const double Cfr1_4 = c1*CfaT0_3 + s1*t25;
-    const double t26 = CfaT1_1 + CfaT1_3;
-    const double Cfr2_2 = -(CfaT2_3 - c2*t26);
-    const double Cfr2_4 = s2*t26;
-    const double t27 = CfaT2_1 + CfaT2_3;
-    const double Cfr3_2 = -(CfaT3_3 - c3*t27);
-    const double Cfr3_4 = s3*t27;
-    const double t28 = pow(s1, 2);
-    const double t29 = pow(c1, 2);
-    const double t30 = t28*0.12004801920768307 + t29*0.12004801920768307;
-    const double CfA1_1_00 = 1.1904761904761907 + t30;
-    const double CfA1_1_03 = 0.5952380952380953 - c1*0.060024009603841535;
-    const double CfA1_1_11 = 76.92307692307692 + t30;
-    const double CfA1_1_13 = -s1*0.060024009603841535;
-    const double t31 = t28*0.02 + t29*0.02;
-    const double CfA1_1_22 = 0.39761904761904765 + t31 + pow(t4, 2)*0.12004801920768307;
-    const double CfA1_1_24 = t4*t3*0.12004801920768307;
-    const double CfA1_1_44 = 0.1 + t31 + pow(t3, 2)*0.12004801920768307;
-    const double CfA2_1_0 = -c2*1.1904761904761907;
-    const double CfA2_1_1 = s2*76.92307692307692;
-    const double t32 = -c2*0.5952380952380953;
-    const double CfA2_1_5 = -s2*1.1904761904761907;
-    const double CfA2_1_6 = -c2*76.92307692307692;
-    const double t33 = -s2*0.5952380952380953;
-    const double CfA2_1_12 = c2*0.1976190476190477;
-    const double CfA2_1_14 = s2*0.1;
-    const double CfA2_1_22 = s2*0.1976190476190477;
-    const double CfA2_1_24 = -c2*0.1;
-    const double t34 = pow(c2, 2);
-    const double t35 = pow(s2, 2);
-    const double CfA2_2_00 = 1.1904761904761907 + t34*1.1904761904761907 + t35*76.92307692307692;
-    const double t36 = s2*c2;
-    const double CfA2_2_01 = -t36*75.73260073260073;
-    const double CfA2_2_03 = 0.5952380952380953 + t32;
-    const double CfA2_2_11 = 76.92307692307692 + t34*76.92307692307692 + t35*1.1904761904761907;
-    const double CfA2_2_22 = 0.39761904761904765 + 0.1*t35 + t34*0.39761904761904765;
-    const double CfA2_2_24 = t36*0.29761904761904767;
-    const double CfA2_2_44 = 0.1 + 0.1*t34 + t35*0.39761904761904765;
-    const double CfA3_2_0 = -c3*1.1904761904761907;
-    const double CfA3_2_1 = s3*76.92307692307692;
-    const double t37 = -c3*0.5952380952380953;
-    const double CfA3_2_5 = -s3*1.1904761904761907;
-    const double CfA3_2_6 = -c3*76.92307692307692;
-    const double t38 = -s3*0.5952380952380953;
-    const double CfA3_2_12 = c3*0.1976190476190477;
-    const double CfA3_2_14 = s3*0.1;
-    const double CfA3_2_22 = s3*0.1976190476190477;
-    const double CfA3_2_24 = -c3*0.1;
-    const double t39 = pow(c3, 2);
-    const double t40 = pow(s3, 2);
-    const double CfA3_3_00 = 9.090909090909092 + t39*1.1904761904761907 + t40*76.92307692307692;
-    const double t41 = s3*c3;
-    const double CfA3_3_01 = -t41*75.73260073260073;
-    const double CfA3_3_03 = 2.272727272727273 + t37;
-    const double CfA3_3_11 = 158.73015873015873 + t39*76.92307692307692 + t40*1.1904761904761907;
-    const double CfA3_3_22 = 0.7681818181818183 + 0.1*t40 + t39*0.39761904761904765;
-    const double CfA3_3_24 = t41*0.29761904761904767;
-    const double CfA3_3_44 = 0.2 + 0.1*t39 + t40*0.39761904761904765;
-    const double CfD3di0 = 1/CfA3_3_00;
-    const double CfD3L10 = CfA3_3_01*CfD3di0;
-    const double CfD3L30 = CfA3_3_03*CfD3di0;
-    const double CfD3d1 = CfA3_3_11 - CfA3_3_00*pow(CfD3L10, 2);
-    const double CfD3di1 = 1/CfD3d1;
-    const double CfD3L31 = CfD3di1*(t38 - CfA3_3_00*CfD3L10*CfD3L30);
-    const double CfD3di2 = 1/CfA3_3_22;
-    const double CfD3L42 = CfA3_3_24*CfD3di2;
-    const double CfD3d3 = 1.165800865800866 - CfA3_3_00*pow(CfD3L30, 2) - CfD3d1*pow(CfD3L31, 2);
-    const double CfD3di3 = 1/CfD3d3;
-    const double CfD3d4 = CfA3_3_44 - CfA3_3_22*pow(CfD3L42, 2);
-    const double CfD3di4 = 1/CfD3d4;
-    const double Cfy3y_4 = Cfr3_4 - Cfr3_2*CfD3L42;
-    const double Cfy3x = CfD3di4*Cfy3y_4;
-    const double Cfy3x_2 = Cfr3_2*CfD3di2 - Cfy3x*CfD3L42;
-    const double t42 = CfA3_2_5 - CfD3L10*CfA3_2_0;
-    const double CfX3_2c0y_3 = 0.5952380952380953 - CfD3L30*CfA3_2_0 - t42*CfD3L31;
-    const double CfX3_2c0x_1 = CfD3di3*CfX3_2c0y_3;
-    const double CfX3_2c0x_3 = -CfD3L31*CfX3_2c0x_1 + t42*CfD3di1;
-    const double CfX3_2c0x_4 = -CfD3L10*CfX3_2c0x_3 - CfD3L30*CfX3_2c0x_1 + CfD3di0*CfA3_2_0;
-    const double t43 = CfA3_2_6 - CfD3L10*CfA3_2_1;
-    const double CfX3_2c1y_3 = -CfD3L30*CfA3_2_1 - t43*CfD3L31;
-    const double CfX3_2c1x_1 = CfD3di3*CfX3_2c1y_3;
-    const double CfX3_2c1x_3 = -CfD3L31*CfX3_2c1x_1 + t43*CfD3di1;
-    const double CfX3_2c1x_4 = -CfD3L10*CfX3_2c1x_3 - CfD3L30*CfX3_2c1x_1 + CfD3di0*CfA3_2_1;
-    const double CfX3_2c2y_4 = CfA3_2_22 - CfA3_2_12*CfD3L42;
-    const double CfX3_2c2x = CfD3di4*CfX3_2c2y_4;
-    const double CfX3_2c2x_2 = CfA3_2_12*CfD3di2 - CfX3_2c2x*CfD3L42;
-    const double t44 = t38 - t37*CfD3L10;
-    const double CfX3_2c3y_3 = 0.1976190476190477 - t37*CfD3L30 - t44*CfD3L31;
-    const double CfX3_2c3x_1 = CfD3di3*CfX3_2c3y_3;
-    const double CfX3_2c3x_3 = -CfD3L31*CfX3_2c3x_1 + t44*CfD3di1;
-    const double CfX3_2c3x_4 = -CfD3L10*CfX3_2c3x_3 - CfD3L30*CfX3_2c3x_1 + t37*CfD3di0;
-    const double CfX3_2c4y_4 = CfA3_2_24 - CfA3_2_14*CfD3L42;
-    const double CfX3_2c4x = CfD3di4*CfX3_2c4y_4;
-    const double CfX3_2c4x_2 = CfA3_2_14*CfD3di2 - CfX3_2c4x*CfD3L42;
-    const double Cfr2_1_2 = Cfr2_2 - (CfA3_2_12*Cfy3x_2 + Cfy3x*CfA3_2_22);
-    const double Cfr2_1_4 = Cfr2_4 - (CfA3_2_14*Cfy3x_2 + Cfy3x*CfA3_2_24);
-    const double CfA2_2_1_00 = CfA2_2_00 - (CfX3_2c0x_1*0.5952380952380953 + CfX3_2c0x_3*CfA3_2_5 + CfX3_2c0x_4*CfA3_2_0);
-    const double CfA2_2_1_01 = CfA2_2_01 - (CfX3_2c1x_1*0.5952380952380953 + CfX3_2c1x_3*CfA3_2_5 + CfX3_2c1x_4*CfA3_2_0);
-    const double CfA2_2_1_03 = CfA2_2_03 - (CfX3_2c3x_1*0.5952380952380953 + CfX3_2c3x_3*CfA3_2_5 + CfX3_2c3x_4*CfA3_2_0);
-    const double CfA2_2_1_11 = CfA2_2_11 - (CfX3_2c1x_3*CfA3_2_6 + CfX3_2c1x_4*CfA3_2_1);
-    const double CfA2_2_1_13 = t33 - (CfX3_2c3x_3*CfA3_2_6 + CfX3_2c3x_4*CfA3_2_1);
-    const double CfA2_2_1_22 = CfA2_2_22 - (CfA3_2_12*CfX3_2c2x_2 + CfX3_2c2x*CfA3_2_22);
-    const double CfA2_2_1_24 = CfA2_2_24 - (CfA3_2_12*CfX3_2c4x_2 + CfX3_2c4x*CfA3_2_22);
-    const double CfA2_2_1_33 = 0.7952380952380953 - (CfX3_2c3x_1*0.1976190476190477 + t37*CfX3_2c3x_4 + t38*CfX3_2c3x_3);
-    const double CfA2_2_1_44 = CfA2_2_44 - (CfA3_2_14*CfX3_2c4x_2 + CfX3_2c4x*CfA3_2_24);
-    const double CfD2di0 = 1/CfA2_2_1_00;
-    const double CfD2L10 = CfD2di0*CfA2_2_1_01;
-    const double CfD2L30 = CfD2di0*CfA2_2_1_03;
-    const double CfD2d1 = CfA2_2_1_11 - pow(CfD2L10, 2)*CfA2_2_1_00;
-    const double CfD2di1 = 1/CfD2d1;
-    const double CfD2L31 = CfD2di1*(CfA2_2_1_13 - CfD2L30*CfD2L10*CfA2_2_1_00);
-    const double CfD2di2 = 1/CfA2_2_1_22;
-    const double CfD2L42 = CfD2di2*CfA2_2_1_24;
-    const double CfD2d3 = CfA2_2_1_33 - pow(CfD2L30, 2)*CfA2_2_1_00 - CfD2d1*pow(CfD2L31, 2);
-    const double CfD2di3 = 1/CfD2d3;
-    const double CfD2d4 = CfA2_2_1_44 - pow(CfD2L42, 2)*CfA2_2_1_22;
-    const double CfD2di4 = 1/CfD2d4;
-    const double Cfy2y_4 = Cfr2_1_4 - CfD2L42*Cfr2_1_2;
-    const double Cfy2x = CfD2di4*Cfy2y_4;
-    const double Cfy2x_2 = CfD2di2*Cfr2_1_2 - Cfy2x*CfD2L42;
-    const double t45 = CfA2_1_5 - CfD2L10*CfA2_1_0;
-    const double CfX2_1c0y_3 = 0.5952380952380953 - CfD2L30*CfA2_1_0 - t45*CfD2L31;
-    const double CfX2_1c0x_1 = CfD2di3*CfX2_1c0y_3;
-    const double CfX2_1c0x_3 = -CfD2L31*CfX2_1c0x_1 + t45*CfD2di1;
-    const double CfX2_1c0x_4 = -CfD2L10*CfX2_1c0x_3 - CfD2L30*CfX2_1c0x_1 + CfD2di0*CfA2_1_0;
-    const double t46 = CfA2_1_6 - CfD2L10*CfA2_1_1;
-    const double CfX2_1c1y_3 = -CfD2L30*CfA2_1_1 - t46*CfD2L31;
-    const double CfX2_1c1x_1 = CfD2di3*CfX2_1c1y_3;
-    const double CfX2_1c1x_3 = -CfD2L31*CfX2_1c1x_1 + t46*CfD2di1;
-    const double CfX2_1c1x_4 = -CfD2L10*CfX2_1c1x_3 - CfD2L30*CfX2_1c1x_1 + CfD2di0*CfA2_1_1;
-    const double CfX2_1c2y_4 = CfA2_1_22 - CfA2_1_12*CfD2L42;
-    const double CfX2_1c2x = CfD2di4*CfX2_1c2y_4;
-    const double CfX2_1c2x_2 = CfA2_1_12*CfD2di2 - CfX2_1c2x*CfD2L42;
-    const double t47 = t33 - t32*CfD2L10;
-    const double CfX2_1c3y_3 = 0.1976190476190477 - t32*CfD2L30 - t47*CfD2L31;
-    const double CfX2_1c3x_1 = CfD2di3*CfX2_1c3y_3;
-    const double CfX2_1c3x_3 = -CfD2L31*CfX2_1c3x_1 + t47*CfD2di1;
-    const double CfX2_1c3x_4 = -CfD2L10*CfX2_1c3x_3 - CfD2L30*CfX2_1c3x_1 + t32*CfD2di0;
-    const double CfX2_1c4y_4 = CfA2_1_24 - CfA2_1_14*CfD2L42;
-    const double CfX2_1c4x = CfD2di4*CfX2_1c4y_4;
-    const double CfX2_1c4x_2 = CfA2_1_14*CfD2di2 - CfX2_1c4x*CfD2L42;
-    const double Cfr1_1_2 = Cfr1_2 - (CfA2_1_12*Cfy2x_2 + Cfy2x*CfA2_1_22);
-    const double Cfr1_1_4 = Cfr1_4 - (CfA2_1_14*Cfy2x_2 + Cfy2x*CfA2_1_24);
-    const double CfA1_1_1_00 = CfA1_1_00 - (CfX2_1c0x_1*0.5952380952380953 + CfX2_1c0x_3*CfA2_1_5 + CfX2_1c0x_4*CfA2_1_0);
-    const double CfA1_1_1_01 = -(CfX2_1c1x_1*0.5952380952380953 + CfX2_1c1x_3*CfA2_1_5 + CfX2_1c1x_4*CfA2_1_0);
-    const double CfA1_1_1_03 = CfA1_1_03 - (CfX2_1c3x_1*0.5952380952380953 + CfX2_1c3x_3*CfA2_1_5 + CfX2_1c3x_4*CfA2_1_0);
-    const double CfA1_1_1_11 = CfA1_1_11 - (CfX2_1c1x_3*CfA2_1_6 + CfX2_1c1x_4*CfA2_1_1);
-    const double CfA1_1_1_13 = CfA1_1_13 - (CfX2_1c3x_3*CfA2_1_6 + CfX2_1c3x_4*CfA2_1_1);
-    const double CfA1_1_1_22 = CfA1_1_22 - (CfA2_1_12*CfX2_1c2x_2 + CfX2_1c2x*CfA2_1_22);
-    const double CfA1_1_1_24 = CfA1_1_24 - (CfA2_1_12*CfX2_1c4x_2 + CfX2_1c4x*CfA2_1_22);
-    const double CfA1_1_1_33 = 0.4476310524209684 - (CfX2_1c3x_1*0.1976190476190477 + t32*CfX2_1c3x_4 + t33*CfX2_1c3x_3);
-    const double CfA1_1_1_44 = CfA1_1_44 - (CfA2_1_14*CfX2_1c4x_2 + CfX2_1c4x*CfA2_1_24);
-    const double CfD1di0 = 1/CfA1_1_1_00;
-    const double CfD1L10 = CfD1di0*CfA1_1_1_01;
-    const double CfD1L30 = CfD1di0*CfA1_1_1_03;
-    const double CfD1d1 = CfA1_1_1_11 - pow(CfD1L10, 2)*CfA1_1_1_00;
-    const double CfD1di1 = 1/CfD1d1;
-    const double CfD1L31 = CfD1di1*(CfA1_1_1_13 - CfD1L30*CfD1L10*CfA1_1_1_00);
-    const double CfD1di2 = 1/CfA1_1_1_22;
-    const double CfD1L42 = CfD1di2*CfA1_1_1_24;
-    const double CfD1d3 = CfA1_1_1_33 - pow(CfD1L30, 2)*CfA1_1_1_00 - CfD1d1*pow(CfD1L31, 2);
-    const double CfD1di3 = 1/CfD1d3;
-    const double CfD1d4 = CfA1_1_1_44 - pow(CfD1L42, 2)*CfA1_1_1_22;
-    const double CfD1di4 = 1/CfD1d4;
-    const double t48 = Cfr1_1 - Cfr1_0*CfD1L10;
-    const double Cfy1y_3 = Cfr1_3 - Cfr1_0*CfD1L30 - t48*CfD1L31;
-    const double Cfy1y_4 = Cfr1_1_4 - CfD1L42*Cfr1_1_2;
-    const double Cfy1x = CfD1di4*Cfy1y_4;
-    const double Cfy1x_1 = CfD1di3*Cfy1y_3;
-    const double Cfy1x_2 = CfD1di2*Cfr1_1_2 - Cfy1x*CfD1L42;
-    const double Cfy1x_3 = -CfD1L31*Cfy1x_1 + t48*CfD1di1;
-    const double Cfy1x_4 = -CfD1L10*Cfy1x_3 - CfD1L30*Cfy1x_1 + Cfr1_0*CfD1di0;
-    const double CfS2_2 = Cfy2x_2 - (Cfy1x*CfX2_1c4x_2 + Cfy1x_2*CfX2_1c2x_2);
-    const double CfS2_4 = Cfy2x - (CfX2_1c2x*Cfy1x_2 + Cfy1x*CfX2_1c4x);
-    const double CfS3_2 = Cfy3x_2 - (CfS2_2*CfX3_2c2x_2 + CfS2_4*CfX3_2c4x_2);
-    const double CfS3_4 = Cfy3x - (CfX3_2c2x*CfS2_2 + CfX3_2c4x*CfS2_4);
-    const double Cfa0_0 = (CfF0 - (c1*Cfy1x_3 - s1*Cfy1x_4))*0.12004801920768307;
-    const double Cfa0_1 = 0.12004801920768307*(CfF1 - (-0.5*Cfy1x_1 + c1*Cfy1x_4 + s1*Cfy1x_3));
-    const double t49 = c1*Cfy1x_2 + s1*Cfy1x;
-    const double Cfa0_2 = 0.12004801920768307*(CfF2 - (CfF6 + 0.5*t49));
-    const double Cfa0_3 = 0.02*(CfF3 - (c1*Cfy1x - s1*Cfy1x_2));
-    const double Cfa0_4 = 0.02*(CfF4 - t49);
-    const double Cfa0_5 = 0.02*(CfF5 - Cfy1x_1);
-    const double t50 = c2*CfS2_2 + s2*CfS2_4;
-    const double Cfa1_1 = (CfF6 - (CfF7 + t50))*1.1904761904761907 - (Cfy1x_2 - t50)*0.5952380952380953;
-    const double t51 = c3*CfS3_2 + s3*CfS3_4;
-    const double Cfa2_1 = (CfF7 - (CfF8 + t51))*1.1904761904761907 - (CfS2_2 - t51)*0.5952380952380953;
-    const double Cfa3_1 = -2.272727272727273*CfS3_2 + CfF8*9.090909090909092;
-    a[0] = Cfa0_0;
-    a[1] = Cfa0_1;
-    a[2] = Cfa0_2;
-    a[3] = Cfa0_3;
-    a[4] = Cfa0_4;
-    a[5] = Cfa0_5;
-    a[6] = -Cfa0_2 + Cfa1_1;
-    a[7] = -Cfa1_1 + Cfa2_1;
-    a[8] = -Cfa2_1 + Cfa3_1;
+    double f_ext[24] = {0.0};
+    tian_wu_3dof_forward_dynamics_decoupled_fext(q, v, tau, f_ext, a);
 }
 
-void tian_wu_3dof_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a)
+void tian_wu_3dof_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a)
 {
     int i;
     for (i = 0; i < n; ++i) {
-        tian_wu_3dof_forward_dynamics_schur(q + (long)i * 10, v + (long)i * 9, tau + (long)i * 9, a + (long)i * 9);
+        tian_wu_3dof_forward_dynamics_decoupled(q + (long)i * 10, v + (long)i * 9, tau + (long)i * 9, a + (long)i * 9);
     }
 }
 
@@ -4144,51 +3328,6 @@ void tian_wu_3dof_forward_dynamics_schur_batch(int n, const double *q, const dou
  */
 void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double tau_0 = tau[0];
-    const double tau_1 = tau[1];
-    const double tau_2 = tau[2];
-    const double tau_3 = tau[3];
-    const double tau_4 = tau[4];
-    const double tau_5 = tau[5];
-    const double tau_6 = tau[6];
-    const double tau_7 = tau[7];
-    const double tau_8 = tau[8];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
-    const double f_ext_12 = f_ext[12];
-    const double f_ext_13 = f_ext[13];
-    const double f_ext_14 = f_ext[14];
-    const double f_ext_15 = f_ext[15];
-    const double f_ext_16 = f_ext[16];
-    const double f_ext_17 = f_ext[17];
-    const double f_ext_18 = f_ext[18];
-    const double f_ext_19 = f_ext[19];
-    const double f_ext_20 = f_ext[20];
-    const double f_ext_21 = f_ext[21];
-    const double f_ext_22 = f_ext[22];
-    const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -4199,10 +3338,17 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -4215,14 +3361,20 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double a1_4 = -t0*t3*v_2 + t4*t1*v_2;
     const double a1_5 = -t4*t2 + t5*t0;
     const double t6 = t1*3.327;
+    const double f_ext_6 = f_ext[6];
     const double b1_0 = -f_ext_6 - t6*V1_1;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 + t6*t0;
     const double t7 = 5*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 + t7*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*V1_1;
     const double t8 = pow(V1_1, 2);
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 - 5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -4232,14 +3384,20 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
     const double a2_5 = -t8*c2 + t9*t11;
     const double t12 = t10*V2_1;
+    const double f_ext_12 = f_ext[12];
     const double b2_0 = -f_ext_12 - t12*3.327;
     const double t13 = t9*t10;
+    const double f_ext_13 = f_ext[13];
     const double b2_1 = -f_ext_13 + t13*3.327;
+    const double f_ext_15 = f_ext[15];
     const double b2_3 = -f_ext_15 + 5*t13;
+    const double f_ext_16 = f_ext[16];
     const double b2_4 = -f_ext_16 + 5*t12;
     const double t14 = pow(V2_1, 2);
+    const double f_ext_17 = f_ext[17];
     const double b2_5 = -f_ext_17 - 5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -4249,11 +3407,16 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
     const double a3_5 = -c3*t14 + t15*t17;
     const double t18 = t16*0.4162;
+    const double f_ext_18 = f_ext[18];
     const double b3_0 = -f_ext_18 - t18*V3_1;
+    const double f_ext_19 = f_ext[19];
     const double b3_1 = -f_ext_19 + t15*t18;
     const double t19 = t16*1.25;
+    const double f_ext_21 = f_ext[21];
     const double b3_3 = -f_ext_21 + t19*t15;
+    const double f_ext_22 = f_ext[22];
     const double b3_4 = -f_ext_22 + t19*V3_1;
+    const double f_ext_23 = f_ext[23];
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
@@ -4272,6 +3435,7 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
+    const double f_ext_20 = f_ext[20];
     const double f3_2 = -f_ext_20 + 0.0063*alpha3_2;
     const double f3_3 = 5*alpha3_3 + b3_3;
     const double f3_4 = 5*alpha3_4 + b3_4 - 1.25*alpha3_0;
@@ -4279,6 +3443,7 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f2_0 = -5*alpha2_4 + b2_0 - f3_4 + 3.34*alpha2_0 + c3*f3_0 + s3*f3_2;
     const double t20 = c3*f3_3 + s3*f3_5;
     const double f2_1 = 5*alpha2_3 + b2_1 + f3_1 + t20;
+    const double f_ext_14 = f_ext[14];
     const double f2_2 = -f_ext_14 + 0.013*alpha2_2 + c3*f3_2 - s3*f3_0;
     const double f2_3 = 10*alpha2_3 + b2_3 + t20;
     const double f2_4 = -5*alpha2_0 + 10*alpha2_4 + b2_4 + f3_4;
@@ -4286,26 +3451,42 @@ void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, 
     const double f1_0 = -5*alpha1_4 + b1_0 - f2_4 + 3.34*a1_0 + c2*f2_0 + s2*f2_2;
     const double t21 = c2*f2_3 + s2*f2_5;
     const double f1_1 = 5*alpha1_3 + b1_1 + f2_1 + t21;
+    const double f_ext_8 = f_ext[8];
     const double f1_2 = -f_ext_8 + a1_2*0.013 + c2*f2_2 - s2*f2_0;
     const double f1_3 = 10*alpha1_3 + b1_3 + t21;
     const double f1_4 = -5*a1_0 + 10*alpha1_4 + b1_4 + f2_4;
     const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
+    const double f_ext_0 = f_ext[0];
     const double f0_0 = -f_ext_0 + c1*f1_2 - s1*f1_0;
+    const double f_ext_1 = f_ext[1];
     const double f0_1 = -f_ext_1 - 0.5*f1_4 + c1*f1_0 + s1*f1_2;
     const double t22 = c1*f1_3 + s1*f1_5;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_1 - f_ext_2 + 0.5*t22;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 50*a0_3 - f_ext_3 + c1*f1_5 - s1*f1_3;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 50*a0_4 - f_ext_4 + t22;
+    const double f_ext_5 = f_ext[5];
     const double f0_5 = 50*a0_5 + f1_4 - f_ext_5;
     /* constraint-force (Schur-complement) factorisation of M^-1 (seed 002 eq. 3.17-3.20, 4.12-4.13) */
+    const double tau_0 = tau[0];
     const double CfF0 = -f0_0 + tau_0;
+    const double tau_1 = tau[1];
     const double CfF1 = -f0_1 + tau_1;
+    const double tau_2 = tau[2];
     const double CfF2 = -f0_2 + tau_2;
+    const double tau_3 = tau[3];
     const double CfF3 = -f0_3 + tau_3;
+    const double tau_4 = tau[4];
     const double CfF4 = -f0_4 + tau_4;
+    const double tau_5 = tau[5];
     const double CfF5 = -f0_5 + tau_5;
+    const double tau_6 = tau[6];
     const double CfF6 = -f1_1 + tau_6;
+    const double tau_7 = tau[7];
     const double CfF7 = -f2_1 + tau_7;
+    const double tau_8 = tau[8];
     const double CfF8 = -f3_1 + tau_8;
     const double CfaT0_0 = CfF0*0.12004801920768307;
     const double CfaT0_1 = CfF1*0.12004801920768307;
@@ -4532,6 +3713,30 @@ void tian_wu_3dof_forward_dynamics_schur_fext_batch(int n, const double *q, cons
     }
 }
 
+void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
+/*
+ * accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002): tian_wu_3dof_forward_dynamics_schur_fext with zero external wrenches
+ *   in  q[10]
+ *   in  v[9]
+ *   in  tau[9]
+ *   out a[9]
+ *   operations: 819 (334 add, 464 mul, 15 div, 0 sqrt, 6 trig, 0 other)
+ */
+void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a)
+{
+    double f_ext[24] = {0.0};
+    tian_wu_3dof_forward_dynamics_schur_fext(q, v, tau, f_ext, a);
+}
+
+void tian_wu_3dof_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        tian_wu_3dof_forward_dynamics_schur(q + (long)i * 10, v + (long)i * 9, tau + (long)i * 9, a + (long)i * 9);
+    }
+}
+
 /*
  * H_b: locked spatial inertia about the base origin, base axes
  *   in  q[10]
@@ -4540,9 +3745,6 @@ void tian_wu_3dof_forward_dynamics_schur_fext_batch(int n, const double *q, cons
  */
 void tian_wu_3dof_base_inertia(const double *q, double *Hb_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -4643,9 +3845,6 @@ void tian_wu_3dof_base_inertia_batch(int n, const double *q, double *Hb_o)
  */
 void tian_wu_3dof_coupling_inertia(const double *q, double *Hbm_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -4717,9 +3916,6 @@ void tian_wu_3dof_coupling_inertia_batch(int n, const double *q, double *Hbm_o)
  */
 void tian_wu_3dof_generalized_inertia(const double *q, double *Hg_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -4807,165 +4003,6 @@ void tian_wu_3dof_generalized_inertia_batch(int n, const double *q, double *Hg_o
 }
 
 /*
- * c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3)
- *   in  q[10]
- *   in  v[9]
- *   out cg_o[3]
- *   operations: 294 (117 add, 168 mul, 3 div, 0 sqrt, 6 trig, 0 other)
- */
-void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_o)
-{
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    const double c2 = soadyn_tc[1];
-    const double s2 = soadyn_ts[1];
-    const double c3 = soadyn_tc[2];
-    const double s3 = soadyn_ts[2];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double t0 = c1*v_1 - s1*v_0;
-    const double V1_1 = v_2 + v_6;
-    const double t1 = c1*v_0 + s1*v_1;
-    const double t2 = pow(v_2, 2);
-    const double t3 = s1*0.5;
-    const double t4 = c1*0.5;
-    const double t5 = -t1*t3 - t4*t0;
-    const double a1_3 = t3*t2 - t5*t1;
-    const double a1_5 = -t4*t2 + t5*t0;
-    const double t6 = t1*t0;
-    const double b1_1 = t6*3.327;
-    const double b1_3 = 5*t6;
-    const double t7 = pow(V1_1, 2);
-    const double b1_5 = -5*t7 - 5*pow(t0, 2);
-    const double t8 = -s2*t1 + t0*c2;
-    const double V2_1 = V1_1 + v_7;
-    const double t9 = s2*t0 + t1*c2;
-    const double t10 = -s2*t9 - t8*c2;
-    const double a2_3 = s2*t7 - t9*t10;
-    const double a2_5 = -t7*c2 + t8*t10;
-    const double t11 = t9*t8;
-    const double b2_1 = t11*3.327;
-    const double b2_3 = 5*t11;
-    const double t12 = pow(V2_1, 2);
-    const double b2_5 = -5*t12 - 5*pow(t8, 2);
-    const double t13 = -s3*t9 + t8*c3;
-    const double V3_1 = V2_1 + v_8;
-    const double t14 = s3*t8 + t9*c3;
-    const double t15 = -c3*t13 - s3*t14;
-    const double a3_3 = s3*t12 - t14*t15;
-    const double a3_5 = -c3*t12 + t13*t15;
-    const double t16 = t13*t14;
-    const double b3_1 = t16*0.4162;
-    const double b3_3 = t16*1.25;
-    const double b3_5 = -1.25*pow(V3_1, 2) - pow(t13, 2)*1.25;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
-    const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
-    const double alpha2_3 = a2_3 + c2*alpha1_3 - s2*alpha1_5;
-    const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*alpha1_3;
-    const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
-    const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
-    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
-    const double f3_1 = b3_1 + 1.25*alpha3_3;
-    const double f3_3 = 5*alpha3_3 + b3_3;
-    const double f3_5 = 5*alpha3_5 + b3_5;
-    const double t17 = c3*f3_3 + s3*f3_5;
-    const double f2_1 = 5*alpha2_3 + b2_1 + f3_1 + t17;
-    const double f2_3 = 10*alpha2_3 + b2_3 + t17;
-    const double f2_5 = 10*alpha2_5 + b2_5 + c3*f3_5 - s3*f3_3;
-    const double t18 = c2*f2_3 + s2*f2_5;
-    const double f1_1 = 5*alpha1_3 + b1_1 + f2_1 + t18;
-    const double f1_3 = 10*alpha1_3 + b1_3 + t18;
-    const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
-    const double t19 = c1*f1_3 + s1*f1_5;
-    const double f0_2 = f1_1 + 0.5*t19;
-    const double f0_3 = 50*a0_3 + c1*f1_5 - s1*f1_3;
-    const double f0_4 = 50*a0_4 + t19;
-    const double t20 = s3*1.25;
-    const double t21 = c3*1.25;
-    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
-    const double Rh2_2 = 10 + t21;
-    const double RJ2_11 = 8.7625 + c3*2.5;
-    const double t22 = c2*t20;
-    const double t23 = s2*Rh2_2;
-    const double Rh1_0 = t22 + t23;
-    const double t24 = c2*Rh2_2 - s2*t20;
-    const double Rh1_2 = 20 + t24;
-    const double RJ1_11 = 18.34 + RJ2_11 + 2*t24;
-    const double t25 = c1*Rh1_2 - s1*Rh1_0;
-    const double Rh0_0 = 12.5 + t25;
-    const double t26 = c1*Rh1_0;
-    const double t27 = s1*Rh1_2;
-    const double Rh0_1 = t26 + t27;
-    const double RJ0_22 = 14.58 + RJ1_11 + t25;
-    const double F1_0_2 = RJ1_11 + 0.5*t25;
-    const double F1_0_3 = -t26 - t27;
-    const double F2_1_1 = RJ2_11 + t24;
-    const double F2_1_5 = -t22 - t23;
-    const double t28 = c1*t24 + s1*F2_1_5;
-    const double F2_0_2 = F2_1_1 + 0.5*t28;
-    const double F2_0_3 = c1*F2_1_5 - s1*t24;
-    const double F3_2_1 = 0.4225 + t21;
-    const double t29 = c2*t21 - s2*t20;
-    const double F3_1_1 = F3_2_1 + t29;
-    const double F3_1_5 = -c2*t20 - s2*t21;
-    const double t30 = c1*t29 + s1*F3_1_5;
-    const double F3_0_2 = F3_1_1 + 0.5*t30;
-    const double F3_0_3 = c1*F3_1_5 - s1*t29;
-    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
-    const double Hbdi2 = 1/RJ0_22;
-    const double HbL32 = -Hbdi2*Rh0_1;
-    const double HbL42 = Hbdi2*Rh0_0;
-    const double Hbd3 = 75 - pow(HbL32, 2)*RJ0_22;
-    const double Hbdi3 = 1/Hbd3;
-    const double HbL43 = -HbL32*HbL42*Hbdi3*RJ0_22;
-    const double Hbd4 = 75 - pow(HbL42, 2)*RJ0_22 - Hbd3*pow(HbL43, 2);
-    const double Hbdi4 = 1/Hbd4;
-    const double t31 = F1_0_3 - HbL32*F1_0_2;
-    const double HbiHbmc0y_4 = t25 - HbL42*F1_0_2 - t31*HbL43;
-    const double HbiHbmc0x_1 = Hbdi4*HbiHbmc0y_4;
-    const double HbiHbmc0x_2 = -HbL43*HbiHbmc0x_1 + t31*Hbdi3;
-    const double HbiHbmc0x_3 = -HbL32*HbiHbmc0x_2 - HbL42*HbiHbmc0x_1 + Hbdi2*F1_0_2;
-    const double t32 = F2_0_3 - HbL32*F2_0_2;
-    const double HbiHbmc1y_4 = t28 - HbL42*F2_0_2 - t32*HbL43;
-    const double HbiHbmc1x_1 = Hbdi4*HbiHbmc1y_4;
-    const double HbiHbmc1x_2 = -HbL43*HbiHbmc1x_1 + t32*Hbdi3;
-    const double HbiHbmc1x_3 = -HbL32*HbiHbmc1x_2 - HbL42*HbiHbmc1x_1 + Hbdi2*F2_0_2;
-    const double t33 = F3_0_3 - HbL32*F3_0_2;
-    const double HbiHbmc2y_4 = t30 - HbL42*F3_0_2 - t33*HbL43;
-    const double HbiHbmc2x_1 = Hbdi4*HbiHbmc2y_4;
-    const double HbiHbmc2x_2 = -HbL43*HbiHbmc2x_1 + t33*Hbdi3;
-    const double HbiHbmc2x_3 = -HbL32*HbiHbmc2x_2 - HbL42*HbiHbmc2x_1 + Hbdi2*F3_0_2;
-    cg_o[0] = f1_1 - (f0_2*HbiHbmc0x_3 + f0_3*HbiHbmc0x_2 + f0_4*HbiHbmc0x_1);
-    cg_o[1] = f2_1 - (f0_2*HbiHbmc1x_3 + f0_3*HbiHbmc1x_2 + f0_4*HbiHbmc1x_1);
-    cg_o[2] = f3_1 - (f0_2*HbiHbmc2x_3 + f0_3*HbiHbmc2x_2 + f0_4*HbiHbmc2x_1);
-}
-
-void tian_wu_3dof_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o)
-{
-    int i;
-    for (i = 0; i < n; ++i) {
-        tian_wu_3dof_generalized_bias(q + (long)i * 10, v + (long)i * 9, cg_o + (long)i * 3);
-    }
-}
-
-/*
  * c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3), with external wrenches f_ext
  *   in  q[10]
  *   in  v[9]
@@ -4975,30 +4012,6 @@ void tian_wu_3dof_generalized_bias_batch(int n, const double *q, const double *v
  */
 void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_11 = f_ext[11];
-    const double f_ext_13 = f_ext[13];
-    const double f_ext_15 = f_ext[15];
-    const double f_ext_17 = f_ext[17];
-    const double f_ext_19 = f_ext[19];
-    const double f_ext_21 = f_ext[21];
-    const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -5009,9 +4022,16 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double t2 = pow(v_2, 2)*0.5;
@@ -5019,30 +4039,41 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double a1_3 = s1*t2 - t1*t3;
     const double a1_5 = t0*t3 - t2*c1;
     const double t4 = t1*t0;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 + t4*3.327;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 + 5*t4;
     const double t5 = pow(V1_1, 2);
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 - 5*t5 - 5*pow(t0, 2);
     const double t6 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t7 = s2*t0 + t1*c2;
     const double t8 = -s2*t7 - t6*c2;
     const double a2_3 = s2*t5 - t8*t7;
     const double a2_5 = -t5*c2 + t8*t6;
     const double t9 = t7*t6;
+    const double f_ext_13 = f_ext[13];
     const double b2_1 = -f_ext_13 + t9*3.327;
+    const double f_ext_15 = f_ext[15];
     const double b2_3 = -f_ext_15 + 5*t9;
     const double t10 = pow(V2_1, 2);
+    const double f_ext_17 = f_ext[17];
     const double b2_5 = -f_ext_17 - 5*t10 - 5*pow(t6, 2);
     const double t11 = -s3*t7 + t6*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t12 = s3*t6 + t7*c3;
     const double t13 = -c3*t11 - s3*t12;
     const double a3_3 = s3*t10 - t12*t13;
     const double a3_5 = -c3*t10 + t11*t13;
     const double t14 = t11*t12;
+    const double f_ext_19 = f_ext[19];
     const double b3_1 = -f_ext_19 + t14*0.4162;
+    const double f_ext_21 = f_ext[21];
     const double b3_3 = -f_ext_21 + t14*1.25;
+    const double f_ext_23 = f_ext[23];
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t11, 2)*1.25;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
@@ -5064,8 +4095,11 @@ void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const 
     const double f1_3 = 10*alpha1_3 + b1_3 + t16;
     const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
     const double t17 = c1*f1_3 + s1*f1_5;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_1 - f_ext_2 + 0.5*t17;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 50*a0_3 - f_ext_3 + c1*f1_5 - s1*f1_3;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 50*a0_4 - f_ext_4 + t17;
     const double t18 = s3*1.25;
     const double t19 = c3*1.25;
@@ -5135,242 +4169,26 @@ void tian_wu_3dof_generalized_bias_fext_batch(int n, const double *q, const doub
     }
 }
 
+void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o);
+
 /*
- * angular reduced dynamics (seed 003 E.2), base axes, about the system CoM
+ * c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3): tian_wu_3dof_generalized_bias_fext with zero external wrenches
  *   in  q[10]
  *   in  v[9]
- *   out Hbt_o[9] (3 x 3, row-major)
- *   out Hct_o[9] (3 x 3, row-major)
- *   out Hpt_o[9] (3 x 3, row-major)
- *   out cbt_o[3]
- *   out cpt_o[3]
- *   operations: 472 (194 add, 272 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ *   out cg_o[3]
+ *   operations: 307 (129 add, 169 mul, 3 div, 0 sqrt, 6 trig, 0 other)
  */
-void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
-    const double c1 = soadyn_tc[0];
-    const double s1 = soadyn_ts[0];
-    const double c2 = soadyn_tc[1];
-    const double s2 = soadyn_ts[1];
-    const double c3 = soadyn_tc[2];
-    const double s3 = soadyn_ts[2];
-    /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
-    const double a0_3 = v_1*v_5 - v_2*v_4;
-    const double a0_4 = -v_0*v_5 + v_2*v_3;
-    const double a0_5 = v_0*v_4 - v_1*v_3;
-    const double t0 = c1*v_1 - s1*v_0;
-    const double V1_1 = v_2 + v_6;
-    const double t1 = c1*v_0 + s1*v_1;
-    const double a1_0 = -t1*v_6;
-    const double a1_2 = t0*v_6;
-    const double t2 = pow(v_2, 2)*0.5;
-    const double t3 = t1*0.5;
-    const double t4 = t0*0.5;
-    const double t5 = -s1*t3 - t4*c1;
-    const double a1_3 = s1*t2 - t5*t1;
-    const double a1_4 = -s1*t4*v_2 + t3*c1*v_2;
-    const double a1_5 = -t2*c1 + t5*t0;
-    const double t6 = t1*3.327;
-    const double b1_0 = -t6*V1_1;
-    const double b1_1 = t6*t0;
-    const double t7 = 5*t1;
-    const double b1_3 = t7*t0;
-    const double b1_4 = t7*V1_1;
-    const double t8 = pow(V1_1, 2);
-    const double b1_5 = -5*t8 - 5*pow(t0, 2);
-    const double t9 = -s2*t1 + t0*c2;
-    const double V2_1 = V1_1 + v_7;
-    const double t10 = s2*t0 + t1*c2;
-    const double a2_0 = -v_7*t10;
-    const double a2_2 = t9*v_7;
-    const double t11 = -s2*t10 - t9*c2;
-    const double a2_3 = s2*t8 - t11*t10;
-    const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
-    const double a2_5 = -t8*c2 + t9*t11;
-    const double t12 = t10*3.327;
-    const double b2_0 = -t12*V2_1;
-    const double b2_1 = t9*t12;
-    const double t13 = 5*t10;
-    const double b2_3 = t9*t13;
-    const double b2_4 = t13*V2_1;
-    const double t14 = pow(V2_1, 2);
-    const double b2_5 = -5*t14 - 5*pow(t9, 2);
-    const double t15 = -s3*t10 + t9*c3;
-    const double V3_1 = V2_1 + v_8;
-    const double t16 = c3*t10 + s3*t9;
-    const double a3_0 = -v_8*t16;
-    const double a3_2 = v_8*t15;
-    const double t17 = -c3*t15 - s3*t16;
-    const double a3_3 = s3*t14 - t16*t17;
-    const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
-    const double a3_5 = -c3*t14 + t15*t17;
-    const double t18 = t16*0.4162;
-    const double b3_0 = -t18*V3_1;
-    const double b3_1 = t15*t18;
-    const double t19 = t16*1.25;
-    const double b3_3 = t19*t15;
-    const double b3_4 = t19*V3_1;
-    const double b3_5 = -1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
-    /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
-    const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
-    const double alpha1_4 = a0_5 + a1_4;
-    const double alpha1_5 = a1_5 + c1*a0_3 + s1*a0_4;
-    const double alpha2_0 = a2_0 + c2*a1_0 - s2*a1_2;
-    const double alpha2_2 = a2_2 + c2*a1_2 + s2*a1_0;
-    const double alpha2_3 = a2_3 + c2*alpha1_3 - s2*alpha1_5;
-    const double alpha2_4 = -a1_0 + a2_4 + alpha1_4;
-    const double alpha2_5 = a2_5 + c2*alpha1_5 + s2*alpha1_3;
-    const double alpha3_0 = a3_0 + c3*alpha2_0 - s3*alpha2_2;
-    const double alpha3_2 = a3_2 + c3*alpha2_2 + s3*alpha2_0;
-    const double alpha3_3 = a3_3 + c3*alpha2_3 - s3*alpha2_5;
-    const double alpha3_4 = a3_4 - alpha2_0 + alpha2_4;
-    const double alpha3_5 = a3_5 + c3*alpha2_5 + s3*alpha2_3;
-    /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
-    const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
-    const double f3_1 = b3_1 + 1.25*alpha3_3;
-    const double f3_2 = 0.0063*alpha3_2;
-    const double f3_3 = 5*alpha3_3 + b3_3;
-    const double f3_4 = 5*alpha3_4 + b3_4 - 1.25*alpha3_0;
-    const double f3_5 = 5*alpha3_5 + b3_5;
-    const double f2_0 = -5*alpha2_4 + b2_0 - f3_4 + 3.34*alpha2_0 + c3*f3_0 + s3*f3_2;
-    const double t20 = c3*f3_3 + s3*f3_5;
-    const double f2_1 = 5*alpha2_3 + b2_1 + f3_1 + t20;
-    const double f2_2 = 0.013*alpha2_2 + c3*f3_2 - s3*f3_0;
-    const double f2_3 = 10*alpha2_3 + b2_3 + t20;
-    const double f2_4 = -5*alpha2_0 + 10*alpha2_4 + b2_4 + f3_4;
-    const double f2_5 = 10*alpha2_5 + b2_5 + c3*f3_5 - s3*f3_3;
-    const double f1_0 = -5*alpha1_4 + b1_0 - f2_4 + 3.34*a1_0 + c2*f2_0 + s2*f2_2;
-    const double t21 = c2*f2_3 + s2*f2_5;
-    const double f1_1 = 5*alpha1_3 + b1_1 + f2_1 + t21;
-    const double f1_2 = a1_2*0.013 + c2*f2_2 - s2*f2_0;
-    const double f1_3 = 10*alpha1_3 + b1_3 + t21;
-    const double f1_4 = -5*a1_0 + 10*alpha1_4 + b1_4 + f2_4;
-    const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
-    const double f0_0 = c1*f1_2 - s1*f1_0;
-    const double f0_1 = -0.5*f1_4 + c1*f1_0 + s1*f1_2;
-    const double t22 = c1*f1_3 + s1*f1_5;
-    const double f0_2 = f1_1 + 0.5*t22;
-    const double f0_3 = 50*a0_3 + c1*f1_5 - s1*f1_3;
-    const double f0_4 = 50*a0_4 + t22;
-    const double f0_5 = 50*a0_5 + f1_4;
-    const double t23 = s3*1.25;
-    const double t24 = c3*1.25;
-    /* composite-body inertias R(k) and the blocks H phi R H* of the mass matrix (seed 000 eq. 2.4a), tip to base */
-    const double Rh2_2 = 10 + t24;
-    const double t25 = pow(c3, 2);
-    const double t26 = pow(s3, 2);
-    const double t27 = c3*2.5;
-    const double RJ2_00 = 8.34 + t27 + t25*0.4225 + t26*0.0063;
-    const double RJ2_02 = -t23 - s3*c3*0.4162;
-    const double RJ2_11 = 8.7625 + t27;
-    const double RJ2_22 = 0.013 + t25*0.0063 + t26*0.4225;
-    const double t29 = c2*t23;
-    const double t30 = s2*Rh2_2;
-    const double t31 = t29 + t30;
-    const double t32 = s2*t23;
-    const double t33 = c2*Rh2_2;
-    const double t34 = -t32 + t33;
-    const double Rh1_2 = 20 + t34;
-    const double t35 = s2*RJ2_02;
-    const double t36 = t35 + c2*RJ2_00;
-    const double t37 = c2*RJ2_02;
-    const double t38 = t37 + s2*RJ2_22;
-    const double t39 = 2*t34;
-    const double t40 = 18.34 + t39;
-    const double RJ1_00 = t40 + c2*t36 + s2*t38;
-    const double RJ1_02 = -t31 + c2*t38 - s2*t36;
-    const double RJ1_11 = RJ2_11 + t40;
-    const double RJ1_22 = 0.013 + t39 + c2*(-t35 + c2*RJ2_22) - s2*(t37 - s2*RJ2_00) - (-2*t32 + 2*t33);
-    const double t41 = c1*Rh1_2 - s1*t31;
-    const double Rh0_0 = 12.5 + t41;
-    const double t42 = c1*t31;
-    const double t43 = s1*Rh1_2;
-    const double t44 = t42 + t43;
-    const double t45 = c1*RJ1_02;
-    const double t46 = t45 - s1*RJ1_00;
-    const double t47 = s1*RJ1_02;
-    const double t48 = -t47 + c1*RJ1_22;
-    const double RJ0_00 = 8.33 + c1*t48 - s1*t46;
-    const double RJ0_01 = -0.5*t44 + c1*t46 + s1*t48;
-    const double t49 = 14.58 + t41;
-    const double RJ0_11 = t49 + c1*(t47 + c1*RJ1_00) + s1*(t45 + s1*RJ1_22);
-    const double RJ0_22 = RJ1_11 + t49;
-    const double F1_0_2 = RJ1_11 + 0.5*t41;
-    const double F1_0_3 = -t42 - t43;
-    const double F2_1_1 = RJ2_11 + t34;
-    const double F2_1_5 = -t29 - t30;
-    const double t50 = c1*t34 + s1*F2_1_5;
-    const double F2_0_2 = F2_1_1 + 0.5*t50;
-    const double F2_0_3 = c1*F2_1_5 - s1*t34;
-    const double F3_2_1 = 0.4225 + t24;
-    const double t51 = c2*t24 - s2*t23;
-    const double F3_1_1 = F3_2_1 + t51;
-    const double F3_1_5 = -c2*t23 - s2*t24;
-    const double t52 = c1*t51 + s1*F3_1_5;
-    const double F3_0_2 = F3_1_1 + 0.5*t52;
-    const double F3_0_3 = c1*F3_1_5 - s1*t51;
-    const double t53 = pow(t44, 2);
-    const double t54 = Rh0_0*0.013333333333333334;
-    const double t55 = RJ0_01 + t44*t54;
-    const double t56 = pow(Rh0_0, 2);
-    const double t57 = F2_1_1 - 0.013333333333333334*(F2_0_3*F1_0_3 + t41*t50);
-    const double t58 = F3_1_1 - 0.013333333333333334*(F3_0_3*F1_0_3 + t41*t52);
-    const double t59 = F3_2_1 - 0.013333333333333334*(F2_0_3*F3_0_3 + t52*t50);
-    Hbt_o[0] = RJ0_00 - t53*0.013333333333333334;
-    Hbt_o[1] = t55;
-    Hbt_o[2] = 0;
-    Hbt_o[3] = t55;
-    Hbt_o[4] = RJ0_11 - t56*0.013333333333333334;
-    Hbt_o[5] = 0;
-    Hbt_o[6] = 0;
-    Hbt_o[7] = 0;
-    Hbt_o[8] = RJ0_22 - (t53 + t56)*0.013333333333333334;
-    Hct_o[0] = 0;
-    Hct_o[1] = 0;
-    Hct_o[2] = 0;
-    Hct_o[3] = 0;
-    Hct_o[4] = 0;
-    Hct_o[5] = 0;
-    Hct_o[6] = F1_0_2 - (t41*Rh0_0 - t44*F1_0_3)*0.013333333333333334;
-    Hct_o[7] = F2_0_2 - (-t44*F2_0_3 + t50*Rh0_0)*0.013333333333333334;
-    Hct_o[8] = F3_0_2 - (-t44*F3_0_3 + t52*Rh0_0)*0.013333333333333334;
-    Hpt_o[0] = RJ1_11 - 0.013333333333333334*(pow(F1_0_3, 2) + pow(t41, 2));
-    Hpt_o[1] = t57;
-    Hpt_o[2] = t58;
-    Hpt_o[3] = t57;
-    Hpt_o[4] = RJ2_11 - 0.013333333333333334*(pow(F2_0_3, 2) + pow(t50, 2));
-    Hpt_o[5] = t59;
-    Hpt_o[6] = t58;
-    Hpt_o[7] = t59;
-    Hpt_o[8] = 0.4225 - 0.013333333333333334*(pow(F3_0_3, 2) + pow(t52, 2));
-    cbt_o[0] = f0_0 - t44*f0_5*0.013333333333333334;
-    cbt_o[1] = f0_1 + t54*f0_5;
-    cbt_o[2] = f0_2 - (f0_4*Rh0_0 - t44*f0_3)*0.013333333333333334;
-    cpt_o[0] = f1_1 - 0.013333333333333334*(f0_3*F1_0_3 + t41*f0_4);
-    cpt_o[1] = f2_1 - 0.013333333333333334*(f0_3*F2_0_3 + t50*f0_4);
-    cpt_o[2] = f3_1 - 0.013333333333333334*(f0_3*F3_0_3 + t52*f0_4);
+    double f_ext[24] = {0.0};
+    tian_wu_3dof_generalized_bias_fext(q, v, f_ext, cg_o);
 }
 
-void tian_wu_3dof_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+void tian_wu_3dof_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o)
 {
     int i;
     for (i = 0; i < n; ++i) {
-        tian_wu_3dof_angular_reduced_dynamics(q + (long)i * 10, v + (long)i * 9, Hbt_o + (long)i * 9, Hct_o + (long)i * 9, Hpt_o + (long)i * 9, cbt_o + (long)i * 3, cpt_o + (long)i * 3);
+        tian_wu_3dof_generalized_bias(q + (long)i * 10, v + (long)i * 9, cg_o + (long)i * 3);
     }
 }
 
@@ -5388,42 +4206,6 @@ void tian_wu_3dof_angular_reduced_dynamics_batch(int n, const double *q, const d
  */
 void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double v_0 = v[0];
-    const double v_1 = v[1];
-    const double v_2 = v[2];
-    const double v_3 = v[3];
-    const double v_4 = v[4];
-    const double v_5 = v[5];
-    const double v_6 = v[6];
-    const double v_7 = v[7];
-    const double v_8 = v[8];
-    const double f_ext_0 = f_ext[0];
-    const double f_ext_1 = f_ext[1];
-    const double f_ext_2 = f_ext[2];
-    const double f_ext_3 = f_ext[3];
-    const double f_ext_4 = f_ext[4];
-    const double f_ext_5 = f_ext[5];
-    const double f_ext_6 = f_ext[6];
-    const double f_ext_7 = f_ext[7];
-    const double f_ext_8 = f_ext[8];
-    const double f_ext_9 = f_ext[9];
-    const double f_ext_10 = f_ext[10];
-    const double f_ext_11 = f_ext[11];
-    const double f_ext_12 = f_ext[12];
-    const double f_ext_13 = f_ext[13];
-    const double f_ext_14 = f_ext[14];
-    const double f_ext_15 = f_ext[15];
-    const double f_ext_16 = f_ext[16];
-    const double f_ext_17 = f_ext[17];
-    const double f_ext_18 = f_ext[18];
-    const double f_ext_19 = f_ext[19];
-    const double f_ext_20 = f_ext[20];
-    const double f_ext_21 = f_ext[21];
-    const double f_ext_22 = f_ext[22];
-    const double f_ext_23 = f_ext[23];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -5434,10 +4216,17 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
+    const double v_1 = v[1];
+    const double v_5 = v[5];
+    const double v_2 = v[2];
+    const double v_4 = v[4];
     const double a0_3 = v_1*v_5 - v_2*v_4;
+    const double v_0 = v[0];
+    const double v_3 = v[3];
     const double a0_4 = -v_0*v_5 + v_2*v_3;
     const double a0_5 = v_0*v_4 - v_1*v_3;
     const double t0 = c1*v_1 - s1*v_0;
+    const double v_6 = v[6];
     const double V1_1 = v_2 + v_6;
     const double t1 = c1*v_0 + s1*v_1;
     const double a1_0 = -t1*v_6;
@@ -5450,14 +4239,20 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double a1_4 = -s1*t4*v_2 + t3*c1*v_2;
     const double a1_5 = -t2*c1 + t5*t0;
     const double t6 = t1*3.327;
+    const double f_ext_6 = f_ext[6];
     const double b1_0 = -f_ext_6 - t6*V1_1;
+    const double f_ext_7 = f_ext[7];
     const double b1_1 = -f_ext_7 + t6*t0;
     const double t7 = 5*t1;
+    const double f_ext_9 = f_ext[9];
     const double b1_3 = -f_ext_9 + t7*t0;
+    const double f_ext_10 = f_ext[10];
     const double b1_4 = -f_ext_10 + t7*V1_1;
     const double t8 = pow(V1_1, 2);
+    const double f_ext_11 = f_ext[11];
     const double b1_5 = -f_ext_11 - 5*t8 - 5*pow(t0, 2);
     const double t9 = -s2*t1 + t0*c2;
+    const double v_7 = v[7];
     const double V2_1 = V1_1 + v_7;
     const double t10 = s2*t0 + t1*c2;
     const double a2_0 = -v_7*t10;
@@ -5467,14 +4262,20 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double a2_4 = c2*t10*V1_1 - s2*t9*V1_1;
     const double a2_5 = -t8*c2 + t9*t11;
     const double t12 = t10*3.327;
+    const double f_ext_12 = f_ext[12];
     const double b2_0 = -f_ext_12 - t12*V2_1;
+    const double f_ext_13 = f_ext[13];
     const double b2_1 = -f_ext_13 + t9*t12;
     const double t13 = 5*t10;
+    const double f_ext_15 = f_ext[15];
     const double b2_3 = -f_ext_15 + t9*t13;
+    const double f_ext_16 = f_ext[16];
     const double b2_4 = -f_ext_16 + t13*V2_1;
     const double t14 = pow(V2_1, 2);
+    const double f_ext_17 = f_ext[17];
     const double b2_5 = -f_ext_17 - 5*t14 - 5*pow(t9, 2);
     const double t15 = -s3*t10 + t9*c3;
+    const double v_8 = v[8];
     const double V3_1 = V2_1 + v_8;
     const double t16 = c3*t10 + s3*t9;
     const double a3_0 = -v_8*t16;
@@ -5484,11 +4285,16 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double a3_4 = c3*t16*V2_1 - s3*t15*V2_1;
     const double a3_5 = -c3*t14 + t15*t17;
     const double t18 = t16*0.4162;
+    const double f_ext_18 = f_ext[18];
     const double b3_0 = -f_ext_18 - t18*V3_1;
+    const double f_ext_19 = f_ext[19];
     const double b3_1 = -f_ext_19 + t15*t18;
     const double t19 = t16*1.25;
+    const double f_ext_21 = f_ext[21];
     const double b3_3 = -f_ext_21 + t19*t15;
+    const double f_ext_22 = f_ext[22];
     const double b3_4 = -f_ext_22 + t19*V3_1;
+    const double f_ext_23 = f_ext[23];
     const double b3_5 = -f_ext_23 - 1.25*pow(V3_1, 2) - pow(t15, 2)*1.25;
     /* accelerations alpha(k) = alpha+(k) + H*(k) betadot(k) + a(k), base to tip (seed 000 eq. 2.1; eq. 2.13b in forward dynamics) */
     const double alpha1_3 = a1_3 + c1*a0_4 - s1*a0_3;
@@ -5507,6 +4313,7 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     /* Algorithm 1 (seed 000 eq. 2.1): body forces f(k), tip to base */
     const double f3_0 = b3_0 + 0.4225*alpha3_0 - 1.25*alpha3_4;
     const double f3_1 = b3_1 + 1.25*alpha3_3;
+    const double f_ext_20 = f_ext[20];
     const double f3_2 = -f_ext_20 + 0.0063*alpha3_2;
     const double f3_3 = 5*alpha3_3 + b3_3;
     const double f3_4 = 5*alpha3_4 + b3_4 - 1.25*alpha3_0;
@@ -5514,6 +4321,7 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f2_0 = -5*alpha2_4 + b2_0 - f3_4 + 3.34*alpha2_0 + c3*f3_0 + s3*f3_2;
     const double t20 = c3*f3_3 + s3*f3_5;
     const double f2_1 = 5*alpha2_3 + b2_1 + f3_1 + t20;
+    const double f_ext_14 = f_ext[14];
     const double f2_2 = -f_ext_14 + 0.013*alpha2_2 + c3*f3_2 - s3*f3_0;
     const double f2_3 = 10*alpha2_3 + b2_3 + t20;
     const double f2_4 = -5*alpha2_0 + 10*alpha2_4 + b2_4 + f3_4;
@@ -5521,16 +4329,23 @@ void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v
     const double f1_0 = -5*alpha1_4 + b1_0 - f2_4 + 3.34*a1_0 + c2*f2_0 + s2*f2_2;
     const double t21 = c2*f2_3 + s2*f2_5;
     const double f1_1 = 5*alpha1_3 + b1_1 + f2_1 + t21;
+    const double f_ext_8 = f_ext[8];
     const double f1_2 = -f_ext_8 + a1_2*0.013 + c2*f2_2 - s2*f2_0;
     const double f1_3 = 10*alpha1_3 + b1_3 + t21;
     const double f1_4 = -5*a1_0 + 10*alpha1_4 + b1_4 + f2_4;
     const double f1_5 = 10*alpha1_5 + b1_5 + c2*f2_5 - s2*f2_3;
+    const double f_ext_0 = f_ext[0];
     const double f0_0 = -f_ext_0 + c1*f1_2 - s1*f1_0;
+    const double f_ext_1 = f_ext[1];
     const double f0_1 = -f_ext_1 - 0.5*f1_4 + c1*f1_0 + s1*f1_2;
     const double t22 = c1*f1_3 + s1*f1_5;
+    const double f_ext_2 = f_ext[2];
     const double f0_2 = f1_1 - f_ext_2 + 0.5*t22;
+    const double f_ext_3 = f_ext[3];
     const double f0_3 = 50*a0_3 - f_ext_3 + c1*f1_5 - s1*f1_3;
+    const double f_ext_4 = f_ext[4];
     const double f0_4 = 50*a0_4 - f_ext_4 + t22;
+    const double f_ext_5 = f_ext[5];
     const double f0_5 = 50*a0_5 + f1_4 - f_ext_5;
     const double t23 = s3*1.25;
     const double t24 = c3*1.25;
@@ -5638,6 +4453,33 @@ void tian_wu_3dof_angular_reduced_dynamics_fext_batch(int n, const double *q, co
     }
 }
 
+void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+
+/*
+ * angular reduced dynamics (seed 003 E.2), base axes, about the system CoM: tian_wu_3dof_angular_reduced_dynamics_fext with zero external wrenches
+ *   in  q[10]
+ *   in  v[9]
+ *   out Hbt_o[9] (3 x 3, row-major)
+ *   out Hct_o[9] (3 x 3, row-major)
+ *   out Hpt_o[9] (3 x 3, row-major)
+ *   out cbt_o[3]
+ *   out cpt_o[3]
+ *   operations: 496 (218 add, 272 mul, 0 div, 0 sqrt, 6 trig, 0 other)
+ */
+void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+{
+    double f_ext[24] = {0.0};
+    tian_wu_3dof_angular_reduced_dynamics_fext(q, v, f_ext, Hbt_o, Hct_o, Hpt_o, cbt_o, cpt_o);
+}
+
+void tian_wu_3dof_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        tian_wu_3dof_angular_reduced_dynamics(q + (long)i * 10, v + (long)i * 9, Hbt_o + (long)i * 9, Hct_o + (long)i * 9, Hpt_o + (long)i * 9, cbt_o + (long)i * 3, cpt_o + (long)i * 3);
+    }
+}
+
 /*
  * Hdot_bm qd (seed 003 eq. 3.6), base axes
  *   in  q[10]
@@ -5647,12 +4489,6 @@ void tian_wu_3dof_angular_reduced_dynamics_fext_batch(int n, const double *q, co
  */
 void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, double *Hdq_o)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double qd_0 = qd[0];
-    const double qd_1 = qd[1];
-    const double qd_2 = qd[2];
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
@@ -5662,14 +4498,17 @@ void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, doubl
     const double s2 = soadyn_ts[1];
     const double c3 = soadyn_tc[2];
     const double s3 = soadyn_ts[2];
+    const double qd_0 = qd[0];
     const double t0 = pow(qd_0, 2);
     /* Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic forces b(k), base to tip */
     const double b1_5 = -5*t0;
+    const double qd_1 = qd[1];
     const double V2_1 = qd_0 + qd_1;
     const double a2_3 = s2*t0;
     const double a2_5 = -t0*c2;
     const double t1 = pow(V2_1, 2);
     const double b2_5 = -5*t1;
+    const double qd_2 = qd[2];
     const double V3_1 = V2_1 + qd_2;
     const double a3_3 = s3*t1;
     const double a3_5 = -t1*c3;
@@ -5718,24 +4557,12 @@ void tian_wu_3dof_coupling_inertia_rate_batch(int n, const double *q, const doub
 void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double *h, double *vb_o)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double qd_0 = qd[0];
-    const double qd_1 = qd[1];
-    const double qd_2 = qd[2];
-    const double h_0 = h[0];
-    const double h_1 = h[1];
-    const double h_2 = h[2];
-    const double h_3 = h[3];
-    const double h_4 = h[4];
-    const double h_5 = h[5];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_4 = q[4];
     const double t3 = pow(q_4, 2);
+    const double q_6 = q[6];
     const double t4 = pow(q_6, 2);
     const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
@@ -5821,13 +4648,22 @@ void tian_wu_3dof_base_velocity(const double *q, const double *qd, const double 
     const double t45 = c1*t44 + s1*F3_1_5;
     const double F3_0_2 = F3_1_1 + 0.5*t45;
     const double F3_0_3 = c1*F3_1_5 - s1*t44;
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
     const double t46 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t47 = t46*0.013333333333333334;
     /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
     const double ho_rhs_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t47*t37;
     const double ho_rhs_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t47*Rh0_0;
     const double t48 = h_3*R0_1 + h_4*R0_4 + h_5*R0_7;
     const double t49 = h_3*R0_0 + h_4*R0_3 + h_5*R0_6;
+    const double qd_0 = qd[0];
+    const double qd_1 = qd[1];
+    const double qd_2 = qd[2];
     const double ho_rhs_2 = h_0*R0_2 + h_1*R0_5 + h_2*R0_8 + t48*Rh0_0*0.013333333333333334 - t49*t37*0.013333333333333334 - (qd_0*F1_0_2 + qd_1*F2_0_2 + qd_2*F3_0_2);
     const double ho_rhs_3 = t49 - (qd_0*F1_0_3 + qd_1*F2_0_3 + qd_2*F3_0_3);
     const double ho_rhs_4 = t48 - (t34*qd_0 + t43*qd_1 + t45*qd_2);
@@ -5888,9 +4724,6 @@ void tian_wu_3dof_base_velocity_batch(int n, const double *q, const double *qd, 
  */
 int tian_wu_3dof_jacobian_local(const double *q, int frame, double *J)
 {
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
         J[0] = 1;
@@ -6175,15 +5008,12 @@ int tian_wu_3dof_jacobian_local_batch(int n, const double *q, int frame, double 
 int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
     const double t4 = pow(q_4, 2);
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
@@ -6552,15 +5382,12 @@ int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double 
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
 {
     const double q_3 = q[3];
-    const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
     const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
     const double t4 = pow(q_4, 2);
     const double t5 = t3 - t4;
     const double t6 = t3 + t4;
@@ -6873,22 +5700,13 @@ int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, d
  */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
-    const double q_3 = q[3];
     const double q_4 = q[4];
-    const double q_5 = q[5];
-    const double q_6 = q[6];
-    const double q_7 = q[7];
-    const double q_8 = q[8];
-    const double q_9 = q[9];
-    const double h_0 = h[0];
-    const double h_1 = h[1];
-    const double h_2 = h[2];
-    const double h_3 = h[3];
-    const double h_4 = h[4];
-    const double h_5 = h[5];
     const double t0 = pow(q_4, 2);
+    const double q_5 = q[5];
     const double t2 = pow(q_5, 2);
+    const double q_6 = q[6];
     const double t4 = pow(q_6, 2);
+    const double q_3 = q[3];
     const double t5 = pow(q_3, 2);
     const double t6 = t4 + t5;
     const double t7 = 1/(t0 + t2 + t6);
@@ -6972,8 +5790,14 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double Hbdi4 = 1/Hbd4;
     const double Hbd5 = 75 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2);
     const double Hbdi5 = 1/Hbd5;
+    const double h_3 = h[3];
+    const double h_4 = h[4];
+    const double h_5 = h[5];
     const double t37 = h_3*R0_2 + h_4*R0_5 + h_5*R0_8;
     const double t38 = t31*0.013333333333333334;
+    const double h_0 = h[0];
+    const double h_1 = h[1];
+    const double h_2 = h[2];
     const double ho_0 = h_0*R0_0 + h_1*R0_3 + h_2*R0_6 + t37*t38;
     const double t39 = Rh0_0*0.013333333333333334;
     const double ho_1 = h_0*R0_1 + h_1*R0_4 + h_2*R0_7 - t39*t37;

@@ -93,21 +93,21 @@ void tian_wu_3dof_kinetic_energy_batch(int n, const double *q, const double *v, 
 void tian_wu_3dof_operational_space_inertias(const double *q, double *Lambda);
 void tian_wu_3dof_operational_space_inertias_batch(int n, const double *q, double *Lambda);
 
-/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6); operations: 861 */
-void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
-void tian_wu_3dof_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
-
 /* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6), with external wrenches f_ext; operations: 886 */
 void tian_wu_3dof_forward_dynamics_decoupled_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void tian_wu_3dof_forward_dynamics_decoupled_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002); operations: 795 */
-void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
-void tian_wu_3dof_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
+/* accelerations by the base-invariant decoupled algorithm (seed 000 Lemma 3.2, Algorithm 6): tian_wu_3dof_forward_dynamics_decoupled_fext with zero external wrenches; operations: 886 */
+void tian_wu_3dof_forward_dynamics_decoupled(const double *q, const double *v, const double *tau, double *a);
+void tian_wu_3dof_forward_dynamics_decoupled_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
 /* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002), with external wrenches f_ext; operations: 819 */
 void tian_wu_3dof_forward_dynamics_schur_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void tian_wu_3dof_forward_dynamics_schur_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
+
+/* accelerations by the Schur-complement (constraint-force) factorisation of M^-1 (seed 002): tian_wu_3dof_forward_dynamics_schur_fext with zero external wrenches; operations: 819 */
+void tian_wu_3dof_forward_dynamics_schur(const double *q, const double *v, const double *tau, double *a);
+void tian_wu_3dof_forward_dynamics_schur_batch(int n, const double *q, const double *v, const double *tau, double *a);
 
 /* H_b: locked spatial inertia about the base origin, base axes; operations: 94 */
 void tian_wu_3dof_base_inertia(const double *q, double *Hb_o);
@@ -121,21 +121,21 @@ void tian_wu_3dof_coupling_inertia_batch(int n, const double *q, double *Hbm_o);
 void tian_wu_3dof_generalized_inertia(const double *q, double *Hg_o);
 void tian_wu_3dof_generalized_inertia_batch(int n, const double *q, double *Hg_o);
 
-/* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3); operations: 294 */
-void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_o);
-void tian_wu_3dof_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o);
-
 /* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3), with external wrenches f_ext; operations: 307 */
 void tian_wu_3dof_generalized_bias_fext(const double *q, const double *v, const double *f_ext, double *cg_o);
 void tian_wu_3dof_generalized_bias_fext_batch(int n, const double *q, const double *v, const double *f_ext, double *cg_o);
 
-/* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM; operations: 472 */
-void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
-void tian_wu_3dof_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+/* c* = c_m - H_bm^T H_b^-1 c_b (seed 003 E.3): tian_wu_3dof_generalized_bias_fext with zero external wrenches; operations: 307 */
+void tian_wu_3dof_generalized_bias(const double *q, const double *v, double *cg_o);
+void tian_wu_3dof_generalized_bias_batch(int n, const double *q, const double *v, double *cg_o);
 
 /* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM, with external wrenches f_ext; operations: 496 */
 void tian_wu_3dof_angular_reduced_dynamics_fext(const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
 void tian_wu_3dof_angular_reduced_dynamics_fext_batch(int n, const double *q, const double *v, const double *f_ext, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+
+/* angular reduced dynamics (seed 003 E.2), base axes, about the system CoM: tian_wu_3dof_angular_reduced_dynamics_fext with zero external wrenches; operations: 496 */
+void tian_wu_3dof_angular_reduced_dynamics(const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
+void tian_wu_3dof_angular_reduced_dynamics_batch(int n, const double *q, const double *v, double *Hbt_o, double *Hct_o, double *Hpt_o, double *cbt_o, double *cpt_o);
 
 /* Hdot_bm qd (seed 003 eq. 3.6), base axes; operations: 60 */
 void tian_wu_3dof_coupling_inertia_rate(const double *q, const double *qd, double *Hdq_o);
