@@ -36,6 +36,34 @@ def _frame_pose(robot: Any, ctx: ScalarContext, Rw: list, pw: list,
 def _jacobian(robot: Any, ctx: ScalarContext, kin: Any, frame: str, world_aligned: bool) -> np.ndarray:
     """Columns in base coordinates first (the base pose drops out), then one rotation to the frame's
     axes (``R_0f^T``) or the inertial axes (``R_0``)."""
+    J, _, Rf = _base_axes_jacobian(robot, ctx, kin, frame)
+    R = kin.R0 if world_aligned else Rf.T
+    if R is not None and not (world_aligned and not robot.is_free):
+        J = _rotated(R, J)
+    return J
+
+
+def _rotated(R: Any, J: np.ndarray) -> np.ndarray:
+    """Both 3-row halves of ``J`` (a 6-vector or 6 x n) rotated by ``R``."""
+    return np.concatenate([R @ J[:3], R @ J[3:]])
+
+
+def base_block_times(pf: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``J_b X`` for the base columns ``J_b = [[I, 0], [-pf~, I]]`` of a free-base frame Jacobian in base
+    axes (:func:`_base_axes_jacobian`; ``pf``: the frame origin from the base origin): ``[X_t;
+    X_b - pf x X_t]``, ``X`` a 6-vector or 6 x n, without multiplying out the 6 x 6 block (its identity
+    and zero blocks): 12 operations per column instead of 66."""
+    top, bottom = X[:3], X[3:]
+    if top.ndim == 1:
+        return np.concatenate([top, bottom - cross(pf, top)])
+    return np.concatenate([top, bottom - np.stack([cross(pf, top[:, c]) for c in range(top.shape[1])],
+                                                    axis=1)])
+
+
+def _base_axes_jacobian(robot: Any, ctx: ScalarContext, kin: Any,
+                        frame: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The frame Jacobian in base axes (6 x nv), the frame origin ``pf`` from the base origin and the frame
+    rotation ``R_0f``, both in base axes."""
     Rb, pb = link_poses(kin, relative=True)
     k, Rf, pf = _frame_pose(robot, ctx, Rb, pb, frame)
     tag = "".join(ch if ch.isalnum() else "_" for ch in frame)
@@ -53,10 +81,7 @@ def _jacobian(robot: Any, ctx: ScalarContext, kin: Any, frame: str, world_aligne
         J[:3, 0:3] = ctx.eye(3)
         J[3:, 3:6] = ctx.eye(3)
         J[3:, 0:3] = -skew(pf)
-    R = kin.R0 if world_aligned else Rf.T
-    if R is not None and not (world_aligned and not robot.is_free):
-        J = np.concatenate([R @ J[:3], R @ J[3:]])
-    return J
+    return J, pf, Rf
 
 
 def jacobian(robot: Any, ctx: ScalarContext, q: np.ndarray, frame: str,
@@ -69,8 +94,11 @@ def generalized_jacobian(robot: Any, ctx: ScalarContext, q: np.ndarray, frame: s
     """Generalised Jacobian (seed 003 eq. E.5), 6 x n_joints, inertial-aligned [w; v] of the frame."""
     require_free(robot, "the generalised Jacobian")
     kin = joint_transforms(robot, ctx, q)
-    J = _jacobian(robot, ctx, kin, frame, world_aligned=True)
+    J, pf, _ = _base_axes_jacobian(robot, ctx, kin, frame)
     M = mass_matrix_from(kin)
     fac = ldl(ctx, M[:6, :6], "Hb")
-    X = fac.solve(M[:6, 6:], "HbiHbm")               # H_b^-1 H_bm
-    return J[:, 6:] - J[:, :6] @ X
+    X = fac.solve(M[:6, 6:], "HbiHbm")               # H_b^-1 H_bm (base axes)
+    # J_m - J_b H_b^-1 H_bm in the inertial axes: H_b^-1 H_bm rotated once for every frame of a family,
+    # then the base block of J_b, [[I, 0], [-pf~, I]] in the inertial axes, applied without multiplying it out
+    Xw = ctx.stage("HbiHbm_w", _rotated(kin.R0, X))
+    return _rotated(kin.R0, J[:, 6:]) - base_block_times(kin.R0 @ pf, Xw)
