@@ -160,11 +160,11 @@ int dimitrov_7dof_rw_jacobian_local_batch(int n, const double *q, int frame, dou
 int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1824 + the case of the frame ('base' 0, 'link1' 222, 'link2' 222, 'link3' 244, 'link4' 292, 'link5' 350, 'link6' 422, 'link7' 509, 'rw_x' 123, 'rw_y' 123, 'rw_z' 129, 'ee' 557); 5017 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1824 + the case of the frame ('base' 0, 'link1' 129, 'link2' 129, 'link3' 174, 'link4' 222, 'link5' 280, 'link6' 350, 'link7' 439, 'rw_x' 123, 'rw_y' 123, 'rw_z' 126, 'ee' 488); 4407 in all */
 int dimitrov_7dof_rw_generalized_jacobian(const double *q, int frame, double *J);
 int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 674 + the case of the frame ('base' 0, 'link1' 31, 'link2' 31, 'link3' 45, 'link4' 60, 'link5' 85, 'link6' 91, 'link7' 139, 'rw_x' 12, 'rw_y' 12, 'rw_z' 16, 'ee' 169); 1365 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 689 + the case of the frame ('base' 0, 'link1' 21, 'link2' 21, 'link3' 27, 'link4' 27, 'link5' 52, 'link6' 58, 'link7' 106, 'rw_x' 12, 'rw_y' 12, 'rw_z' 15, 'ee' 136); 1176 in all */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -35,8 +35,8 @@
  *   scratch_tree_base_velocity               309 / 421 / 7 / 0 / 6 / 0 = 743
  *   scratch_tree_jacobian_local              409 / 592 / 0 / 0 / 20 / 0 = 1021
  *   scratch_tree_jacobian_world              413 / 593 / 1 / 0 / 16 / 0 = 1023
- *   scratch_tree_generalized_jacobian        857 / 1067 / 7 / 0 / 6 / 0 = 1937
- *   scratch_tree_momentum_frame_twist        380 / 535 / 7 / 0 / 6 / 0 = 928
+ *   scratch_tree_generalized_jacobian        770 / 944 / 7 / 0 / 6 / 0 = 1727
+ *   scratch_tree_momentum_frame_twist        347 / 468 / 7 / 0 / 6 / 0 = 828
  */
 #include <math.h>
 #include "scratch_tree.h"
@@ -10148,32 +10148,31 @@ int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[11]
  *   out J[24] (6 x 4, row-major)
- *   operations: 1937 (857 add, 1067 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 1727 (770 add, 944 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
  *   operations per call: shared prefix 1052 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    99
- *     SCRATCH_TREE_FRAME_L2                    129
- *     SCRATCH_TREE_FRAME_L3                    183
- *     SCRATCH_TREE_FRAME_L4                    90
- *     SCRATCH_TREE_FRAME_TOOL                  189
- *     SCRATCH_TREE_FRAME_TCP                   195
+ *     SCRATCH_TREE_FRAME_L1                    63
+ *     SCRATCH_TREE_FRAME_L2                    93
+ *     SCRATCH_TREE_FRAME_L3                    147
+ *     SCRATCH_TREE_FRAME_L4                    60
+ *     SCRATCH_TREE_FRAME_TOOL                  153
+ *     SCRATCH_TREE_FRAME_TCP                   159
  */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
 {
-    const double q_3 = q[3];
-    const double t0 = pow(q_3, 2);
-    const double q_5 = q[5];
-    const double t1 = pow(q_5, 2);
     const double q_4 = q[4];
-    const double t3 = pow(q_4, 2);
+    const double t0 = pow(q_4, 2);
+    const double q_5 = q[5];
+    const double t2 = pow(q_5, 2);
     const double q_6 = q[6];
     const double t4 = pow(q_6, 2);
-    const double t5 = -t3 + t4;
-    const double t6 = t3 + t4;
-    const double t7 = 1/(t0 + t1 + t6);
+    const double q_3 = q[3];
+    const double t5 = pow(q_3, 2);
+    const double t6 = t4 + t5;
+    const double t7 = 1/(t0 + t2 + t6);
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double R0_0 = t7*(t0 - t1 + t5);
+    const double R0_0 = t7*(-t0 - t2 + t6);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
     const double t10 = 2*t7;
@@ -10182,13 +10181,14 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double t12 = q_3*q_5;
     const double R0_2 = (t11 + t12)*t10;
     const double R0_3 = (t8 + t9)*t10;
-    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t13 = t4 - t5;
+    const double R0_4 = t7*(t0 + t13 - t2);
     const double t14 = q_3*q_6;
     const double t15 = q_4*q_5;
     const double R0_5 = (-t14 + t15)*t10;
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
-    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double R0_8 = t7*(-t0 + t13 + t2);
     double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
@@ -10342,13 +10342,13 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double HbL52 = (-t63*HbL50 - t65*HbL51)*Hbdi2;
     const double Hbd3 = 58 - Hbd1*pow(HbL31, 2) - Hbd2*pow(HbL32, 2);
     const double Hbdi3 = 1/Hbd3;
-    const double t66 = Hbd2*HbL32;
-    const double t67 = Hbd1*HbL31;
-    const double HbL43 = (-t66*HbL42 - t67*HbL41)*Hbdi3;
-    const double HbL53 = (-t66*HbL52 - t67*HbL51)*Hbdi3;
+    const double HbL43 = (-Hbd1*HbL31*HbL41 - Hbd2*HbL32*HbL42)*Hbdi3;
+    const double t66 = Hbd2*HbL52;
+    const double t67 = Hbd1*HbL51;
+    const double HbL53 = (-t66*HbL32 - t67*HbL31)*Hbdi3;
     const double Hbd4 = 58 - pow(HbL40, 2)*RJ0_00 - Hbd1*pow(HbL41, 2) - Hbd2*pow(HbL42, 2) - Hbd3*pow(HbL43, 2);
     const double Hbdi4 = 1/Hbd4;
-    const double HbL54 = Hbdi4*(-t64*HbL40 - Hbd1*HbL51*HbL41 - Hbd2*HbL52*HbL42 - Hbd3*HbL53*HbL43);
+    const double HbL54 = Hbdi4*(-t64*HbL40 - t66*HbL42 - t67*HbL41 - Hbd3*HbL53*HbL43);
     const double Hbd5 = 58 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2) - Hbd2*pow(HbL52, 2) - Hbd3*pow(HbL53, 2) - Hbd4*pow(HbL54, 2);
     const double Hbdi5 = 1/Hbd5;
     const double t68 = F1_0_1 - HbL10*F1_0_0;
@@ -10394,252 +10394,219 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
     const double HbiHbmc3x_3 = -HbL32*HbiHbmc3x_2 - HbL42*HbiHbmc3x_1 - HbL52*HbiHbmc3x - t80*Hbdi2;
     const double HbiHbmc3x_4 = -HbL21*HbiHbmc3x_3 - HbL31*HbiHbmc3x_2 - HbL41*HbiHbmc3x_1 - HbL51*HbiHbmc3x + Hbdi1*F4_0_1;
     const double HbiHbmc3x_5 = -HbL10*HbiHbmc3x_4 - HbL20*HbiHbmc3x_3 - HbL40*HbiHbmc3x_1 - HbL50*HbiHbmc3x;
-    const double t83 = -(R0_0*HbiHbmc0x_5 + R0_1*HbiHbmc0x_4 + R0_2*HbiHbmc0x_3);
-    const double t84 = -(R0_0*HbiHbmc1x_5 + R0_1*HbiHbmc1x_4 + R0_2*HbiHbmc1x_3);
-    const double t85 = -(R0_0*HbiHbmc2x_5 + R0_1*HbiHbmc2x_4 + R0_2*HbiHbmc2x_3);
-    const double t86 = -(R0_0*HbiHbmc3x_5 + R0_1*HbiHbmc3x_4 + R0_2*HbiHbmc3x_3);
-    const double t87 = -(R0_3*HbiHbmc0x_5 + R0_4*HbiHbmc0x_4 + R0_5*HbiHbmc0x_3);
-    const double t88 = -(R0_3*HbiHbmc1x_5 + R0_4*HbiHbmc1x_4 + R0_5*HbiHbmc1x_3);
-    const double t89 = -(R0_3*HbiHbmc2x_5 + R0_4*HbiHbmc2x_4 + R0_5*HbiHbmc2x_3);
-    const double t90 = -(R0_3*HbiHbmc3x_5 + R0_4*HbiHbmc3x_4 + R0_5*HbiHbmc3x_3);
-    const double t91 = -(R0_6*HbiHbmc0x_5 + R0_7*HbiHbmc0x_4 + R0_8*HbiHbmc0x_3);
-    const double t92 = -(R0_6*HbiHbmc1x_5 + R0_7*HbiHbmc1x_4 + R0_8*HbiHbmc1x_3);
-    const double t93 = -(R0_6*HbiHbmc2x_5 + R0_7*HbiHbmc2x_4 + R0_8*HbiHbmc2x_3);
-    const double t94 = -(R0_6*HbiHbmc3x_5 + R0_7*HbiHbmc3x_4 + R0_8*HbiHbmc3x_3);
-    const double t95 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1 + R0_2*HbiHbmc0x;
-    const double t96 = R0_0*HbiHbmc1x_2 + R0_1*HbiHbmc1x_1 + R0_2*HbiHbmc1x;
-    const double t97 = R0_0*HbiHbmc2x_2 + R0_1*HbiHbmc2x_1 + R0_2*HbiHbmc2x;
-    const double t98 = R0_0*HbiHbmc3x_2 + R0_1*HbiHbmc3x_1 + R0_2*HbiHbmc3x;
-    const double t99 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1 + R0_5*HbiHbmc0x;
-    const double t100 = R0_3*HbiHbmc1x_2 + R0_4*HbiHbmc1x_1 + R0_5*HbiHbmc1x;
-    const double t101 = R0_3*HbiHbmc2x_2 + R0_4*HbiHbmc2x_1 + R0_5*HbiHbmc2x;
-    const double t102 = R0_3*HbiHbmc3x_2 + R0_4*HbiHbmc3x_1 + R0_5*HbiHbmc3x;
-    const double t103 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1 + R0_8*HbiHbmc0x;
-    const double t104 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1 + R0_8*HbiHbmc1x;
-    const double t105 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1 + R0_8*HbiHbmc2x;
-    const double t106 = R0_6*HbiHbmc3x_2 + R0_7*HbiHbmc3x_1 + R0_8*HbiHbmc3x;
-    const double t107 = t83 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
-    const double t108 = t87 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
-    const double t109 = t91 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
-    const double t128 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
-    const double t129 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
-    const double t130 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
-    const double t131 = t84 + t128*R0_2 + t129*R0_1 + t130*R0_0;
-    const double t132 = t88 + t128*R0_5 + t129*R0_4 + t130*R0_3;
-    const double t133 = t92 + t128*R0_8 + t129*R0_7 + t130*R0_6;
+    const double HbiHbm_w_0 = R0_0*HbiHbmc0x_5 + R0_1*HbiHbmc0x_4 + R0_2*HbiHbmc0x_3;
+    const double HbiHbm_w_1 = R0_0*HbiHbmc1x_5 + R0_1*HbiHbmc1x_4 + R0_2*HbiHbmc1x_3;
+    const double HbiHbm_w_2 = R0_0*HbiHbmc2x_5 + R0_1*HbiHbmc2x_4 + R0_2*HbiHbmc2x_3;
+    const double HbiHbm_w_3 = R0_0*HbiHbmc3x_5 + R0_1*HbiHbmc3x_4 + R0_2*HbiHbmc3x_3;
+    const double HbiHbm_w_4 = R0_3*HbiHbmc0x_5 + R0_4*HbiHbmc0x_4 + R0_5*HbiHbmc0x_3;
+    const double HbiHbm_w_5 = R0_3*HbiHbmc1x_5 + R0_4*HbiHbmc1x_4 + R0_5*HbiHbmc1x_3;
+    const double HbiHbm_w_6 = R0_3*HbiHbmc2x_5 + R0_4*HbiHbmc2x_4 + R0_5*HbiHbmc2x_3;
+    const double HbiHbm_w_7 = R0_3*HbiHbmc3x_5 + R0_4*HbiHbmc3x_4 + R0_5*HbiHbmc3x_3;
+    const double HbiHbm_w_8 = R0_6*HbiHbmc0x_5 + R0_7*HbiHbmc0x_4 + R0_8*HbiHbmc0x_3;
+    const double HbiHbm_w_9 = R0_6*HbiHbmc1x_5 + R0_7*HbiHbmc1x_4 + R0_8*HbiHbmc1x_3;
+    const double HbiHbm_w_10 = R0_6*HbiHbmc2x_5 + R0_7*HbiHbmc2x_4 + R0_8*HbiHbmc2x_3;
+    const double HbiHbm_w_11 = R0_6*HbiHbmc3x_5 + R0_7*HbiHbmc3x_4 + R0_8*HbiHbmc3x_3;
+    const double HbiHbm_w_12 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1 + R0_2*HbiHbmc0x;
+    const double HbiHbm_w_13 = R0_0*HbiHbmc1x_2 + R0_1*HbiHbmc1x_1 + R0_2*HbiHbmc1x;
+    const double HbiHbm_w_14 = R0_0*HbiHbmc2x_2 + R0_1*HbiHbmc2x_1 + R0_2*HbiHbmc2x;
+    const double HbiHbm_w_15 = R0_0*HbiHbmc3x_2 + R0_1*HbiHbmc3x_1 + R0_2*HbiHbmc3x;
+    const double HbiHbm_w_16 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1 + R0_5*HbiHbmc0x;
+    const double HbiHbm_w_17 = R0_3*HbiHbmc1x_2 + R0_4*HbiHbmc1x_1 + R0_5*HbiHbmc1x;
+    const double HbiHbm_w_18 = R0_3*HbiHbmc2x_2 + R0_4*HbiHbmc2x_1 + R0_5*HbiHbmc2x;
+    const double HbiHbm_w_19 = R0_3*HbiHbmc3x_2 + R0_4*HbiHbmc3x_1 + R0_5*HbiHbmc3x;
+    const double HbiHbm_w_20 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1 + R0_8*HbiHbmc0x;
+    const double HbiHbm_w_21 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1 + R0_8*HbiHbmc1x;
+    const double HbiHbm_w_22 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1 + R0_8*HbiHbmc2x;
+    const double HbiHbm_w_23 = R0_6*HbiHbmc3x_2 + R0_7*HbiHbmc3x_1 + R0_8*HbiHbmc3x;
+    const double t95 = -HbiHbm_w_0 + R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+    const double t96 = -HbiHbm_w_4 + R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+    const double t97 = -HbiHbm_w_8 + R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+    const double t104 = Rb2_6*0.3030457633656632 + Rb2_7*0.5050762722761053 + Rb2_8*0.8081220356417687;
+    const double t105 = Rb2_3*0.3030457633656632 + Rb2_4*0.5050762722761053 + Rb2_5*0.8081220356417687;
+    const double t106 = Rb2_0*0.3030457633656632 + Rb2_1*0.5050762722761053 + Rb2_2*0.8081220356417687;
+    const double t107 = -HbiHbm_w_1 + t104*R0_2 + t105*R0_1 + t106*R0_0;
+    const double t108 = -HbiHbm_w_5 + t104*R0_5 + t105*R0_4 + t106*R0_3;
+    const double t109 = -HbiHbm_w_9 + t104*R0_8 + t105*R0_7 + t106*R0_6;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
-        J[0] = t83;
-        J[1] = t84;
-        J[2] = t85;
-        J[3] = t86;
-        J[4] = t87;
-        J[5] = t88;
-        J[6] = t89;
-        J[7] = t90;
-        J[8] = t91;
-        J[9] = t92;
-        J[10] = t93;
-        J[11] = t94;
-        J[12] = -t95;
-        J[13] = -t96;
-        J[14] = -t97;
-        J[15] = -t98;
-        J[16] = -t99;
-        J[17] = -t100;
-        J[18] = -t101;
-        J[19] = -t102;
-        J[20] = -t103;
-        J[21] = -t104;
-        J[22] = -t105;
-        J[23] = -t106;
+        J[0] = -HbiHbm_w_0;
+        J[1] = -HbiHbm_w_1;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = -HbiHbm_w_4;
+        J[5] = -HbiHbm_w_5;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = -HbiHbm_w_8;
+        J[9] = -HbiHbm_w_9;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = -HbiHbm_w_12;
+        J[13] = -HbiHbm_w_13;
+        J[14] = -HbiHbm_w_14;
+        J[15] = -HbiHbm_w_15;
+        J[16] = -HbiHbm_w_16;
+        J[17] = -HbiHbm_w_17;
+        J[18] = -HbiHbm_w_18;
+        J[19] = -HbiHbm_w_19;
+        J[20] = -HbiHbm_w_20;
+        J[21] = -HbiHbm_w_21;
+        J[22] = -HbiHbm_w_22;
+        J[23] = -HbiHbm_w_23;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 99 operations */
-        const double t110 = 0.5*R0_1;
-        const double t111 = 0.1*R0_0;
-        const double t112 = t110 - t111;
-        const double t113 = 0.5*R0_2;
-        const double t114 = -t113 + 0.2*R0_0;
-        const double t115 = 0.1*R0_2 - 0.2*R0_1;
-        const double t116 = 0.5*R0_4;
-        const double t117 = 0.1*R0_3;
-        const double t118 = t116 - t117;
-        const double t119 = 0.5*R0_5;
-        const double t120 = -t119 + 0.2*R0_3;
-        const double t121 = 0.1*R0_5 - 0.2*R0_4;
-        const double t122 = 0.5*R0_7;
-        const double t123 = 0.1*R0_6;
-        const double t124 = t122 - t123;
-        const double t125 = 0.5*R0_8;
-        const double t126 = -t125 + 0.2*R0_6;
-        const double t127 = 0.1*R0_8 - 0.2*R0_7;
-        J[0] = t107;
-        J[1] = t84;
-        J[2] = t85;
-        J[3] = t86;
-        J[4] = t108;
-        J[5] = t88;
-        J[6] = t89;
-        J[7] = t90;
-        J[8] = t109;
-        J[9] = t92;
-        J[10] = t93;
-        J[11] = t94;
-        J[12] = -(t95 + t112*HbiHbmc0x_3 + t114*HbiHbmc0x_4 + t115*HbiHbmc0x_5);
-        J[13] = -(t96 + t112*HbiHbmc1x_3 + t114*HbiHbmc1x_4 + t115*HbiHbmc1x_5);
-        J[14] = -(t97 + t112*HbiHbmc2x_3 + t114*HbiHbmc2x_4 + t115*HbiHbmc2x_5);
-        J[15] = -(t98 + t112*HbiHbmc3x_3 + t114*HbiHbmc3x_4 + t115*HbiHbmc3x_5);
-        J[16] = -(t99 + t118*HbiHbmc0x_3 + t120*HbiHbmc0x_4 + t121*HbiHbmc0x_5);
-        J[17] = -(t100 + t118*HbiHbmc1x_3 + t120*HbiHbmc1x_4 + t121*HbiHbmc1x_5);
-        J[18] = -(t101 + t118*HbiHbmc2x_3 + t120*HbiHbmc2x_4 + t121*HbiHbmc2x_5);
-        J[19] = -(t102 + t118*HbiHbmc3x_3 + t120*HbiHbmc3x_4 + t121*HbiHbmc3x_5);
-        J[20] = -(t103 + t124*HbiHbmc0x_3 + t126*HbiHbmc0x_4 + t127*HbiHbmc0x_5);
-        J[21] = -(t104 + t124*HbiHbmc1x_3 + t126*HbiHbmc1x_4 + t127*HbiHbmc1x_5);
-        J[22] = -(t105 + t124*HbiHbmc2x_3 + t126*HbiHbmc2x_4 + t127*HbiHbmc2x_5);
-        J[23] = -(t106 + t124*HbiHbmc3x_3 + t126*HbiHbmc3x_4 + t127*HbiHbmc3x_5);
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 63 operations */
+        const double t98 = 0.5*R0_6;
+        const double t99 = t98 + 0.1*R0_7 + 0.2*R0_8;
+        const double t100 = 0.5*R0_3;
+        const double t101 = t100 + 0.1*R0_4 + 0.2*R0_5;
+        const double t102 = 0.5*R0_0;
+        const double t103 = t102 + 0.1*R0_1 + 0.2*R0_2;
+        J[0] = t95;
+        J[1] = -HbiHbm_w_1;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = t96;
+        J[5] = -HbiHbm_w_5;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = t97;
+        J[9] = -HbiHbm_w_9;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = -(HbiHbm_w_12 - (t101*HbiHbm_w_8 - t99*HbiHbm_w_4));
+        J[13] = -(HbiHbm_w_13 - (t101*HbiHbm_w_9 - t99*HbiHbm_w_5));
+        J[14] = -(HbiHbm_w_14 - (t101*HbiHbm_w_10 - t99*HbiHbm_w_6));
+        J[15] = -(HbiHbm_w_15 - (t101*HbiHbm_w_11 - t99*HbiHbm_w_7));
+        J[16] = -(HbiHbm_w_16 - (-t103*HbiHbm_w_8 + t99*HbiHbm_w_0));
+        J[17] = -(HbiHbm_w_17 - (-t103*HbiHbm_w_9 + t99*HbiHbm_w_1));
+        J[18] = -(HbiHbm_w_18 - (-t103*HbiHbm_w_10 + t99*HbiHbm_w_2));
+        J[19] = -(HbiHbm_w_19 - (-t103*HbiHbm_w_11 + t99*HbiHbm_w_3));
+        J[20] = -(HbiHbm_w_20 - (-t101*HbiHbm_w_0 + t103*HbiHbm_w_4));
+        J[21] = -(HbiHbm_w_21 - (-t101*HbiHbm_w_1 + t103*HbiHbm_w_5));
+        J[22] = -(HbiHbm_w_22 - (-t101*HbiHbm_w_2 + t103*HbiHbm_w_6));
+        J[23] = -(HbiHbm_w_23 - (-t101*HbiHbm_w_3 + t103*HbiHbm_w_7));
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 129 operations */
-        const double t134 = -R0_0*pb2_1 + R0_1*pb2_0;
-        const double t135 = R0_0*pb2_2 - R0_2*pb2_0;
-        const double t136 = -R0_1*pb2_2 + R0_2*pb2_1;
-        const double t137 = -0.5 + pb2_0;
-        const double t138 = -0.1 + pb2_1;
-        const double t139 = t137*0.036957013524625076 + t138*0.21835066314633444;
-        const double t140 = -0.2 + pb2_2;
-        const double t141 = t137*0.975170327201816 - t140*0.21835066314633444;
-        const double t142 = -t138*0.975170327201816 - t140*0.036957013524625076;
-        const double t143 = -R0_3*pb2_1 + R0_4*pb2_0;
-        const double t144 = R0_3*pb2_2 - R0_5*pb2_0;
-        const double t145 = -R0_4*pb2_2 + R0_5*pb2_1;
-        const double t146 = -R0_6*pb2_1 + R0_7*pb2_0;
-        const double t147 = R0_6*pb2_2 - R0_8*pb2_0;
-        const double t148 = -R0_7*pb2_2 + R0_8*pb2_1;
-        J[0] = t107;
-        J[1] = t131;
-        J[2] = t85;
-        J[3] = t86;
-        J[4] = t108;
-        J[5] = t132;
-        J[6] = t89;
-        J[7] = t90;
-        J[8] = t109;
-        J[9] = t133;
-        J[10] = t93;
-        J[11] = t94;
-        J[12] = t139*R0_2 + t141*R0_1 + t142*R0_0 - (t95 + t134*HbiHbmc0x_3 + t135*HbiHbmc0x_4 + t136*HbiHbmc0x_5);
-        J[13] = -(t96 + t134*HbiHbmc1x_3 + t135*HbiHbmc1x_4 + t136*HbiHbmc1x_5);
-        J[14] = -(t97 + t134*HbiHbmc2x_3 + t135*HbiHbmc2x_4 + t136*HbiHbmc2x_5);
-        J[15] = -(t98 + t134*HbiHbmc3x_3 + t135*HbiHbmc3x_4 + t136*HbiHbmc3x_5);
-        J[16] = t139*R0_5 + t141*R0_4 + t142*R0_3 - (t99 + t143*HbiHbmc0x_3 + t144*HbiHbmc0x_4 + t145*HbiHbmc0x_5);
-        J[17] = -(t100 + t143*HbiHbmc1x_3 + t144*HbiHbmc1x_4 + t145*HbiHbmc1x_5);
-        J[18] = -(t101 + t143*HbiHbmc2x_3 + t144*HbiHbmc2x_4 + t145*HbiHbmc2x_5);
-        J[19] = -(t102 + t143*HbiHbmc3x_3 + t144*HbiHbmc3x_4 + t145*HbiHbmc3x_5);
-        J[20] = t139*R0_8 + t141*R0_7 + t142*R0_6 - (t103 + t146*HbiHbmc0x_3 + t147*HbiHbmc0x_4 + t148*HbiHbmc0x_5);
-        J[21] = -(t104 + t146*HbiHbmc1x_3 + t147*HbiHbmc1x_4 + t148*HbiHbmc1x_5);
-        J[22] = -(t105 + t146*HbiHbmc2x_3 + t147*HbiHbmc2x_4 + t148*HbiHbmc2x_5);
-        J[23] = -(t106 + t146*HbiHbmc3x_3 + t147*HbiHbmc3x_4 + t148*HbiHbmc3x_5);
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 93 operations */
+        const double t110 = R0_6*pb2_0 + R0_7*pb2_1 + R0_8*pb2_2;
+        const double t111 = R0_3*pb2_0 + R0_4*pb2_1 + R0_5*pb2_2;
+        const double t112 = -0.5 + pb2_0;
+        const double t113 = -0.1 + pb2_1;
+        const double t114 = t112*0.036957013524625076 + t113*0.21835066314633444;
+        const double t115 = -0.2 + pb2_2;
+        const double t116 = t112*0.975170327201816 - t115*0.21835066314633444;
+        const double t117 = -t113*0.975170327201816 - t115*0.036957013524625076;
+        const double t118 = R0_0*pb2_0 + R0_1*pb2_1 + R0_2*pb2_2;
+        J[0] = t95;
+        J[1] = t107;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = t96;
+        J[5] = t108;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = t97;
+        J[9] = t109;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = t114*R0_2 + t116*R0_1 + t117*R0_0 - (HbiHbm_w_12 - (-t110*HbiHbm_w_4 + t111*HbiHbm_w_8));
+        J[13] = -(HbiHbm_w_13 - (-t110*HbiHbm_w_5 + t111*HbiHbm_w_9));
+        J[14] = -(HbiHbm_w_14 - (-t110*HbiHbm_w_6 + t111*HbiHbm_w_10));
+        J[15] = -(HbiHbm_w_15 - (-t110*HbiHbm_w_7 + t111*HbiHbm_w_11));
+        J[16] = t114*R0_5 + t116*R0_4 + t117*R0_3 - (HbiHbm_w_16 - (t110*HbiHbm_w_0 - t118*HbiHbm_w_8));
+        J[17] = -(HbiHbm_w_17 - (t110*HbiHbm_w_1 - t118*HbiHbm_w_9));
+        J[18] = -(HbiHbm_w_18 - (t110*HbiHbm_w_2 - t118*HbiHbm_w_10));
+        J[19] = -(HbiHbm_w_19 - (t110*HbiHbm_w_3 - t118*HbiHbm_w_11));
+        J[20] = t114*R0_8 + t116*R0_7 + t117*R0_6 - (HbiHbm_w_20 - (-t111*HbiHbm_w_0 + t118*HbiHbm_w_4));
+        J[21] = -(HbiHbm_w_21 - (-t111*HbiHbm_w_1 + t118*HbiHbm_w_5));
+        J[22] = -(HbiHbm_w_22 - (-t111*HbiHbm_w_2 + t118*HbiHbm_w_6));
+        J[23] = -(HbiHbm_w_23 - (-t111*HbiHbm_w_3 + t118*HbiHbm_w_7));
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 183 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 147 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-        const double t149 = -R0_0*pb3_1 + R0_1*pb3_0;
-        const double t150 = R0_0*pb3_2 - R0_2*pb3_0;
-        const double t151 = -R0_1*pb3_2 + R0_2*pb3_1;
-        const double t152 = -0.5 + pb3_0;
-        const double t153 = -0.1 + pb3_1;
-        const double t154 = t152*0.036957013524625076 + t153*0.21835066314633444;
-        const double t155 = -0.2 + pb3_2;
-        const double t156 = t152*0.975170327201816 - t155*0.21835066314633444;
-        const double t157 = -t153*0.975170327201816 - t155*0.036957013524625076;
-        const double t159 = -pb2_0 + pb3_0;
-        const double t161 = -pb2_1 + pb3_1;
-        const double t162 = -t159*t129 + t161*t130;
-        const double t164 = -pb2_2 + pb3_2;
-        const double t165 = t159*t128 - t164*t130;
-        const double t166 = -t161*t128 + t164*t129;
-        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-        const double t168 = -R0_3*pb3_1 + R0_4*pb3_0;
-        const double t169 = R0_3*pb3_2 - R0_5*pb3_0;
-        const double t170 = -R0_4*pb3_2 + R0_5*pb3_1;
-        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-        const double t172 = -R0_6*pb3_1 + R0_7*pb3_0;
-        const double t173 = R0_6*pb3_2 - R0_8*pb3_0;
-        const double t174 = -R0_7*pb3_2 + R0_8*pb3_1;
-        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
-        J[0] = t107;
-        J[1] = t131;
-        J[2] = t85;
-        J[3] = t86;
-        J[4] = t108;
-        J[5] = t132;
-        J[6] = t89;
-        J[7] = t90;
-        J[8] = t109;
-        J[9] = t133;
-        J[10] = t93;
-        J[11] = t94;
-        J[12] = t154*R0_2 + t156*R0_1 + t157*R0_0 - (t95 + t149*HbiHbmc0x_3 + t150*HbiHbmc0x_4 + t151*HbiHbmc0x_5);
-        J[13] = t162*R0_2 + t165*R0_1 + t166*R0_0 - (t96 + t149*HbiHbmc1x_3 + t150*HbiHbmc1x_4 + t151*HbiHbmc1x_5);
-        J[14] = t167 - (t97 + t149*HbiHbmc2x_3 + t150*HbiHbmc2x_4 + t151*HbiHbmc2x_5);
-        J[15] = -(t98 + t149*HbiHbmc3x_3 + t150*HbiHbmc3x_4 + t151*HbiHbmc3x_5);
-        J[16] = t154*R0_5 + t156*R0_4 + t157*R0_3 - (t99 + t168*HbiHbmc0x_3 + t169*HbiHbmc0x_4 + t170*HbiHbmc0x_5);
-        J[17] = t162*R0_5 + t165*R0_4 + t166*R0_3 - (t100 + t168*HbiHbmc1x_3 + t169*HbiHbmc1x_4 + t170*HbiHbmc1x_5);
-        J[18] = t171 - (t101 + t168*HbiHbmc2x_3 + t169*HbiHbmc2x_4 + t170*HbiHbmc2x_5);
-        J[19] = -(t102 + t168*HbiHbmc3x_3 + t169*HbiHbmc3x_4 + t170*HbiHbmc3x_5);
-        J[20] = t154*R0_8 + t156*R0_7 + t157*R0_6 - (t103 + t172*HbiHbmc0x_3 + t173*HbiHbmc0x_4 + t174*HbiHbmc0x_5);
-        J[21] = t162*R0_8 + t165*R0_7 + t166*R0_6 - (t104 + t172*HbiHbmc1x_3 + t173*HbiHbmc1x_4 + t174*HbiHbmc1x_5);
-        J[22] = t175 - (t105 + t172*HbiHbmc2x_3 + t173*HbiHbmc2x_4 + t174*HbiHbmc2x_5);
-        J[23] = -(t106 + t172*HbiHbmc3x_3 + t173*HbiHbmc3x_4 + t174*HbiHbmc3x_5);
+        const double t119 = R0_6*pb3_0 + R0_7*pb3_1 + R0_8*pb3_2;
+        const double t120 = R0_3*pb3_0 + R0_4*pb3_1 + R0_5*pb3_2;
+        const double t121 = -0.5 + pb3_0;
+        const double t122 = -0.1 + pb3_1;
+        const double t123 = t121*0.036957013524625076 + t122*0.21835066314633444;
+        const double t124 = -0.2 + pb3_2;
+        const double t125 = t121*0.975170327201816 - t124*0.21835066314633444;
+        const double t126 = -t122*0.975170327201816 - t124*0.036957013524625076;
+        const double t128 = -pb2_0 + pb3_0;
+        const double t130 = -pb2_1 + pb3_1;
+        const double t131 = -t105*t128 + t106*t130;
+        const double t133 = -pb2_2 + pb3_2;
+        const double t134 = t104*t128 - t106*t133;
+        const double t135 = -t104*t130 + t105*t133;
+        const double t136 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t137 = R0_0*pb3_0 + R0_1*pb3_1 + R0_2*pb3_2;
+        const double t138 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t139 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
+        J[0] = t95;
+        J[1] = t107;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = t96;
+        J[5] = t108;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = t97;
+        J[9] = t109;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = t123*R0_2 + t125*R0_1 + t126*R0_0 - (HbiHbm_w_12 - (-t119*HbiHbm_w_4 + t120*HbiHbm_w_8));
+        J[13] = t131*R0_2 + t134*R0_1 + t135*R0_0 - (HbiHbm_w_13 - (-t119*HbiHbm_w_5 + t120*HbiHbm_w_9));
+        J[14] = t136 - (HbiHbm_w_14 - (-t119*HbiHbm_w_6 + t120*HbiHbm_w_10));
+        J[15] = -(HbiHbm_w_15 - (-t119*HbiHbm_w_7 + t120*HbiHbm_w_11));
+        J[16] = t123*R0_5 + t125*R0_4 + t126*R0_3 - (HbiHbm_w_16 - (t119*HbiHbm_w_0 - t137*HbiHbm_w_8));
+        J[17] = t131*R0_5 + t134*R0_4 + t135*R0_3 - (HbiHbm_w_17 - (t119*HbiHbm_w_1 - t137*HbiHbm_w_9));
+        J[18] = t138 - (HbiHbm_w_18 - (t119*HbiHbm_w_2 - t137*HbiHbm_w_10));
+        J[19] = -(HbiHbm_w_19 - (t119*HbiHbm_w_3 - t137*HbiHbm_w_11));
+        J[20] = t123*R0_8 + t125*R0_7 + t126*R0_6 - (HbiHbm_w_20 - (-t120*HbiHbm_w_0 + t137*HbiHbm_w_4));
+        J[21] = t131*R0_8 + t134*R0_7 + t135*R0_6 - (HbiHbm_w_21 - (-t120*HbiHbm_w_1 + t137*HbiHbm_w_5));
+        J[22] = t139 - (HbiHbm_w_22 - (-t120*HbiHbm_w_2 + t137*HbiHbm_w_6));
+        J[23] = -(HbiHbm_w_23 - (-t120*HbiHbm_w_3 + t137*HbiHbm_w_7));
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 90 operations */
-        const double t110 = 0.5*R0_1;
-        const double t111 = 0.1*R0_0;
-        const double t113 = 0.5*R0_2;
-        const double t116 = 0.5*R0_4;
-        const double t117 = 0.1*R0_3;
-        const double t119 = 0.5*R0_5;
-        const double t122 = 0.5*R0_7;
-        const double t123 = 0.1*R0_6;
-        const double t125 = 0.5*R0_8;
-        const double t176 = t111 + t113;
-        const double t177 = 0.1*R0_1;
-        const double t178 = t117 + t119;
-        const double t179 = 0.1*R0_4;
-        const double t180 = t123 + t125;
-        const double t181 = 0.1*R0_7;
-        J[0] = t83;
-        J[1] = t84;
-        J[2] = t85;
-        J[3] = R0_1 + t86;
-        J[4] = t87;
-        J[5] = t88;
-        J[6] = t89;
-        J[7] = R0_4 + t90;
-        J[8] = t91;
-        J[9] = t92;
-        J[10] = t93;
-        J[11] = R0_7 + t94;
-        J[12] = -(t95 - t110*HbiHbmc0x_3 + t176*HbiHbmc0x_4 - t177*HbiHbmc0x_5);
-        J[13] = -(t96 - t110*HbiHbmc1x_3 + t176*HbiHbmc1x_4 - t177*HbiHbmc1x_5);
-        J[14] = -(t97 - t110*HbiHbmc2x_3 + t176*HbiHbmc2x_4 - t177*HbiHbmc2x_5);
-        J[15] = -(t98 - t110*HbiHbmc3x_3 + t176*HbiHbmc3x_4 - t177*HbiHbmc3x_5);
-        J[16] = -(t99 - t116*HbiHbmc0x_3 + t178*HbiHbmc0x_4 - t179*HbiHbmc0x_5);
-        J[17] = -(t100 - t116*HbiHbmc1x_3 + t178*HbiHbmc1x_4 - t179*HbiHbmc1x_5);
-        J[18] = -(t101 - t116*HbiHbmc2x_3 + t178*HbiHbmc2x_4 - t179*HbiHbmc2x_5);
-        J[19] = -(t102 - t116*HbiHbmc3x_3 + t178*HbiHbmc3x_4 - t179*HbiHbmc3x_5);
-        J[20] = -(t103 - t122*HbiHbmc0x_3 + t180*HbiHbmc0x_4 - t181*HbiHbmc0x_5);
-        J[21] = -(t104 - t122*HbiHbmc1x_3 + t180*HbiHbmc1x_4 - t181*HbiHbmc1x_5);
-        J[22] = -(t105 - t122*HbiHbmc2x_3 + t180*HbiHbmc2x_4 - t181*HbiHbmc2x_5);
-        J[23] = -(t106 - t122*HbiHbmc3x_3 + t180*HbiHbmc3x_4 - t181*HbiHbmc3x_5);
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 60 operations */
+        const double t98 = 0.5*R0_6;
+        const double t100 = 0.5*R0_3;
+        const double t102 = 0.5*R0_0;
+        const double t140 = -t98 + 0.1*R0_8;
+        const double t141 = -t100 + 0.1*R0_5;
+        const double t142 = -t102 + 0.1*R0_2;
+        J[0] = -HbiHbm_w_0;
+        J[1] = -HbiHbm_w_1;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3 + R0_1;
+        J[4] = -HbiHbm_w_4;
+        J[5] = -HbiHbm_w_5;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7 + R0_4;
+        J[8] = -HbiHbm_w_8;
+        J[9] = -HbiHbm_w_9;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11 + R0_7;
+        J[12] = -(HbiHbm_w_12 - (-t140*HbiHbm_w_4 + t141*HbiHbm_w_8));
+        J[13] = -(HbiHbm_w_13 - (-t140*HbiHbm_w_5 + t141*HbiHbm_w_9));
+        J[14] = -(HbiHbm_w_14 - (-t140*HbiHbm_w_6 + t141*HbiHbm_w_10));
+        J[15] = -(HbiHbm_w_15 - (-t140*HbiHbm_w_7 + t141*HbiHbm_w_11));
+        J[16] = -(HbiHbm_w_16 - (t140*HbiHbm_w_0 - t142*HbiHbm_w_8));
+        J[17] = -(HbiHbm_w_17 - (t140*HbiHbm_w_1 - t142*HbiHbm_w_9));
+        J[18] = -(HbiHbm_w_18 - (t140*HbiHbm_w_2 - t142*HbiHbm_w_10));
+        J[19] = -(HbiHbm_w_19 - (t140*HbiHbm_w_3 - t142*HbiHbm_w_11));
+        J[20] = -(HbiHbm_w_20 - (-t141*HbiHbm_w_0 + t142*HbiHbm_w_4));
+        J[21] = -(HbiHbm_w_21 - (-t141*HbiHbm_w_1 + t142*HbiHbm_w_5));
+        J[22] = -(HbiHbm_w_22 - (-t141*HbiHbm_w_2 + t142*HbiHbm_w_6));
+        J[23] = -(HbiHbm_w_23 - (-t141*HbiHbm_w_3 + t142*HbiHbm_w_7));
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 189 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 153 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
@@ -10647,57 +10614,51 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
-        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
-        const double t182 = R0_0*pf_tool_2 - R0_2*pf_tool_0;
-        const double t183 = -R0_0*pf_tool_1 + R0_1*pf_tool_0;
-        const double t184 = -R0_1*pf_tool_2 + R0_2*pf_tool_1;
-        const double t185 = -0.5 + pf_tool_0;
-        const double t186 = -0.1 + pf_tool_1;
-        const double t187 = t185*0.036957013524625076 + t186*0.21835066314633444;
-        const double t188 = -0.2 + pf_tool_2;
-        const double t189 = t185*0.975170327201816 - t188*0.21835066314633444;
-        const double t190 = -t186*0.975170327201816 - t188*0.036957013524625076;
-        const double t191 = -pb2_0 + pf_tool_0;
-        const double t192 = -pb2_1 + pf_tool_1;
-        const double t193 = -t129*t191 + t130*t192;
-        const double t194 = -pb2_2 + pf_tool_2;
-        const double t195 = t128*t191 - t130*t194;
-        const double t196 = -t128*t192 + t129*t194;
-        const double t197 = -R0_3*pf_tool_1 + R0_4*pf_tool_0;
-        const double t198 = R0_3*pf_tool_2 - R0_5*pf_tool_0;
-        const double t199 = -R0_4*pf_tool_2 + R0_5*pf_tool_1;
-        const double t200 = -R0_6*pf_tool_1 + R0_7*pf_tool_0;
-        const double t201 = R0_6*pf_tool_2 - R0_8*pf_tool_0;
-        const double t202 = -R0_7*pf_tool_2 + R0_8*pf_tool_1;
-        J[0] = t107;
-        J[1] = t131;
-        J[2] = t85;
-        J[3] = t86;
-        J[4] = t108;
-        J[5] = t132;
-        J[6] = t89;
-        J[7] = t90;
-        J[8] = t109;
-        J[9] = t133;
-        J[10] = t93;
-        J[11] = t94;
-        J[12] = t187*R0_2 + t189*R0_1 + t190*R0_0 - (t95 + t182*HbiHbmc0x_4 + t183*HbiHbmc0x_3 + t184*HbiHbmc0x_5);
-        J[13] = t193*R0_2 + t195*R0_1 + t196*R0_0 - (t96 + t182*HbiHbmc1x_4 + t183*HbiHbmc1x_3 + t184*HbiHbmc1x_5);
-        J[14] = t167 - (t97 + t182*HbiHbmc2x_4 + t183*HbiHbmc2x_3 + t184*HbiHbmc2x_5);
-        J[15] = -(t98 + t182*HbiHbmc3x_4 + t183*HbiHbmc3x_3 + t184*HbiHbmc3x_5);
-        J[16] = t187*R0_5 + t189*R0_4 + t190*R0_3 - (t99 + t197*HbiHbmc0x_3 + t198*HbiHbmc0x_4 + t199*HbiHbmc0x_5);
-        J[17] = t193*R0_5 + t195*R0_4 + t196*R0_3 - (t100 + t197*HbiHbmc1x_3 + t198*HbiHbmc1x_4 + t199*HbiHbmc1x_5);
-        J[18] = t171 - (t101 + t197*HbiHbmc2x_3 + t198*HbiHbmc2x_4 + t199*HbiHbmc2x_5);
-        J[19] = -(t102 + t197*HbiHbmc3x_3 + t198*HbiHbmc3x_4 + t199*HbiHbmc3x_5);
-        J[20] = t187*R0_8 + t189*R0_7 + t190*R0_6 - (t103 + t200*HbiHbmc0x_3 + t201*HbiHbmc0x_4 + t202*HbiHbmc0x_5);
-        J[21] = t193*R0_8 + t195*R0_7 + t196*R0_6 - (t104 + t200*HbiHbmc1x_3 + t201*HbiHbmc1x_4 + t202*HbiHbmc1x_5);
-        J[22] = t175 - (t105 + t200*HbiHbmc2x_3 + t201*HbiHbmc2x_4 + t202*HbiHbmc2x_5);
-        J[23] = -(t106 + t200*HbiHbmc3x_3 + t201*HbiHbmc3x_4 + t202*HbiHbmc3x_5);
+        const double t136 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t138 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t139 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
+        const double t143 = R0_6*pf_tool_0 + R0_7*pf_tool_1 + R0_8*pf_tool_2;
+        const double t144 = R0_3*pf_tool_0 + R0_4*pf_tool_1 + R0_5*pf_tool_2;
+        const double t145 = -0.5 + pf_tool_0;
+        const double t146 = -0.1 + pf_tool_1;
+        const double t147 = t145*0.036957013524625076 + t146*0.21835066314633444;
+        const double t148 = -0.2 + pf_tool_2;
+        const double t149 = t145*0.975170327201816 - t148*0.21835066314633444;
+        const double t150 = -t146*0.975170327201816 - t148*0.036957013524625076;
+        const double t151 = -pb2_0 + pf_tool_0;
+        const double t152 = -pb2_1 + pf_tool_1;
+        const double t153 = -t105*t151 + t106*t152;
+        const double t154 = -pb2_2 + pf_tool_2;
+        const double t155 = t104*t151 - t106*t154;
+        const double t156 = -t104*t152 + t105*t154;
+        const double t157 = R0_0*pf_tool_0 + R0_1*pf_tool_1 + R0_2*pf_tool_2;
+        J[0] = t95;
+        J[1] = t107;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = t96;
+        J[5] = t108;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = t97;
+        J[9] = t109;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = t147*R0_2 + t149*R0_1 + t150*R0_0 - (HbiHbm_w_12 - (-t143*HbiHbm_w_4 + t144*HbiHbm_w_8));
+        J[13] = t153*R0_2 + t155*R0_1 + t156*R0_0 - (HbiHbm_w_13 - (-t143*HbiHbm_w_5 + t144*HbiHbm_w_9));
+        J[14] = t136 - (HbiHbm_w_14 - (-t143*HbiHbm_w_6 + t144*HbiHbm_w_10));
+        J[15] = -(HbiHbm_w_15 - (-t143*HbiHbm_w_7 + t144*HbiHbm_w_11));
+        J[16] = t147*R0_5 + t149*R0_4 + t150*R0_3 - (HbiHbm_w_16 - (t143*HbiHbm_w_0 - t157*HbiHbm_w_8));
+        J[17] = t153*R0_5 + t155*R0_4 + t156*R0_3 - (HbiHbm_w_17 - (t143*HbiHbm_w_1 - t157*HbiHbm_w_9));
+        J[18] = t138 - (HbiHbm_w_18 - (t143*HbiHbm_w_2 - t157*HbiHbm_w_10));
+        J[19] = -(HbiHbm_w_19 - (t143*HbiHbm_w_3 - t157*HbiHbm_w_11));
+        J[20] = t147*R0_8 + t149*R0_7 + t150*R0_6 - (HbiHbm_w_20 - (-t144*HbiHbm_w_0 + t157*HbiHbm_w_4));
+        J[21] = t153*R0_8 + t155*R0_7 + t156*R0_6 - (HbiHbm_w_21 - (-t144*HbiHbm_w_1 + t157*HbiHbm_w_5));
+        J[22] = t139 - (HbiHbm_w_22 - (-t144*HbiHbm_w_2 + t157*HbiHbm_w_6));
+        J[23] = -(HbiHbm_w_23 - (-t144*HbiHbm_w_3 + t157*HbiHbm_w_7));
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 195 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 159 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
@@ -10705,54 +10666,48 @@ int scratch_tree_generalized_jacobian(const double *q, int frame, double *J)
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
-        const double t167 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
-        const double t171 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
-        const double t175 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
-        const double t203 = -R0_0*pf_tcp_1 + R0_1*pf_tcp_0;
-        const double t204 = R0_0*pf_tcp_2 - R0_2*pf_tcp_0;
-        const double t205 = -R0_1*pf_tcp_2 + R0_2*pf_tcp_1;
-        const double t206 = -0.5 + pf_tcp_0;
-        const double t207 = -0.1 + pf_tcp_1;
-        const double t208 = t206*0.036957013524625076 + t207*0.21835066314633444;
-        const double t209 = -0.2 + pf_tcp_2;
-        const double t210 = t206*0.975170327201816 - t209*0.21835066314633444;
-        const double t211 = -t207*0.975170327201816 - t209*0.036957013524625076;
-        const double t212 = -pb2_2 + pf_tcp_2;
-        const double t213 = -pb2_0 + pf_tcp_0;
-        const double t214 = -t212*t130 + t213*t128;
-        const double t215 = -pb2_1 + pf_tcp_1;
-        const double t216 = -t213*t129 + t215*t130;
-        const double t217 = t212*t129 - t215*t128;
-        const double t218 = -R0_3*pf_tcp_1 + R0_4*pf_tcp_0;
-        const double t219 = R0_3*pf_tcp_2 - R0_5*pf_tcp_0;
-        const double t220 = -R0_4*pf_tcp_2 + R0_5*pf_tcp_1;
-        const double t221 = -R0_6*pf_tcp_1 + R0_7*pf_tcp_0;
-        const double t222 = R0_6*pf_tcp_2 - R0_8*pf_tcp_0;
-        const double t223 = -R0_7*pf_tcp_2 + R0_8*pf_tcp_1;
-        J[0] = t107;
-        J[1] = t131;
-        J[2] = t85;
-        J[3] = t86;
-        J[4] = t108;
-        J[5] = t132;
-        J[6] = t89;
-        J[7] = t90;
-        J[8] = t109;
-        J[9] = t133;
-        J[10] = t93;
-        J[11] = t94;
-        J[12] = t208*R0_2 + t210*R0_1 + t211*R0_0 - (t95 + t203*HbiHbmc0x_3 + t204*HbiHbmc0x_4 + t205*HbiHbmc0x_5);
-        J[13] = t214*R0_1 + t216*R0_2 + t217*R0_0 - (t96 + t203*HbiHbmc1x_3 + t204*HbiHbmc1x_4 + t205*HbiHbmc1x_5);
-        J[14] = t167 - (t97 + t203*HbiHbmc2x_3 + t204*HbiHbmc2x_4 + t205*HbiHbmc2x_5);
-        J[15] = -(t98 + t203*HbiHbmc3x_3 + t204*HbiHbmc3x_4 + t205*HbiHbmc3x_5);
-        J[16] = t208*R0_5 + t210*R0_4 + t211*R0_3 - (t99 + t218*HbiHbmc0x_3 + t219*HbiHbmc0x_4 + t220*HbiHbmc0x_5);
-        J[17] = t214*R0_4 + t216*R0_5 + t217*R0_3 - (t100 + t218*HbiHbmc1x_3 + t219*HbiHbmc1x_4 + t220*HbiHbmc1x_5);
-        J[18] = t171 - (t101 + t218*HbiHbmc2x_3 + t219*HbiHbmc2x_4 + t220*HbiHbmc2x_5);
-        J[19] = -(t102 + t218*HbiHbmc3x_3 + t219*HbiHbmc3x_4 + t220*HbiHbmc3x_5);
-        J[20] = t208*R0_8 + t210*R0_7 + t211*R0_6 - (t103 + t221*HbiHbmc0x_3 + t222*HbiHbmc0x_4 + t223*HbiHbmc0x_5);
-        J[21] = t214*R0_7 + t216*R0_8 + t217*R0_6 - (t104 + t221*HbiHbmc1x_3 + t222*HbiHbmc1x_4 + t223*HbiHbmc1x_5);
-        J[22] = t175 - (t105 + t221*HbiHbmc2x_3 + t222*HbiHbmc2x_4 + t223*HbiHbmc2x_5);
-        J[23] = -(t106 + t221*HbiHbmc3x_3 + t222*HbiHbmc3x_4 + t223*HbiHbmc3x_5);
+        const double t136 = R0_0*Rb2_0 + R0_1*Rb2_3 + R0_2*Rb2_6;
+        const double t138 = R0_3*Rb2_0 + R0_4*Rb2_3 + R0_5*Rb2_6;
+        const double t139 = R0_6*Rb2_0 + R0_7*Rb2_3 + R0_8*Rb2_6;
+        const double t158 = -0.5 + pf_tcp_0;
+        const double t159 = -0.1 + pf_tcp_1;
+        const double t160 = t158*0.036957013524625076 + t159*0.21835066314633444;
+        const double t161 = R0_6*pf_tcp_0 + R0_7*pf_tcp_1 + R0_8*pf_tcp_2;
+        const double t162 = R0_3*pf_tcp_0 + R0_4*pf_tcp_1 + R0_5*pf_tcp_2;
+        const double t163 = -0.2 + pf_tcp_2;
+        const double t164 = t158*0.975170327201816 - t163*0.21835066314633444;
+        const double t165 = -t159*0.975170327201816 - t163*0.036957013524625076;
+        const double t166 = -pb2_2 + pf_tcp_2;
+        const double t167 = -pb2_0 + pf_tcp_0;
+        const double t168 = t104*t167 - t106*t166;
+        const double t169 = -pb2_1 + pf_tcp_1;
+        const double t170 = -t105*t167 + t106*t169;
+        const double t171 = -t104*t169 + t105*t166;
+        const double t172 = R0_0*pf_tcp_0 + R0_1*pf_tcp_1 + R0_2*pf_tcp_2;
+        J[0] = t95;
+        J[1] = t107;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = t96;
+        J[5] = t108;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = t97;
+        J[9] = t109;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = t160*R0_2 + t164*R0_1 + t165*R0_0 - (HbiHbm_w_12 - (-t161*HbiHbm_w_4 + t162*HbiHbm_w_8));
+        J[13] = t168*R0_1 + t170*R0_2 + t171*R0_0 - (HbiHbm_w_13 - (-t161*HbiHbm_w_5 + t162*HbiHbm_w_9));
+        J[14] = t136 - (HbiHbm_w_14 - (-t161*HbiHbm_w_6 + t162*HbiHbm_w_10));
+        J[15] = -(HbiHbm_w_15 - (-t161*HbiHbm_w_7 + t162*HbiHbm_w_11));
+        J[16] = t160*R0_5 + t164*R0_4 + t165*R0_3 - (HbiHbm_w_16 - (t161*HbiHbm_w_0 - t172*HbiHbm_w_8));
+        J[17] = t168*R0_4 + t170*R0_5 + t171*R0_3 - (HbiHbm_w_17 - (t161*HbiHbm_w_1 - t172*HbiHbm_w_9));
+        J[18] = t138 - (HbiHbm_w_18 - (t161*HbiHbm_w_2 - t172*HbiHbm_w_10));
+        J[19] = -(HbiHbm_w_19 - (t161*HbiHbm_w_3 - t172*HbiHbm_w_11));
+        J[20] = t160*R0_8 + t164*R0_7 + t165*R0_6 - (HbiHbm_w_20 - (-t162*HbiHbm_w_0 + t172*HbiHbm_w_4));
+        J[21] = t168*R0_7 + t170*R0_8 + t171*R0_6 - (HbiHbm_w_21 - (-t162*HbiHbm_w_1 + t172*HbiHbm_w_5));
+        J[22] = t139 - (HbiHbm_w_22 - (-t162*HbiHbm_w_2 + t172*HbiHbm_w_6));
+        J[23] = -(HbiHbm_w_23 - (-t162*HbiHbm_w_3 + t172*HbiHbm_w_7));
         break;
     }
     default:
@@ -10776,16 +10731,16 @@ int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[11]
  *   in  h[6]
  *   out tw[6]
- *   operations: 928 (380 add, 535 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 828 (347 add, 468 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
  *   operations per call: shared prefix 576 + the frame's case:
  *     SCRATCH_TREE_FRAME_BASE                  0
- *     SCRATCH_TREE_FRAME_L1                    45
- *     SCRATCH_TREE_FRAME_L2                    45
- *     SCRATCH_TREE_FRAME_L3                    66
- *     SCRATCH_TREE_FRAME_L4                    31
- *     SCRATCH_TREE_FRAME_TOOL                  72
- *     SCRATCH_TREE_FRAME_TCP                   93
+ *     SCRATCH_TREE_FRAME_L1                    27
+ *     SCRATCH_TREE_FRAME_L2                    27
+ *     SCRATCH_TREE_FRAME_L3                    48
+ *     SCRATCH_TREE_FRAME_L4                    21
+ *     SCRATCH_TREE_FRAME_TOOL                  54
+ *     SCRATCH_TREE_FRAME_TCP                   75
  */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -10793,11 +10748,11 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double t0 = pow(q_3, 2);
     const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
-    const double q_4 = q[4];
-    const double t3 = pow(q_4, 2);
     const double q_6 = q[6];
-    const double t4 = pow(q_6, 2);
-    const double t5 = -t3 + t4;
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
@@ -10904,27 +10859,27 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double HbL50 = Hbdi0*Rh0_1;
     const double Hbd1 = RJ0_11 - pow(HbL10, 2)*RJ0_00;
     const double Hbdi1 = 1/Hbd1;
-    const double t48 = HbL20*RJ0_00;
-    const double HbL21 = Hbdi1*(RJ0_12 - t48*HbL10);
+    const double t48 = HbL10*RJ0_00;
+    const double HbL21 = Hbdi1*(RJ0_12 - t48*HbL20);
     const double HbL31 = Hbdi1*Rh0_2;
-    const double HbL41 = -HbL40*HbL10*Hbdi1*RJ0_00;
-    const double t49 = HbL50*RJ0_00;
-    const double HbL51 = Hbdi1*(-Rh0_0 - t49*HbL10);
+    const double HbL41 = -t48*HbL40*Hbdi1;
+    const double HbL51 = Hbdi1*(-Rh0_0 - t48*HbL50);
     const double Hbd2 = RJ0_22 - pow(HbL20, 2)*RJ0_00 - Hbd1*pow(HbL21, 2);
     const double Hbdi2 = 1/Hbd2;
-    const double t50 = Hbd1*HbL31;
-    const double HbL32 = Hbdi2*(-Rh0_1 - t50*HbL21);
-    const double HbL42 = Hbdi2*(Rh0_0 - t48*HbL40 - Hbd1*HbL41*HbL21);
-    const double t51 = Hbd1*HbL51;
-    const double HbL52 = (-t48*HbL50 - t51*HbL21)*Hbdi2;
+    const double t49 = Hbd1*HbL21;
+    const double HbL32 = Hbdi2*(-Rh0_1 - t49*HbL31);
+    const double t50 = HbL40*RJ0_00;
+    const double HbL42 = Hbdi2*(Rh0_0 - t49*HbL41 - t50*HbL20);
+    const double HbL52 = Hbdi2*(-t49*HbL51 - HbL50*HbL20*RJ0_00);
     const double Hbd3 = 58 - Hbd1*pow(HbL31, 2) - Hbd2*pow(HbL32, 2);
     const double Hbdi3 = 1/Hbd3;
-    const double HbL43 = Hbdi3*(-t50*HbL41 - Hbd2*HbL32*HbL42);
-    const double t52 = Hbd2*HbL52;
-    const double HbL53 = (-t51*HbL31 - t52*HbL32)*Hbdi3;
+    const double HbL43 = (-Hbd1*HbL31*HbL41 - Hbd2*HbL32*HbL42)*Hbdi3;
+    const double t51 = Hbd2*HbL52;
+    const double t52 = Hbd1*HbL51;
+    const double HbL53 = (-t51*HbL32 - t52*HbL31)*Hbdi3;
     const double Hbd4 = 58 - pow(HbL40, 2)*RJ0_00 - Hbd1*pow(HbL41, 2) - Hbd2*pow(HbL42, 2) - Hbd3*pow(HbL43, 2);
     const double Hbdi4 = 1/Hbd4;
-    const double HbL54 = Hbdi4*(-t49*HbL40 - t51*HbL41 - t52*HbL42 - Hbd3*HbL53*HbL43);
+    const double HbL54 = Hbdi4*(-t50*HbL50 - t51*HbL42 - t52*HbL41 - Hbd3*HbL53*HbL43);
     const double Hbd5 = 58 - pow(HbL50, 2)*RJ0_00 - Hbd1*pow(HbL51, 2) - Hbd2*pow(HbL52, 2) - Hbd3*pow(HbL53, 2) - Hbd4*pow(HbL54, 2);
     const double Hbdi5 = 1/Hbd5;
     const double h_3 = h[3];
@@ -10957,50 +10912,51 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
     const double pb2_0 = 0.5 + 0.4*R1_0;
     const double pb2_1 = 0.1 + 0.4*R1_3;
     const double pb2_2 = 0.2 + 0.4*R1_6;
-    const double t63 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
-    const double t64 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
-    const double t65 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
-    const double t66 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
-    const double t67 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
-    const double t68 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    /* base block H_b of the mass matrix solved by LDL^T (seed 003 eq. C.17, E.3-E.6) */
+    const double vb0_w_0 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double vb0_w_1 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double vb0_w_2 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double vb0_w_3 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double vb0_w_4 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double vb0_w_5 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
     switch (frame) {
     case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66;
-        tw[4] = t67;
-        tw[5] = t68;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3;
+        tw[4] = vb0_w_4;
+        tw[5] = vb0_w_5;
         break;
     }
-    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 45 operations */
-        const double t69 = 0.5*R0_2;
-        const double t70 = 0.5*R0_1;
-        const double t71 = 0.1*R0_0;
-        const double t72 = 0.5*R0_4;
-        const double t73 = 0.1*R0_3;
-        const double t74 = 0.5*R0_5;
-        const double t75 = 0.5*R0_7;
-        const double t76 = 0.1*R0_6;
-        const double t77 = 0.5*R0_8;
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66 + vb0x_4*(-t69 + 0.2*R0_0) + (t70 - t71)*vb0x_3 + (0.1*R0_2 - 0.2*R0_1)*vb0x_5;
-        tw[4] = t67 + vb0x_4*(-t74 + 0.2*R0_3) + (t72 - t73)*vb0x_3 + (0.1*R0_5 - 0.2*R0_4)*vb0x_5;
-        tw[5] = t68 + vb0x_4*(-t77 + 0.2*R0_6) + (t75 - t76)*vb0x_3 + (0.1*R0_8 - 0.2*R0_7)*vb0x_5;
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 27 operations */
+        const double t63 = 0.5*R0_6;
+        const double t64 = t63 + 0.1*R0_7 + 0.2*R0_8;
+        const double t65 = 0.5*R0_3;
+        const double t66 = t65 + 0.1*R0_4 + 0.2*R0_5;
+        const double t67 = 0.5*R0_0;
+        const double t68 = t67 + 0.1*R0_1 + 0.2*R0_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t64*vb0_w_1 + t66*vb0_w_2);
+        tw[4] = vb0_w_4 - (t64*vb0_w_0 - t68*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t66*vb0_w_0 + t68*vb0_w_1);
         break;
     }
-    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 45 operations */
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66 + (R0_0*pb2_2 - R0_2*pb2_0)*vb0x_4 + (-R0_0*pb2_1 + R0_1*pb2_0)*vb0x_3 + (-R0_1*pb2_2 + R0_2*pb2_1)*vb0x_5;
-        tw[4] = t67 + (-R0_3*pb2_1 + R0_4*pb2_0)*vb0x_3 + (-R0_4*pb2_2 + R0_5*pb2_1)*vb0x_5 + (R0_3*pb2_2 - R0_5*pb2_0)*vb0x_4;
-        tw[5] = t68 + (-R0_6*pb2_1 + R0_7*pb2_0)*vb0x_3 + (R0_6*pb2_2 - R0_8*pb2_0)*vb0x_4 + (-R0_7*pb2_2 + R0_8*pb2_1)*vb0x_5;
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 27 operations */
+        const double t69 = R0_6*pb2_0 + R0_7*pb2_1 + R0_8*pb2_2;
+        const double t70 = R0_3*pb2_0 + R0_4*pb2_1 + R0_5*pb2_2;
+        const double t71 = R0_0*pb2_0 + R0_1*pb2_1 + R0_2*pb2_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t69*vb0_w_1 + t70*vb0_w_2);
+        tw[4] = vb0_w_4 - (t69*vb0_w_0 - t71*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t70*vb0_w_0 + t71*vb0_w_1);
         break;
     }
-    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 66 operations */
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 48 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
@@ -11008,34 +10964,33 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         const double pb3_0 = pb2_0 + l3_0*Rb2_0;
         const double pb3_1 = pb2_1 + l3_0*Rb2_3;
         const double pb3_2 = pb2_2 + l3_0*Rb2_6;
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66 + (-R0_0*pb3_1 + R0_1*pb3_0)*vb0x_3 + (R0_0*pb3_2 - R0_2*pb3_0)*vb0x_4 + (-R0_1*pb3_2 + R0_2*pb3_1)*vb0x_5;
-        tw[4] = t67 + (R0_3*pb3_2 - R0_5*pb3_0)*vb0x_4 + (-R0_3*pb3_1 + R0_4*pb3_0)*vb0x_3 + (-R0_4*pb3_2 + R0_5*pb3_1)*vb0x_5;
-        tw[5] = t68 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3 + (R0_6*pb3_2 - R0_8*pb3_0)*vb0x_4 + (-R0_7*pb3_2 + R0_8*pb3_1)*vb0x_5;
+        const double t72 = R0_6*pb3_0 + R0_7*pb3_1 + R0_8*pb3_2;
+        const double t73 = R0_3*pb3_0 + R0_4*pb3_1 + R0_5*pb3_2;
+        const double t74 = R0_0*pb3_0 + R0_1*pb3_1 + R0_2*pb3_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t72*vb0_w_1 + t73*vb0_w_2);
+        tw[4] = vb0_w_4 - (t72*vb0_w_0 - t74*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t73*vb0_w_0 + t74*vb0_w_1);
         break;
     }
-    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 31 operations */
-        const double t69 = 0.5*R0_2;
-        const double t70 = 0.5*R0_1;
-        const double t71 = 0.1*R0_0;
-        const double t72 = 0.5*R0_4;
-        const double t73 = 0.1*R0_3;
-        const double t74 = 0.5*R0_5;
-        const double t75 = 0.5*R0_7;
-        const double t76 = 0.1*R0_6;
-        const double t77 = 0.5*R0_8;
-        const double t78 = 0.1*vb0x_5;
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66 - t70*vb0x_3 - t78*R0_1 + (t69 + t71)*vb0x_4;
-        tw[4] = t67 - t72*vb0x_3 - t78*R0_4 + (t73 + t74)*vb0x_4;
-        tw[5] = t68 - t75*vb0x_3 - t78*R0_7 + (t76 + t77)*vb0x_4;
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 21 operations */
+        const double t63 = 0.5*R0_6;
+        const double t65 = 0.5*R0_3;
+        const double t67 = 0.5*R0_0;
+        const double t75 = -t63 + 0.1*R0_8;
+        const double t76 = -t65 + 0.1*R0_5;
+        const double t77 = -t67 + 0.1*R0_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t75*vb0_w_1 + t76*vb0_w_2);
+        tw[4] = vb0_w_4 - (t75*vb0_w_0 - t77*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t76*vb0_w_0 + t77*vb0_w_1);
         break;
     }
-    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 72 operations */
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 54 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_3 = R2_0*R1_3 + R2_3*R1_4 - R2_6*0.036957013524625076;
@@ -11046,15 +11001,18 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         const double pf_tool_0 = pb3_0 + 0.1*Rb2_0;
         const double pf_tool_1 = pb3_1 + 0.1*Rb2_3;
         const double pf_tool_2 = pb3_2 + 0.1*Rb2_6;
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66 + (-R0_0*pf_tool_1 + R0_1*pf_tool_0)*vb0x_3 + (R0_0*pf_tool_2 - R0_2*pf_tool_0)*vb0x_4 + (-R0_1*pf_tool_2 + R0_2*pf_tool_1)*vb0x_5;
-        tw[4] = t67 + (-R0_3*pf_tool_1 + R0_4*pf_tool_0)*vb0x_3 + (R0_3*pf_tool_2 - R0_5*pf_tool_0)*vb0x_4 + (-R0_4*pf_tool_2 + R0_5*pf_tool_1)*vb0x_5;
-        tw[5] = t68 + (-R0_6*pf_tool_1 + R0_7*pf_tool_0)*vb0x_3 + (R0_6*pf_tool_2 - R0_8*pf_tool_0)*vb0x_4 + (-R0_7*pf_tool_2 + R0_8*pf_tool_1)*vb0x_5;
+        const double t78 = R0_6*pf_tool_0 + R0_7*pf_tool_1 + R0_8*pf_tool_2;
+        const double t79 = R0_3*pf_tool_0 + R0_4*pf_tool_1 + R0_5*pf_tool_2;
+        const double t80 = R0_0*pf_tool_0 + R0_1*pf_tool_1 + R0_2*pf_tool_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t78*vb0_w_1 + t79*vb0_w_2);
+        tw[4] = vb0_w_4 - (t78*vb0_w_0 - t80*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t79*vb0_w_0 + t80*vb0_w_1);
         break;
     }
-    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 93 operations */
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 75 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double Rb2_0 = R2_0*R1_0 + R2_3*R1_1 + R2_6*0.21835066314633444;
         const double Rb2_1 = R2_1*R1_0 + R2_4*R1_1 + R2_7*0.21835066314633444;
@@ -11068,12 +11026,15 @@ int scratch_tree_momentum_frame_twist(const double *q, const double *h, int fram
         const double pf_tcp_0 = pb3_0 + Rb2_0*0.14605304970014427 + Rb2_1*0.01947091711543253;
         const double pf_tcp_1 = pb3_1 + Rb2_3*0.14605304970014427 + Rb2_4*0.01947091711543253;
         const double pf_tcp_2 = pb3_2 + Rb2_6*0.14605304970014427 + Rb2_7*0.01947091711543253;
-        tw[0] = t63;
-        tw[1] = t64;
-        tw[2] = t65;
-        tw[3] = t66 + (-R0_0*pf_tcp_1 + R0_1*pf_tcp_0)*vb0x_3 + (R0_0*pf_tcp_2 - R0_2*pf_tcp_0)*vb0x_4 + (-R0_1*pf_tcp_2 + R0_2*pf_tcp_1)*vb0x_5;
-        tw[4] = t67 + (R0_3*pf_tcp_2 - R0_5*pf_tcp_0)*vb0x_4 + (-R0_3*pf_tcp_1 + R0_4*pf_tcp_0)*vb0x_3 + (-R0_4*pf_tcp_2 + R0_5*pf_tcp_1)*vb0x_5;
-        tw[5] = t68 + (-R0_6*pf_tcp_1 + R0_7*pf_tcp_0)*vb0x_3 + (-R0_7*pf_tcp_2 + R0_8*pf_tcp_1)*vb0x_5 + (R0_6*pf_tcp_2 - R0_8*pf_tcp_0)*vb0x_4;
+        const double t81 = R0_6*pf_tcp_0 + R0_7*pf_tcp_1 + R0_8*pf_tcp_2;
+        const double t82 = R0_3*pf_tcp_0 + R0_4*pf_tcp_1 + R0_5*pf_tcp_2;
+        const double t83 = R0_0*pf_tcp_0 + R0_1*pf_tcp_1 + R0_2*pf_tcp_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t81*vb0_w_1 + t82*vb0_w_2);
+        tw[4] = vb0_w_4 - (t81*vb0_w_0 - t83*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t82*vb0_w_0 + t83*vb0_w_1);
         break;
     }
     default:

@@ -155,11 +155,11 @@ int scratch_tree_jacobian_local_batch(int n, const double *q, int frame, double 
 int scratch_tree_jacobian_world(const double *q, int frame, double *J);
 int scratch_tree_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1052 + the case of the frame ('base' 0, 'l1' 99, 'l2' 129, 'l3' 183, 'l4' 90, 'tool' 189, 'tcp' 195); 1937 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 1052 + the case of the frame ('base' 0, 'l1' 63, 'l2' 93, 'l3' 147, 'l4' 60, 'tool' 153, 'tcp' 159); 1727 in all */
 int scratch_tree_generalized_jacobian(const double *q, int frame, double *J);
 int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 576 + the case of the frame ('base' 0, 'l1' 45, 'l2' 45, 'l3' 66, 'l4' 31, 'tool' 72, 'tcp' 93); 928 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 576 + the case of the frame ('base' 0, 'l1' 27, 'l2' 27, 'l3' 48, 'l4' 21, 'tool' 54, 'tcp' 75); 828 in all */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

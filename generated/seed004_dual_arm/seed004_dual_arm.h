@@ -159,11 +159,11 @@ int seed004_dual_arm_jacobian_local_batch(int n, const double *q, int frame, dou
 int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J);
 int seed004_dual_arm_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 340 + the case of the frame ('base' 0, 'link1' 46, 'link2' 62, 'link3' 87, 'link4' 46, 'link5' 62, 'link6' 87, 'target' 110, 'ee1' 110, 'ee2' 110, 'grasp2' 122); 1182 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 340 + the case of the frame ('base' 0, 'link1' 78, 'link2' 101, 'link3' 126, 'link4' 78, 'link5' 101, 'link6' 126, 'target' 149, 'ee1' 149, 'ee2' 149, 'grasp2' 161); 1558 in all */
 int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 380 + the case of the frame ('base' 0, 'link1' 13, 'link2' 29, 'link3' 37, 'link4' 13, 'link5' 30, 'link6' 38, 'target' 45, 'ee1' 45, 'ee2' 47, 'grasp2' 57); 734 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 377 + the case of the frame ('base' 0, 'link1' 15, 'link2' 21, 'link3' 29, 'link4' 15, 'link5' 22, 'link6' 30, 'target' 38, 'ee1' 38, 'ee2' 39, 'grasp2' 50); 674 in all */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -35,8 +35,8 @@
  *   seed004_example1_base_velocity           63 / 99 / 7 / 0 / 2 / 0 = 171
  *   seed004_example1_jacobian_local          6 / 8 / 0 / 0 / 4 / 0 = 18
  *   seed004_example1_jacobian_world          24 / 41 / 1 / 0 / 2 / 0 = 68
- *   seed004_example1_generalized_jacobian    54 / 68 / 4 / 0 / 2 / 0 = 128
- *   seed004_example1_momentum_frame_twist    90 / 140 / 7 / 0 / 2 / 0 = 239
+ *   seed004_example1_generalized_jacobian    60 / 80 / 4 / 0 / 2 / 0 = 146
+ *   seed004_example1_momentum_frame_twist    87 / 134 / 7 / 0 / 2 / 0 = 230
  */
 #include <math.h>
 #include "seed004_example1.h"
@@ -2854,12 +2854,12 @@ int seed004_example1_jacobian_world_batch(int n, const double *q, int frame, dou
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[8]
  *   out J[6] (6 x 1, row-major)
- *   operations: 128 (54 add, 68 mul, 4 div, 0 sqrt, 2 trig, 0 other)
+ *   operations: 146 (60 add, 80 mul, 4 div, 0 sqrt, 2 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
  *   operations per call: shared prefix 89 + the frame's case:
  *     SEED004_EXAMPLE1_FRAME_BASE              0
- *     SEED004_EXAMPLE1_FRAME_LINK1             10
- *     SEED004_EXAMPLE1_FRAME_EE                29
+ *     SEED004_EXAMPLE1_FRAME_LINK1             19
+ *     SEED004_EXAMPLE1_FRAME_EE                38
  */
 int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -2915,51 +2915,52 @@ int seed004_example1_generalized_jacobian(const double *q, int frame, double *J)
     const double HbiHbmc0x_1 = Hbdi4*HbiHbmc0y_4;
     const double HbiHbmc0x_2 = -HbL43*HbiHbmc0x_1 + t18*Hbdi3;
     const double HbiHbmc0x_3 = -HbL32*HbiHbmc0x_2 - HbL42*HbiHbmc0x_1 + Hbdi2*F1_0_2;
-    const double t19 = -R0_2*HbiHbmc0x_3;
-    const double t20 = -R0_5*HbiHbmc0x_3;
-    const double t21 = -R0_8*HbiHbmc0x_3;
-    const double t22 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1;
-    const double t23 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1;
-    const double t24 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
+    const double HbiHbm_w_0 = R0_2*HbiHbmc0x_3;
+    const double HbiHbm_w_1 = R0_5*HbiHbmc0x_3;
+    const double HbiHbm_w_2 = R0_8*HbiHbmc0x_3;
+    const double HbiHbm_w_3 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1;
+    const double HbiHbm_w_4 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1;
+    const double HbiHbm_w_5 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
     switch (frame) {
     case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
-        J[0] = t19;
-        J[1] = t20;
-        J[2] = t21;
-        J[3] = -t22;
-        J[4] = -t23;
-        J[5] = -t24;
+        J[0] = -HbiHbm_w_0;
+        J[1] = -HbiHbm_w_1;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = -HbiHbm_w_4;
+        J[5] = -HbiHbm_w_5;
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 10 operations */
-        const double t25 = R0_2 + t19;
-        const double t26 = R0_5 + t20;
-        const double t27 = R0_8 + t21;
-        const double t28 = 0.5*HbiHbmc0x_3;
-        J[0] = t25;
-        J[1] = t26;
-        J[2] = t27;
-        J[3] = -(t22 + t28*R0_1);
-        J[4] = -(t23 + t28*R0_4);
-        J[5] = -(t24 + t28*R0_7);
+    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 19 operations */
+        const double t22 = -HbiHbm_w_0 + R0_2;
+        const double t23 = -HbiHbm_w_1 + R0_5;
+        const double t24 = -HbiHbm_w_2 + R0_8;
+        const double t25 = 0.5*R0_0;
+        const double t26 = 0.5*HbiHbm_w_0;
+        J[0] = t22;
+        J[1] = t23;
+        J[2] = t24;
+        J[3] = -(HbiHbm_w_3 - (0.5*R0_3*HbiHbm_w_2 - 0.5*R0_6*HbiHbm_w_1));
+        J[4] = -(HbiHbm_w_4 - (-t25*HbiHbm_w_2 + t26*R0_6));
+        J[5] = -(HbiHbm_w_5 - (t25*HbiHbm_w_1 - t26*R0_3));
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 29 operations */
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 38 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
-        const double t25 = R0_2 + t19;
-        const double t26 = R0_5 + t20;
-        const double t27 = R0_8 + t21;
-        const double t29 = -s1*R0_0;
-        const double t30 = -0.5 + pf_ee_0;
-        const double t31 = -s1*R0_3;
-        const double t32 = -s1*R0_6;
-        J[0] = t25;
-        J[1] = t26;
-        J[2] = t27;
-        J[3] = t29 + t30*R0_1 - (t22 + (t29 + R0_1*pf_ee_0)*HbiHbmc0x_3);
-        J[4] = t31 + t30*R0_4 - (t23 + (t31 + R0_4*pf_ee_0)*HbiHbmc0x_3);
-        J[5] = t32 + t30*R0_7 - (t24 + (t32 + R0_7*pf_ee_0)*HbiHbmc0x_3);
+        const double t22 = -HbiHbm_w_0 + R0_2;
+        const double t23 = -HbiHbm_w_1 + R0_5;
+        const double t24 = -HbiHbm_w_2 + R0_8;
+        const double t27 = -0.5 + pf_ee_0;
+        const double t28 = R0_3*pf_ee_0 + s1*R0_4;
+        const double t29 = R0_6*pf_ee_0 + s1*R0_7;
+        const double t30 = R0_0*pf_ee_0 + s1*R0_1;
+        J[0] = t22;
+        J[1] = t23;
+        J[2] = t24;
+        J[3] = -s1*R0_0 + t27*R0_1 - (HbiHbm_w_3 - (t28*HbiHbm_w_2 - t29*HbiHbm_w_1));
+        J[4] = -s1*R0_3 + t27*R0_4 - (HbiHbm_w_4 - (t29*HbiHbm_w_0 - t30*HbiHbm_w_2));
+        J[5] = -s1*R0_6 + t27*R0_7 - (HbiHbm_w_5 - (-t28*HbiHbm_w_0 + t30*HbiHbm_w_1));
         break;
     }
     default:
@@ -2983,12 +2984,12 @@ int seed004_example1_generalized_jacobian_batch(int n, const double *q, int fram
  *   in  q[8]
  *   in  h[6]
  *   out tw[6]
- *   operations: 239 (90 add, 140 mul, 7 div, 0 sqrt, 2 trig, 0 other)
+ *   operations: 230 (87 add, 134 mul, 7 div, 0 sqrt, 2 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
  *   operations per call: shared prefix 193 + the frame's case:
  *     SEED004_EXAMPLE1_FRAME_BASE              0
  *     SEED004_EXAMPLE1_FRAME_LINK1             15
- *     SEED004_EXAMPLE1_FRAME_EE                31
+ *     SEED004_EXAMPLE1_FRAME_EE                22
  */
 int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
@@ -3075,46 +3076,46 @@ int seed004_example1_momentum_frame_twist(const double *q, const double *h, int 
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
     const double vb0x_4 = t24*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
-    const double t26 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
-    const double t27 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
-    const double t28 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
-    const double t29 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
-    const double t30 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
-    const double t31 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double vb0_w_0 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double vb0_w_1 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double vb0_w_2 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double vb0_w_3 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double vb0_w_4 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double vb0_w_5 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
     switch (frame) {
     case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
-        tw[0] = t26;
-        tw[1] = t27;
-        tw[2] = t28;
-        tw[3] = t29;
-        tw[4] = t30;
-        tw[5] = t31;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3;
+        tw[4] = vb0_w_4;
+        tw[5] = vb0_w_5;
         break;
     }
     case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 15 operations */
-        const double t32 = 0.5*vb0x_3;
-        const double t33 = 0.5*vb0x_4;
-        const double t34 = R0_5*vb0x_4;
-        tw[0] = t26;
-        tw[1] = t27;
-        tw[2] = t28;
-        tw[3] = t29 + t32*R0_1 - t33*R0_2;
-        tw[4] = t30 - 0.5*t34 + t32*R0_4;
-        tw[5] = t31 + t32*R0_7 - t33*R0_8;
+        const double t26 = 0.5*R0_6;
+        const double t27 = 0.5*R0_3;
+        const double t28 = 0.5*R0_0;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t26*vb0_w_1 + t27*vb0_w_2);
+        tw[4] = vb0_w_4 - (t26*vb0_w_0 - t28*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t27*vb0_w_0 + t28*vb0_w_1);
         break;
     }
-    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 31 operations */
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 22 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pf_ee_0 = 0.5 + c1;
-        const double t34 = R0_5*vb0x_4;
-        const double t35 = vb0x_4*pf_ee_0;
-        const double t36 = s1*vb0x_5;
-        tw[0] = t26;
-        tw[1] = t27;
-        tw[2] = t28;
-        tw[3] = t29 - t35*R0_2 + t36*R0_2 + (R0_1*pf_ee_0 - s1*R0_0)*vb0x_3;
-        tw[4] = t30 - t34*pf_ee_0 + t36*R0_5 + (R0_4*pf_ee_0 - s1*R0_3)*vb0x_3;
-        tw[5] = t31 - t35*R0_8 + t36*R0_8 + (R0_7*pf_ee_0 - s1*R0_6)*vb0x_3;
+        const double t29 = R0_3*pf_ee_0 + s1*R0_4;
+        const double t30 = R0_6*pf_ee_0 + s1*R0_7;
+        const double t31 = R0_0*pf_ee_0 + s1*R0_1;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (t29*vb0_w_2 - t30*vb0_w_1);
+        tw[4] = vb0_w_4 - (t30*vb0_w_0 - t31*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t29*vb0_w_0 + t31*vb0_w_1);
         break;
     }
     default:

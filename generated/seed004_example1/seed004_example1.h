@@ -151,11 +151,11 @@ int seed004_example1_jacobian_local_batch(int n, const double *q, int frame, dou
 int seed004_example1_jacobian_world(const double *q, int frame, double *J);
 int seed004_example1_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 89 + the case of the frame ('base' 0, 'link1' 10, 'ee' 29); 128 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 89 + the case of the frame ('base' 0, 'link1' 19, 'ee' 38); 146 in all */
 int seed004_example1_generalized_jacobian(const double *q, int frame, double *J);
 int seed004_example1_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 193 + the case of the frame ('base' 0, 'link1' 15, 'ee' 31); 239 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 193 + the case of the frame ('base' 0, 'link1' 15, 'ee' 22); 230 in all */
 int seed004_example1_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_example1_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 

@@ -35,8 +35,8 @@
  *   tian_wu_3dof_base_velocity               115 / 156 / 7 / 0 / 6 / 0 = 284
  *   tian_wu_3dof_jacobian_local              53 / 62 / 0 / 0 / 18 / 0 = 133
  *   tian_wu_3dof_jacobian_world              68 / 103 / 1 / 0 / 12 / 0 = 184
- *   tian_wu_3dof_generalized_jacobian        196 / 211 / 4 / 0 / 6 / 0 = 417
- *   tian_wu_3dof_momentum_frame_twist        162 / 222 / 7 / 0 / 6 / 0 = 397
+ *   tian_wu_3dof_generalized_jacobian        232 / 255 / 4 / 0 / 6 / 0 = 497
+ *   tian_wu_3dof_momentum_frame_twist        153 / 209 / 7 / 0 / 6 / 0 = 375
  */
 #include <math.h>
 #include "tian_wu_3dof.h"
@@ -5370,14 +5370,14 @@ int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double 
  * generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes
  *   in  q[10]
  *   out J[18] (6 x 3, row-major)
- *   operations: 417 (196 add, 211 mul, 4 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 497 (232 add, 255 mul, 4 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
  *   operations per call: shared prefix 197 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
- *     TIAN_WU_3DOF_FRAME_LINK1                 22
- *     TIAN_WU_3DOF_FRAME_LINK2                 41
- *     TIAN_WU_3DOF_FRAME_LINK3                 66
- *     TIAN_WU_3DOF_FRAME_EE                    91
+ *     TIAN_WU_3DOF_FRAME_LINK1                 39
+ *     TIAN_WU_3DOF_FRAME_LINK2                 62
+ *     TIAN_WU_3DOF_FRAME_LINK3                 87
+ *     TIAN_WU_3DOF_FRAME_EE                    112
  */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
 {
@@ -5385,11 +5385,11 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double t0 = pow(q_3, 2);
     const double q_5 = q[5];
     const double t1 = pow(q_5, 2);
-    const double q_6 = q[6];
-    const double t3 = pow(q_6, 2);
     const double q_4 = q[4];
-    const double t4 = pow(q_4, 2);
-    const double t5 = t3 - t4;
+    const double t3 = pow(q_4, 2);
+    const double q_6 = q[6];
+    const double t4 = pow(q_6, 2);
+    const double t5 = -t3 + t4;
     const double t6 = t3 + t4;
     const double t7 = 1/(t0 + t1 + t6);
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
@@ -5472,108 +5472,104 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
     const double HbiHbmc2x_1 = Hbdi4*HbiHbmc2y_4;
     const double HbiHbmc2x_2 = -HbL43*HbiHbmc2x_1 + t32*Hbdi3;
     const double HbiHbmc2x_3 = -HbL32*HbiHbmc2x_2 - HbL42*HbiHbmc2x_1 + Hbdi2*F3_0_2;
-    const double t33 = -R0_2*HbiHbmc0x_3;
-    const double t34 = -R0_2*HbiHbmc1x_3;
-    const double t35 = -R0_2*HbiHbmc2x_3;
-    const double t36 = -R0_5*HbiHbmc0x_3;
-    const double t37 = -R0_5*HbiHbmc1x_3;
-    const double t38 = -R0_5*HbiHbmc2x_3;
-    const double t39 = -R0_8*HbiHbmc0x_3;
-    const double t40 = -R0_8*HbiHbmc1x_3;
-    const double t41 = -R0_8*HbiHbmc2x_3;
-    const double t42 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1;
-    const double t43 = R0_0*HbiHbmc1x_2 + R0_1*HbiHbmc1x_1;
-    const double t44 = R0_0*HbiHbmc2x_2 + R0_1*HbiHbmc2x_1;
-    const double t45 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1;
-    const double t46 = R0_3*HbiHbmc1x_2 + R0_4*HbiHbmc1x_1;
-    const double t47 = R0_3*HbiHbmc2x_2 + R0_4*HbiHbmc2x_1;
-    const double t48 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
-    const double t49 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1;
-    const double t50 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1;
-    const double t51 = R0_2 + t33;
-    const double t52 = R0_5 + t36;
-    const double t53 = R0_8 + t39;
+    const double HbiHbm_w_0 = R0_2*HbiHbmc0x_3;
+    const double HbiHbm_w_1 = R0_2*HbiHbmc1x_3;
+    const double HbiHbm_w_2 = R0_2*HbiHbmc2x_3;
+    const double HbiHbm_w_3 = R0_5*HbiHbmc0x_3;
+    const double HbiHbm_w_4 = R0_5*HbiHbmc1x_3;
+    const double HbiHbm_w_5 = R0_5*HbiHbmc2x_3;
+    const double HbiHbm_w_6 = R0_8*HbiHbmc0x_3;
+    const double HbiHbm_w_7 = R0_8*HbiHbmc1x_3;
+    const double HbiHbm_w_8 = R0_8*HbiHbmc2x_3;
+    const double HbiHbm_w_9 = R0_0*HbiHbmc0x_2 + R0_1*HbiHbmc0x_1;
+    const double HbiHbm_w_10 = R0_0*HbiHbmc1x_2 + R0_1*HbiHbmc1x_1;
+    const double HbiHbm_w_11 = R0_0*HbiHbmc2x_2 + R0_1*HbiHbmc2x_1;
+    const double HbiHbm_w_12 = R0_3*HbiHbmc0x_2 + R0_4*HbiHbmc0x_1;
+    const double HbiHbm_w_13 = R0_3*HbiHbmc1x_2 + R0_4*HbiHbmc1x_1;
+    const double HbiHbm_w_14 = R0_3*HbiHbmc2x_2 + R0_4*HbiHbmc2x_1;
+    const double HbiHbm_w_15 = R0_6*HbiHbmc0x_2 + R0_7*HbiHbmc0x_1;
+    const double HbiHbm_w_16 = R0_6*HbiHbmc1x_2 + R0_7*HbiHbmc1x_1;
+    const double HbiHbm_w_17 = R0_6*HbiHbmc2x_2 + R0_7*HbiHbmc2x_1;
+    const double t42 = -HbiHbm_w_0 + R0_2;
+    const double t43 = -HbiHbm_w_3 + R0_5;
+    const double t44 = -HbiHbm_w_6 + R0_8;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
-        J[0] = t33;
-        J[1] = t34;
-        J[2] = t35;
-        J[3] = t36;
-        J[4] = t37;
-        J[5] = t38;
-        J[6] = t39;
-        J[7] = t40;
-        J[8] = t41;
-        J[9] = -t42;
-        J[10] = -t43;
-        J[11] = -t44;
-        J[12] = -t45;
-        J[13] = -t46;
-        J[14] = -t47;
-        J[15] = -t48;
-        J[16] = -t49;
-        J[17] = -t50;
+        J[0] = -HbiHbm_w_0;
+        J[1] = -HbiHbm_w_1;
+        J[2] = -HbiHbm_w_2;
+        J[3] = -HbiHbm_w_3;
+        J[4] = -HbiHbm_w_4;
+        J[5] = -HbiHbm_w_5;
+        J[6] = -HbiHbm_w_6;
+        J[7] = -HbiHbm_w_7;
+        J[8] = -HbiHbm_w_8;
+        J[9] = -HbiHbm_w_9;
+        J[10] = -HbiHbm_w_10;
+        J[11] = -HbiHbm_w_11;
+        J[12] = -HbiHbm_w_12;
+        J[13] = -HbiHbm_w_13;
+        J[14] = -HbiHbm_w_14;
+        J[15] = -HbiHbm_w_15;
+        J[16] = -HbiHbm_w_16;
+        J[17] = -HbiHbm_w_17;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 22 operations */
-        const double t54 = 0.5*HbiHbmc0x_3;
-        const double t55 = 0.5*HbiHbmc1x_3;
-        const double t56 = 0.5*HbiHbmc2x_3;
-        const double t57 = 0.5*R0_7;
-        J[0] = t51;
-        J[1] = t34;
-        J[2] = t35;
-        J[3] = t52;
-        J[4] = t37;
-        J[5] = t38;
-        J[6] = t53;
-        J[7] = t40;
-        J[8] = t41;
-        J[9] = -(t42 + t54*R0_1);
-        J[10] = -(t43 + t55*R0_1);
-        J[11] = -(t44 + t56*R0_1);
-        J[12] = -(t45 + t54*R0_4);
-        J[13] = -(t46 + t55*R0_4);
-        J[14] = -(t47 + t56*R0_4);
-        J[15] = -(t48 + t57*HbiHbmc0x_3);
-        J[16] = -(t49 + t57*HbiHbmc1x_3);
-        J[17] = -(t50 + t57*HbiHbmc2x_3);
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 39 operations */
+        const double t45 = 0.5*R0_6;
+        const double t46 = 0.5*R0_3;
+        const double t47 = 0.5*R0_0;
+        J[0] = t42;
+        J[1] = -HbiHbm_w_1;
+        J[2] = -HbiHbm_w_2;
+        J[3] = t43;
+        J[4] = -HbiHbm_w_4;
+        J[5] = -HbiHbm_w_5;
+        J[6] = t44;
+        J[7] = -HbiHbm_w_7;
+        J[8] = -HbiHbm_w_8;
+        J[9] = -(HbiHbm_w_9 - (-t45*HbiHbm_w_3 + t46*HbiHbm_w_6));
+        J[10] = -(HbiHbm_w_10 - (-t45*HbiHbm_w_4 + t46*HbiHbm_w_7));
+        J[11] = -(HbiHbm_w_11 - (-t45*HbiHbm_w_5 + t46*HbiHbm_w_8));
+        J[12] = -(HbiHbm_w_12 - (t45*HbiHbm_w_0 - t47*HbiHbm_w_6));
+        J[13] = -(HbiHbm_w_13 - (t45*HbiHbm_w_1 - t47*HbiHbm_w_7));
+        J[14] = -(HbiHbm_w_14 - (t45*HbiHbm_w_2 - t47*HbiHbm_w_8));
+        J[15] = -(HbiHbm_w_15 - (-t46*HbiHbm_w_0 + t47*HbiHbm_w_3));
+        J[16] = -(HbiHbm_w_16 - (-t46*HbiHbm_w_1 + t47*HbiHbm_w_4));
+        J[17] = -(HbiHbm_w_17 - (-t46*HbiHbm_w_2 + t47*HbiHbm_w_5));
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 41 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 62 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb2_0 = 0.5 + c1;
-        const double t58 = R0_2 + t34;
-        const double t59 = R0_5 + t37;
-        const double t60 = R0_8 + t40;
-        const double t61 = -0.5 + pb2_0;
-        const double t62 = -s1*R0_0;
-        const double t63 = t62 + R0_1*pb2_0;
-        const double t64 = -s1*R0_3;
-        const double t65 = t64 + R0_4*pb2_0;
-        const double t66 = -s1*R0_6;
-        const double t67 = t66 + R0_7*pb2_0;
-        J[0] = t51;
-        J[1] = t58;
-        J[2] = t35;
-        J[3] = t52;
-        J[4] = t59;
-        J[5] = t38;
-        J[6] = t53;
-        J[7] = t60;
-        J[8] = t41;
-        J[9] = t62 + t61*R0_1 - (t42 + t63*HbiHbmc0x_3);
-        J[10] = -(t43 + t63*HbiHbmc1x_3);
-        J[11] = -(t44 + t63*HbiHbmc2x_3);
-        J[12] = t64 + t61*R0_4 - (t45 + t65*HbiHbmc0x_3);
-        J[13] = -(t46 + t65*HbiHbmc1x_3);
-        J[14] = -(t47 + t65*HbiHbmc2x_3);
-        J[15] = t66 + t61*R0_7 - (t48 + t67*HbiHbmc0x_3);
-        J[16] = -(t49 + t67*HbiHbmc1x_3);
-        J[17] = -(t50 + t67*HbiHbmc2x_3);
+        const double t48 = -HbiHbm_w_1 + R0_2;
+        const double t49 = -HbiHbm_w_4 + R0_5;
+        const double t50 = -HbiHbm_w_7 + R0_8;
+        const double t51 = -0.5 + pb2_0;
+        const double t52 = R0_3*pb2_0 + s1*R0_4;
+        const double t53 = R0_6*pb2_0 + s1*R0_7;
+        const double t54 = R0_0*pb2_0 + s1*R0_1;
+        J[0] = t42;
+        J[1] = t48;
+        J[2] = -HbiHbm_w_2;
+        J[3] = t43;
+        J[4] = t49;
+        J[5] = -HbiHbm_w_5;
+        J[6] = t44;
+        J[7] = t50;
+        J[8] = -HbiHbm_w_8;
+        J[9] = -s1*R0_0 + t51*R0_1 - (HbiHbm_w_9 - (t52*HbiHbm_w_6 - t53*HbiHbm_w_3));
+        J[10] = -(HbiHbm_w_10 - (t52*HbiHbm_w_7 - t53*HbiHbm_w_4));
+        J[11] = -(HbiHbm_w_11 - (t52*HbiHbm_w_8 - t53*HbiHbm_w_5));
+        J[12] = -s1*R0_3 + t51*R0_4 - (HbiHbm_w_12 - (t53*HbiHbm_w_0 - t54*HbiHbm_w_6));
+        J[13] = -(HbiHbm_w_13 - (t53*HbiHbm_w_1 - t54*HbiHbm_w_7));
+        J[14] = -(HbiHbm_w_14 - (t53*HbiHbm_w_2 - t54*HbiHbm_w_8));
+        J[15] = -s1*R0_6 + t51*R0_7 - (HbiHbm_w_15 - (-t52*HbiHbm_w_0 + t54*HbiHbm_w_3));
+        J[16] = -(HbiHbm_w_16 - (-t52*HbiHbm_w_1 + t54*HbiHbm_w_4));
+        J[17] = -(HbiHbm_w_17 - (-t52*HbiHbm_w_2 + t54*HbiHbm_w_5));
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 66 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 87 operations */
         const double t16 = s1*c2;
         const double t17 = s2*c1;
         const double t18 = c1*c2 - s1*s2;
@@ -5582,42 +5578,39 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         const double pb2_0 = 0.5 + c1;
         const double pb3_0 = pb2_0 + t18;
         const double pb3_1 = Rb2_5 + s1;
-        const double t58 = R0_2 + t34;
-        const double t59 = R0_5 + t37;
-        const double t60 = R0_8 + t40;
-        const double t68 = R0_2 + t35;
-        const double t69 = R0_5 + t38;
-        const double t70 = R0_8 + t41;
-        const double t71 = -R0_0*pb3_1;
-        const double t72 = t71 + R0_1*pb3_0;
-        const double t73 = -0.5 + pb3_0;
-        const double t75 = pb3_1 - s1;
-        const double t77 = -pb2_0 + pb3_0;
-        const double t78 = -R0_3*pb3_1;
-        const double t79 = t78 + R0_4*pb3_0;
-        const double t80 = -R0_6*pb3_1;
-        const double t81 = t80 + R0_7*pb3_0;
-        J[0] = t51;
-        J[1] = t58;
-        J[2] = t68;
-        J[3] = t52;
-        J[4] = t59;
-        J[5] = t69;
-        J[6] = t53;
-        J[7] = t60;
-        J[8] = t70;
-        J[9] = t71 + t73*R0_1 - (t42 + t72*HbiHbmc0x_3);
-        J[10] = -t75*R0_0 + t77*R0_1 - (t43 + t72*HbiHbmc1x_3);
-        J[11] = -(t44 + t72*HbiHbmc2x_3);
-        J[12] = t78 + t73*R0_4 - (t45 + t79*HbiHbmc0x_3);
-        J[13] = -t75*R0_3 + t77*R0_4 - (t46 + t79*HbiHbmc1x_3);
-        J[14] = -(t47 + t79*HbiHbmc2x_3);
-        J[15] = t80 + t73*R0_7 - (t48 + t81*HbiHbmc0x_3);
-        J[16] = -t75*R0_6 + t77*R0_7 - (t49 + t81*HbiHbmc1x_3);
-        J[17] = -(t50 + t81*HbiHbmc2x_3);
+        const double t48 = -HbiHbm_w_1 + R0_2;
+        const double t49 = -HbiHbm_w_4 + R0_5;
+        const double t50 = -HbiHbm_w_7 + R0_8;
+        const double t55 = -HbiHbm_w_2 + R0_2;
+        const double t56 = -HbiHbm_w_5 + R0_5;
+        const double t57 = -HbiHbm_w_8 + R0_8;
+        const double t58 = R0_6*pb3_0 + R0_7*pb3_1;
+        const double t59 = R0_3*pb3_0 + R0_4*pb3_1;
+        const double t60 = -0.5 + pb3_0;
+        const double t62 = pb3_1 - s1;
+        const double t64 = -pb2_0 + pb3_0;
+        const double t65 = R0_0*pb3_0 + R0_1*pb3_1;
+        J[0] = t42;
+        J[1] = t48;
+        J[2] = t55;
+        J[3] = t43;
+        J[4] = t49;
+        J[5] = t56;
+        J[6] = t44;
+        J[7] = t50;
+        J[8] = t57;
+        J[9] = -R0_0*pb3_1 + t60*R0_1 - (HbiHbm_w_9 - (-t58*HbiHbm_w_3 + t59*HbiHbm_w_6));
+        J[10] = -t62*R0_0 + t64*R0_1 - (HbiHbm_w_10 - (-t58*HbiHbm_w_4 + t59*HbiHbm_w_7));
+        J[11] = -(HbiHbm_w_11 - (-t58*HbiHbm_w_5 + t59*HbiHbm_w_8));
+        J[12] = -R0_3*pb3_1 + t60*R0_4 - (HbiHbm_w_12 - (t58*HbiHbm_w_0 - t65*HbiHbm_w_6));
+        J[13] = -t62*R0_3 + t64*R0_4 - (HbiHbm_w_13 - (t58*HbiHbm_w_1 - t65*HbiHbm_w_7));
+        J[14] = -(HbiHbm_w_14 - (t58*HbiHbm_w_2 - t65*HbiHbm_w_8));
+        J[15] = -R0_6*pb3_1 + t60*R0_7 - (HbiHbm_w_15 - (-t59*HbiHbm_w_0 + t65*HbiHbm_w_3));
+        J[16] = -t62*R0_6 + t64*R0_7 - (HbiHbm_w_16 - (-t59*HbiHbm_w_1 + t65*HbiHbm_w_4));
+        J[17] = -(HbiHbm_w_17 - (-t59*HbiHbm_w_2 + t65*HbiHbm_w_5));
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 91 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 112 operations */
         const double t16 = s1*c2;
         const double t17 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -5631,41 +5624,38 @@ int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J)
         const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
-        const double t58 = R0_2 + t34;
-        const double t59 = R0_5 + t37;
-        const double t60 = R0_8 + t40;
-        const double t68 = R0_2 + t35;
-        const double t69 = R0_5 + t38;
-        const double t70 = R0_8 + t41;
-        const double t82 = -R0_0*pf_ee_1;
-        const double t83 = t82 + R0_1*pf_ee_0;
-        const double t84 = -0.5 + pf_ee_0;
-        const double t85 = pf_ee_1 - s1;
-        const double t86 = -pb2_0 + pf_ee_0;
-        const double t87 = -pb3_0 + pf_ee_0;
-        const double t88 = -pb3_1 + pf_ee_1;
-        const double t89 = -R0_3*pf_ee_1;
-        const double t90 = t89 + R0_4*pf_ee_0;
-        const double t91 = -R0_6*pf_ee_1;
-        const double t92 = t91 + R0_7*pf_ee_0;
-        J[0] = t51;
-        J[1] = t58;
-        J[2] = t68;
-        J[3] = t52;
-        J[4] = t59;
-        J[5] = t69;
-        J[6] = t53;
-        J[7] = t60;
-        J[8] = t70;
-        J[9] = t82 + t84*R0_1 - (t42 + t83*HbiHbmc0x_3);
-        J[10] = -t85*R0_0 + t86*R0_1 - (t43 + t83*HbiHbmc1x_3);
-        J[11] = t87*R0_1 - t88*R0_0 - (t44 + t83*HbiHbmc2x_3);
-        J[12] = t89 + t84*R0_4 - (t45 + t90*HbiHbmc0x_3);
-        J[13] = -t85*R0_3 + t86*R0_4 - (t46 + t90*HbiHbmc1x_3);
-        J[14] = t87*R0_4 - t88*R0_3 - (t47 + t90*HbiHbmc2x_3);
-        J[15] = t91 + t84*R0_7 - (t48 + t92*HbiHbmc0x_3);
-        J[16] = -t85*R0_6 + t86*R0_7 - (t49 + t92*HbiHbmc1x_3);
-        J[17] = t87*R0_7 - t88*R0_6 - (t50 + t92*HbiHbmc2x_3);
+        const double t48 = -HbiHbm_w_1 + R0_2;
+        const double t49 = -HbiHbm_w_4 + R0_5;
+        const double t50 = -HbiHbm_w_7 + R0_8;
+        const double t55 = -HbiHbm_w_2 + R0_2;
+        const double t56 = -HbiHbm_w_5 + R0_5;
+        const double t57 = -HbiHbm_w_8 + R0_8;
+        const double t66 = R0_6*pf_ee_0 + R0_7*pf_ee_1;
+        const double t67 = R0_3*pf_ee_0 + R0_4*pf_ee_1;
+        const double t68 = -0.5 + pf_ee_0;
+        const double t69 = pf_ee_1 - s1;
+        const double t70 = -pb2_0 + pf_ee_0;
+        const double t71 = -pb3_0 + pf_ee_0;
+        const double t72 = -pb3_1 + pf_ee_1;
+        const double t73 = R0_0*pf_ee_0 + R0_1*pf_ee_1;
+        J[0] = t42;
+        J[1] = t48;
+        J[2] = t55;
+        J[3] = t43;
+        J[4] = t49;
+        J[5] = t56;
+        J[6] = t44;
+        J[7] = t50;
+        J[8] = t57;
+        J[9] = -R0_0*pf_ee_1 + t68*R0_1 - (HbiHbm_w_9 - (-t66*HbiHbm_w_3 + t67*HbiHbm_w_6));
+        J[10] = -t69*R0_0 + t70*R0_1 - (HbiHbm_w_10 - (-t66*HbiHbm_w_4 + t67*HbiHbm_w_7));
+        J[11] = t71*R0_1 - t72*R0_0 - (HbiHbm_w_11 - (-t66*HbiHbm_w_5 + t67*HbiHbm_w_8));
+        J[12] = -R0_3*pf_ee_1 + t68*R0_4 - (HbiHbm_w_12 - (t66*HbiHbm_w_0 - t73*HbiHbm_w_6));
+        J[13] = -t69*R0_3 + t70*R0_4 - (HbiHbm_w_13 - (t66*HbiHbm_w_1 - t73*HbiHbm_w_7));
+        J[14] = t71*R0_4 - t72*R0_3 - (HbiHbm_w_14 - (t66*HbiHbm_w_2 - t73*HbiHbm_w_8));
+        J[15] = -R0_6*pf_ee_1 + t68*R0_7 - (HbiHbm_w_15 - (-t67*HbiHbm_w_0 + t73*HbiHbm_w_3));
+        J[16] = -t69*R0_6 + t70*R0_7 - (HbiHbm_w_16 - (-t67*HbiHbm_w_1 + t73*HbiHbm_w_4));
+        J[17] = t71*R0_7 - t72*R0_6 - (HbiHbm_w_17 - (-t67*HbiHbm_w_2 + t73*HbiHbm_w_5));
         break;
     }
     default:
@@ -5689,29 +5679,30 @@ int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, d
  *   in  q[10]
  *   in  h[6]
  *   out tw[6]
- *   operations: 397 (162 add, 222 mul, 7 div, 0 sqrt, 6 trig, 0 other)
+ *   operations: 375 (153 add, 209 mul, 7 div, 0 sqrt, 6 trig, 0 other)
  *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
  *   operations per call: shared prefix 266 + the frame's case:
  *     TIAN_WU_3DOF_FRAME_BASE                  0
- *     TIAN_WU_3DOF_FRAME_LINK1                 14
- *     TIAN_WU_3DOF_FRAME_LINK2                 30
- *     TIAN_WU_3DOF_FRAME_LINK3                 38
- *     TIAN_WU_3DOF_FRAME_EE                    49
+ *     TIAN_WU_3DOF_FRAME_LINK1                 16
+ *     TIAN_WU_3DOF_FRAME_LINK2                 22
+ *     TIAN_WU_3DOF_FRAME_LINK3                 30
+ *     TIAN_WU_3DOF_FRAME_EE                    41
  */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw)
 {
-    const double q_4 = q[4];
-    const double t0 = pow(q_4, 2);
-    const double q_5 = q[5];
-    const double t2 = pow(q_5, 2);
-    const double q_6 = q[6];
-    const double t4 = pow(q_6, 2);
     const double q_3 = q[3];
-    const double t5 = pow(q_3, 2);
-    const double t6 = t4 + t5;
-    const double t7 = 1/(t0 + t2 + t6);
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
-    const double R0_0 = t7*(-t0 - t2 + t6);
+    const double R0_0 = t7*(t0 - t1 + t5);
     const double t8 = q_5*q_6;
     const double t9 = q_3*q_4;
     const double t10 = 2*t7;
@@ -5720,14 +5711,13 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double t12 = q_3*q_5;
     const double R0_2 = (t11 + t12)*t10;
     const double R0_3 = (t8 + t9)*t10;
-    const double t13 = t4 - t5;
-    const double R0_4 = t7*(t0 + t13 - t2);
+    const double R0_4 = t7*(-t0 - t1 + t6);
     const double t14 = q_3*q_6;
     const double t15 = q_4*q_5;
     const double R0_5 = (-t14 + t15)*t10;
     const double R0_6 = (-t11 + t12)*t10;
     const double R0_7 = (t14 + t15)*t10;
-    const double R0_8 = t7*(-t0 + t13 + t2);
+    const double R0_8 = t7*(-t0 + t1 + t5);
     double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
     soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
@@ -5814,47 +5804,48 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
     const double vb0x_3 = -HbL32*vb0x_2 - HbL42*vb0x_1 + ho_2*Hbdi2;
     const double vb0x_4 = t42*Hbdi1 - vb0x*HbL51;
     const double vb0x_5 = -HbL10*vb0x_4 + ho_0*Hbdi0 - vb0x*HbL50;
-    const double t47 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
-    const double t48 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
-    const double t49 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
-    const double t50 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
-    const double t51 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
-    const double t52 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
+    const double vb0_w_0 = R0_0*vb0x_5 + R0_1*vb0x_4 + R0_2*vb0x_3;
+    const double vb0_w_1 = R0_3*vb0x_5 + R0_4*vb0x_4 + R0_5*vb0x_3;
+    const double vb0_w_2 = R0_6*vb0x_5 + R0_7*vb0x_4 + R0_8*vb0x_3;
+    const double vb0_w_3 = R0_0*vb0x_2 + R0_1*vb0x_1 + R0_2*vb0x;
+    const double vb0_w_4 = R0_3*vb0x_2 + R0_4*vb0x_1 + R0_5*vb0x;
+    const double vb0_w_5 = R0_6*vb0x_2 + R0_7*vb0x_1 + R0_8*vb0x;
     switch (frame) {
     case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
-        tw[0] = t47;
-        tw[1] = t48;
-        tw[2] = t49;
-        tw[3] = t50;
-        tw[4] = t51;
-        tw[5] = t52;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3;
+        tw[4] = vb0_w_4;
+        tw[5] = vb0_w_5;
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 14 operations */
-        const double t53 = 0.5*vb0x_3;
-        const double t54 = 0.5*vb0x_4;
-        tw[0] = t47;
-        tw[1] = t48;
-        tw[2] = t49;
-        tw[3] = t50 + t53*R0_1 - t54*R0_2;
-        tw[4] = t51 + t53*R0_4 - t54*R0_5;
-        tw[5] = t52 + t53*R0_7 - t54*R0_8;
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 16 operations */
+        const double t47 = 0.5*R0_6;
+        const double t48 = 0.5*vb0_w_2;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t47*vb0_w_1 + t48*R0_3);
+        tw[4] = vb0_w_4 - (t47*vb0_w_0 - t48*R0_0);
+        tw[5] = vb0_w_5 - (0.5*R0_0*vb0_w_1 - 0.5*R0_3*vb0_w_0);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 30 operations */
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 22 operations */
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
         const double pb2_0 = 0.5 + c1;
-        const double t55 = s1*vb0x_5;
-        const double t56 = pb2_0*vb0x_4;
-        tw[0] = t47;
-        tw[1] = t48;
-        tw[2] = t49;
-        tw[3] = t50 + t55*R0_2 - t56*R0_2 + vb0x_3*(R0_1*pb2_0 - s1*R0_0);
-        tw[4] = t51 + t55*R0_5 - t56*R0_5 + vb0x_3*(R0_4*pb2_0 - s1*R0_3);
-        tw[5] = t52 + t55*R0_8 - t56*R0_8 + vb0x_3*(R0_7*pb2_0 - s1*R0_6);
+        const double t49 = R0_3*pb2_0 + s1*R0_4;
+        const double t50 = R0_6*pb2_0 + s1*R0_7;
+        const double t51 = R0_0*pb2_0 + s1*R0_1;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (t49*vb0_w_2 - t50*vb0_w_1);
+        tw[4] = vb0_w_4 - (t50*vb0_w_0 - t51*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t49*vb0_w_0 + t51*vb0_w_1);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 38 operations */
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 30 operations */
         const double t44 = s1*c2;
         const double t45 = s2*c1;
         const double t46 = c1*c2 - s1*s2;
@@ -5863,17 +5854,18 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         const double pb2_0 = 0.5 + c1;
         const double pb3_0 = pb2_0 + t46;
         const double pb3_1 = Rb2_5 + s1;
-        const double t57 = pb3_0*vb0x_4;
-        const double t58 = pb3_1*vb0x_5;
-        tw[0] = t47;
-        tw[1] = t48;
-        tw[2] = t49;
-        tw[3] = t50 - t57*R0_2 + t58*R0_2 + (-R0_0*pb3_1 + R0_1*pb3_0)*vb0x_3;
-        tw[4] = t51 - t57*R0_5 + t58*R0_5 + (-R0_3*pb3_1 + R0_4*pb3_0)*vb0x_3;
-        tw[5] = t52 - t57*R0_8 + t58*R0_8 + (-R0_6*pb3_1 + R0_7*pb3_0)*vb0x_3;
+        const double t52 = R0_6*pb3_0 + R0_7*pb3_1;
+        const double t53 = R0_3*pb3_0 + R0_4*pb3_1;
+        const double t54 = R0_0*pb3_0 + R0_1*pb3_1;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t52*vb0_w_1 + t53*vb0_w_2);
+        tw[4] = vb0_w_4 - (t52*vb0_w_0 - t54*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t53*vb0_w_0 + t54*vb0_w_1);
         break;
     }
-    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 49 operations */
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 41 operations */
         const double t44 = s1*c2;
         const double t45 = s2*c1;
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -5887,14 +5879,15 @@ int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int fram
         const double pb3_1 = Rb2_5 + s1;
         const double pf_ee_0 = pb3_0 + 0.5*Rb3_2;
         const double pf_ee_1 = pb3_1 + 0.5*Rb3_5;
-        const double t59 = vb0x_4*pf_ee_0;
-        const double t60 = vb0x_5*pf_ee_1;
-        tw[0] = t47;
-        tw[1] = t48;
-        tw[2] = t49;
-        tw[3] = t50 - t59*R0_2 + t60*R0_2 + (-R0_0*pf_ee_1 + R0_1*pf_ee_0)*vb0x_3;
-        tw[4] = t51 - t59*R0_5 + t60*R0_5 + (-R0_3*pf_ee_1 + R0_4*pf_ee_0)*vb0x_3;
-        tw[5] = t52 - t59*R0_8 + t60*R0_8 + (-R0_6*pf_ee_1 + R0_7*pf_ee_0)*vb0x_3;
+        const double t55 = R0_6*pf_ee_0 + R0_7*pf_ee_1;
+        const double t56 = R0_3*pf_ee_0 + R0_4*pf_ee_1;
+        const double t57 = R0_0*pf_ee_0 + R0_1*pf_ee_1;
+        tw[0] = vb0_w_0;
+        tw[1] = vb0_w_1;
+        tw[2] = vb0_w_2;
+        tw[3] = vb0_w_3 - (-t55*vb0_w_1 + t56*vb0_w_2);
+        tw[4] = vb0_w_4 - (t55*vb0_w_0 - t57*vb0_w_2);
+        tw[5] = vb0_w_5 - (-t56*vb0_w_0 + t57*vb0_w_1);
         break;
     }
     default:

@@ -153,11 +153,11 @@ int tian_wu_3dof_jacobian_local_batch(int n, const double *q, int frame, double 
 int tian_wu_3dof_jacobian_world(const double *q, int frame, double *J);
 int tian_wu_3dof_jacobian_world_batch(int n, const double *q, int frame, double *J);
 
-/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 197 + the case of the frame ('base' 0, 'link1' 22, 'link2' 41, 'link3' 66, 'ee' 91); 417 in all */
+/* generalised Jacobian (momentum-conserving base, seed 003 eq. E.5) of a body or named frame (frame family), inertial axes; operations: shared prefix 197 + the case of the frame ('base' 0, 'link1' 39, 'link2' 62, 'link3' 87, 'ee' 112); 497 in all */
 int tian_wu_3dof_generalized_jacobian(const double *q, int frame, double *J);
 int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, double *J);
 
-/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 266 + the case of the frame ('base' 0, 'link1' 14, 'link2' 30, 'link3' 38, 'ee' 49); 397 in all */
+/* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 266 + the case of the frame ('base' 0, 'link1' 16, 'link2' 22, 'link3' 30, 'ee' 41); 375 in all */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int tian_wu_3dof_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
 
