@@ -473,11 +473,14 @@ _COMMENT = re.compile(r"/\*.*?\*/")
 def sink_loads(lines: list[str]) -> list[str]:
     """``lines`` with each input load (``const double v_3 = v[3];``) moved to just before the first line
     that reads it, or before the block (a frame family's ``switch``) holding that line.  A preamble of
-    loads keeps every input value live from the start, across the sines' and cosines' call that the
-    compiler cannot move loads past (the outputs may alias the inputs): on the Dimitrov robot (gcc 12
-    ``-O2 -march=native``, one round, ns per call) the forward dynamics 443 -> 428 and its f_ext variant
-    536 -> 448, the generalised bias 379 -> 377 and 466 -> 421, the decoupled forward dynamics 1,277 ->
-    1,273 and 1,444 -> 1,337 (issue 11).  The statements and their roundings are unchanged."""
+    loads keeps every input value live from the start (spilled to the stack): the compiler does not move a
+    load past the sines' and cosines' call, which could write the memory the input points to.  Measured
+    (gcc 12, ns per call, best of 3 rounds, issue 11): Dimitrov robot, plain C at ``-O2 -march=native``,
+    the ``_fext`` variants of the inverse dynamics 226 -> 214, forward dynamics 532 -> 492, generalised
+    bias 467 -> 419, decoupled forward dynamics 1,429 -> 1,335, and the forward dynamics 444 -> 427; Panda
+    free base, the shipped ``fast`` units, ID 164 -> 156, ID ``_fext`` 194 -> 169, FD ``_fext`` 479 ->
+    404, while the FD, 401 -> 435 in one binary, was 449 -> 433 in a binary with other functions linked
+    beside it and even at ``-O3`` (code layout).  The statements and their roundings are unchanged."""
     loads: dict[str, int] = {}       # top-level load lines by the name they define
     anchor: list[int] = []           # for each line, the top-level line that starts its block
     depth = opened = 0

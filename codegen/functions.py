@@ -269,9 +269,14 @@ RESERVED = C_KEYWORDS | frozenset(
 
 #: public functions whose variant without external wrenches calls the ``*_fext`` C function with a zero
 #: array instead of being a program of its own.  Both variants are the same algorithm and differ by a few
-#: operations (Unitree G1: 31,029 against 31,209 for the Schur complement), so a second program doubles
-#: their derivation and compile time for ~1 % of run time.  The inverse and forward dynamics, the hot
-#: path of simulations and batches, keep their own program without the wrenches (issue 11).
+#: operations (Unitree G1: 31,029 against 31,209 for the Schur complement), so a second program doubled
+#: their derivation and compile time: on the G1 (nv 35) the four second programs took 3.6 s of Python and
+#: 6.9 s of gcc CPU, a fifth of a compile (issue 11).  Measured cost, Dimitrov robot, plain C at ``-O2
+#: -march=native``, best of 3 rounds, ns per call with its own program -> through the ``_fext`` one:
+#: Schur complement 1,558 -> 1,567, decoupled 1,280 -> 1,338, generalised bias 383 -> 418 (their ``_fext``
+#: forms got faster with :func:`~soadyn.codegen.emit.sink_loads`: 1,602 -> 1,577, 1,429 -> 1,335, 467 ->
+#: 419).  The inverse and forward dynamics, the hot path of simulations and batches, keep their own
+#: program without the wrenches.
 ZERO_FEXT_CALLS = frozenset({"forward_dynamics_decoupled", "forward_dynamics_schur", "generalized_bias",
                              "angular_reduced_dynamics"})
 

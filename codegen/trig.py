@@ -28,6 +28,7 @@ notice is preserved.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 #: the C names the generated expressions call
 C_SIN, C_COS = "soadyn_sin", "soadyn_cos"
@@ -261,8 +262,10 @@ def fuse_pairs(lines: list[str]) -> list[str]:
             block.append(line)
     out += _fuse_block(block, loads, call, fused)
     # the loads that only the fused sines and cosines read are dead now
-    text = "\n".join(out)
-    dead = {x for x in fused if len(re.findall(rf"\b{x}\b", text)) == 1}
+    if not fused:
+        return out
+    reads = Counter(re.findall(r"\b(?:" + "|".join(sorted(fused)) + r")\b", "\n".join(out)))
+    dead = {x for x in fused if reads[x] == 1}           # its own load line only
     if dead:
         out = [x for x in out if not ((m := _LOAD_LINE.match(x)) and m.group(1) in dead)]
     return out

@@ -49,10 +49,10 @@ def _rotated(R: Any, J: np.ndarray) -> np.ndarray:
 
 
 def base_block_times(pf: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``J_b X`` for the base columns ``J_b = [[I, 0], [-pf~, I]]`` of a free-base frame Jacobian in base
-    axes (:func:`_base_axes_jacobian`; ``pf``: the frame origin from the base origin): ``[X_t;
-    X_b - pf x X_t]``, ``X`` a 6-vector or 6 x n, without multiplying out the 6 x 6 block (its identity
-    and zero blocks): 12 operations per column instead of 66."""
+    """``J_b X`` for the base columns ``J_b = [[I, 0], [-pf~, I]]`` of a free-base frame Jacobian
+    (:func:`_base_axes_jacobian`; ``pf``: the frame origin from the base origin; ``pf`` and ``X`` in one
+    set of axes): ``[X_t; X_b - pf x X_t]``, ``X`` a 6-vector or 6 x n, without multiplying out the
+    6 x 6 block (its identity and zero blocks): 12 operations per column instead of 66."""
     top, bottom = X[:3], X[3:]
     if top.ndim == 1:
         return np.concatenate([top, bottom - cross(pf, top)])
