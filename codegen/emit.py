@@ -478,8 +478,8 @@ def sink_loads(lines: list[str]) -> list[str]:
     (gcc 12, ns per call, best of 3 rounds, issue 11): Dimitrov robot, plain C at ``-O2 -march=native``,
     the ``_fext`` variants of the inverse dynamics 226 -> 214, forward dynamics 532 -> 492, generalised
     bias 467 -> 419, decoupled forward dynamics 1,429 -> 1,335, and the forward dynamics 444 -> 427; Panda
-    free base, the shipped ``fast`` units, ID 164 -> 156, ID ``_fext`` 194 -> 169, FD ``_fext`` 479 ->
-    404, while the FD, 401 -> 435 in one binary, was 449 -> 433 in a binary with other functions linked
+    free base, the shipped ``fast`` units, ID 164 -> 156, ID ``_fext`` 192 -> 168, FD ``_fext`` 479 ->
+    404, while the FD, 401 -> 434 in one binary, was 448 -> 433 in a binary with other functions linked
     beside it and even at ``-O3`` (code layout).  The statements and their roundings are unchanged."""
     loads: dict[str, int] = {}       # top-level load lines by the name they define
     anchor: list[int] = []           # for each line, the top-level line that starts its block
