@@ -26,7 +26,7 @@ from soadyn.codegen.functions import Arg, FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
 from soadyn.codegen.sections import section_of
-from soadyn.codegen.trig import C_COS, C_SIN, fuse_pairs, to_inline
+from soadyn.codegen.trig import C_COS, C_SIN, LOAD_LINE, fuse_pairs, to_inline
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.units import OUTPUT_STORE, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -466,7 +466,6 @@ def _mirrored_entries(products: list[Product]) -> set[tuple[str, int]]:
     return out
 
 
-_INPUT_LOAD = re.compile(r"^\s*const double (\w+) = \w+\[\d+\];$")
 _COMMENT = re.compile(r"/\*.*?\*/")
 
 
@@ -487,7 +486,7 @@ def sink_loads(lines: list[str]) -> list[str]:
     for k, line in enumerate(lines):
         if depth == 0:
             opened = k
-            m = _INPUT_LOAD.match(line)
+            m = LOAD_LINE.match(line)
             if m:
                 loads[m.group(1)] = k
         anchor.append(opened)

@@ -120,21 +120,21 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
         algorithm(s.algorithm)             # a missing algorithm raises DerivationError before any work
     specs = _derivation_order(specs)
     programs: list[Program] = []
-    index: dict[str, int] = {}
+    by_name: dict[str, Program] = {}
     emitted: tuple[list, list[bool]] = ([], [])
     t_derive = t_opt = t_emit = 0.0
     with _progress(len(specs), progress, f"deriving {robot.name}") as bar:
         for spec in specs:
             bar.set_postfix_str(spec.name, refresh=False)
             t0 = time.perf_counter()
-            index[spec.name] = len(programs)
             if spec.zero_fext_call:        # runs the program of the *_fext function (emit_zero_fext_call)
                 t1 = t0
-                programs.append(programs[index[spec.zero_fext_call]])
+                programs.append(by_name[spec.zero_fext_call])
             else:
                 raw = rename_reserved(derive(robot, spec), spec)
                 t1 = time.perf_counter()
                 programs.append(optimise(raw))
+            by_name[spec.name] = programs[-1]
             t2 = time.perf_counter()
             t_derive += t1 - t0
             t_opt += t2 - t1

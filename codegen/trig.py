@@ -220,7 +220,8 @@ def to_inline(text: str) -> str:
 
 
 _TRIG_LINE = re.compile(r"^(\s*)const double (\w+) = soadyn_(sin|cos)\((\w+(?:\[\d+\])?)\);$")
-_LOAD_LINE = re.compile(r"^\s*const double (\w+) = (\w+\[\d+\]);$")
+#: an input load of a generated body, ``const double v_3 = v[3];`` (the local, the element)
+LOAD_LINE = re.compile(r"^\s*const double (\w+) = (\w+\[\d+\]);$")
 _ELEMENT = re.compile(r"^\w+\[\d+\]$")
 
 
@@ -247,7 +248,7 @@ def fuse_pairs(lines: list[str]) -> list[str]:
     Measured on the four-arm robot's mass matrix (31 joint angles; ns per call, C loop, one run): libm
     1,331; inline ``soadyn_sin``/``soadyn_cos`` one by one 1,265 (gcc keeps a reduction per call); one
     ``soadyn_sincos`` per pair 1,061; four at a time 909."""
-    loads = {m.group(1): m.group(2) for m in map(_LOAD_LINE.match, lines) if m}
+    loads = {m.group(1): m.group(2) for m in map(LOAD_LINE.match, lines) if m}
     fused: set[str] = set()
     call = ("SOADYN_SINCOS_INLINE" if sum(x.rstrip().endswith(";") for x in lines) >= INLINE_TRIG_STATEMENTS
             else "soadyn_sincos_n")
@@ -267,7 +268,7 @@ def fuse_pairs(lines: list[str]) -> list[str]:
     reads = Counter(re.findall(r"\b(?:" + "|".join(sorted(fused)) + r")\b", "\n".join(out)))
     dead = {x for x in fused if reads[x] == 1}           # its own load line only
     if dead:
-        out = [x for x in out if not ((m := _LOAD_LINE.match(x)) and m.group(1) in dead)]
+        out = [x for x in out if not ((m := LOAD_LINE.match(x)) and m.group(1) in dead)]
     return out
 
 

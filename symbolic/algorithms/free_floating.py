@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.model.robot import require_free
-from soadyn.symbolic.algorithms.jacobians import _base_axes_jacobian, _rotated, base_block_times
+from soadyn.symbolic.algorithms.jacobians import _rotated, base_block_times, frame_origin
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.algorithms.newton_euler import _newton_euler, composite_inertias, mass_matrix_from
@@ -193,6 +193,6 @@ def momentum_frame_twist(robot: Any, ctx: ScalarContext, q: np.ndarray, h: np.nd
     Hb = M[:6, :6]
     ho = _base_momentum_from_com(ctx, robot, kin.R0, Hb, np.asarray(h))
     vb = ldl(ctx, Hb, "Hb").solve(ctx.stage("ho", ho), "vb0")
-    _, pf, _ = _base_axes_jacobian(robot, ctx, kin, frame)
+    pf = frame_origin(robot, ctx, kin, frame)
     vw = ctx.stage("vb0_w", _rotated(kin.R0, vb))          # the same for every frame of a family
     return base_block_times(kin.R0 @ pf, vw)              # J_b vb, inertial axes

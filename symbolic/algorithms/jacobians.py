@@ -60,14 +60,26 @@ def base_block_times(pf: np.ndarray, X: np.ndarray) -> np.ndarray:
                                                     axis=1)])
 
 
+def frame_origin(robot: Any, ctx: ScalarContext, kin: Any, frame: str) -> np.ndarray:
+    """The origin ``pf`` of ``frame`` from the base origin, base axes (staged)."""
+    Rb, pb = link_poses(kin, relative=True)
+    return _base_axes_pose(robot, ctx, Rb, pb, frame)[2]
+
+
+def _base_axes_pose(robot: Any, ctx: ScalarContext, Rb: list, pb: list,
+                    frame: str) -> tuple[int, np.ndarray, np.ndarray]:
+    """The body carrying ``frame``, the frame rotation ``R_0f`` and origin ``pf`` (staged), base axes."""
+    k, Rf, pf = _frame_pose(robot, ctx, Rb, pb, frame)
+    tag = "".join(ch if ch.isalnum() else "_" for ch in frame)
+    return k, Rf, ctx.stage(f"pf_{tag}", pf)
+
+
 def _base_axes_jacobian(robot: Any, ctx: ScalarContext, kin: Any,
                         frame: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The frame Jacobian in base axes (6 x nv), the frame origin ``pf`` from the base origin and the frame
     rotation ``R_0f``, both in base axes."""
     Rb, pb = link_poses(kin, relative=True)
-    k, Rf, pf = _frame_pose(robot, ctx, Rb, pb, frame)
-    tag = "".join(ch if ch.isalnum() else "_" for ch in frame)
-    pf = ctx.stage(f"pf_{tag}", pf)
+    k, Rf, pf = _base_axes_pose(robot, ctx, Rb, pb, frame)
     J = ctx.zeros((6, robot.nv))
     i = k
     while i > 0:
