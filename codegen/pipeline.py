@@ -199,7 +199,9 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
         # load: imported by the package for its public load()
-        "load", "units", "profiles", "objcache", "schedule", "trig")),
+        "load", "units", "profiles", "objcache", "schedule", "trig",
+        # the typed program, its printers and transformations (issue 22)
+        "cprogram", "printer", "products", "stages", "lanes")),
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
     ("soadyn.templates", "module.h.j2"),
