@@ -83,6 +83,8 @@ class EmittedFunction:
     delegate: tuple[str, dict[str, set[int]], bool] | None = None
     #: the nonzero-only variant that such a function reuses: its SIMD computation is a function of its own
     core: bool = False
+    #: a frame family: the C of the frame enum its self-contained translation unit starts with
+    enum_text: str = ""
 
     @property
     def is_family(self) -> bool:
@@ -401,6 +403,14 @@ def module_prefix(module_name: str) -> str:
     return c_identifier(module_name) + "_"
 
 
+def enum_block(enum: list[tuple[str, str, int]], enum_name: str, n_frames: str) -> str:
+    """C of the frame enum (the frame ids of the families) and the number of frames, as the header and
+    a family's self-contained translation unit print it."""
+    lines = [f"enum {enum_name} {{"]
+    lines += [f'    {e} = {i},{" " * (40 - len(e))}/* "{c_comment(name)}" */' for name, e, i in enum]
+    return "\n".join([*lines, "};", f"#define {n_frames} {len(enum)}"])
+
+
 def _common(robot: Robot, module_name: str) -> dict[str, Any]:
     return dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
                 fingerprint=robot.fingerprint(), header_name=f"{module_name}.h",
@@ -453,9 +463,12 @@ def emit_module(robot: Robot, module_name: str, specs: list[FunctionSpec],
     prototypes = "\n".join(f"/* {c_comment(f.doc)}; {c_comment(f.ops_text(), 1 << 20)} */\n{f.prototype}\n"
                            f"{f.batch_prototype}\n" for f in funcs).rstrip()
     enum_name = f"{prefix}frame"
+    block = enum_block(enum, enum_name, f"{prefix.upper()}N_FRAMES") if families else ""
+    for f in families:
+        f.enum_text = block + "\n"
     header = render("module.h.j2", guard=f"SOADYN_{c_identifier(module_name).upper()}_H",
                     prototypes=prototypes, enum=enum if families else [], enum_name=enum_name,
-                    n_frames=f"{prefix.upper()}N_FRAMES", families=[f.cname for f in families], **common)
+                    enum_block=block, families=[f.cname for f in families], **common)
     source = render("module.c.j2", functions=funcs, prelude=TRIG_PRELUDE, **common)
     # a delegating function after the variant whose vector computation its SIMD batch reuses
     for f, vector in sorted(zip(funcs, simd), key=lambda fv: fv[0].delegate is not None):

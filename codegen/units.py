@@ -15,8 +15,6 @@ functions (issue 11).
 
 from __future__ import annotations
 
-import re
-
 from soadyn.codegen.cprogram import stored_entries
 from soadyn.codegen.lanes import Extra, finish_delegate, finish_lanes, simd_prelude
 from soadyn.codegen.printer import CPrinter
@@ -100,9 +98,9 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
     """``(file stem, C text)`` per translation unit: the pieces of one function
     (its stages, scalar and SIMD, in order, then the function with its batch entry), consecutive pieces
     packed into units of about :data:`UNIT_OPS` operations.  A unit holds pieces of one function only
-    and is self-contained: the function's prototypes and, for a frame family, the frame enum taken from
-    ``header_text`` (the module header, or the header of a module holding just that function) stand in
-    for the module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`) and
+    and is self-contained: the function's prototypes and, for a frame family, the frame enum
+    (``f.enum_text``, as the module header prints it; ``header_text`` is not read) stand in for the
+    module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`) and
     an unchanged function keeps its objects."""
     units: list[tuple[str, str]] = []
     for f in funcs:
@@ -113,7 +111,9 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
         # self-contained: the function's own declarations (and a family's frame enum) instead of the module
         # header, so that a unit compiles before the other functions exist (units are compiled while the
         # rest of the module is derived) and its text alone decides its object
-        enum = _enum_block(header_text) if f.is_family else ""
+        enum = f.enum_text if f.is_family else ""
+        if f.is_family and not enum:
+            raise ValueError(f"{f.cname}: a frame family's unit needs the frame enum (emit_module sets it)")
         head = (f"#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n" + prelude(lanes))
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
@@ -127,17 +127,6 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
         text = head + protos + "\n".join(last + own) + _function_text(f)
         units.append((f.cname, text))
     return units
-
-
-_ENUM = re.compile(r"^enum \w+ \{\n.*?^\};\n#define \w+_N_FRAMES \d+\n", re.S | re.M)
-
-
-def _enum_block(header_text: str) -> str:
-    """The frame enum of a module header and the number of frames (as the header writes them)."""
-    m = _ENUM.search(header_text)
-    if m is None:
-        raise ValueError("a frame family's unit needs the header's frame enum; none found")
-    return m.group(0)
 
 
 def _pack(pieces: list[str], per: int) -> list[list[str]]:
