@@ -52,17 +52,10 @@ def element(tok: str) -> tuple[str, int]:
     return name, int(k)
 
 
-def is_constant_text(text: str) -> bool:
-    """A printed constant: an optional sign and parentheses around digits, ``.``, exponent and signs
-    (``-0.5``, ``(-1.0e-3)``, ``0``)."""
-    s = text.strip()
-    if s.startswith("-"):
-        s = s[1:]
-    if s.startswith("("):
-        s = s[1:]
-    if s.endswith(")"):
-        s = s[:-1]
-    return bool(s) and all(c in "0123456789.eE+-" for c in s)
+def is_constant(expr: Expr) -> bool:
+    """A constant expression: numbers and math calls of numbers only (``0``, ``-0.5``, ``1.0/2.0``,
+    ``sqrt(2.0)``): a ``double`` the same for every state (the SIMD lanes broadcast it)."""
+    return all(t in CALLS for t in expr.names())
 
 
 class Expr:
@@ -113,7 +106,7 @@ class Expr:
 
     def trig_args(self) -> Iterator[tuple[str, str, int]]:
         """(``sin`` or ``cos``, argument, token position) of each call ``[soadyn_]sin(x)`` /
-        ``[soadyn_]cos(x)`` whose argument is one name, element or integer."""
+        ``[soadyn_]cos(x)`` whose argument is one name or element."""
         toks = self.tokens
         for i in range(len(toks) - 3):
             t = toks[i]
@@ -128,7 +121,7 @@ _TRIG_CALLS = {"sin": "sin", "soadyn_sin": "sin", "cos": "cos", "soadyn_cos": "c
 
 
 def _simple(tok: str) -> bool:
-    return tok.replace("_", "a").isalnum() or is_element(tok)
+    return is_name(tok) or is_element(tok)
 
 
 #: statement kinds
@@ -303,6 +296,5 @@ def stored_entries(body: list[Stmt], outputs: list[str]) -> dict[str, list[tuple
     out: dict[str, list[tuple[int, str | None]]] = {name: [] for name in outputs}
     for s in body:
         if s.kind == STORE and s.target in out:
-            text = s.expr.text.strip()
-            out[s.target].append((s.index, text if is_constant_text(text) else None))
+            out[s.target].append((s.index, s.expr.text.strip() if is_constant(s.expr) else None))
     return out

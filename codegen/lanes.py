@@ -67,19 +67,42 @@ def simd_prelude(lanes: int) -> str:
 
 def _vexpr(expr: Expr, inputs: dict[str, int], lanes: int = 0) -> str:
     """A scalar expression for ``lanes`` states (``lanes`` 0: no constant broadcast): input elements
-    gathered, functions by their vector versions, a constant broadcast to a vector."""
-    text = expr.text
-    if lanes and cp.is_constant_text(text):
+    gathered, math calls by their vector versions, a constant broadcast to a vector."""
+    if lanes and cp.is_constant(expr):
         # a constant: broadcast (x - 0.0 == x exactly for every x, signed zeros included)
-        return f"({text}) - ({vector_type(lanes)}){{0}}"
+        return f"({expr.text}) - ({vector_type(lanes)}){{0}}"
     out = []
-    for t in expr.calls(_VFUNCS).tokens:
+    for t in _vcalls(expr.tokens):
         if cp.is_element(t):
             name, k = cp.element(t)
             if name in inputs:
                 t = f"SOADYN_LD({name}, {k}, {inputs[name]})"
         out.append(t)
     return "".join(out)
+
+
+def _vcalls(toks: list[str]) -> list[str]:
+    """Math calls -> their vector versions, except a call whose argument is a constant (it stays a scalar
+    ``double``, which GCC/Clang broadcast in an operation with a vector)."""
+    out: list[str] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t in _VFUNCS and i + 1 < len(toks) and toks[i + 1] == "(":
+            depth, j = 1, i + 2
+            while depth and j < len(toks):
+                depth += {"(": 1, ")": -1}.get(toks[j], 0)
+                j += 1
+            args = toks[i + 2:j - 1]
+            if cp.is_constant(Expr(args)):
+                out += toks[i:j]
+            else:
+                out += [_VFUNCS[t], "(", *_vcalls(args), ")"]
+            i = j
+        else:
+            out.append(t)
+            i += 1
+    return out
 
 
 def _sincos_pairs(stmts: list[Stmt]) -> dict[str, int]:

@@ -91,3 +91,25 @@ def test_float_c_agrees_with_double_c(builds, api, rng):
             worst = max(worst, err)
     print(f"{api}: float vs double relative error {worst:.2e} (bound {BOUNDS[api]:.0e})")
     assert 1e-9 < worst < BOUNDS[api]      # single precision (not double), and within the bound
+
+
+def test_lanes_printer_broadcasts_constants_and_keeps_constant_calls_scalar():
+    """The SIMD-lane printer of the typed statements: a constant (numbers and math calls of numbers) is a
+    double broadcast to the vector, a math call of a constant stays scalar, an input element is gathered,
+    and sin/cos of one argument are one vector sincos (issue 21 item 12's constant outputs)."""
+    from soadyn.codegen import cprogram as cp
+    from soadyn.codegen.lanes import vectorise
+
+    E = cp.Expr.of
+    body = [cp.load("q_0", "q", 0), cp.value("s", E("soadyn_sin(q_0)")), cp.value("c", E("soadyn_cos(q_0)")),
+            cp.value("h", E("1.0/2.0")), cp.value("t", E("sqrt(2.0)*s + sqrt(q_0) + soadyn_sin(2)")),
+            cp.store("M", 0, E("sqrt(2.0)")), cp.store("M", 1, E("t*c*h"))]
+    out = vectorise(body, {"q": 3}, {"M": 2}, 4, {}, {"M": {1: 0}})
+    assert out == [
+        "const soadyn_v4d q_0 = SOADYN_LD(q, 0, 3);",
+        "soadyn_v4d sc_s0, sc_c0;", "soadyn_vsincos(q_0, &sc_s0, &sc_c0);",
+        "const soadyn_v4d s = sc_s0;", "const soadyn_v4d c = sc_c0;",
+        "const soadyn_v4d h = (1.0/2.0) - (soadyn_v4d){0};",
+        "const soadyn_v4d t = sqrt(2.0)*s + soadyn_vsqrt(q_0) + soadyn_sin(2);",
+        "o_M[0] = t*c*h;"]
+    assert cp.stored_entries(body, ["M"]) == {"M": [(0, "sqrt(2.0)"), (1, None)]}
