@@ -132,12 +132,13 @@ STORE = "store"        # <target>[<index>] = <expr>;                  an output 
 ZEROS = "zeros"        # <target>[k] = 0 for index <= k < end         a run of exact zeros of an output
 WORK = "work"          # w[<index>] = <target>;                       a value crossing a stage boundary
 SCRATCH = "scratch"    # double <target>[<index>];                    a local array (zeroed: ``zero``)
-CALL = "call"          # <target>(<args>);                            a stage, a product loop, a variant
+CALL = "call"          # <target>(<args>);                            a stage, the *_fext variant
+PRODUCT = "product"    # <target>(<args>);                            a product loop (soadyn.codegen.products)
 VOID = "void"          # (void)<target>;                              a parameter the function ignores
 COMMENT = "comment"    # /* <text> */
 SINCOS = "sincos"      # the fused sines and cosines of a block (:func:`soadyn.codegen.trig.fuse_trig`)
 SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``cases``), then return 0
-KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, VOID, COMMENT, SINCOS, SWITCH)
+KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH)
 VALUES = (LOAD, TRIG, ARITH)
 
 
@@ -188,7 +189,7 @@ class Stmt:
         elif self.kind == WORK:
             yield "w"
             yield self.target
-        elif self.kind == CALL:
+        elif self.kind in (CALL, PRODUCT):
             yield self.target
             yield from self.args
         elif self.kind == SWITCH:

@@ -107,7 +107,7 @@ class CPrinter:
             out.append(f"{ind}w[{s.index}] = {s.target};")
         elif k == cp.SCRATCH:
             out.append(f"{ind}{real} {s.target}[{s.index}]" + (f" = {{{self.zero}}};" if s.zero else ";"))
-        elif k == cp.CALL:
+        elif k in (cp.CALL, cp.PRODUCT):
             out.append(f"{ind}{s.target}({', '.join(s.args)});")
         elif k == cp.VOID:
             out.append(f"{ind}(void){s.target};")
