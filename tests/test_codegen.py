@@ -343,9 +343,9 @@ def test_cache_key_hashes_the_generator_manifest_only():
 
 _MANIFEST_PROBE = """
 import sys
-from soadyn import load_robot
+from soadyn.model import read_robot_file
 from soadyn.reference import dense as reference
-robot = load_robot(sys.argv[1])
+robot = read_robot_file(sys.argv[1])
 setup = {m for m in sys.modules if m.startswith("soadyn")}
 from soadyn.codegen.derive import derive, rename_reserved
 from soadyn.codegen.emit import emit_module
