@@ -95,11 +95,11 @@ def _axis(rng: np.random.Generator) -> list[float]:
 def _joint(rng: np.random.Generator, name: str, kind: str, offsets: bool = True, whole: bool = False) -> dict:
     joint = {"name": name, "type": kind}
     if kind != "fixed":
-        joint["axis"] = _axis(rng)
+        joint["axis"] = np.eye(3)[int(rng.integers(0, 3))].tolist() if whole else _axis(rng)
     if offsets and rng.random() < 0.7:
         xyz = rng.integers(-1, 2, 3).astype(float) if whole else rng.normal(0, 0.3, 3).round(4)
         joint["xyz"] = xyz.tolist()
-    if offsets and rng.random() < 0.5:
+    if offsets and not whole and rng.random() < 0.5:
         joint["rpy"] = rng.uniform(-3.1, 3.1, 3).round(4).tolist()
     return joint
 
