@@ -274,7 +274,7 @@ def stored_entries(body: list[str], outputs: list[str]) -> dict[str, list[tuple[
         m = OUTPUT_STORE.match(line.strip())
         if m and m.group(1) in out:
             expr = m.group(3).strip()
-            out[m.group(1)].append((int(m.group(2)), expr if _CONSTANT.fullmatch(expr) else None))
+            out[m.group(1)].append((int(m.group(2)), expr if _is_constant(expr) else None))
     return out
 
 
@@ -289,8 +289,8 @@ _VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "
            C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
 _CALL = re.compile(r"\b(soadyn_sin|soadyn_cos|sin|cos|sqrt|pow)\(")
 _INDEXED = re.compile(r"\b(\w+)\[(\d+)\]")
-_SIN = re.compile(r"\b(?:soadyn_)?sin\((\w+(?:\[\d+\])?)\)")
-_COS = re.compile(r"\b(?:soadyn_)?cos\((\w+(?:\[\d+\])?)\)")
+_SIN = re.compile(r"\b(?:soadyn_)?sin\(([A-Za-z_]\w*(?:\[\d+\])?)\)")
+_COS = re.compile(r"\b(?:soadyn_)?cos\(([A-Za-z_]\w*(?:\[\d+\])?)\)")
 
 
 def vector_type(lanes: int) -> str:
@@ -327,16 +327,40 @@ def simd_prelude(lanes: int) -> str:
     ]) + "\n"
 
 
-_CONSTANT = re.compile(r"-?\(?-?[0-9.eE+-]+\)?")
+def _is_constant(expr: str) -> bool:
+    """Whether a C expression of a generated body is a constant: numbers and math calls only (``0``,
+    ``-0.5``, ``1.0/2.0``, ``sqrt(2.0)``): a ``double`` even in the SIMD code, where it must be broadcast."""
+    names, _ = _names_and_cost(expr)
+    return names <= _VFUNCS.keys()
+
+
+def _vcalls(expr: str) -> str:
+    """Math calls -> their vector versions, except a call whose argument is a constant (it stays a scalar
+    ``double``, which GCC/Clang broadcast in an operation with a vector)."""
+    out, pos = [], 0
+    for m in _CALL.finditer(expr):
+        if m.start() < pos:
+            continue
+        depth, end = 1, m.end()
+        while depth and end < len(expr):
+            depth += {"(": 1, ")": -1}.get(expr[end], 0)
+            end += 1
+        args = expr[m.end():end - 1]
+        if _is_constant(args):
+            out.append(expr[pos:end])
+        else:
+            out.append(expr[pos:m.start()] + _VFUNCS[m.group(1)] + "(" + _vcalls(args) + ")")
+        pos = end
+    return "".join(out) + expr[pos:]
 
 
 def _vexpr(expr: str, inputs: dict[str, int], lanes: int = 0) -> str:
-    if lanes and _CONSTANT.fullmatch(expr.strip()):
+    if lanes and _is_constant(expr):
         # a constant: broadcast (x - 0.0 == x exactly for every x, signed zeros included)
         return f"({expr}) - ({vector_type(lanes)}){{0}}"
     expr = _INDEXED.sub(lambda m: (f"SOADYN_LD({m.group(1)}, {m.group(2)}, {inputs[m.group(1)]})"
                                    if m.group(1) in inputs else m.group(0)), expr)
-    return _CALL.sub(lambda m: _VFUNCS[m.group(1)] + "(", expr)
+    return _vcalls(expr)
 
 
 def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str, int], lanes: int,
@@ -377,8 +401,8 @@ def vectorise_lines(lines: list[str], inputs: dict[str, int], outputs: dict[str,
                 k = slots[m.group(1)][k]
             out.append(f"o_{m.group(1)}[{k}] = {_vexpr(m.group(3), inputs, lanes)};")
             continue
-        if m and m.group(1) == "w":
-            out.append(s)
+        if m and m.group(1) == "w":   # a value crossing stages (a vector work array)
+            out.append(f"w[{m.group(2)}] = {_vexpr(m.group(3), inputs, lanes)};")
             continue
         mw = re.match(r"^double w\[(\d+)\];$", s)
         if mw:
