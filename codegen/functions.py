@@ -192,6 +192,9 @@ def registration(api: str) -> Registration:
 def _inertias_invertible(robot: Robot) -> bool:
     from soadyn.symbolic.algorithms.schur import body_inverse_inertias
 
+    if any(j is not None and j.armature for j in robot.joints):
+        return False                       # joint armature: not in the rigid-body CF factorisation
+
     try:
         body_inverse_inertias(robot)
     except ValueError:

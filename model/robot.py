@@ -127,14 +127,33 @@ class Inertia:
         return Inertia(m, c, Ic)
 
 
+#: default velocity scale v_s of the smoothed Coulomb friction ``f v / sqrt(v^2 + v_s^2)`` (rad/s or m/s)
+FRICTION_VELOCITY = 1e-2
+
+
 @dataclass(frozen=True)
 class Joint:
-    """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent."""
+    """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent.
+
+    Drive train (docs/conventions.md, "Drive train"): ``armature`` (reflected rotor inertia I_m n^2,
+    kg m^2 or kg) adds ``armature * qdd`` to the joint's generalised force, i.e. to the diagonal of M;
+    ``damping`` (viscous, N m s/rad or N s/m) adds ``damping * qd``; ``friction`` (Coulomb, N m or N) adds
+    the smoothed ``friction * qd / sqrt(qd^2 + friction_velocity^2)``.  All default to 0 (ideal joint).
+    """
 
     name: str
     type: str
     axis: np.ndarray
     placement: Placement
+    armature: float = 0.0
+    damping: float = 0.0
+    friction: float = 0.0
+    friction_velocity: float = FRICTION_VELOCITY
+
+    @property
+    def has_drive(self) -> bool:
+        """Whether the joint has any drive-train term (armature, damping or friction)."""
+        return bool(self.armature or self.damping or self.friction)
 
     @property
     def nv(self) -> int:
@@ -350,6 +369,19 @@ class Robot:
             q[self.q_index(k)] = rng.uniform(-lim, lim)
         return q
 
+    @property
+    def has_drive(self) -> bool:
+        """Whether any joint has armature, damping or friction (docs/conventions.md, "Drive train")."""
+        return any(j is not None and j.has_drive for j in self.joints)
+
+    def rigid(self) -> Robot:
+        """The same robot with ideal joints: armature, damping and friction of every joint set to 0."""
+        if not self.has_drive:
+            return self
+        return self.replace(joints=[None if j is None else dataclasses.replace(
+            j, armature=0.0, damping=0.0, friction=0.0, friction_velocity=FRICTION_VELOCITY)
+            for j in self.joints])
+
     def with_base(self, base: str) -> Robot:
         """The same robot on a ``free`` or ``fixed`` base (``replace(base=base)``)."""
         return self.replace(base=base)
@@ -368,6 +400,9 @@ class Robot:
             h.update(j.name.encode() + j.type.encode())
             for a in (j.axis, j.placement.R, j.placement.p):
                 h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+        if self.has_drive:  # only robots with drive-train terms: other fingerprints are unchanged
+            h.update(np.array([[j.armature, j.damping, j.friction, j.friction_velocity]
+                               for j in self.joints[1:]], dtype=float).tobytes())
         for i in self.inertias:
             h.update(np.array([i.mass, *i.com, *i.inertia.ravel()], dtype=float).tobytes())
         for f in self.frames:
@@ -432,7 +467,7 @@ class Robot:
                 parent.append(host)
                 if host >= 0:
                     j = spec.joint
-                    joints.append(Joint(j.name, j.type, j.axis, X * j.placement))
+                    joints.append(dataclasses.replace(j, placement=X * j.placement))
                 else:
                     joints.append(None)
                 inertias.append(spec.inertia)

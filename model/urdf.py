@@ -29,6 +29,11 @@ Mapping to the model (see ``docs/robot-format.md``):
 * Body order: depth-first from the root link, siblings in the order their joints appear in the file.
   Pinocchio (urdfdom) also orders depth-first but visits siblings sorted by joint name, so for trees the
   two joint orders can differ (never for serial chains); permute by joint name.
+* ``<dynamics damping friction>`` of a moving joint become its viscous damping and Coulomb friction
+  (smoothed, docs/conventions.md "Drive train"); URDF has no rotor inertia, so soadyn reads two extension
+  attributes of the same element, ``armature`` (I_m n^2) and ``friction_velocity`` (smoothing scale),
+  which other URDF readers ignore: ``<dynamics damping="0.5" friction="1.2" armature="0.1"/>``.  Negative
+  values are errors.  ``dynamics_on=False`` ignores ``<dynamics>`` (ideal joints).
 * Default base: ``free`` (a space robot); gravity zero.
 """
 
@@ -51,6 +56,8 @@ from soadyn.model.robotfile import (
     axis_problem,
     check_base,
     check_number,
+    drive_fields,
+    drive_problem,
     inertia_problem,
     read_bytes,
     unit_axis,
@@ -63,7 +70,11 @@ _NUMERIC = {
     "origin": {"xyz": 3, "rpy": 3},
     "axis": {"xyz": 3},
     "mass": {"value": 1},
+    "dynamics": {"damping": 1, "friction": 1, "armature": 1, "friction_velocity": 1},
 }
+#: attributes of ``<dynamics>`` read into the joint (``armature`` and ``friction_velocity`` are soadyn
+#: extensions that other URDF readers ignore)
+_DYNAMICS_ATTRS = ("armature", "damping", "friction", "friction_velocity")
 _INERTIA_ATTRS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 
 
@@ -155,9 +166,10 @@ def _placement(T: np.ndarray | None) -> Placement:
 
 
 def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error", *,
-               check: MassCheck | None = None) -> Robot:
+               check: MassCheck | None = None, dynamics_on: bool = True) -> Robot:
     """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``); ``check``
-    (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree."""
+    (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree.  ``dynamics_on=False`` ignores
+    every ``<dynamics>`` element (ideal joints, as Pinocchio's RNEA/ABA and soadyn before issue 25)."""
     path = Path(path)
     check_base(base, path)
     if mimic not in MIMIC_MODES:
@@ -177,6 +189,11 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             raise RobotFileError(path, f"line {el.sourceline}", f"entity {brief(el.text, 40)} is not "
                                  "defined in the file (external entities are not read); write the value")
     _prevalidate(root, path)
+    dynamics: dict[str, dict[str, float]] = {}
+    for je in root.findall("joint"):
+        de = je.find("dynamics")
+        if de is not None:
+            dynamics[je.get("name")] = {a: float(de.get(a)) for a in _DYNAMICS_ATTRS if de.get(a) is not None}
     expanded = etree.tostring(root, encoding="utf-8")
     lines = {(el.tag, el.get("name")): el.sourceline for el in root if el.tag in ("link", "joint")}
 
@@ -287,7 +304,12 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             if problem:
                 raise RobotFileError(path, where("joint", j.name), f"axis {problem} (<axis xyz>)")
             axis = snap(unit_axis(axis))
-        specs.append(BodySpec(j.child, j.parent, Joint(j.name, jtype, axis, _placement(j.origin)),
+        dyn = dynamics.get(j.name, {})
+        if jtype == "fixed" or not dynamics_on:
+            dyn = {}            # a fixed (or locked mimic) joint has no drive; URDFs often write zeros there
+        drive_problem(dyn, jtype, where("joint", j.name) + "/dynamics", path)
+        specs.append(BodySpec(j.child, j.parent, Joint(j.name, jtype, axis, _placement(j.origin),
+                                                       **drive_fields(dyn)),
                               inertia_of(j.child)))
     try:
         robot = Robot.from_specs(model.name, base or "free", np.zeros(3), specs, (), source=str(path),
@@ -305,7 +327,7 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
 
 
 def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error", *,
-              check: MassCheck | None = None) -> Robot:
+              check: MassCheck | None = None, dynamics_on: bool = True) -> Robot:
     """Read a URDF file into a Robot (default base 'free'); see the module docstring for the mapping."""
     path = Path(path)
-    return parse_urdf(read_bytes(path), path, base, mimic, check=check)
+    return parse_urdf(read_bytes(path), path, base, mimic, check=check, dynamics_on=dynamics_on)

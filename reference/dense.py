@@ -227,26 +227,46 @@ def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
     return ops
 
 
+# ---- drive train (docs/conventions.md "Drive train") ---------------------------------------------------
+def drive_parameters(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(armature, damping, friction, friction velocity scale) per generalised velocity (zeros on the free
+    base's rows; scale 1 there)."""
+    arm, damp, fric, vs = np.zeros(robot.nv), np.zeros(robot.nv), np.zeros(robot.nv), np.ones(robot.nv)
+    for k in range(1, robot.n_bodies):
+        j, i = robot.joints[k], robot.v_index(k)
+        arm[i], damp[i], fric[i], vs[i] = j.armature, j.damping, j.friction, j.friction_velocity
+    return arm, damp, fric, vs
+
+
+def passive_forces(robot: Robot, v: ArrayLike) -> np.ndarray:
+    """Damping and smoothed Coulomb friction ``d v + f v / sqrt(v^2 + v_s^2)`` per coordinate."""
+    _, damp, fric, vs = drive_parameters(robot)
+    v = np.asarray(v, dtype=float)
+    return damp * v + fric * v / np.sqrt(v * v + vs * vs)
+
+
 # ---- Newton-Euler factorisation ------------------------------------------------------------------
 def mass_matrix(robot: Robot, q: ArrayLike) -> np.ndarray:
-    """Mass matrix ``H phi M phi* H*`` (seed 000 eq. 2.4a)."""
+    """Mass matrix ``H phi M phi* H* + diag(armature)`` (seed 000 eq. 2.4a and the drive train)."""
     o = operators(robot, q)
-    return o.H @ o.phi @ o.M @ o.phi.T @ o.H.T
+    return o.H @ o.phi @ o.M @ o.phi.T @ o.H.T + np.diag(drive_parameters(robot)[0])
 
 
 def inverse_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
                      f_ext: ArrayLike | None = None) -> np.ndarray:
-    """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``."""
+    """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``, plus the drive
+    train's ``armature a + passive_forces(v)``."""
     o = operators(robot, q, v, f_ext)
     a = state_vector(a, robot.nv, "a", "reference")
     alpha = o.phi.T @ (o.H.T @ a + o.a)
-    return o.H @ o.phi @ (o.M @ alpha + o.b)
+    return o.H @ o.phi @ (o.M @ alpha + o.b) + drive_parameters(robot)[0] * a + passive_forces(robot, v)
 
 
 def bias_forces(robot: Robot, q: ArrayLike, v: ArrayLike, f_ext: ArrayLike | None = None) -> np.ndarray:
-    """Coriolis, centrifugal and gravity forces ``C = H phi (M phi* a + b)`` (eq. 2.4b with gravity in a)."""
+    """Coriolis, centrifugal and gravity forces ``C = H phi (M phi* a + b)`` (eq. 2.4b with gravity in a),
+    plus the drive train's damping and friction."""
     o = operators(robot, q, v, f_ext)
-    return o.H @ o.phi @ (o.M @ o.phi.T @ o.a + o.b)
+    return o.H @ o.phi @ (o.M @ o.phi.T @ o.a + o.b) + passive_forces(robot, v)
 
 
 # ---- articulated-body quantities (non-recursive) ------------------------------------------------------
@@ -298,6 +318,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     """
     o = operators(robot, q)
     n, nv = o.n, robot.nv
+    arm = drive_parameters(robot)[0]
     P_k = []
     for k in range(n):
         sub = subtree(robot, k)
@@ -309,6 +330,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
         for i, j in enumerate(sub[1:]):
             Hs[6 + i, 6 * (i + 1):6 * (i + 2)] = o.Hstar[j].T
         Ms = Hs @ phi_s @ M_s @ phi_s.T @ Hs.T
+        Ms[6:, 6:] += np.diag([float(arm[robot.v_index(j)][0]) for j in sub[1:]])   # outboard rotors
         A, B, C = Ms[:6, :6], Ms[:6, 6:], Ms[6:, 6:]
         Pk = A - B @ np.linalg.solve(C, B.T) if m else A
         P_k.append(0.5 * (Pk + Pk.T))
@@ -320,7 +342,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     tau = np.zeros((6 * n, 6 * n))
     for k in range(n):
         Hs = o.Hstar[k]
-        Dk = Hs.T @ P_k[k] @ Hs
+        Dk = Hs.T @ P_k[k] @ Hs + (np.diag(arm[robot.v_index(k)]) if k > 0 else 0.0)
         Gk = P_k[k] @ Hs @ np.linalg.inv(Dk) if Hs.shape[1] else np.zeros((6, 0))
         tk = np.eye(6) - Gk @ Hs.T
         D_k.append(Dk)
@@ -365,7 +387,7 @@ def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
     """
     ab = articulated_body(robot, q)
     o = operators(robot, q, v, f_ext)
-    T = state_vector(tau, robot.nv, "tau", "reference")
+    T = state_vector(tau, robot.nv, "tau", "reference") - passive_forces(robot, v)
     H, psi, K = o.H, ab.psi, ab.K
     Linv = np.eye(robot.nv) - H @ psi @ K
     eps = T - H @ psi @ (K @ T + ab.P @ o.a + o.b)
@@ -423,9 +445,10 @@ def momentum(robot: Robot, q: ArrayLike, v: ArrayLike) -> np.ndarray:
 
 
 def kinetic_energy(robot: Robot, q: ArrayLike, v: ArrayLike) -> float:
-    """``1/2 V* M V`` summed over the bodies."""
+    """``1/2 V* M V`` summed over the bodies, plus the rotors' ``1/2 armature v^2``."""
     o = operators(robot, q, v, gravity=False)
-    return 0.5 * float(o.V @ o.M @ o.V)
+    vv = np.asarray(v, dtype=float)
+    return 0.5 * float(o.V @ o.M @ o.V) + 0.5 * float(drive_parameters(robot)[0] @ (vv * vv))
 
 
 def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
