@@ -16,11 +16,13 @@ from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, load_y
 
 YAML_SUFFIXES = (".yaml", ".yml")
 URDF_SUFFIXES = (".urdf",)
+MJCF_SUFFIXES = (".xml", ".mjcf")   # MuJoCo MJCF, read by MuJoCo's parser (soadyn.model.mjcf)
 
 
 def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error",
                check: MassCheck | None = None) -> Robot:
-    """Load a robot file: YAML (``.yaml``/``.yml``) or URDF (``.urdf``), chosen by suffix.
+    """Load a robot file: YAML (``.yaml``/``.yml``), URDF (``.urdf``) or MuJoCo MJCF (``.xml``/``.mjcf``,
+    through MuJoCo's parser: :mod:`soadyn.model.mjcf`), chosen by suffix.
 
     ``base`` ('free' | 'fixed') overrides the file (YAML ``base:``; URDF default is 'free').
     ``mimic`` applies to URDF only: 'error' (default), 'independent' (mimic joints become ordinary
@@ -37,8 +39,12 @@ def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error
         from soadyn.model.urdf import load_urdf  # lazy: lxml and yourdfpy only for URDF files
 
         return load_urdf(path, base, mimic=mimic, check=check)
+    if suffix in MJCF_SUFFIXES:
+        from soadyn.model.mjcf import parse_mjcf  # lazy: MuJoCo only for MJCF files
+
+        return parse_mjcf(path, base, check=check)
     raise RobotFileError(path, "", f"unknown file type {suffix or '(no suffix)'!r}; "
-                         "use a .yaml/.yml robot file or a .urdf file")
+                         "use a .yaml/.yml robot file, a .urdf file or an MJCF .xml file")
 
 
 __all__ = ["BodySpec", "Frame", "Inertia", "Joint", "LoopClosure", "MassCheck", "Placement", "Robot",
