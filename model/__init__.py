@@ -19,14 +19,15 @@ URDF_SUFFIXES = (".urdf",)
 MJCF_SUFFIXES = (".xml", ".mjcf")   # MuJoCo MJCF, read by MuJoCo's parser (soadyn.model.mjcf)
 
 
-def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error",
+def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "couple",
                check: MassCheck | None = None) -> Robot:
     """Load a robot file: YAML (``.yaml``/``.yml``), URDF (``.urdf``) or MuJoCo MJCF (``.xml``/``.mjcf``,
     through MuJoCo's parser: :mod:`soadyn.model.mjcf`), chosen by suffix.
 
     ``base`` ('free' | 'fixed') overrides the file (YAML ``base:``; URDF default is 'free').
-    ``mimic`` applies to URDF only: 'error' (default), 'independent' (mimic joints become ordinary
-    joints, as in Pinocchio's default) or 'fixed' (locked at zero).  ``check`` (see
+    ``mimic`` applies to URDF only: 'couple' (default: a true coupling, no coordinate of its own),
+    'independent' (mimic joints become ordinary joints, as in Pinocchio's default), 'fixed' (locked at
+    zero) or 'error'.  ``check`` (see
     :data:`~soadyn.model.robotfile.MassCheck`) runs on the built model.
     Any problem raises :class:`RobotFileError` (a ``ValueError``) naming the file, field and fix.
     """

@@ -17,12 +17,15 @@ MuJoCo's; soadyn converts the *compiled* model.  Mapping (docs/robot-format.md, 
 * ``armature``, ``damping``, ``frictionloss`` of a joint -> its drive train (``frictionloss`` becomes the
   smoothed Coulomb friction of docs/conventions.md, which is not MuJoCo's constraint-based friction).
 * ``site`` -> named frame on its body.  ``gravity`` from ``<option gravity>``.
+* ``<equality><joint joint1 joint2 polycoef="c0 c1 0 0 0">`` -> the mimic coupling ``q1 = c0 + c1 q2``
+  (chains resolved; MuJoCo enforces it as a soft constraint, soadyn exactly in reduced coordinates).
 
 Refused with one line naming the file, the element and the fix: ``ball`` joints, a ``free`` joint below
 another body, joint ``ref`` != 0, joint springs (``stiffness``), ``gravcomp``, tendons, equality
-constraints (joint couplings ``polycoef``: not yet representable; ``connect``/``weld``: use a soadyn
-``loops:`` section), armature/damping on a free joint.  Ignored with a warning: actuators (soadyn's inputs
-are the joint forces themselves) and contacts (geoms that can collide; soadyn has no contact model).
+constraints other than linear joint couplings (``connect``/``weld``: use a soadyn ``loops:`` section;
+``polycoef`` with powers above 1), armature/damping on a free joint.  Ignored with a warning: actuators
+(soadyn's inputs are the joint forces themselves) and contacts (geoms that can collide; soadyn has no
+contact model).
 """
 
 from __future__ import annotations
@@ -35,7 +38,17 @@ from typing import Any
 import numpy as np
 
 from soadyn.model.names import brief
-from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
+from soadyn.model.robot import (
+    BodySpec,
+    Inertia,
+    Joint,
+    Mimic,
+    MimicError,
+    Placement,
+    Robot,
+    resolve_mimics,
+    snap,
+)
 from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, drive_problem, read_bytes
 
 
@@ -90,6 +103,7 @@ def parse_mjcf(path: str | Path, base: str | None = None, *, check: MassCheck | 
                              "tendon forces as joint forces tau)")
     eq_names = {int(mujoco.mjtEq.mjEQ_JOINT): "joint", int(mujoco.mjtEq.mjEQ_CONNECT): "connect",
                 int(mujoco.mjtEq.mjEQ_WELD): "weld"}
+    written: dict[str, Mimic] = {}
     for e in range(m.neq):
         kind = eq_names.get(int(m.eq_type[e]), "equality")
         ename = _name(mujoco, m, O.mjOBJ_EQUALITY, e, f"eq{e}")
@@ -97,11 +111,28 @@ def parse_mjcf(path: str | Path, base: str | None = None, *, check: MassCheck | 
         if not m.eq_active0[e]:
             warnings.warn(f"{path}: {where}: inactive equality constraint ignored", stacklevel=2)
             continue
-        fix = ("joint couplings (polycoef) are not representable yet; remove it, or write the coupled "
-               "joints as independent joints" if kind == "joint"
-               else "soadyn closes loops with a loops: section of a YAML robot file "
-                    "(docs/robot-format.md); remove it here and add the loop there")
-        raise RobotFileError(path, where, f"equality constraint not supported: {fix}")
+        if kind == "joint":
+            # joint1 = polycoef[0] + polycoef[1] joint2 (+ higher powers; both refs are 0): a mimic coupling
+            c = np.asarray(m.eq_data[e][:5], float)
+            j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+            if j2 < 0 or np.any(c[2:]):
+                raise RobotFileError(path, where, "only linear couplings of two joints are representable "
+                                     "(joint1 = c0 + c1 joint2); give joint2 and polycoef=\"c0 c1 0 0 0\"")
+            if jname(j1) in written:
+                raise RobotFileError(path, where, f"joint {brief(jname(j1))} is coupled twice; remove one "
+                                     "of its equality constraints")
+            written[jname(j1)] = Mimic(jname(j2), float(c[1]), float(c[0]))
+            continue
+        raise RobotFileError(path, where, "equality constraint not supported: soadyn closes loops with a "
+                             "loops: section of a YAML robot file (docs/robot-format.md); remove it here and "
+                             "add the loop there")
+    movable = {jname(i) for i in range(m.njnt) if int(m.jnt_type[i]) in (int(J.mjJNT_HINGE),
+                                                                         int(J.mjJNT_SLIDE))}
+    try:
+        mimics = resolve_mimics(written, movable)
+    except MimicError as e:
+        where = f'<equality>/<joint joint1="{brief(e.joint, 40)[1:-1]}">'
+        raise RobotFileError(path, where, e.problem) from None
     for i in range(m.njnt):
         t = int(m.jnt_type[i])
         if t == int(J.mjJNT_BALL):
@@ -200,7 +231,8 @@ def parse_mjcf(path: str | Path, base: str | None = None, *, check: MassCheck | 
             this = name if last else _fresh(f"{name}__{jname(i)}", names_used)
             inert = _inertia(I_c, a) if last else Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
             axis = snap(np.asarray(m.jnt_axis[i], float) / np.linalg.norm(m.jnt_axis[i]))
-            specs.append(BodySpec(this, prev_name, Joint(jname(i), jtype, axis, X, **drive), inert))
+            specs.append(BodySpec(this, prev_name, Joint(jname(i), jtype, axis, X, **drive,
+                                                         mimic=mimics.get(jname(i))), inert))
             prev_name, prev_anchor = this, a
         anchor[b] = prev_anchor
     frames = []

@@ -48,8 +48,11 @@ from soadyn.model.robot import (
     Inertia,
     Joint,
     LoopClosure,
+    Mimic,
+    MimicError,
     Placement,
     Robot,
+    resolve_mimics,
 )
 from soadyn.model.rotations import matrix_to_rpy
 
@@ -214,8 +217,10 @@ def _fits(obj: Any, required: tuple[str, ...], fields: dict[str, Any]) -> bool:
 _INERTIA_KEYS = {k: _is_num for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
 #: drive-train keys of a joint (docs/robot-format.md): all numbers
 DRIVE_KEYS = ("armature", "rotor_inertia", "gear_ratio", "damping", "friction", "friction_velocity")
+_MIMIC = {"joint": _is_name, "multiplier": _is_num, "offset": _is_num}
 _JOINT = {"name": _is_name, "type": lambda v: v in ("revolute", "prismatic", "fixed"), "axis": _is_vec3,
-          "xyz": _is_vec3, "rpy": _is_vec3, **{k: _is_num for k in DRIVE_KEYS}}
+          "xyz": _is_vec3, "rpy": _is_vec3, **{k: _is_num for k in DRIVE_KEYS},
+          "mimic": lambda v: _fits(v, ("joint",), _MIMIC)}
 _BODY = {"name": _is_name, "parent": _is_name, "mass": _is_num, "com": _is_vec3,
          "inertia": lambda v: (_fits(v, ("ixx", "iyy", "izz"), _INERTIA_KEYS) if isinstance(v, dict)
                                else isinstance(v, list) and len(v) == 3 and all(_is_vec3(r) for r in v)),
@@ -443,6 +448,30 @@ def _check_tree(doc: dict, file: str | Path) -> None:
             if problem:
                 raise RobotFileError(file, f"bodies[{i}].joint.axis", problem)
         drive_problem(j, j["type"], f"bodies[{i}].joint", file)
+    _check_mimics(doc, joint_names, file)
+
+
+def _check_mimics(doc: dict, joint_names: dict[str, int], file: str | Path) -> None:
+    """``mimic:`` of the joints: on a moving joint, naming another moving joint, chains resolved, no cycle."""
+    bodies = doc["bodies"]
+    movable = {n for n, i in joint_names.items() if bodies[i]["joint"]["type"] != "fixed"}
+    mimics: dict[str, Mimic] = {}
+    for name, i in joint_names.items():
+        mm = bodies[i]["joint"].get("mimic")
+        if mm is None:
+            continue
+        if bodies[i]["joint"]["type"] == "fixed":
+            raise RobotFileError(file, f"bodies[{i}].joint.mimic", "a fixed joint cannot mimic another; "
+                                 "remove mimic or make the joint revolute or prismatic")
+        if mm["joint"] not in joint_names:
+            raise RobotFileError(file, f"bodies[{i}].joint.mimic.joint",
+                                 f"unknown joint {brief(mm['joint'])}; name a joint of this file "
+                                 f"({_names(list(joint_names))})")
+        mimics[name] = Mimic(mm["joint"], float(mm.get("multiplier", 1.0)), float(mm.get("offset", 0.0)))
+    try:
+        resolve_mimics(mimics, movable)
+    except MimicError as e:
+        raise RobotFileError(file, f"bodies[{joint_names[e.joint]}].joint.mimic", e.problem) from None
 
 
 def drive_problem(j: dict, jtype: str, where: str, file: str | Path) -> None:
@@ -531,6 +560,11 @@ def _check_frames(doc: dict, file: str | Path) -> None:
 
 def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: MassCheck | None) -> Robot:
     specs: list[BodySpec] = []
+    joints = [b["joint"] for b in doc["bodies"] if "joint" in b]
+    mimics = resolve_mimics({j["name"]: Mimic(j["mimic"]["joint"], float(j["mimic"].get("multiplier", 1.0)),
+                                              float(j["mimic"].get("offset", 0.0)))
+                             for j in joints if "mimic" in j},
+                            {j["name"] for j in joints if j["type"] != "fixed"})
     for b in doc["bodies"]:
         joint = None
         j = b.get("joint")
@@ -540,7 +574,7 @@ def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: Mass
             else:
                 axis = unit_axis(j["axis"])
             X = Placement.from_xyz_rpy(_vec(j.get("xyz")), _vec(j.get("rpy")))
-            joint = Joint(j["name"], j["type"], axis, X, **drive_fields(j))
+            joint = Joint(j["name"], j["type"], axis, X, **drive_fields(j), mimic=mimics.get(j["name"]))
         m = float(b["mass"])
         I = inertia_matrix(b["inertia"]) if "inertia" in b and m > 0 else np.zeros((3, 3))
         specs.append(BodySpec(b["name"], b.get("parent"), joint,
@@ -816,6 +850,9 @@ def to_dict(robot: Robot) -> dict[str, Any]:
                         b["joint"][key] = float(getattr(j, key))
                 if j.friction and j.friction_velocity != FRICTION_VELOCITY:
                     b["joint"]["friction_velocity"] = float(j.friction_velocity)
+            if j.mimic is not None:
+                b["joint"]["mimic"] = {"joint": j.mimic.joint, "multiplier": float(j.mimic.multiplier),
+                                       "offset": float(j.mimic.offset)}
         b["mass"] = float(ine.mass)
         if ine.mass > 0:
             if np.any(ine.com):

@@ -462,3 +462,80 @@ def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     Mq = mass_matrix(robot, q)
     J = jacobian(robot, q, frame, world_aligned=True)
     return J[:, 6:] - J[:, :6] @ np.linalg.solve(Mq[:6, :6], Mq[:6, 6:])
+
+
+# ---- mimic couplings: the reduced coordinates (docs/conventions.md "Mimic couplings") -----------------
+def _full_state(robot: Robot, q: ArrayLike, *vs: ArrayLike) -> tuple:
+    """(q_full, G v, ...) of a coupled robot: joint positions ``G_j q_j + b``, velocities ``G v``."""
+    G, b = robot.expansion()
+    q = state_vector(q, robot.nq, "q", "reference")
+    nb, nbv = robot.base_nq, robot.base_nv
+    qf = np.concatenate([q[:nb], G[nbv:, nbv:] @ q[nb:] + b])
+    return (qf, *(G @ state_vector(x, robot.nv, "v", "reference") for x in vs))
+
+
+def _reduced(fn, kind: str):
+    """The dense reference ``fn`` for a coupled robot: run on :meth:`Robot.uncoupled` with expanded inputs
+    (``kind``: 'q' positions only, 'qv' positions and one vector, 'qvv' two) and ``G^T`` / ``G`` applied to
+    the result (``out`` below)."""
+    nvec, out = {"q": (0, "-"), "qv": (1, "-"), "qvv": (2, "-"), "M": (0, "GtXG"), "tau": (2, "GtX"),
+                 "C": (1, "GtX"), "J": (0, "XG")}[kind]
+
+    def wrapped(robot: Robot, q: ArrayLike, *args, **kw):
+        if not robot.is_coupled:
+            return fn(robot, q, *args, **kw)
+        G, _ = robot.expansion()
+        full = _full_state(robot, q, *args[:nvec])
+        res = fn(robot.uncoupled(), *full, *args[nvec:], **kw)
+        if out == "GtXG":
+            return G.T @ res @ G
+        if out == "GtX":
+            return G.T @ res
+        if out == "XG":
+            return res @ G
+        return res
+
+    wrapped.__doc__, wrapped.__name__ = fn.__doc__, fn.__name__
+    return wrapped
+
+
+def _coupled_forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
+                              f_ext: ArrayLike | None = None) -> np.ndarray:
+    """Coupled robot: ``(G^T M G)^-1 (tau - G^T C)`` with the dense M and C of the full tree."""
+    G, _ = robot.expansion()
+    qf, vf = _full_state(robot, q, v)
+    full = robot.uncoupled()
+    M = G.T @ _full_mass_matrix(full, qf) @ G
+    tau = state_vector(tau, robot.nv, "tau", "reference")
+    return np.linalg.solve(M, tau - G.T @ _full_bias(full, qf, vf, f_ext))
+
+
+def _coupled_minv(robot: Robot, q: ArrayLike) -> np.ndarray:
+    G, _ = robot.expansion()
+    return np.linalg.inv(G.T @ _full_mass_matrix(robot.uncoupled(), _full_state(robot, q)[0]) @ G)
+
+
+_full_mass_matrix, _full_bias = mass_matrix, bias_forces
+_full_fd, _full_minv = forward_dynamics, mass_matrix_inverse
+mass_matrix = _reduced(mass_matrix, "M")
+bias_forces = _reduced(bias_forces, "C")
+inverse_dynamics = _reduced(inverse_dynamics, "tau")
+jacobian = _reduced(jacobian, "J")
+center_of_mass = _reduced(center_of_mass, "q")
+momentum = _reduced(momentum, "qv")
+kinetic_energy = _reduced(kinetic_energy, "qv")
+frame_pose = _reduced(frame_pose, "q")
+body_poses = _reduced(body_poses, "q")
+
+
+def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,  # noqa: F811
+                     f_ext: ArrayLike | None = None) -> np.ndarray:
+    """Accelerations: seed 000 eq. 2.11 (uncoupled robots), ``(G^T M G)^-1 (tau - G^T C)`` (coupled)."""
+    if robot.is_coupled:
+        return _coupled_forward_dynamics(robot, q, v, tau, f_ext)
+    return _full_fd(robot, q, v, tau, f_ext)
+
+
+def mass_matrix_inverse(robot: Robot, q: ArrayLike) -> np.ndarray:  # noqa: F811
+    """``M^-1``: seed 000 eq. 2.10c (uncoupled robots), ``(G^T M G)^-1`` (coupled)."""
+    return _coupled_minv(robot, q) if robot.is_coupled else _full_minv(robot, q)

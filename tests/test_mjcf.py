@@ -139,10 +139,13 @@ _BAD = {
     "tendon": ('<joint name="sh"/></body></worldbody><tendon><fixed name="t"><joint joint="sh" coef="1"/>'
                f'</fixed></tendon><worldbody><body name="c">{_IN}<joint name="cj"/>',
                '<tendon> "t": the model has 1 tendon(s)'),
-    "coupling": (f'<joint name="sh"/><body name="c"><joint name="cj"/>{_IN}</body></body></worldbody>'
-                 '<equality><joint name="cp" joint1="cj" joint2="sh" polycoef="0 2 0 0 0"/></equality>'
-                 f'<worldbody><body name="z">{_IN}',
-                 '<equality>/<joint name="cp">: equality constraint not supported: joint couplings'),
+    "nonlinear coupling": (f'<joint name="sh"/><body name="c"><joint name="cj"/>{_IN}</body></body>'
+                           '</worldbody><equality><joint name="cp" joint1="cj" joint2="sh" '
+                           f'polycoef="0 2 0.5 0 0"/></equality><worldbody><body name="z">{_IN}',
+                           '<equality>/<joint name="cp">: only linear couplings of two joints'),
+    "weld": (f'<joint name="sh"/></body></worldbody><equality><weld name="w" body1="b"/></equality>'
+             f'<worldbody><body name="z">{_IN}',
+             '<equality>/<weld name="w">: equality constraint not supported'),
     "negative armature": ('<joint name="sh" armature="-1"/>',
                           '<joint name="sh"> (body b).armature: is negative'),
     "stiffness": ('<joint name="sh" stiffness="3"/>', '<joint name="sh"> (body b): joint stiffness 3'),
@@ -162,6 +165,37 @@ def test_unsupported_mjcf_gives_one_line(tmp_path, case):
         load_robot(path)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{path}: ") and expected in msg, msg
+
+
+def test_mjcf_joint_coupling_is_a_mimic(tmp_path):
+    """``<equality><joint polycoef="c0 c1 0 0 0">`` is the coupling q1 = c0 + c1 q2 in reduced coordinates:
+    soadyn's M and FD equal MuJoCo's full-coordinate M and bias forces projected with G (MuJoCo itself
+    enforces the equality as a soft constraint, so its qacc is not the exact reduced motion)."""
+    text = ARM.read_text().replace("</worldbody>", '</worldbody><equality><joint joint1="j2b" joint2="j2a" '
+                                   'polycoef="0.1 0.5 0 0 0"/></equality>')
+    path = tmp_path / "coupled.xml"
+    path.write_text(text)
+    robot = _load(path)
+    assert robot.joint_names == ["j1", "j2a", "j3"] and robot.joints[3].mimic.multiplier == 0.5
+    full = robot.uncoupled()
+    m = _mj(path)
+    d = mujoco.MjData(m)
+    mm = MujocoMap(full, m)
+    G, b = robot.expansion()
+    rng = np.random.default_rng(6)
+    Mfull = np.zeros((m.nv, m.nv))
+    for _ in range(10):
+        q = robot.random_configuration(rng)
+        v, tau = rng.normal(size=robot.nv), rng.normal(size=robot.nv)
+        qf = G @ q + b
+        d.qpos[:], d.qvel[:] = mm.q_to_mj(qf), mm.v_to_mj(qf, G @ v)
+        mujoco.mj_forward(m, d)
+        mujoco.mj_fullM(m, d, Mfull)
+        M = G.T @ mm.mass_matrix_from_mj(qf, Mfull) @ G
+        C = G.T @ (mm.bias_from_mj(qf, G @ v, d.qfrc_bias, Mfull) - mm.tau_from_mj(qf, d.qfrc_passive))
+        assert rel_err(alg.mass_matrix(robot, CTX, q), M) < TOL
+        assert rel_err(alg.forward_dynamics(robot, CTX, q, v, tau), np.linalg.solve(M, tau - C)) < TOL
+        assert rel_err(dense.forward_dynamics(robot, q, v, tau), np.linalg.solve(M, tau - C)) < TOL
 
 
 def test_mjcf_syntax_error_is_one_line(tmp_path):
