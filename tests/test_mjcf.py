@@ -156,7 +156,8 @@ _BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(_BAD))
-def test_unsupported_mjcf_gives_one_line(tmp_path, case):
+def test_unsupported_mjcf_gives_one_line(tmp_path, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)                  # MuJoCo writes MUJOCO_LOG.TXT into the working directory
     joint, expected = _BAD[case]
     text = f'<mujoco model="bad"><worldbody><body name="b">{_IN}{joint}</body></worldbody></mujoco>'
     path = tmp_path / "bad.xml"
@@ -198,7 +199,8 @@ def test_mjcf_joint_coupling_is_a_mimic(tmp_path):
         assert rel_err(dense.forward_dynamics(robot, q, v, tau), np.linalg.solve(M, tau - C)) < TOL
 
 
-def test_mjcf_syntax_error_is_one_line(tmp_path):
+def test_mjcf_syntax_error_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                  # MuJoCo writes MUJOCO_LOG.TXT into the working directory
     path = tmp_path / "broken.xml"
     path.write_text("<mujoco><worldbody><body></worldbody></mujoco>")
     with pytest.raises(RobotFileError) as e:
