@@ -12,6 +12,9 @@
     :func:`soadyn.codegen.verify.verify` (registered independent reference and float run of the same
     algorithm); prints the worst relative error per function, lists the functions without an independent
     check, and exits with 1 when an error exceeds the tolerance (default 1e-10).
+
+Both also take the robot options every sub-command shares (``--base``, ``--mimic``:
+:func:`soadyn.cli.options.add_robot_args`), ``--profile`` (build profile) and ``-q`` (no progress bars).
 """
 
 from __future__ import annotations

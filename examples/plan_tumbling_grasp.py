@@ -37,10 +37,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
+from soadyn import load_robot
 from soadyn.codegen import compile as soadyn_compile
-from soadyn.model import load_robot
-from soadyn.reference.dense import frame_pose
-from soadyn.reference.derivatives import integrate
+from soadyn.model.configuration import retract
+from soadyn.symbolic.frames import frame_pose
 
 HERE = Path(__file__).resolve().parent
 ROBOT = HERE / "dimitrov_7dof_rw.yaml"
@@ -136,7 +136,7 @@ class Planner:
                 Aq, Av, At = mod.forward_dynamics_derivatives(q, v, tau)
             a = mod.forward_dynamics(q, v, tau)
             v1 = v + h * a
-            q1 = integrate(self.robot, q, h * v1)
+            q1 = retract(q, h * v1, self.robot.is_free)
             if grad:
                 dq, dv = S[:nv], S[nv:]
                 dv1 = dv + h * (Aq @ dq + Av @ dv)

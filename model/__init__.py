@@ -2,9 +2,9 @@
 validation) and the SO(3) helpers every layer uses (:mod:`soadyn.model.rotations`).  It imports no other
 soadyn package.
 
-:func:`load_robot` here checks the file, its schema and the physics of every body; the singular-mass-matrix
-check runs the dynamics and so lives a layer up: :func:`soadyn.load_robot` (=
-:func:`soadyn.symbolic.checks.load_robot`) adds it.
+There is one ``load_robot``: :func:`soadyn.load_robot` (= :func:`soadyn.symbolic.checks.load_robot`).  It
+reads the file with :func:`read_robot_file`, the model layer's reader (the file, its schema and the physics
+of every body), and adds the singular-mass-matrix check, which runs the dynamics and so lives a layer up.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ URDF_SUFFIXES = (".urdf",)
 MJCF_SUFFIXES = (".xml", ".mjcf")   # MuJoCo MJCF, read by MuJoCo's parser (soadyn.model.mjcf)
 
 
-def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "couple",
-               check: MassCheck | None = None) -> Robot:
-    """Load a robot file: YAML (``.yaml``/``.yml``), URDF (``.urdf``) or MuJoCo MJCF (``.xml``/``.mjcf``,
+def read_robot_file(path: str | Path, base: str | None = None, *, mimic: str = "couple",
+                    check: MassCheck | None = None) -> Robot:
+    """Read a robot file: YAML (``.yaml``/``.yml``), URDF (``.urdf``) or MuJoCo MJCF (``.xml``/``.mjcf``,
     through MuJoCo's parser: :mod:`soadyn.model.mjcf`), chosen by suffix.
+
+    The model layer's reader, without the dynamics check: users call :func:`soadyn.load_robot`, which
+    passes ``check=`` :func:`soadyn.symbolic.checks.check_mass_matrix`.
 
     ``base`` ('free' | 'fixed') overrides the file (YAML ``base:``; URDF default is 'free').
     ``mimic`` applies to URDF only: 'couple' (default: a true coupling, no coordinate of its own),
@@ -49,4 +52,4 @@ def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "coupl
 
 
 __all__ = ["BodySpec", "Frame", "Inertia", "Joint", "LoopClosure", "MassCheck", "Placement", "Robot",
-           "RobotFileError", "load_robot", "require_free", "to_dict", "to_yaml"]
+           "RobotFileError", "read_robot_file", "require_free", "to_dict", "to_yaml"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from soadyn import load_robot
 from soadyn.codegen.profiles import compiler_command
-from soadyn.model import load_robot
 from soadyn.model.robot import Robot
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,6 +20,7 @@ import pytest
 import symengine as se
 from conftest import module_cache_dir, requires_cc
 
+from soadyn import load_robot
 from soadyn.cli.regenerate import REPO, example_robots, generate_example
 from soadyn.codegen import build, derive, load
 from soadyn.codegen.derive import Program
@@ -35,7 +36,6 @@ from soadyn.codegen.pipeline import compile_robot, generate, resolve_robot
 from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.verify import check_function, format_checks, random_inputs, reference_function, rel_err
-from soadyn.model import load_robot
 from soadyn.reference import dense as reference
 
 TEST_ARM = REPO / "examples" / "test_arm.yaml"
@@ -343,9 +343,9 @@ def test_cache_key_hashes_the_generator_manifest_only():
 
 _MANIFEST_PROBE = """
 import sys
-from soadyn.model import load_robot
+from soadyn.model import read_robot_file
 from soadyn.reference import dense as reference
-robot = load_robot(sys.argv[1])
+robot = read_robot_file(sys.argv[1])
 setup = {m for m in sys.modules if m.startswith("soadyn")}
 from soadyn.codegen.derive import derive, rename_reserved
 from soadyn.codegen.emit import emit_module

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from conftest import ERD, module_cache_dir, rel_err
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import RobotFileError, load_robot, to_yaml
+from soadyn.model import RobotFileError, to_yaml
 from soadyn.model.conventions import MujocoMap, PinocchioMap
 from soadyn.reference import dense
 from soadyn.symbolic import algorithms as alg

@@ -10,9 +10,9 @@ import pytest
 import sympy as sp
 from conftest import EXAMPLES, module_cache_dir
 
+from soadyn import load_robot
 from soadyn.cli.main import main
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import load_robot
 from soadyn.symbolic.expressions import symbol_table, to_sympy
 
 PLANAR_2R = """

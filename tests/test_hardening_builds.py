@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import yaml
 
+from soadyn import load_robot
 from soadyn.codegen import build, cache, trig
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import load_robot
 
 FUNCS = ["center_of_mass", "jacobian"]
 

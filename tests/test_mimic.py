@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from conftest import module_cache_dir, rel_err
 
+from soadyn import load_robot
 from soadyn.codegen.functions import api_names, function_table
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import RobotFileError, load_robot, to_yaml
+from soadyn.model import RobotFileError, to_yaml
 from soadyn.reference import dense
 from soadyn.reference import derivatives as fdiff
 

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 from conftest import module_cache_dir, rel_err
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import RobotFileError, load_robot
+from soadyn.model import RobotFileError
 from soadyn.model.conventions import MujocoMap
 from soadyn.reference import dense
 from soadyn.symbolic import algorithms as alg

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, REPO, TEST_ARM, module_cache_dir
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot, generate
-from soadyn.model import load_robot
 from soadyn.model.parameters import (
     PARAMETER_NAMES,
     check_params,

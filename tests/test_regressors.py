@@ -19,8 +19,8 @@ from conftest import (
     with_gravity,
 )
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import load_robot
 from soadyn.model.parameters import (
     PINOCCHIO_ORDER,
     default_params,
