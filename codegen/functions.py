@@ -119,6 +119,8 @@ class Registration:
 
     def applies(self, robot: Robot) -> bool:
         """Whether the function is generated for ``robot``."""
+        if getattr(robot, "is_coupled", False) and self.algorithm not in _coupled_algorithms():
+            return False                   # mimic couplings: the reduced forms of soadyn...coupling only
         if self.when == "any":
             return True
         if self.when == "free":
@@ -189,8 +191,17 @@ def registration(api: str) -> Registration:
                        f"({', '.join(REGISTRY)})") from None
 
 
+def _coupled_algorithms() -> frozenset[str]:
+    from soadyn.symbolic.algorithms.coupling import COUPLED_ALGORITHMS
+
+    return COUPLED_ALGORITHMS
+
+
 def _inertias_invertible(robot: Robot) -> bool:
     from soadyn.symbolic.algorithms.schur import body_inverse_inertias
+
+    if any(j is not None and j.armature for j in robot.joints):
+        return False                       # joint armature: not in the rigid-body CF factorisation
 
     try:
         body_inverse_inertias(robot)
@@ -365,6 +376,8 @@ def function_table(robot: Robot, derivatives: bool = False) -> list[FunctionSpec
             doc="momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum "
                 "h = [L about the CoM; P] (inertial axes), frame family, inertial axes"))
     specs = with_parameter_inputs(robot, specs)
+    if robot.is_coupled:                   # mimic couplings: only the functions with a reduced form
+        specs = [s for s in specs if registration(s.api).applies(robot)]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")

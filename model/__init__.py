@@ -16,18 +16,21 @@ from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, load_y
 
 YAML_SUFFIXES = (".yaml", ".yml")
 URDF_SUFFIXES = (".urdf",)
+MJCF_SUFFIXES = (".xml", ".mjcf")   # MuJoCo MJCF, read by MuJoCo's parser (soadyn.model.mjcf)
 
 
-def read_robot_file(path: str | Path, base: str | None = None, *, mimic: str = "error",
+def read_robot_file(path: str | Path, base: str | None = None, *, mimic: str = "couple",
                     check: MassCheck | None = None) -> Robot:
-    """Read a robot file: YAML (``.yaml``/``.yml``) or URDF (``.urdf``), chosen by suffix.
+    """Read a robot file: YAML (``.yaml``/``.yml``), URDF (``.urdf``) or MuJoCo MJCF (``.xml``/``.mjcf``,
+    through MuJoCo's parser: :mod:`soadyn.model.mjcf`), chosen by suffix.
 
     The model layer's reader, without the dynamics check: users call :func:`soadyn.load_robot`, which
     passes ``check=`` :func:`soadyn.symbolic.checks.check_mass_matrix`.
 
     ``base`` ('free' | 'fixed') overrides the file (YAML ``base:``; URDF default is 'free').
-    ``mimic`` applies to URDF only: 'error' (default), 'independent' (mimic joints become ordinary
-    joints, as in Pinocchio's default) or 'fixed' (locked at zero).  ``check`` (see
+    ``mimic`` applies to URDF only: 'couple' (default: a true coupling, no coordinate of its own),
+    'independent' (mimic joints become ordinary joints, as in Pinocchio's default), 'fixed' (locked at
+    zero) or 'error'.  ``check`` (see
     :data:`~soadyn.model.robotfile.MassCheck`) runs on the built model.
     Any problem raises :class:`RobotFileError` (a ``ValueError``) naming the file, field and fix.
     """
@@ -40,8 +43,12 @@ def read_robot_file(path: str | Path, base: str | None = None, *, mimic: str = "
         from soadyn.model.urdf import load_urdf  # lazy: lxml and yourdfpy only for URDF files
 
         return load_urdf(path, base, mimic=mimic, check=check)
+    if suffix in MJCF_SUFFIXES:
+        from soadyn.model.mjcf import parse_mjcf  # lazy: MuJoCo only for MJCF files
+
+        return parse_mjcf(path, base, check=check)
     raise RobotFileError(path, "", f"unknown file type {suffix or '(no suffix)'!r}; "
-                         "use a .yaml/.yml robot file or a .urdf file")
+                         "use a .yaml/.yml robot file, a .urdf file or an MJCF .xml file")
 
 
 __all__ = ["BodySpec", "Frame", "Inertia", "Joint", "LoopClosure", "MassCheck", "Placement", "Robot",

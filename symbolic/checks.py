@@ -22,9 +22,9 @@ from soadyn.symbolic.scalar import NUMERIC
 __all__ = ["check_mass_matrix", "load_robot"]
 
 
-def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error") -> Robot:
-    """Load a robot file (YAML or URDF, read by :func:`soadyn.model.read_robot_file`) and check that its
-    mass matrix is not singular (:func:`check_mass_matrix`).
+def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "couple") -> Robot:
+    """Load a robot file (YAML, URDF or MJCF, read by :func:`soadyn.model.read_robot_file`) and check that
+    its mass matrix is not singular (:func:`check_mass_matrix`).
 
     Any problem raises :class:`~soadyn.model.RobotFileError` (a ``ValueError``) naming the file, field
     (the body, or the URDF joint or link with its line) and fix.
@@ -43,6 +43,7 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
     are checked after it.
     """
     rng = np.random.default_rng(12345)
+    robot = robot.uncoupled()   # mimic couplings: M = G^T M_full G is positive definite when M_full is
     for c in range(n_configs):
         q = robot.neutral()
         if c > 0:

@@ -188,14 +188,14 @@ def test_cli_simulate(tmp_path, capsys):
 
 def test_cli_simulate_takes_the_shared_robot_options(capsys):
     """``soadyn simulate`` has the robot options of every other sub-command (cli/options.py), ``--mimic``
-    included: a URDF with a mimic joint is refused by default and simulates with the joint fixed (1 DOF)
-    or independent (2 DOF)."""
+    included: a URDF whose mimic joint follows a missing joint is refused by the default (a true coupling)
+    and simulates with the joint fixed (1 DOF) or independent (2 DOF)."""
     from soadyn.cli.main import main
 
     urdf = str(Path(__file__).parent / "data" / "bad" / "urdf_mimic.urdf")
     common = ["simulate", urdf, "--duration", "0.02", "--dt", "0.01", "--python", "--no-progress"]
     assert main(common) == 1
-    assert "mimic joint" in capsys.readouterr().err
+    assert "mimics joint 'j9'" in capsys.readouterr().err
     for mode, n in (("fixed", 1), ("independent", 2)):
         assert main([*common, "--mimic", mode, "--torque", ",".join(["0.1"] * n)]) == 0
         assert "momentum drift" in capsys.readouterr().out

@@ -51,3 +51,14 @@ __all__ = [
     "inverse_dynamics_regressor", "momentum_regressor",
     "inverse_dynamics_derivatives", "forward_dynamics_derivatives", "frame_acceleration_derivatives",
 ]
+
+# Mimic couplings: every public algorithm dispatches to its reduced-coordinate form for a coupled robot
+# (soadyn.symbolic.algorithms.coupling); robots without couplings run the functions above unchanged.
+from types import SimpleNamespace as _Namespace  # noqa: E402
+
+from soadyn.symbolic.algorithms.coupling import coupled as _coupled  # noqa: E402
+
+_FULL = _Namespace(**{_n: globals()[_n] for _n in __all__ if not isinstance(globals()[_n], type)})
+for _n in vars(_FULL):
+    globals()[_n] = _coupled(_n, getattr(_FULL, _n), _FULL)
+del _n
