@@ -10,17 +10,28 @@
   directory (shared file system).  ``workers=0`` runs in this process without Dask (debugging, replay).
 * **Modules.**  The chaser and one truth model per payload level (chaser + target attached, see
   :func:`soadyn.runtime.impact.attach_target`) are compiled once, before any task is submitted, into a
-  cache keyed by the models' fingerprints (``soadyn.compile``'s cache); tasks carry directory paths and
-  each worker process loads a module once (cffi objects do not pickle).
-* **Results** (directory ``results``): ``campaign.json`` (the spec, ``n``, module paths; a resumed run must
-  match it), ``summary/part-*.parquet`` written while the campaign runs, every ``part_size`` rows or
-  ``flush_seconds`` (``pandas.read_parquet(results / "summary")`` reads them all), and with
-  ``trajectories`` a Zarr group ``trajectories.zarr/s<id>`` per scenario written by the worker.
-  A part is written to a temporary name and renamed, so a row is either recorded or not.
+  cache keyed by the models' fingerprints (``soadyn.compile``'s cache); tasks carry the directory paths and
+  the modules' content hashes (:func:`module_digest`), and each worker process verifies and loads a module
+  once (cffi objects do not pickle).
+* **Results** (directory ``results``, data only: nothing under it is ever imported or executed):
+  ``campaign.json`` (the spec, its hash, ``n``, the modules' content hashes; a resumed run must match it),
+  ``summary/part-*.parquet`` written while the campaign runs, every ``part_size`` rows or
+  ``flush_seconds``, each part carrying the spec hash in its Parquet metadata (:func:`load_results` reads
+  them all), and with ``trajectories`` a Zarr group ``trajectories.zarr/s<id>`` per scenario written by the
+  worker.  A part is written to a temporary name and renamed, so a row is either recorded or not.  One
+  writer at a time: ``run`` holds an exclusive ``flock`` on ``results/.lock`` (released by the system when
+  the process ends, however it ends); a second writer is refused.  Files in ``summary/`` that are not
+  parts written by soadyn are ignored with a :class:`CampaignWarning`.
 * **Resume.**  Scenarios whose id is recorded are skipped: rerunning the same call after an interruption (or
-  a crash of the client) computes only the others.  A worker that dies is replaced by Dask's nanny and its
-  task rescheduled; nothing is duplicated because only the client writes rows.  A scenario that fails
+  a crash of the client) computes only the others.  Rows are counted by scenario id (a row recorded twice,
+  e.g. a copied part, is reported and counted once); a directory whose ``campaign.json`` or any part
+  carries another spec hash is refused, naming both.  A worker that dies is replaced by Dask's nanny and
+  its task rescheduled; nothing is duplicated because only the client writes rows.  A scenario that fails
   (diverged simulation, singular matrix) is a row with ``status = "failed"`` and its error.
+* **Waits end.**  Connecting to a scheduler (``connect_timeout``; a refused port fails at once, a peer that
+  does not speak Dask after the timeout), the first worker (``worker_timeout``) and the next finished task
+  (``task_timeout``) are bounded; each gives a one-line :class:`CampaignError` (what, how long, what to
+  check) and keeps the recorded rows.
 * **Memory** stays flat in ``n``: scenarios are generated lazily, at most ``4 x workers`` tasks are in
   flight, and rows are flushed to disk in parts.
 * **Seeds.**  Scenario ``i`` of a spec is drawn from ``numpy.random.default_rng(seed_i)`` with ``seed_i``
@@ -30,16 +41,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import math
 import os
+import re
+import socket
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from soadyn.model.names import brief, terminal
+from soadyn.runtime.campaign_spec import MAX_N, NAME
 from soadyn.runtime.scenario import (
     SUMMARY_FIELDS,
     TIMING_FIELDS,
@@ -56,8 +76,8 @@ __all__ = [
     "replay",
     "load_results",
     "report",
-    "CampaignResult", "CampaignError",
-    "prepare_modules",
+    "CampaignResult", "CampaignError", "CampaignWarning", "MissingExtraError",
+    "prepare_modules", "module_digest", "default_results", "require_stack",
     "CampaignSpecError",
     "TRUTH_FUNCTIONS",
     "CHASER_FUNCTIONS",
@@ -78,10 +98,46 @@ CHASER_FUNCTIONS = [
 ]
 TRUTH_FUNCTIONS = ["forward_dynamics", "momentum", "kinetic_energy", "center_of_mass"]
 MAX_TRUTH_MODELS = 16
+#: the third-party stack of campaigns: the ``campaign`` extra (``pip install 'soadyn[campaign]'``)
+STACK = ("dask", "distributed", "pandas", "pyarrow", "zarr")
+#: default waits [s]: connecting to a scheduler, the first worker, the next finished task
+CONNECT_TIMEOUT = 30.0
+WORKER_TIMEOUT = 120.0
+TASK_TIMEOUT = 900.0
+#: the lock file of a results directory (one writer at a time)
+LOCK = ".lock"
+#: name of a summary part: part-<time ns>-<pid>-<count>.parquet
+PART = re.compile(r"^part-[0-9]{20}-[0-9]{1,10}-[0-9]{5}\.parquet$")
+#: Parquet key-value metadata holding the spec hash of the rows of a part
+SPEC_KEY = b"soadyn.spec"
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 
 
 class CampaignError(RuntimeError):
-    """The campaign cannot go on (e.g. no worker can run a task); recorded rows are kept."""
+    """The campaign cannot go on (e.g. no worker can run a task, a wait timed out, the results directory
+    is in use); recorded rows are kept.  The message is one line: what, for how long, what to check."""
+
+
+class CampaignWarning(UserWarning):
+    """Something in a results directory was skipped (a stray file, a duplicated row): the run goes on."""
+
+
+class MissingExtraError(ImportError):
+    """The campaign stack is not installed; the message says which extra to install."""
+
+
+def require_stack(names: Sequence[str] = STACK) -> None:
+    """Raise :class:`MissingExtraError` (one line) when a package of the campaign stack cannot be
+    imported."""
+    missing = []
+    for m in names:
+        try:
+            import_module(m)
+        except ImportError:
+            missing.append(m)
+    if missing:
+        raise MissingExtraError(f"soadyn campaign needs the campaign extra ({', '.join(missing)} not "
+                                "installed); install it with: pip install 'soadyn[campaign]'")
 
 
 @dataclass
@@ -162,9 +218,30 @@ _PREPARED: dict[str, dict[str, str]] = {}
 _LOADED: dict[str, Any] = {}
 
 
-def _load(path: str, kind: str) -> Any:
-    """A module (``kind="module"``) or robot file (``"robot"``), loaded once per process."""
-    key = f"{kind}:{path}"
+def module_digest(path: str | Path) -> str:
+    """The content hash of a compiled module directory: sha256 over the sha256 of its generated files (the
+    C source, the header, ``__init__.py``), which are reproducible bytes wherever the module is built.  The
+    compiled extension is left out (its bytes depend on the build directory); :func:`soadyn.codegen.load`
+    checks it against the module's stamp before importing it."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from soadyn.codegen.cache import file_digests
+
+    files = {k: v for k, v in file_digests(Path(path)).items()
+             if not any(k.endswith(x) for x in EXTENSION_SUFFIXES)}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def module_digests(paths: dict[str, str]) -> dict[str, str]:
+    """``{name: module_digest}`` for the modules of :func:`prepare_modules` (the robot file excluded; a
+    directory that is not there has the empty hash, and its tasks fail on the workers)."""
+    return {k: module_digest(p) if Path(p).is_dir() else "" for k, p in paths.items() if k != "robot"}
+
+
+def _load(path: str, kind: str, digest: str | None = None) -> Any:
+    """A module (``kind="module"``) or robot file (``"robot"``), loaded once per process.  A module is
+    loaded only if its content hash is ``digest`` (the hash recorded when the campaign prepared it)."""
+    key = f"{kind}:{path}:{digest}"
     if key not in _LOADED:
         if kind == "robot":
             from soadyn.symbolic.checks import load_robot
@@ -173,17 +250,24 @@ def _load(path: str, kind: str) -> Any:
         else:
             from soadyn.codegen import load
 
+            if digest and module_digest(path) != digest:
+                raise CampaignError(f"{brief(path, 300)}: the module's files do not match the hash "
+                                    f"{digest[:16]} recorded when the campaign prepared it (rebuilt or "
+                                    "edited since); rerun the campaign to rebuild it")
             _LOADED[key] = load(path)
     return _LOADED[key]
 
 
-def _task(scenarios: list[Scenario], paths: dict[str, str], zarr_path: str | None) -> list[dict[str, Any]]:
+def _task(scenarios: list[Scenario], paths: dict[str, str], zarr_path: str | None,
+          digests: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run on a worker: scenarios in order, rows back (trajectories written to Zarr by the worker)."""
+    digests = digests or {}
     rows = []
     for sc in scenarios:
-        chaser = _load(paths["chaser"], "module")
+        chaser = _load(paths["chaser"], "module", digests.get("chaser"))
         robot = _load(paths["robot"], "robot")
-        truth = _load(paths[f"truth:{float(sc.payload_scale)!r}"], "module")
+        name = f"truth:{float(sc.payload_scale)!r}"
+        truth = _load(paths[name], "module", digests.get(name))
         row, traj = run_scenario(sc, chaser, truth, robot)
         if traj is not None and zarr_path is not None:
             _write_trajectory(zarr_path, sc.id, traj)
@@ -208,12 +292,14 @@ def _schema() -> Any:
 
 
 class _Writer:
-    """Buffers rows and writes them as Parquet parts (temporary name, then an atomic rename)."""
+    """Buffers rows and writes them as Parquet parts (temporary name, then an atomic rename); every part
+    carries the spec hash ``identity`` in its metadata (:data:`SPEC_KEY`)."""
 
-    def __init__(self, directory: Path, part_size: int, flush_seconds: float) -> None:
+    def __init__(self, directory: Path, part_size: int, flush_seconds: float, identity: str) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.part_size, self.flush_seconds = part_size, flush_seconds
+        self.identity = identity
         self.rows: list[dict[str, Any]] = []
         self.last = time.monotonic()
         self.count = 0
@@ -230,7 +316,8 @@ class _Writer:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist(self.rows, schema=_schema())
+        schema = _schema().with_metadata({SPEC_KEY: self.identity.encode()})
+        table = pa.Table.from_pylist(self.rows, schema=schema)
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self.count:05d}.parquet"
         tmp = self.dir / f".{name}.tmp"
         pq.write_table(table, tmp)
@@ -239,36 +326,114 @@ class _Writer:
         self.rows = []
 
 
-def _recorded_ids(summary_dir: Path) -> set[int]:
+@dataclass
+class _Part:
+    path: Path
+    identity: str | None        # the spec hash in its metadata (None: a part of an older soadyn)
+    ids: list[int]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CampaignWarning, stacklevel=3)
+
+
+def _parts(summary_dir: Path) -> list[_Part]:
+    """The summary parts of a results directory, in name order.  A file that is not a part written by
+    soadyn (another name, or not a readable Parquet file with the summary columns) is ignored with a
+    :class:`CampaignWarning`; the temporary files of an interrupted write (``.part-*.tmp``) silently."""
     import pyarrow.parquet as pq
 
-    ids: set[int] = set()
-    for p in sorted(summary_dir.glob("part-*.parquet")):
-        ids.update(int(x) for x in pq.read_table(p, columns=["id"]).column("id").to_pylist())
-    return ids
+    if not summary_dir.is_dir():
+        return []
+    parts: list[_Part] = []
+    ignored: list[str] = []
+    for p in sorted(summary_dir.iterdir()):
+        if p.name.startswith(".part-") and p.name.endswith(".tmp"):
+            continue
+        if not (PART.match(p.name) and p.is_file()):
+            ignored.append(p.name)
+            continue
+        try:
+            meta = pq.read_schema(p).metadata or {}
+            ids = pq.read_table(p, columns=["id"]).column("id").to_pylist()
+            if set(pq.read_schema(p).names) != set(SUMMARY_FIELDS):
+                raise ValueError("other columns")
+        except Exception:  # noqa: BLE001 - any unreadable file is a stray file
+            ignored.append(p.name)
+            continue
+        ident = meta.get(SPEC_KEY)
+        parts.append(_Part(p, ident.decode(errors="replace") if ident else None, [int(i) for i in ids]))
+    if ignored:
+        _warn(f"{brief(str(summary_dir), 300)}: ignored {len(ignored)} file(s) that are not summary parts "
+              f"written by soadyn campaign: {brief(ignored, 40)}; move them out of summary/")
+    return parts
+
+
+def _recorded(parts: list[_Part], summary_dir: Path) -> set[int]:
+    """The recorded scenario ids; an id recorded more than once (a copied part, two writers) is reported
+    with a :class:`CampaignWarning` and counted once."""
+    seen: dict[int, str] = {}
+    dup: list[int] = []
+    where: set[str] = set()
+    for part in parts:
+        for i in part.ids:
+            if i in seen:
+                dup.append(i)
+                where.update((seen[i], part.path.name))
+            else:
+                seen[i] = part.path.name
+    if dup:
+        _warn(f"{brief(str(summary_dir), 300)}: {len(dup)} duplicate row(s) (scenario ids "
+              f"{brief(sorted(set(dup)))}) in parts {brief(sorted(where), 40)}; each id is counted once "
+              "(the row of the first part)")
+    return set(seen)
+
+
+def _check_parts(parts: list[_Part], identity: str, results: Path, what: str, manifest_ok: bool) -> None:
+    """Refuse parts written for another spec (their spec hash differs from ``identity``).  Parts without a
+    hash (an older soadyn) are accepted only when ``campaign.json`` matches (``manifest_ok``)."""
+    for part in parts:
+        if part.identity == identity or (part.identity is None and manifest_ok):
+            continue
+        theirs = f"spec hash {part.identity}" if part.identity else "no spec hash (an older soadyn)"
+        raise CampaignSpecError(
+            f"{brief(str(results), 300)}: holds rows of another campaign (summary/{part.path.name} has "
+            f"{theirs}; {what} has spec hash {identity}); choose another results directory or remove it")
 
 
 def load_results(results: str | Path) -> Any:
     """All recorded rows of a results directory as a pandas DataFrame sorted by ``id`` (one row per
-    scenario)."""
+    scenario: duplicates are reported and dropped).  Stray files in ``summary/`` are ignored with a
+    :class:`CampaignWarning`; parts of different specs are refused (:class:`CampaignSpecError`)."""
+    require_stack(("pandas", "pyarrow"))
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     d = Path(results) / "summary"
-    if not any(d.glob("part-*.parquet")):
+    parts = _parts(d)
+    idents = {p.identity for p in parts}
+    if len(idents) > 1:
+        raise CampaignSpecError(f"{brief(str(d), 300)}: mixes rows of {len(idents)} campaigns (spec hashes "
+                                f"{brief(sorted(str(i) for i in idents))}); keep the parts of one")
+    if not parts:
         return pd.DataFrame({k: pd.Series(dtype="object") for k in SUMMARY_FIELDS})
-    df = pd.read_parquet(d)
+    _recorded(parts, d)
+    table = pa.concat_tables([pq.read_table(p.path).replace_schema_metadata(None) for p in parts])
+    df = table.to_pandas()
+    df = df.drop_duplicates("id", keep="first")
     return df.sort_values("id").reset_index(drop=True)
 
 
 # ---- manifest ------------------------------------------------------------------------------------
-def _manifest(
-    spec: CampaignSpec | None, scenarios: list[Scenario] | None, n: int, paths: dict[str, str]
-) -> dict[str, Any]:
-    m: dict[str, Any] = {"format": FORMAT, "n": n, "modules": paths}
+def _manifest(spec: CampaignSpec | None, scenarios: list[Scenario] | None, n: int,
+              digests: dict[str, str]) -> dict[str, Any]:
+    """``campaign.json``: data only.  Modules are recorded by content hash (never by path: a results
+    directory names nothing that is imported)."""
+    m: dict[str, Any] = {"format": FORMAT, "n": n, "module_sha256": digests}
     if spec is not None:
-        m.update(
-            kind="spec", name=spec.name, spec=spec.raw, spec_source=spec.source, identity=spec.identity()
-        )
+        m.update(kind="spec", name=spec.name, spec=spec.raw, spec_source=spec.source,
+                 identity=spec.identity())
     else:
         assert scenarios is not None
         m.update(
@@ -282,40 +447,135 @@ def _manifest(
 
 
 def _scenarios_identity(scenarios: list[Scenario]) -> str:
-    import hashlib
-
     blob = json.dumps([asdict(s) for s in scenarios], sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    h = hashlib.sha256(blob)
+    h.update(Path(scenarios[0].setup.robot).read_bytes())
+    return h.hexdigest()[:16]
 
 
-def _check_manifest(results: Path, new: dict[str, Any]) -> None:
+def _read_manifest(results: Path) -> dict[str, Any] | None:
+    """``campaign.json`` of ``results`` (None if absent); a malformed one is a :class:`CampaignSpecError`
+    naming the file."""
     f = results / "campaign.json"
-    if not f.is_file():
-        return
-    old = json.loads(f.read_text())
-    if old.get("format") != FORMAT or old.get("identity") != new["identity"] or old.get("n") != new["n"]:
+    if not f.exists():
+        return None
+    where = brief(str(f), 300)
+    try:
+        with open(f, "rb") as fh:
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as e:
+        raise CampaignSpecError(f"{where}: cannot read it ({e.strerror})") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise CampaignSpecError(f"{where}: larger than {MAX_MANIFEST_BYTES} bytes; not written by soadyn")
+    try:
+        m = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CampaignSpecError(f"{where}: not UTF-8 text; not written by soadyn campaign") from None
+    except json.JSONDecodeError as e:
+        raise CampaignSpecError(f"{where}: not valid JSON ({e.msg}, line {e.lineno}); restore it or remove "
+                                "the results directory") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT or m.get("kind") not in ("spec", "scenarios") \
+            or not isinstance(m.get("identity"), str) or not isinstance(m.get("n"), int):
+        raise CampaignSpecError(f"{where}: not a {FORMAT} manifest (format, kind, identity, n); give a "
+                                "results directory written by soadyn campaign")
+    return m
+
+
+def _check_manifest(results: Path, new: dict[str, Any], what: str) -> bool:
+    """Refuse a results directory of another campaign (spec hash or n differ); True if it has a matching
+    ``campaign.json``, False if it has none."""
+    old = _read_manifest(results)
+    if old is None:
+        return False
+    if old["identity"] != new["identity"] or old["n"] != new["n"]:
         raise CampaignSpecError(
-            f"{results}: holds a different campaign (campaign.json: identity "
-            f"{old.get('identity')}, n {old.get('n')}; this one: {new['identity']}, n "
-            f"{new['n']}); choose another results directory or remove it"
-        )
+            f"{brief(str(results), 300)}: holds a different campaign (campaign.json: spec hash "
+            f"{brief(old['identity'])}, {brief(old.get('name'))} from {brief(old.get('spec_source'), 200)}, "
+            f"n {old['n']}; {what}: spec hash {new['identity']}, n {new['n']}); choose another results "
+            "directory or remove it")
+    return True
+
+
+@contextlib.contextmanager
+def _writer_lock(results: Path) -> Iterator[None]:
+    """One writer per results directory: an exclusive ``flock`` on ``results/.lock``, released by the
+    system when the process ends, however it ends."""
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / LOCK
+    fh = open(path, "a+")
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            fcntl = None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.seek(0)
+                pid = fh.read(20).strip()
+                raise CampaignError(
+                    f"{brief(str(results), 300)} is in use by another soadyn campaign (pid "
+                    f"{brief(pid) if pid else 'unknown'}, lock {LOCK}); wait for it to finish or write to "
+                    "another results directory (the lock of a process that died is released)") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        yield
+    finally:
+        fh.close()
+
+
+def default_results(spec: CampaignSpec | None) -> Path:
+    """``./<name>.campaign`` in the working directory; a name that is not a plain file name is refused
+    (give ``results=`` / ``-o`` for any other place)."""
+    name = spec.name if spec is not None else "scenarios"
+    if not isinstance(name, str) or not NAME.match(name):
+        raise CampaignSpecError(f"{getattr(spec, 'source', '<scenarios>')}: field 'name': {brief(name)} "
+                                "is not a plain file name; give the results directory with -o DIR "
+                                "(results=)")
+    return Path(f"{name}.campaign")
 
 
 # ---- run -----------------------------------------------------------------------------------------
+def _check_int(x: Any, what: str, lo: int, hi: int, meaning: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not lo <= int(x) <= hi:
+        raise CampaignSpecError(f"{what}: must be an integer from {lo} to {hi} ({meaning}), got {brief(x)}")
+    return int(x)
+
+
+def max_workers() -> int:
+    """The most worker processes an embedded cluster may start: 4 per core (at least 8)."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
+def check_workers(workers: Any, what: str = "workers") -> int | None:
+    """``workers`` of :func:`run` (None: one per core; 0: in this process) or :class:`CampaignSpecError`."""
+    if workers is None:
+        return None
+    return _check_int(workers, what, 0, max_workers(), "0: in this process; k: worker processes of the "
+                      "embedded cluster, at most 4 per core")
+
+
+def _check_timeout(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not (math.isfinite(x) and 0 < x <= 1e6):
+        raise CampaignSpecError(f"{what}: must be a number of seconds in (0, 1e6], got {brief(x)}")
+    return float(x)
+
+
 def _scenario_source(
     scenarios: Any, n: int | None
 ) -> tuple[CampaignSpec | None, list[Scenario] | None, int, Callable[[int], Scenario]]:
     if isinstance(scenarios, (str, Path)):
         scenarios = load_spec(scenarios)
     if isinstance(scenarios, CampaignSpec):
-        total = scenarios.n if n is None else int(n)
-        if total < 1:
-            raise CampaignSpecError(f"{scenarios.source}: n must be >= 1, got {total}")
+        total = scenarios.n if n is None else _check_int(n, "n", 1, MAX_N, "number of scenarios")
         return scenarios, None, total, scenarios.scenario
     if isinstance(scenarios, Sequence) and scenarios and all(isinstance(s, Scenario) for s in scenarios):
         lst = list(scenarios)
-        if n is not None and int(n) != len(lst):
-            raise CampaignSpecError(f"run: n = {n} but {len(lst)} scenarios were given; omit n")
+        if n is not None and n != len(lst):
+            raise CampaignSpecError(f"run: n = {brief(n)} but {len(lst)} scenarios were given; omit n")
         ids = [s.id for s in lst]
         if len(set(ids)) != len(ids):
             raise CampaignSpecError("run: scenario ids must be unique")
@@ -324,6 +584,15 @@ def _scenario_source(
         by_index = dict(enumerate(lst))
         return None, lst, len(lst), by_index.__getitem__
     raise CampaignSpecError("run: give a CampaignSpec, a spec file path or a non-empty list of Scenario")
+
+
+@dataclass
+class _Waits:
+    """How long :func:`run` waits for a scheduler, the first worker and the next finished task [s]."""
+
+    connect: float = CONNECT_TIMEOUT
+    workers: float = WORKER_TIMEOUT
+    task: float = TASK_TIMEOUT
 
 
 def run(
@@ -340,6 +609,9 @@ def run(
     flush_seconds: float = 5.0,
     batch: int = 4,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    worker_timeout: float = WORKER_TIMEOUT,
+    task_timeout: float = TASK_TIMEOUT,
 ) -> CampaignResult:
     """Run a campaign (see the module docstring); returns a :class:`CampaignResult`.
 
@@ -347,13 +619,23 @@ def run(
     a spec file path, or a list of :class:`~soadyn.runtime.scenario.Scenario` (unique ids, one Setup).
     ``client``: None (embedded LocalCluster, ``workers`` processes, default every core), a scheduler
     address, or a ``distributed.Client``.  ``workers=0``: in-process, no Dask.  ``results``: directory
-    (default ``./<name>.campaign``).  ``trajectories``: override the spec's ``outputs.trajectories``.
+    (default ``./<name>.campaign``; a results directory holds one campaign and one writer at a time).
+    ``trajectories``: override the spec's ``outputs.trajectories``.
     A script that lets ``run`` start worker processes needs Python's ``if __name__ == "__main__":`` guard
     (the processes are spawned and import the main module).  ``batch``: scenarios per task.
     ``on_row``: called with every recorded row (e.g. to stop early by
-    raising; recorded rows are flushed first).
+    raising; recorded rows are flushed first).  Every wait ends: ``connect_timeout`` for the scheduler,
+    ``worker_timeout`` for the first worker, ``task_timeout`` for the next finished task (else
+    :class:`CampaignError`, recorded rows kept).
     """
+    require_stack()
     spec, lst, total, make = _scenario_source(scenarios, n)
+    workers = check_workers(workers)
+    batch = _check_int(batch, "batch", 1, 100_000, "scenarios per task")
+    part_size = _check_int(part_size, "part_size", 1, 10_000_000, "rows per summary part")
+    waits = _Waits(_check_timeout(connect_timeout, "connect_timeout"),
+                   _check_timeout(worker_timeout, "worker_timeout"),
+                   _check_timeout(task_timeout, "task_timeout"))
     setup = spec.setup if spec is not None else lst[0].setup  # type: ignore[index]
     if trajectories is not None and trajectories != setup.trajectories:
         setup = Setup(**{**asdict(setup), "trajectories": bool(trajectories), "wheels": setup.wheels})
@@ -373,14 +655,32 @@ def run(
             f"{len(levels)} payload levels; each is one compiled model, use at most "
             f"{MAX_TRUTH_MODELS} ({{choice: [...]}})"
         )
-    results = Path(results if results is not None else f"{spec.name if spec else 'scenarios'}.campaign")
-    paths = prepare_modules(setup, levels, cache)
-    manifest = _manifest(spec, lst, total, paths)
-    _check_manifest(results, manifest)
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "campaign.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    results = Path(results) if results is not None else default_results(spec)
+    with _writer_lock(results):
+        return _run_locked(spec, lst, total, make, setup, levels, results, client, workers, cache, progress,
+                           part_size, flush_seconds, batch, on_row, waits)
+
+
+def _run_locked(spec: CampaignSpec | None, lst: list[Scenario] | None, total: int,
+                make: Callable[[int], Scenario], setup: Setup, levels: list[float], results: Path,
+                client: Any, workers: int | None, cache: str | Path | None, progress: bool, part_size: int,
+                flush_seconds: float, batch: int, on_row: Callable[[dict[str, Any]], None] | None,
+                waits: _Waits) -> CampaignResult:
+    """:func:`run` holding the results directory's lock: check that the directory holds this campaign
+    (campaign.json and the spec hash of every part) before compiling, then compute the missing rows."""
+    manifest = _manifest(spec, lst, total, {})
+    what = f"this campaign ({brief(manifest['name'])})"
+    manifest_ok = _check_manifest(results, manifest, what)
     summary_dir = results / "summary"
-    done = _recorded_ids(summary_dir) if summary_dir.is_dir() else set()
+    parts = _parts(summary_dir)
+    _check_parts(parts, manifest["identity"], results, what, manifest_ok)
+    done = _recorded(parts, summary_dir)
+    paths = prepare_modules(setup, levels, cache)
+    digests = module_digests(paths)
+    manifest["module_sha256"] = digests
+    tmp = results / ".campaign.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    os.replace(tmp, results / "campaign.json")
     zarr_path = None
     if setup.trajectories:
         import zarr
@@ -401,7 +701,7 @@ def run(
         if chunk:
             yield chunk
 
-    writer = _Writer(summary_dir, part_size, flush_seconds)
+    writer = _Writer(summary_dir, part_size, flush_seconds, manifest["identity"])
     todo = (
         sum(1 for i in range(total) if make(i).id not in done)
         if lst is not None
@@ -431,17 +731,18 @@ def run(
         stats["unrecorded"] += len(chunk)
         errors.append(f"{type(e).__name__}: {e}")
         if stats["computed"] == 0 and len(errors) >= 3:
-            raise CampaignError(f"every task fails on the workers ({errors[0][:300]}); check that the "
-                                f"workers run this soadyn and see {paths['chaser']} and the results folder")
+            raise CampaignError(f"every task fails on the workers ({terminal(errors[0], 300)}); check that "
+                                f"the workers run this soadyn and see {brief(paths['chaser'], 300)} and the "
+                                "results folder")
 
     t0 = time.perf_counter()
     n_workers = 0
     try:
         if workers == 0 and client is None:
             for chunk in pending():
-                record(_task(chunk, paths, zarr_path))
+                record(_task(chunk, paths, zarr_path, digests))
         else:
-            n_workers = _run_dask(lost, pending(), paths, zarr_path, client, workers, record)
+            n_workers = _run_dask(lost, pending(), paths, digests, zarr_path, client, workers, record, waits)
     finally:
         writer.flush()
         if bar is not None:
@@ -451,32 +752,118 @@ def run(
                           errors[:5])
 
 
-def _run_dask(
-    lost: Callable[[list[Scenario], BaseException], None],
-    chunks: Iterator[list[Scenario]],
-    paths: dict[str, str],
-    zarr_path: str | None,
-    client: Any,
-    workers: int | None,
-    record: Callable[[list[dict[str, Any]]], None],
-) -> int:
-    from distributed import Client, LocalCluster, as_completed
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Before handing ``address`` to Dask: a TCP peer must accept within ``timeout`` and send the first
+    8 bytes of a Dask handshake (a little-endian message length; a Dask listener writes its handshake at
+    once).  A refused port fails at once; a silent peer or another protocol (an HTTP server) after
+    ``timeout``, with a :class:`CampaignError` instead of a long retry or a huge allocation."""
+    import struct
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    shown = terminal(address, 200)
+    try:
+        scheme, loc = parse_address(address)
+        if scheme != "tcp":
+            return                            # tls://, ucx://, inproc://: Dask's own timeout applies
+        host, port = parse_host_port(loc)
+    except (ValueError, TypeError) as e:
+        raise CampaignError(f"--scheduler {shown}: not a scheduler address ({terminal(e, 100)}); give "
+                            "tcp://HOST:PORT as printed by `dask scheduler`") from None
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except ConnectionRefusedError:
+        raise CampaignError(f"Dask scheduler at {shown}: connection refused; check the address and that "
+                            "`dask scheduler` runs there") from None
+    except TimeoutError:
+        raise CampaignError(f"Dask scheduler at {shown}: no TCP connection within {timeout:g} s; check the "
+                            "address, the network and firewalls") from None
+    except OSError as e:
+        raise CampaignError(f"Dask scheduler at {shown}: cannot connect ({e.strerror or e}); check the "
+                            "address") from None
+    with sock:
+        head = b""
+        try:
+            while len(head) < 8:
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except (TimeoutError, OSError):
+            pass
+    size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+    if not 0 < size < 1 << 24:
+        got = "sent no Dask handshake" if not head else f"answered {brief(head)} (not the Dask protocol)"
+        raise CampaignError(f"the peer at {shown} accepted the connection but {got} within {timeout:g} s; "
+                            "check that the address is a Dask scheduler's (`dask scheduler` prints it)")
+
+
+def _connect(client: Any, workers: int | None, waits: _Waits) -> tuple[Any, Any, Any]:
+    """(client, the client to close, the cluster to close): an embedded LocalCluster (``client=None``), a
+    scheduler address, or the given ``distributed.Client``; then wait for a worker."""
+    from distributed import Client, LocalCluster
 
     cluster = own = None
     if client is None:
         n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
-        client = own = Client(cluster)
+        try:
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   timeout=waits.workers)
+            client = own = Client(cluster, timeout=waits.connect)
+        except Exception as e:  # noqa: BLE001 - whatever Dask raises, one line
+            if cluster is not None:
+                cluster.close()
+            raise CampaignError(f"cannot start an embedded Dask cluster of {n} workers "
+                                f"({type(e).__name__}: {terminal(e, 200)})") from None
+        address = cluster.scheduler_address
     elif isinstance(client, str):
-        client = own = Client(client)
+        address = client
+        _probe_scheduler(address, waits.connect)
+        try:
+            client = own = Client(address, timeout=waits.connect)
+        except (OSError, TimeoutError, MemoryError, ValueError) as e:
+            raise CampaignError(f"cannot connect to the Dask scheduler at {terminal(address, 200)} within "
+                                f"{waits.connect:g} s ({type(e).__name__}: {terminal(e, 200)}); check "
+                                "the address and the scheduler") from None
+    else:
+        address = getattr(client, "scheduler", None) and client.scheduler.address
+    try:
+        client.wait_for_workers(1, timeout=waits.workers)
+    except (TimeoutError, OSError) as e:
+        if own is not None:
+            own.close()
+        if cluster is not None:
+            cluster.close()
+        shown = terminal(address, 200)
+        raise CampaignError(f"no worker joined the Dask scheduler at {shown} within {waits.workers:g} s "
+                            f"({type(e).__name__}); start workers with `dask worker {shown}` (they need this "
+                            "soadyn with the campaign extra) or give a longer worker timeout") from None
+    return client, own, cluster
+
+
+def _run_dask(
+    lost: Callable[[list[Scenario], BaseException], None],
+    chunks: Iterator[list[Scenario]],
+    paths: dict[str, str],
+    digests: dict[str, str],
+    zarr_path: str | None,
+    client: Any,
+    workers: int | None,
+    record: Callable[[list[dict[str, Any]]], None],
+    waits: _Waits,
+) -> int:
+    from distributed import wait
+
+    client, own, cluster = _connect(client, workers, waits)
+    inflight: dict[str, tuple[Any, list[Scenario]]] = {}
     try:
         n_workers = max(1, sum(client.nthreads().values()))
         window = 4 * n_workers
-        # results gathered in the background; a task that fails for good (its worker killed more often than
-        # distributed.scheduler.allowed-failures, a worker that cannot load the modules) is not recorded, so a
-        # rerun retries it; scenario failures (divergence...) are rows, not task errors
-        pending = as_completed(with_results=True, raise_errors=False)
-        inflight: dict[str, list[Scenario]] = {}
+        # a task that fails for good (its worker killed more often than
+        # distributed.scheduler.allowed-failures, a worker that cannot load the modules) is not recorded,
+        # so a rerun retries it; scenario failures (divergence...) are rows, not task errors
         it = iter(chunks)
 
         def submit() -> bool:
@@ -484,25 +871,42 @@ def _run_dask(
             if chunk is None:
                 return False
             key = f"soadyn-scenario-{chunk[0].id}-{time.time_ns()}"
-            inflight[key] = chunk
-            pending.add(client.submit(_task, chunk, paths, zarr_path, pure=False, key=key))
+            fut = client.submit(_task, chunk, paths, zarr_path, digests, pure=False, key=key)
+            inflight[key] = (fut, chunk)
             return True
 
         for _ in range(window):
             if not submit():
                 break
-        for fut, rows in pending:
-            chunk = inflight.pop(fut.key)
-            if fut.status != "finished":             # rows is then the exception's (type, value, traceback)
-                err = rows[1] if isinstance(rows, tuple) and len(rows) == 3 else RuntimeError(str(rows))
-                fut.release()
-                lost(chunk, err)
-            else:
-                fut.release()
-                record(rows)
-            submit()
+        last = time.monotonic()
+        while inflight:
+            left = waits.task - (time.monotonic() - last)
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                done, _ = wait([f for f, _ in inflight.values()], timeout=left, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                ids = sorted(sc.id for _, chunk in inflight.values() for sc in chunk)
+                raise CampaignError(
+                    f"no task finished within {waits.task:g} s (waiting for scenarios {brief(ids)}); check "
+                    "the workers (their logs, memory, that they still run) or give a longer task timeout; "
+                    "recorded rows are kept, rerun to resume") from None
+            for fut in done:
+                _, chunk = inflight.pop(fut.key)
+                if fut.status == "finished":
+                    rows = fut.result()
+                    fut.release()
+                    record(rows)
+                else:
+                    err = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
+                    fut.release()
+                    lost(chunk, err)
+                last = time.monotonic()
+                submit()
         return n_workers
     finally:
+        for fut, _ in inflight.values():
+            fut.cancel()
         if own is not None:
             own.close()
         if cluster is not None:
@@ -510,35 +914,60 @@ def _run_dask(
 
 
 # ---- replay --------------------------------------------------------------------------------------
-def _scenario_from_manifest(results: Path, sid: int) -> tuple[Scenario, dict[str, Any]]:
-    f = results / "campaign.json"
-    if not f.is_file():
-        raise CampaignSpecError(
-            f"{results}: no campaign.json; give a results directory written by soadyn campaign"
-        )
-    m = json.loads(f.read_text())
-    if m.get("kind") == "spec":
-        from soadyn.runtime.scenario import spec_from_dict
+def _setup_from_manifest(st: Any) -> Setup:
+    """A :class:`Setup` from its ``campaign.json`` form (checked: the file is data)."""
+    tuples = ("wheels", "q0", "target_inertia", "grasp_xyz", "grasp_rpy", "normal")
+    if not isinstance(st, dict) or set(st) != set(Setup.__dataclass_fields__):
+        raise ValueError("'setup' does not have the fields of a campaign setup")
+    for k in tuples:
+        if not isinstance(st[k], list) or len(st[k]) > 10_000:
+            raise ValueError(f"setup.{k} is not a list")
+    for k in ("robot", "hand", "contact"):
+        if not isinstance(st[k], str):
+            raise ValueError(f"setup.{k} is not a string")
+    if not isinstance(st["gains"], dict) or not isinstance(st["trajectories"], bool):
+        raise ValueError("setup.gains / setup.trajectories have the wrong type")
+    return Setup(**{**st, **{k: tuple(st[k]) for k in tuples}})
 
-        spec = spec_from_dict(m["spec"], base_dir=Path(m["spec"]["robot"]).parent, source=str(f))
-        if not 0 <= sid < m["n"]:
-            raise CampaignSpecError(f"{f}: scenario id {sid} out of range 0..{m['n'] - 1}")
-        sc = spec.scenario(sid)
-    else:
-        st = m["setup"]
-        setup = Setup(
-            **{
-                **st,
-                "wheels": tuple(st["wheels"]),
-                **{k: tuple(st[k]) for k in ("q0", "target_inertia", "grasp_xyz", "grasp_rpy", "normal")},
-            }
-        )
-        match = [p for p in m["scenarios"] if p["id"] == sid]
-        if not match:
-            raise CampaignSpecError(f"{f}: no scenario with id {sid}")
-        p = dict(match[0])
-        p["spin_axis"] = tuple(p["spin_axis"])
-        sc = Scenario(setup, **p)
+
+def _scenario_from_manifest(results: Path, sid: int) -> tuple[Scenario, dict[str, Any]]:
+    """Scenario ``sid`` of a results directory, rebuilt from ``campaign.json`` (data: the spec is validated
+    again and its hash must be the recorded one)."""
+    f = results / "campaign.json"
+    m = _read_manifest(results)
+    where = brief(str(f), 300)
+    if m is None:
+        raise CampaignSpecError(f"{brief(str(results), 300)}: no campaign.json; give a results directory "
+                                "written by soadyn campaign")
+    if not 0 <= sid < m["n"]:
+        raise CampaignSpecError(f"{where}: scenario id {sid} out of range 0..{m['n'] - 1}")
+    try:
+        if m["kind"] == "spec":
+            from soadyn.runtime.scenario import spec_from_dict
+
+            spec = spec_from_dict(m.get("spec"), base_dir=results, source=str(f))
+            sc, now = spec.scenario(sid), spec.identity()
+        else:
+            setup = _setup_from_manifest(m.get("setup"))
+            if not Path(setup.robot).is_file():
+                raise CampaignSpecError(f"{where}: the robot file {brief(setup.robot, 300)} of this campaign "
+                                        "is not there any more")
+            params = m.get("scenarios")
+            if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
+                raise ValueError("'scenarios' is not a list of scenarios")
+            lst = [Scenario(setup, **{**p, "spin_axis": tuple(p.get("spin_axis", ()))}) for p in params]
+            match = [s for s in lst if s.id == sid]
+            if not match:
+                raise CampaignSpecError(f"{where}: no scenario with id {sid}")
+            sc, now = match[0], _scenarios_identity(lst)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        if isinstance(e, CampaignSpecError):
+            raise
+        raise CampaignSpecError(f"{where}: not a campaign written by soadyn ({terminal(e, 200)})") from None
+    if now != m["identity"]:
+        raise CampaignSpecError(
+            f"{where}: records spec hash {brief(m['identity'])} but its spec (and robot file) now hash to "
+            f"{now}; the recorded rows are not this spec's (the spec or the robot file was edited)")
     return sc, m
 
 
@@ -546,7 +975,12 @@ def replay(
     results: str | Path, scenario_id: int, trajectories: bool = True, cache: str | Path | None = None
 ) -> tuple[dict[str, Any], dict | None]:
     """Rerun scenario ``scenario_id`` of a results directory in this process (no Dask): returns the summary
-    row (equal to the recorded one except timing) and its trajectory arrays (``trajectories=True``)."""
+    row (equal to the recorded one except timing) and its trajectory arrays (``trajectories=True``).
+
+    The results directory is data: nothing under it is imported.  The modules are compiled from the
+    recorded spec (or found in the module ``cache``) and compared with the content hashes recorded at run
+    time; a module that differs (another soadyn or compiler) is reported with a :class:`CampaignWarning`
+    (the row may then differ in the last bits)."""
     results = Path(results)
     sc, m = _scenario_from_manifest(results, int(scenario_id))
     if trajectories != sc.setup.trajectories:
@@ -554,11 +988,16 @@ def replay(
             Setup(**{**asdict(sc.setup), "trajectories": trajectories, "wheels": sc.setup.wheels}),
             **sc.params(),
         )
-    paths = m["modules"]
-    if not all(Path(p).exists() for p in paths.values()):
-        paths = prepare_modules(sc.setup, [sc.payload_scale], cache)
+    paths = prepare_modules(sc.setup, [sc.payload_scale], cache)
+    name = f"truth:{float(sc.payload_scale)!r}"
+    recorded = m.get("module_sha256") if isinstance(m.get("module_sha256"), dict) else {}
+    for k in ("chaser", name):
+        now = module_digest(paths[k])
+        if recorded.get(k) not in (None, now):
+            _warn(f"replay: module {k} rebuilt from the spec has hash {now[:16]}, the campaign's had "
+                  f"{brief(recorded.get(k))[1:17]}; the row may differ in the last bits")
     chaser, robot = _load(paths["chaser"], "module"), _load(paths["robot"], "robot")
-    truth = _load(paths[f"truth:{float(sc.payload_scale)!r}"], "module")
+    truth = _load(paths[name], "module")
     return run_scenario(sc, chaser, truth, robot)
 
 
@@ -612,16 +1051,17 @@ def report(results: str | Path, out: str | Path | None = None) -> list[Path]:
     """Plot the distributions of the metrics against the sampled parameters (matplotlib, Agg) into ``out``
     (default ``<results>/report``); also writes ``summary.txt`` (the :func:`summary_table`).  Returns the
     written files."""
+    require_stack(("pandas", "pyarrow"))
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     results = Path(results)
-    if not (results / "summary").is_dir():
+    if not os.path.isdir(results / "summary"):
         raise CampaignSpecError(
-            f"{results}: no summary/ folder; give a results directory written by soadyn campaign"
-        )
+            f"{brief(str(results), 300)}: no summary/ folder; give a results directory written by soadyn "
+            "campaign")
     df = load_results(results)
     out = Path(out) if out is not None else results / "report"
     out.mkdir(parents=True, exist_ok=True)
