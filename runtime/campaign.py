@@ -369,6 +369,23 @@ def _parts(summary_dir: Path) -> list[_Part]:
     return parts
 
 
+#: what a results directory holds besides its summary parts
+KNOWN_ENTRIES = frozenset({"campaign.json", ".campaign.json.tmp", "summary", "trajectories.zarr", "report",
+                           LOCK})
+
+
+def _check_entries(results: Path) -> None:
+    """A :class:`CampaignWarning` for entries of a results directory that soadyn did not write (they are
+    ignored: nothing in a results directory is imported or executed)."""
+    try:
+        stray = sorted(p.name for p in results.iterdir() if p.name not in KNOWN_ENTRIES)
+    except OSError:
+        return
+    if stray:
+        _warn(f"{brief(str(results), 300)}: ignored {len(stray)} entr{'y' if len(stray) == 1 else 'ies'} not "
+              f"written by soadyn campaign: {brief(stray, 40)}")
+
+
 def _recorded(parts: list[_Part], summary_dir: Path) -> set[int]:
     """The recorded scenario ids; an id recorded more than once (a copied part, two writers) is reported
     with a :class:`CampaignWarning` and counted once."""
@@ -411,6 +428,7 @@ def load_results(results: str | Path) -> Any:
     import pyarrow.parquet as pq
 
     d = Path(results) / "summary"
+    _check_entries(Path(results))
     parts = _parts(d)
     idents = {p.identity for p in parts}
     if len(idents) > 1:
@@ -672,6 +690,7 @@ def _run_locked(spec: CampaignSpec | None, lst: list[Scenario] | None, total: in
     what = f"this campaign ({brief(manifest['name'])})"
     manifest_ok = _check_manifest(results, manifest, what)
     summary_dir = results / "summary"
+    _check_entries(results)
     parts = _parts(summary_dir)
     _check_parts(parts, manifest["identity"], results, what, manifest_ok)
     done = _recorded(parts, summary_dir)
@@ -995,7 +1014,7 @@ def replay(
         now = module_digest(paths[k])
         if recorded.get(k) not in (None, now):
             _warn(f"replay: module {k} rebuilt from the spec has hash {now[:16]}, the campaign's had "
-                  f"{brief(recorded.get(k))[1:17]}; the row may differ in the last bits")
+                  f"{terminal(str(recorded.get(k))[:16])}; the row may differ in the last bits")
     chaser, robot = _load(paths["chaser"], "module"), _load(paths["robot"], "robot")
     truth = _load(paths[name], "module")
     return run_scenario(sc, chaser, truth, robot)

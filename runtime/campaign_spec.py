@@ -277,7 +277,7 @@ _WANT = {"number": "a number", "integer": "an integer", "string": "a string", "a
 
 def _schema_message(err: Any) -> tuple[str, str]:
     """(field path, problem and fix) of one schema violation."""
-    from soadyn.model.names import brief
+    from soadyn.model.names import brief, terminal
     from soadyn.model.robotfile import field_path
 
     parts = list(err.absolute_path)
@@ -287,7 +287,7 @@ def _schema_message(err: Any) -> tuple[str, str]:
         key = sorted(str(k) for k in inst if k not in allowed)[0]
         near = difflib.get_close_matches(key[:200], allowed, n=1, cutoff=0.6)
         hint = f"did you mean '{near[0]}'? " if near else ""
-        return (field_path(parts + [brief(key)[1:-1]]),
+        return (field_path(parts + [terminal(key, 60)]),
                 f"unknown key; {hint}valid keys here: {', '.join(allowed)}")
     if v == "propertyNames":
         key = str(inst)

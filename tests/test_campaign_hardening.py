@@ -174,8 +174,11 @@ def test_stray_files_in_summary_are_ignored_with_a_warning(cache, tmp_path, caps
     _run(_spec(), res, cache)
     (res / "summary" / "notes.txt").write_text("my notes\n")
     (res / "summary" / "part-junk.parquet").write_bytes(b"not parquet")
-    with pytest.warns(campaign.CampaignWarning, match="notes.txt"):
+    (res / "__init__.py").write_text("raise SystemExit('imported')\n")
+    with pytest.warns(campaign.CampaignWarning) as caught:
         df = campaign.load_results(res)
+    said = " ".join(str(w.message) for w in caught)
+    assert "notes.txt" in said and "part-junk.parquet" in said and "__init__.py" in said
     assert len(df) == 3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
