@@ -92,8 +92,7 @@ def connect(client: Any, workers: int | None, waits: Waits) -> tuple[Any, Any, A
     if client is None:
         n = workers or os.cpu_count() or 1
         try:
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   timeout=waits.workers)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
             client = own = Client(cluster, timeout=waits.connect)
         except Exception as e:  # noqa: BLE001 - whatever Dask raises, one line
             if cluster is not None:

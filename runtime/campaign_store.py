@@ -22,7 +22,10 @@ from soadyn.model.names import brief
 from soadyn.runtime.campaign_spec import NAME
 from soadyn.runtime.scenario import SUMMARY_FIELDS, CampaignSpec, CampaignSpecError, Scenario, Setup
 
-FORMAT = "soadyn-campaign-1"
+#: format of campaign.json (2: modules by content hash, no paths); 1 (module paths) is still read: its paths
+#: are ignored, its parts (without a spec hash) count only while campaign.json matches the spec
+FORMAT = "soadyn-campaign-2"
+READABLE_FORMATS = ("soadyn-campaign-1", FORMAT)
 #: the third-party stack of campaigns: the ``campaign`` extra (``pip install 'soadyn[campaign]'``)
 STACK = ("dask", "distributed", "pandas", "pyarrow", "zarr")
 #: the lock file of a results directory (one writer at a time)
@@ -270,8 +273,9 @@ def read_manifest(results: Path) -> dict[str, Any] | None:
     except json.JSONDecodeError as e:
         raise CampaignSpecError(f"{where}: not valid JSON ({e.msg}, line {e.lineno}); restore it or remove "
                                 "the results directory") from None
-    if not isinstance(m, dict) or m.get("format") != FORMAT or m.get("kind") not in ("spec", "scenarios") \
-            or not isinstance(m.get("identity"), str) or not isinstance(m.get("n"), int):
+    if not isinstance(m, dict) or m.get("format") not in READABLE_FORMATS \
+            or m.get("kind") not in ("spec", "scenarios") or not isinstance(m.get("identity"), str) \
+            or not isinstance(m.get("n"), int) or isinstance(m.get("n"), bool):
         raise CampaignSpecError(f"{where}: not a {FORMAT} manifest (format, kind, identity, n); give a "
                                 "results directory written by soadyn campaign")
     return m

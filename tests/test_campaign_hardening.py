@@ -215,6 +215,15 @@ def test_cli_workers_minus_one(tmp_path, capsys):
     assert code == 2 and "--workers" in out.err and len(out.err.strip().splitlines()) == 1
 
 
+def test_embedded_cluster_gives_the_serial_rows(cache, tmp_path):
+    """The bounded waits around an embedded LocalCluster (client=None) leave its results unchanged."""
+    res = _run(_spec(), tmp_path / "dask", cache, workers=1)
+    assert (res.computed, res.workers) == (3, 1)
+    _run(_spec(), tmp_path / "serial", cache)
+    assert campaign.identical_rows(campaign.load_results(tmp_path / "dask"),
+                                   campaign.load_results(tmp_path / "serial"))
+
+
 def _assert_clean_wait_error(value, took, limit, *words):
     assert isinstance(value, campaign.CampaignError), repr(value)
     msg = str(value)
