@@ -119,6 +119,27 @@ def test_replay_refuses_a_changed_spec(cache, tmp_path):
         campaign.replay(res, 0, cache=cache, trajectories=False)
 
 
+def test_a_format_1_directory_resumes_and_its_module_paths_are_ignored(cache, tmp_path):
+    """campaign.json of an older soadyn (format 1: module paths, parts without a spec hash) still resumes
+    while it matches the spec; its paths are never used."""
+    import pyarrow.parquet as pq
+
+    res = tmp_path / "res"
+    spec = _spec()
+    _run(spec, res, cache)
+    m = json.loads((res / "campaign.json").read_text())
+    m["format"] = "soadyn-campaign-1"
+    m["modules"] = {"chaser": str(tmp_path / "nowhere")}
+    (res / "campaign.json").write_text(json.dumps(m))
+    for part in (res / "summary").glob("part-*.parquet"):
+        pq.write_table(pq.read_table(part).replace_schema_metadata(None), part)      # no spec hash
+    again = _run(spec, res, cache)
+    assert (again.computed, again.skipped) == (0, 3)
+    (res / "campaign.json").unlink()                      # then nothing vouches for the parts: refused
+    with pytest.raises(CampaignSpecError, match="no spec hash"):
+        _run(spec, res, cache)
+
+
 def test_one_writer_at_a_time(cache, tmp_path):
     res = tmp_path / "res"
     spec = _spec()
