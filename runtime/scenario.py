@@ -55,7 +55,8 @@ from soadyn.runtime.campaign_spec import (
     scenario_seed,
     spec_from_dict,
 )
-from soadyn.runtime.integrate import rk4_step
+from soadyn.runtime.integrate import rk4_vector
+from soadyn.symbolic.frames import frame_pose
 
 __all__ = [
     "CampaignSpecError",
@@ -123,31 +124,8 @@ def _euler_rates(I: np.ndarray, w: np.ndarray, duration: float, dt: float) -> np
     """Torque-free body rates after ``duration``: ``I dw/dt = -w x I w`` (Euler's equations, body axes),
     integrated with the one RK4 of :mod:`soadyn.runtime.integrate` (no configuration: the rates are the
     state)."""
-    if duration <= 0:
-        return w
     Iinv = np.linalg.inv(I)
-    none = np.zeros(0)
-
-    def rates(t: float, q: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return none, -Iinv @ np.cross(x, I @ x)
-
-    n = max(1, int(math.ceil(duration / dt)))
-    h = duration / n
-    for i in range(n):
-        _, w = rk4_step(rates, i * h, none, w, h, False)
-    return w
-
-
-def _frame_pose(robot: Any, q: np.ndarray, frame: str) -> tuple[np.ndarray, np.ndarray]:
-    """(R, p) of a body or named frame in the inertial frame: the generic core's kinematics run on floats
-    (seed 000 eq. 2.1).  TODO(issue 22 item 4): use the float frame pose of the generic core or of the
-    compiled module once one exists (helpers ``oracle`` / ``bindings``)."""
-    from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
-    from soadyn.symbolic.scalar import Numeric
-
-    Rw, pw = link_poses(joint_transforms(robot, Numeric(), np.asarray(q, float)))
-    k, X = robot.frame_of(frame)
-    return Rw[k] @ X.R, pw[k] + Rw[k] @ X.p
+    return rk4_vector(lambda t, x: -Iinv @ np.cross(x, I @ x), w, duration, dt)
 
 
 def _attitude_angle(q0: np.ndarray, Q: np.ndarray) -> np.ndarray:
@@ -212,7 +190,7 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
     w_body0 = math.radians(sc.spin_rate_deg_s) * np.array(sc.spin_axis)
 
     # 1. momentum distribution at the approach start (base at rest, P = 0), thesis Fig. 4.8
-    R_h0, _ = _frame_pose(robot, q0, S.hand)
+    R_h0, _ = frame_pose(robot, q0, S.hand)
     L_t_est = (R_h0 @ Rg) @ I_nom @ w_body0  # inertial axes, nominal payload
     st0 = state(chaser, q0, np.zeros(chaser.nv))
     Lb = st0.R0.T @ L_t_est
@@ -251,7 +229,7 @@ def _capture(sc: Scenario, chaser: Any, truth: Any, robot: Any, row: dict[str, A
         qc, vc = q0, v0
 
     # 2. impact: target placed by the grasp, rates from its torque-free motion
-    R_h, p_h = _frame_pose(robot, qc, S.hand)
+    R_h, p_h = frame_pose(robot, qc, S.hand)
     R_t = R_h @ Rg
     c_t = p_h + R_h @ np.array(S.grasp_xyz)
     w_body = _euler_rates(I_nom, w_body0, T_c, EULER_DT)

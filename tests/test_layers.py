@@ -34,10 +34,7 @@ ORACLE_USERS = {"soadyn.codegen.verify"}
 EXAMPLES_SHOWING_AGREEMENT = {"seed004_example1.py"}
 #: modules of other branches that still import the reference and switch to soadyn.symbolic.frames when they
 #: merge (module -> why); the test fails when an entry is no longer needed, so the list only shrinks
-PENDING: dict[str, str] = {
-    "soadyn.runtime.scenario": "helper campaign owns it: `from soadyn.reference.dense import frame_pose` "
-                               "-> `from soadyn.symbolic.frames import frame_pose` (same signature)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _package_dirs() -> dict[str, Path]:
