@@ -948,19 +948,30 @@ static PyObject *fx_out(PyObject *o, npy_intp n, int nd, const npy_intp *dims)
 #define FX_D(o) ((double *)PyArray_DATA((PyArrayObject *)(o)))
 #define FX_SKIP Py_RETURN_NONE
 
-/* every entry of the float64 array o is finite (exponent bits not all ones: no NaN, no inf; a bit test,
- * so no compiler flag can fold it away) */
+/* every entry of the float64 array o is finite: no exponent field all ones (NaN, inf).  A bit test, so no
+ * compiler flag can fold it away: (u & E) + 2^52 carries into bit 63 exactly when the exponent is all ones;
+ * four independent lanes keep the loop at about one cycle per entry */
 static int fx_finite(PyObject *o)
 {{
-    const unsigned char *p = (const unsigned char *)PyArray_DATA((PyArrayObject *)o);
+    const char *p = (const char *)PyArray_DATA((PyArrayObject *)o);
+    const uint64_t E = 0x7ff0000000000000ULL, C = 0x0010000000000000ULL;
     npy_intp i, n = PyArray_SIZE((PyArrayObject *)o);
-    unsigned long long u;
-    int ok = 1;
-    for (i = 0; i < n; ++i) {{
-        memcpy(&u, p + 8 * i, 8);
-        ok &= (u & 0x7ff0000000000000ULL) != 0x7ff0000000000000ULL;
+    uint64_t a, b, c, d, x = 0, y = 0, z = 0, w = 0;
+    for (i = 0; i + 4 <= n; i += 4) {{
+        memcpy(&a, p + 8 * i, 8);
+        memcpy(&b, p + 8 * i + 8, 8);
+        memcpy(&c, p + 8 * i + 16, 8);
+        memcpy(&d, p + 8 * i + 24, 8);
+        x |= (a & E) + C;
+        y |= (b & E) + C;
+        z |= (c & E) + C;
+        w |= (d & E) + C;
     }}
-    return ok;
+    for (; i < n; ++i) {{
+        memcpy(&a, p + 8 * i, 8);
+        x |= (a & E) + C;
+    }}
+    return !((x | y | z | w) >> 63);
 }}
 
 /* the bytes of array o overlap those of one of the k (C-contiguous) input arrays args[0..k-1] */
