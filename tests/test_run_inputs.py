@@ -336,3 +336,18 @@ def test_params_zero_row_allowed_only_where_the_loader_allows_mass_0(arm):
             m.forward_dynamics(q, v, t, params=P)
     else:                                                    # a fixed base's inertia never enters
         assert np.all(np.isfinite(m.forward_dynamics(q, v, t, params=P)))
+
+
+# ---- verify --tol (issue 21 item 13) ---------------------------------------------------------------------
+@pytest.mark.parametrize("tol", ["nan", "-1", "0", "inf", "-inf"])
+def test_verify_refuses_a_tolerance_that_is_not_positive_and_finite(tol, tmp_path, capsys):
+    from soadyn.cli.main import main
+    from soadyn.codegen.verify import verify
+
+    assert main(["verify", str(TEST_ARM), "-o", str(tmp_path), f"--tol={tol}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tol must be a positive finite number" in err
+    assert list(tmp_path.iterdir()) == []                       # refused before any compile
+    with pytest.raises(ValueError, match="tol must be a positive finite number"):
+        verify(TEST_ARM, tmp_path, tol=float(tol))
+    assert list(tmp_path.iterdir()) == []
