@@ -21,7 +21,7 @@ A robot marks the bodies whose parameters are inputs in ``Robot.param_bodies`` (
 in which they were named.
 
 Physical consistency (:func:`parameter_problem`): the robot file's rules, by the loader's own check of an
-inertia (:func:`soadyn.model.robotfile.inertia_problem`): ``m >= 0``, and ``m > 0`` on a moving body (a
+inertia (:func:`soadyn.model.inertia.inertia_problem`): ``m >= 0``, and ``m > 0`` on a moving body (a
 joint, or a free base); for ``m > 0`` the inertia about the CoM, ``I_c = J + h~ h~ / m`` (``h = m c``), must
 be positive definite with principal moments obeying the triangle inequality ``A + B >= C`` (the second
 moment of a positive mass density); a massless body (allowed only as a fixed base) has all ten numbers
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from soadyn.model.inertia import inertia_problem
 from soadyn.model.robot import Inertia, Robot
-from soadyn.model.robotfile import inertia_problem
 from soadyn.model.rotations import skew as skew3
 
 #: names of the ten parameters of one body, in the order of a row of ``params``
@@ -87,7 +87,7 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
     needs mass > 0, as in the robot file; a massless (all-zero) row is allowed only on a fixed base.
 
     The inertia about the centre of mass is checked by the robot-file loader's own
-    :func:`soadyn.model.robotfile.inertia_problem` (symmetric, positive definite, triangle inequality).
+    :func:`soadyn.model.inertia.inertia_problem` (symmetric, positive definite, triangle inequality).
     """
     pi = np.asarray(pi, dtype=float)
     if pi.shape != (10,):

@@ -7,7 +7,7 @@
 * ``threads=`` takes any integer type, refuses bool / float / non-positive, and the thread pools are
   reused and bounded (a module never holds more threads than the machine's cores);
 * ``params=`` is checked by the robot-file loader's physical checks (:func:`soadyn.model.parameters.
-  parameter_problem`, which calls :func:`soadyn.model.robotfile.inertia_problem` on the inertia about the
+  parameter_problem`, which calls :func:`soadyn.model.inertia.inertia_problem` on the inertia about the
   centre of mass).
 """
 
