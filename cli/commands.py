@@ -28,7 +28,7 @@ from soadyn.cli.options import add_robot_args
 from soadyn.codegen.build import CompileError
 from soadyn.codegen.functions import function_table, select_functions
 from soadyn.codegen.profiles import PROFILES, get_profile
-from soadyn.codegen.verify import format_checks, summary, verify
+from soadyn.codegen.verify import check_tolerance, format_checks, summary, verify
 from soadyn.model.names import terminal
 
 
@@ -122,6 +122,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     progress = not args.quiet and sys.stderr.isatty()
     if args.states < 1:
         print("error: --states must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        check_tolerance(args.tol, "--tol")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         checks = verify(args.robot, args.out, args.base, states=args.states, tol=args.tol, seed=args.seed,

@@ -50,7 +50,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from soadyn.structure.operations import StructureError
 
     robot = load_robot(args.robot, base=args.base, mimic=args.mimic)
-    if args.latex:
+    if args.latex is not None:          # --latex "" is an unknown name, not no option
         return _print_latex(robot, args.latex, args.symbolic)
     locked = [n.strip() for item in args.locked for n in item.split(",") if n.strip()]
     try:

@@ -894,6 +894,8 @@ _FAST_HEAD = """\
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
 #include <limits.h>
+#include <stdint.h>
+#include <string.h>
 #include <numpy/arrayobject.h>
 #include "{header}"
 
@@ -945,6 +947,45 @@ static PyObject *fx_out(PyObject *o, npy_intp n, int nd, const npy_intp *dims)
 
 #define FX_D(o) ((double *)PyArray_DATA((PyArrayObject *)(o)))
 #define FX_SKIP Py_RETURN_NONE
+
+/* every entry of the float64 array o is finite: no exponent field all ones (NaN, inf).  A bit test, so no
+ * compiler flag can fold it away: (u & E) + 2^52 carries into bit 63 exactly when the exponent is all ones;
+ * four independent lanes keep the loop at about one cycle per entry */
+static int fx_finite(PyObject *o)
+{{
+    const char *p = (const char *)PyArray_DATA((PyArrayObject *)o);
+    const uint64_t E = 0x7ff0000000000000ULL, C = 0x0010000000000000ULL;
+    npy_intp i, n = PyArray_SIZE((PyArrayObject *)o);
+    uint64_t a, b, c, d, x = 0, y = 0, z = 0, w = 0;
+    for (i = 0; i + 4 <= n; i += 4) {{
+        memcpy(&a, p + 8 * i, 8);
+        memcpy(&b, p + 8 * i + 8, 8);
+        memcpy(&c, p + 8 * i + 16, 8);
+        memcpy(&d, p + 8 * i + 24, 8);
+        x |= (a & E) + C;
+        y |= (b & E) + C;
+        z |= (c & E) + C;
+        w |= (d & E) + C;
+    }}
+    for (; i < n; ++i) {{
+        memcpy(&a, p + 8 * i, 8);
+        x |= (a & E) + C;
+    }}
+    return !((x | y | z | w) >> 63);
+}}
+
+/* the bytes of array o overlap those of one of the k (C-contiguous) input arrays args[0..k-1] */
+static int fx_overlap(PyObject *o, PyObject *const *args, int k)
+{{
+    uintptr_t lo = (uintptr_t)PyArray_BYTES((PyArrayObject *)o), hi = lo + PyArray_NBYTES((PyArrayObject *)o);
+    int i;
+    for (i = 0; i < k; ++i) {{
+        uintptr_t a = (uintptr_t)PyArray_BYTES((PyArrayObject *)args[i]);
+        if (a < hi && lo < a + (uintptr_t)PyArray_NBYTES((PyArrayObject *)args[i]))
+            return 1;
+    }}
+    return 0;
+}}
 """
 
 _FAST_TAIL = """\
@@ -993,6 +1034,9 @@ def _fast_entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: li
               f"    if ((n = fx_n(args[0], {len(inputs[0]['dims'])})) == 0) FX_SKIP;"]
     checks = " || ".join(f"!fx_ok(args[{i}], n, {len(a['dims'])}, d{i})" for i, a in enumerate(inputs))
     lines.append(f"    if ({checks}) FX_SKIP;")
+    # a non-finite input: the module's Python code refuses it (issue 21)
+    finite = " || ".join(f"!fx_finite(args[{i}])" for i in range(len(inputs)))
+    lines.append(f"    if ({finite}) FX_SKIP;")
     if quat:
         iq = next(i for i, a in enumerate(inputs) if a["name"] == "q")
         nq = inputs[iq]["dims"][0]
@@ -1009,6 +1053,9 @@ def _fast_entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: li
         nd = len(outputs[0]["dims"])
         lines += [f"    r = fx_out(args[{k_out}], n, {nd}, e0);",
                   "    if (r == NULL) { if (PyErr_Occurred()) return NULL; FX_SKIP; }",
+                  # out overlapping an input: the module's Python code copies the input first (issue 21)
+                  f"    if (r == args[{k_out}] && fx_overlap(r, args, {len(inputs)}))",
+                  "        { Py_DECREF(r); FX_SKIP; }",
                   "    Py_BEGIN_ALLOW_THREADS",
                   f"    if (n < 0) {cfunc}({ins}{fid}FX_D(r));",
                   f"    else {cfunc}_batch((int)n, {ins}{fid}FX_D(r));",

@@ -18,6 +18,7 @@ velocities, accelerations, torques and external wrenches standard normal.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,6 +163,16 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
     return Check(spec.name, call, err_ref, err_alg, tol, note, reg.reference_tol)
 
 
+def check_tolerance(tol: Any, what: str = "tol") -> float:
+    """``tol`` as a float, or ``ValueError`` unless it is a positive finite number (NaN would fail every
+    comparison, a negative or zero tolerance every check)."""
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
+            or not (0.0 < float(tol) < math.inf):
+        raise ValueError(f"{what} must be a positive finite number (a relative error, e.g. 1e-10), "
+                         f"got {tol!r}")
+    return float(tol)
+
+
 def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None, base: str | None = None,
            states: int = 100, tol: float = 1e-10, seed: int = 0, progress: bool = False,
            profile: str | None = None, **load_kw: Any) -> list[Check]:
@@ -170,6 +181,8 @@ def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None,
     from tqdm.auto import tqdm
 
     from soadyn.codegen.pipeline import compile_robot, resolve_robot
+
+    check_tolerance(tol)
 
     robot, _ = resolve_robot(robot_or_path, base, **load_kw)
     module = compile_robot(robot_or_path, out_dir, base, progress=progress, profile=profile, **load_kw)

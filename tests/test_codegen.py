@@ -246,10 +246,12 @@ def test_input_conversion(arm_free):
     Q = np.stack([q, q, q])
     assert np.array_equal(m.mass_matrix(Q[::2]), np.stack([ref, ref]))
     assert np.array_equal(m.mass_matrix(np.asfortranarray(Q))[1], ref)
-    # NaN is not checked: it propagates (documented)
+    # NaN and inf are refused, naming the input and the entry (issue 21: one rule for every function)
     qn = q.copy()
     qn[-1] = np.nan
-    assert np.isnan(m.mass_matrix(qn)).any()
+    with pytest.raises(ValueError, match=
+                       rf"mass_matrix: q holds a non-finite value \(nan at index {len(q) - 1}\)"):
+        m.mass_matrix(qn)
 
 
 @pytest.mark.parametrize("bad, match", [
