@@ -316,3 +316,35 @@ def test_generator_covers_the_space():
     assert any(b["mass"] == 0.0 for d in docs for b in d["bodies"])
     assert len(PROFILE_PLAN) == 26 and {p: PROFILE_PLAN.count(p) for p in set(PROFILE_PLAN)} == {
         "debug": 12, "lanes": 8, "fast": 4, "portable": 2}
+
+
+@requires_cc
+@pytest.mark.parametrize("index", [1, 4])
+def test_verify_accepts_exact_zero_outputs(index, fuzz_dir, tmp_path):
+    """``soadyn verify`` passes on free-base robots of prismatic joints, whose outputs include blocks that are
+    zero in exact arithmetic (the angular coupling block ``Hct`` of the reduced dynamics): the generated code
+    derives the exact 0 and the dense reference may leave roundoff there (seen by the fuzz on other states),
+    which must not read as a relative error of 1 (:func:`soadyn.codegen.verify.output_errors`)."""
+    from soadyn.codegen.verify import verify
+
+    doc = robot_doc(index)
+    path = tmp_path / f"{doc['name']}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    checks = verify(path, out_dir=fuzz_dir, states=20, tol=1e-10, profile="debug")
+    assert len(checks) > 10
+    bad = [(c.function, c.err_reference, c.err_algorithm) for c in checks if not c.ok]
+    assert not bad, bad
+
+
+def test_output_errors_floor_keeps_small_outputs_measured():
+    """The floor of :func:`output_errors` hides roundoff on an exact zero, not a wrong small output."""
+    from soadyn.codegen.verify import output_errors
+
+    big = np.array([10.0, -3.0])
+    # an exact zero against roundoff of the reference: tiny error
+    assert output_errors([[big, np.zeros(3)]], [[big, np.full(3, 4e-16)]]) < 1e-10
+    # a small but nonzero output (1e-4 of the largest) with a wrong sign: a relative error of 2
+    small = np.array([1e-3, 2e-3])
+    assert output_errors([[big, -small]], [[big, small]]) == pytest.approx(2.0)
+    # all-zero reference: absolute
+    assert output_errors([[np.array([1e-12])]], [[np.zeros(1)]]) == pytest.approx(1e-12)
