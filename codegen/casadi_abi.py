@@ -50,18 +50,20 @@ class AbiArg:
 
 @dataclass(frozen=True)
 class AbiJacobian:
-    """The full Jacobian of a dynamics function from the module's derivative functions.
+    """The full Jacobian of a function from the module's generated derivative functions.
 
-    ``kind``: ``"inverse_dynamics"`` (``deriv`` gives dtau/dq, dtau/dv; ``mass`` the mass matrix = dtau/da)
-    or ``"forward_dynamics"`` (``deriv`` gives da/dq, da/dv, da/dtau); ``pattern``: boolean rows x columns
-    (row-major nested lists) of the true sparsity, columns ordered q (raw, nq), then the other inputs."""
+    ``kind``: the public function (``inverse_dynamics``, ``forward_dynamics``, ``frame_pose``,
+    ``frame_twist``, ``frame_acceleration``); ``prefix``: the module's C prefix (``<module>_``); ``frame``:
+    the frame id of a family; ``pattern``: boolean rows x columns (nested tuples) of the true sparsity,
+    rows in CasADi's order of the outputs' entries (column-major), columns q (raw, nq), then the other
+    inputs."""
 
     kind: str
-    deriv: str
-    mass: str
+    prefix: str
     nq: int
     nv: int
     pattern: tuple[tuple[bool, ...], ...]
+    frame: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,6 @@ def _layout(args: Sequence[AbiArg], start: int, sparsities: list[list[int]]) -> 
 def _jacobian(f: AbiFunction, ins: list[dict]) -> dict:
     j = f.jac
     assert j is not None
-    nv, nq = j.nv, j.nq
     nrow = sum(a.size for a in f.outputs)
     ncol = sum(a.size for a in f.inputs)
     if nrow != len(j.pattern) or any(len(r) != ncol for r in j.pattern):
@@ -143,21 +144,61 @@ def _jacobian(f: AbiFunction, ins: list[dict]) -> dict:
             jout.append({"name": f"jac_{o.name}_{i.name}", "sp": k})
             c0 += i.size
         r0 += o.size
-    dwoffs = [n_in_work + k * nv * nv for k in range(3)]
-    jwoff = n_in_work + 3 * nv * nv
-    body = []
-    if j.kind == "inverse_dynamics":
-        body += [f"{j.deriv}(x[0], x[1], x[2], D0, D1);", f"{j.mass}(x[0], D2);"]
-    elif j.kind == "forward_dynamics":
-        body += [f"{j.deriv}(x[0], x[1], x[2], D0, D1, D2);"]
-    else:
-        raise ValueError(f"{f.name}: unknown Jacobian kind {j.kind!r}")
-    body += [f"soadyn_ca_qcols(J, {nrow}, D0, x[0], {nv});",
-             f"soadyn_ca_cols(J, {nrow}, {nq}, D1, {nv});",
-             f"soadyn_ca_cols(J, {nrow}, {nq + nv}, D2, {nv});"]
+    body, n_work = _jacobian_body(j, nrow, n_in_work)
     del ins
-    return {"inputs": jins, "outputs": jout, "sparsities": sparsities, "dwoffs": dwoffs, "jwoff": jwoff,
-            "n_work": jwoff + nrow * ncol, "body": body + gathers}
+    return {"inputs": jins, "outputs": jout, "sparsities": sparsities, "jwoff": n_work, "jsize": nrow * ncol,
+            "n_work": n_work + nrow * ncol, "body": body + gathers}
+
+
+def _jacobian_body(j: AbiJacobian, nrow: int, start: int) -> tuple[list[str], int]:
+    """C statements that fill the dense column-major Jacobian ``J`` (``nrow`` rows) from the module's
+    derivative functions, with their buffers in ``w`` from offset ``start``; returns (lines, end offset)."""
+    nq, nv, p, fid = j.nq, j.nv, j.prefix, j.frame
+    off = start
+    bufs: list[str] = []
+
+    def buf(name: str, size: int) -> str:
+        nonlocal off
+        bufs.append(f"double *{name} = w + {off};")
+        off += size
+        return name
+
+    if j.kind in ("inverse_dynamics", "forward_dynamics"):
+        d = [buf(f"D{k}", nv * nv) for k in range(3)]
+        if j.kind == "inverse_dynamics":
+            call = [f"{p}inverse_dynamics_derivatives(x[0], x[1], x[2], D0, D1);",
+                    f"{p}mass_matrix(x[0], D2);"]
+        else:
+            call = [f"{p}forward_dynamics_derivatives(x[0], x[1], x[2], D0, D1, D2);"]
+        lines = [*call, f"soadyn_ca_qcols(J, {nrow}, {d[0]}, x[0], {nv});",
+                 f"soadyn_ca_block(J, {nrow}, 0, {nq}, D1, {nv}, {nv});",
+                 f"soadyn_ca_block(J, {nrow}, 0, {nq + nv}, D2, {nv}, {nv});"]
+    elif j.kind == "frame_pose":
+        buf("Jw", 6 * nv), buf("Rp", 12), buf("Dq", 12 * nv)
+        lines = [f"if ({p}jacobian_world(x[0], {fid}, Jw)) return 1;",
+                 f"if ({p}frame_pose(x[0], {fid}, Rp, Rp + 9)) return 1;",
+                 f"soadyn_ca_rotation_rows(Dq, {nv}, Jw, Rp);",
+                 f"memcpy(Dq + {9 * nv}, Jw + {3 * nv}, {3 * nv} * sizeof(double));",
+                 f"soadyn_ca_qcols(J, {nrow}, Dq, x[0], {nv});"]
+    elif j.kind in ("frame_twist", "frame_acceleration"):
+        buf("Jw", 6 * nv), buf("VA", 12), buf("Dq", 12 * nv), buf("Dv", 6 * nv)
+        a = "x[2]"
+        lines = []
+        if j.kind == "frame_twist":
+            buf("Z", nv)
+            a = "Z"
+            lines.append(f"memset(Z, 0, {nv} * sizeof(double));")
+        lines += [f"if ({p}frame_acceleration_derivatives(x[0], x[1], {a}, {fid}, VA, VA + 6, Dq, "
+                  f"Dq + {6 * nv}, Dv)) return 1;",
+                  f"if ({p}jacobian_world(x[0], {fid}, Jw)) return 1;",
+                  f"soadyn_ca_qcols(J, {nrow}, Dq, x[0], {nv});",
+                  f"soadyn_ca_block(J, {nrow}, 0, {nq}, Jw, 6, {nv});"]
+        if j.kind == "frame_acceleration":
+            lines += [f"soadyn_ca_block(J, {nrow}, 6, {nq}, Dv, 6, {nv});",
+                      f"soadyn_ca_block(J, {nrow}, 6, {nq + nv}, Jw, 6, {nv});"]
+    else:
+        raise ValueError(f"no C Jacobian for {j.kind!r}")
+    return [*bufs, *lines], off
 
 
 def emit_abi(module: str, header: str, functions: Sequence[AbiFunction], free: bool) -> str:

@@ -207,52 +207,102 @@ def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool) -> np.ndarray:
     return D @ raw_q_map(q, free, D.shape[-1])
 
 
-#: public functions whose Jacobian the generated derivatives give: api -> (derivative function, inputs)
-DERIVATIVES = {"inverse_dynamics": "inverse_dynamics_derivatives",
-               "forward_dynamics": "forward_dynamics_derivatives"}
+#: public functions whose Jacobian the generated functions give -> the module functions it needs
+DERIVATIVES = {
+    "inverse_dynamics": ("inverse_dynamics_derivatives", "mass_matrix"),
+    "forward_dynamics": ("forward_dynamics_derivatives",),
+    "frame_pose": ("jacobian",),
+    "body_poses": ("jacobian",),
+    "frame_twist": ("frame_acceleration_derivatives", "jacobian"),
+    "frame_acceleration": ("frame_acceleration_derivatives", "jacobian"),
+}
 
 
 def derivative_support(module: ModuleType, api: str) -> str:
     """"" when the Jacobian of ``module.<api>`` (without f_ext) is available, else why not (one line)."""
     if api not in DERIVATIVES:
-        return (f"{api} has no generated derivative yet (soadyn generates the Jacobians of "
-                f"{' and '.join(DERIVATIVES)} only)")
-    need = [DERIVATIVES[api]] + (["mass_matrix"] if api == "inverse_dynamics" else [])
+        return (f"{api} has no generated derivative yet (soadyn differentiates "
+                f"{', '.join(DERIVATIVES)})")
+    need = DERIVATIVES[api]
     missing = [n for n in need if not callable(getattr(module, n, None))]
     if missing:
         have = ", ".join(map(repr, (api, *need)))
         return (f"{module.module_name} was built without {', '.join(missing)}, which the derivatives of "
                 f"{api} need: compile it with functions=[{have}, ...]")
-    if getattr(module, "param_bodies", None):
+    if getattr(module, "param_bodies", None) and api in ("inverse_dynamics", "forward_dynamics"):
         return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
     return ""
 
 
-def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-    """Jacobian blocks of ``module.<api>(*args)`` (ID: q, v, a; FD: q, v, tau) with respect to each input,
-    q raw (the tangent derivatives converted with :func:`raw_q_jacobian`); batches allowed."""
+def _rotation_rows(Jw: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """d R / d delta (9 x nv, R row-major) from the angular rows of the world-aligned Jacobian:
+    ``dR = (Jw[0:3] delta)~ R``, column c of R turns as ``w x R[:, c]``."""
+    w = Jw[..., 0:3, :]                                        # (..., 3, nv)
+    out = np.empty(R.shape[:-2] + (3, 3, w.shape[-1]))
+    for c in range(3):
+        r = R[..., :, c][..., :, None]                         # (..., 3, 1)
+        out[..., 0, c, :] = w[..., 1, :] * r[..., 2, :] - w[..., 2, :] * r[..., 1, :]
+        out[..., 1, c, :] = w[..., 2, :] * r[..., 0, :] - w[..., 0, :] * r[..., 2, :]
+        out[..., 2, c, :] = w[..., 0, :] * r[..., 1, :] - w[..., 1, :] * r[..., 0, :]
+    return out.reshape(R.shape[:-2] + (9, w.shape[-1]))
+
+
+def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
+                   frame: str | None = None) -> tuple[np.ndarray, ...]:
+    """Jacobian of ``module.<api>(*args[, frame])``: one block per input (the outputs flattened row-major
+    and stacked, rows x input size), q raw (the tangent derivatives converted with
+    :func:`raw_q_jacobian`); a leading batch dimension is allowed."""
     why = derivative_support(module, api)
     if why:
         raise ValueError(why)
     q = args[0]
     free = module.base == "free"
+    m = module
     if api == "inverse_dynamics":
-        dq, dv = module.inverse_dynamics_derivatives(*args)
-        return raw_q_jacobian(dq, q, free), dv, module.mass_matrix(q)
-    dq, dv, dtau = module.forward_dynamics_derivatives(*args)
-    return raw_q_jacobian(dq, q, free), dv, dtau
+        dq, dv = m.inverse_dynamics_derivatives(*args)
+        return raw_q_jacobian(dq, q, free), dv, m.mass_matrix(q)
+    if api == "forward_dynamics":
+        dq, dv, dtau = m.forward_dynamics_derivatives(*args)
+        return raw_q_jacobian(dq, q, free), dv, dtau
+    if api == "frame_pose":
+        Jw = m.jacobian(q, frame, world_aligned=True)
+        R, _ = m.frame_pose(q, frame)
+        D = np.concatenate([_rotation_rows(Jw, R), Jw[..., 3:6, :]], axis=-2)
+        return (raw_q_jacobian(D, q, free),)
+    if api == "body_poses":
+        R, _ = m.body_poses(q)
+        Js = [m.jacobian(q, b, world_aligned=True) for b in m.body_names]
+        Dr = [_rotation_rows(J, R[..., k, :, :]) for k, J in enumerate(Js)]
+        D = np.concatenate([*Dr, *(J[..., 3:6, :] for J in Js)], axis=-2)
+        return (raw_q_jacobian(D, q, free),)
+    Jw = m.jacobian(q, frame, world_aligned=True)
+    if api == "frame_twist":
+        _, _, dVq, _, _ = m.frame_acceleration_derivatives(q, args[1], np.zeros_like(args[1]), frame)
+        return raw_q_jacobian(dVq, q, free), Jw
+    # frame_acceleration: outputs V, A; inputs q, v, a
+    _, _, dVq, dAq, dAv = m.frame_acceleration_derivatives(*args, frame)
+    zero = np.zeros_like(Jw)
+    return (raw_q_jacobian(np.concatenate([dVq, dAq], axis=-2), q, free),
+            np.concatenate([Jw, dAv], axis=-2), np.concatenate([zero, Jw], axis=-2))
 
 
-def jacobian_pattern(module: ModuleType, api: str, states: int = 12, seed: int = 0) -> np.ndarray:
-    """Boolean (nv, nq + 2 nv) sparsity of the full Jacobian of ``api``: the entries that are nonzero at any
-    of ``states`` random states.  The generated code writes a structural zero as a literal 0.0 (the
-    symbolic expression is zero), so an entry outside the pattern is zero for every state of this robot
-    (inertias and gravity are constants of the module); tests check it on other states."""
+def random_inputs(module: ModuleType, names: list[str], states: int, seed: int) -> list[np.ndarray]:
+    """Random inputs (wide ranges, base quaternions of random norm) for pattern probing and tests."""
     rng = np.random.default_rng(seed)
-    nq, nv = module.nq, module.nv
-    q = rng.uniform(-np.pi, np.pi, size=(states, nq))
-    if module.base == "free":
-        q[:, 3:7] = rng.normal(size=(states, 4))
-    v, x = rng.normal(size=(states, nv)), rng.normal(size=(states, nv))
-    blocks = dense_jacobian(module, api, (q, v, x))
+    shapes = input_shapes(module)
+    out = []
+    for n in names:
+        x = rng.normal(size=(states,) + shapes[n]) * (2.0 if n == "q" else 1.0)
+        out.append(x)
+    return out
+
+
+def jacobian_pattern(module: ModuleType, api: str, names: list[str], frame: str | None = None,
+                     states: int = 12, seed: int = 0) -> np.ndarray:
+    """Boolean sparsity (outputs flattened row-major) x (inputs) of the Jacobian of ``api``: the entries
+    that are nonzero at any of ``states`` random states.  The generated code writes a structural zero as a
+    literal 0.0 (its symbolic expression is zero), so an entry outside the pattern is zero for every state
+    of this robot (inertias and gravity are constants of the module); tests check it on other states."""
+    args = tuple(random_inputs(module, names, states, seed))
+    blocks = dense_jacobian(module, api, args, frame)
     return np.any(np.concatenate(blocks, axis=-1) != 0.0, axis=0)

@@ -128,22 +128,20 @@ def _make(w: Wrapped, name: str, fn: Callable, in_shapes: list[tuple[str, tuple[
 
     f = jax.custom_jvp(primal)
     if jac is not None:
-        blocks = [(s + t) for s in out_shapes for _, t in in_shapes]
+        n_out = sum(int(np.prod(s)) for s in out_shapes)
+        blocks = [(n_out, int(np.prod(s))) for _, s in in_shapes]
         jhost = _callback(w, name, jac, in_shapes, [*out_shapes, *blocks])
         jtypes = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in [*out_shapes, *blocks])
 
         def rule(primals, tangents):
             res = jax.pure_callback(jhost, jtypes, *primals, vmap_method="broadcast_all")
             outs, J = res[:len(out_shapes)], res[len(out_shapes):]
-            touts = []
-            k = 0
+            flat = sum(B @ jnp.ravel(dx) for B, dx in zip(J, tangents))      # outputs stacked row-major
+            touts, k = [], 0
             for s in out_shapes:
-                t = jnp.zeros(s, jnp.float64)
-                for dx, (_, xs) in zip(tangents, in_shapes):
-                    B = J[k].reshape((int(np.prod(s)), int(np.prod(xs))))
-                    t = t + (B @ jnp.ravel(dx)).reshape(s)
-                    k += 1
-                touts.append(t)
+                size = int(np.prod(s))
+                touts.append(flat[k:k + size].reshape(s))
+                k += size
             return (outs[0], touts[0]) if single else (tuple(outs), tuple(touts))
     else:
         def rule(primals, tangents):
@@ -194,8 +192,11 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
                 f"{api} with f_ext: the derivative with respect to f_ext is not generated yet"
             jac = None
             if not why and api in DERIVATIVES:
-                def jac(*xs, _api=api):
-                    return (fn(*xs), *dense_jacobian(module, _api, xs))
+                frame = key[0] if family else None
+
+                def jac(*xs, _api=api, _frame=frame):
+                    y = bound(*xs)
+                    return (*(y if isinstance(y, tuple) else (y,)), *dense_jacobian(module, _api, xs, _frame))
             g = cache[key] = _make(w, api, bound, ins, outs, jac, why)
         return g
 

@@ -1,8 +1,7 @@
 """CasADi binding (soadyn.casadi): the generated C as casadi.Function objects with the exact Jacobian.
 
-Modules: the test arm (a 4-DOF tree: j1-j2-j3 and j4 on the base) with a free base and with a fixed base,
-gravity on (it exercises the attitude columns), built with the dynamics and their derivatives.
-"""
+Modules: tests/binding_modules.py (the test arm, free and fixed base, gravity on, with the dynamics, the
+kinematics of frames and their derivatives)."""
 
 from __future__ import annotations
 
@@ -13,42 +12,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_ARM, module_cache_dir, with_gravity
+from binding_modules import arm_module, central, state
+from conftest import TEST_ARM, module_cache_dir
 
 ca = pytest.importorskip("casadi")
 
 import soadyn.casadi as sc  # noqa: E402
 from soadyn._bindings import c_functions, dense_jacobian  # noqa: E402
-from soadyn.codegen.pipeline import compile_robot, resolve_robot  # noqa: E402
-
-FUNCS = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "forward_dynamics_derivatives",
-         "inverse_dynamics_derivatives", "jacobian", "center_of_mass", "momentum"]
-GRAVITY = np.array([0.7, -1.3, -9.81])
 
 
 @pytest.fixture(scope="module", params=["free", "fixed"])
 def arm(request, tmp_path_factory):
-    d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
-    robot, _ = resolve_robot(TEST_ARM, request.param)
-    robot = with_gravity(robot, GRAVITY)
-    return compile_robot(robot, d, functions=FUNCS, progress=False)
+    return arm_module(request, tmp_path_factory, request.param)
 
 
-def _state(m, rng):
-    q = rng.uniform(-np.pi, np.pi, m.nq)
-    if m.base == "free":
-        q[:3] = rng.uniform(-1, 1, 3)
-        q[3:7] = rng.normal(size=4) * rng.uniform(0.5, 2.0)     # any norm: divided out by the module
-    return q, rng.normal(size=m.nv), rng.normal(size=m.nv)
-
-
-def _central(f, x, h=1e-6):
-    cols = []
-    for i in range(len(x)):
-        e = np.zeros_like(x)
-        e[i] = h
-        cols.append((f(x + e) - f(x - e)) / (2 * h))
-    return np.array(cols).T
+_state = state
+_central = central
 
 
 def test_every_function_matches_the_module(arm, rng):
@@ -71,6 +50,7 @@ def test_every_function_matches_the_module(arm, rng):
             got = got if isinstance(got, (list, tuple)) else [got]
             for g, r in zip(got, ref):
                 r = np.asarray(r)
+                r = r.reshape(-1, r.shape[-1]) if r.ndim == 3 else r       # stacked matrices
                 g = np.asarray(g).reshape(r.shape) if r.ndim < 2 else np.asarray(g)
                 assert g.shape == r.shape
                 np.testing.assert_array_equal(g, r)          # the same C, the same bits
@@ -99,6 +79,43 @@ def test_jacobian_matches_finite_differences(arm, rng, api):
             # the raw quaternion: scaling it changes nothing, so the Jacobian is orthogonal to it
             assert np.abs(J[:, 3:7] @ q[3:7]).max() <= 1e-9 * scale
             assert np.abs(J[:, 0:3]).max() == 0.0          # body-frame dynamics: no base position
+
+
+@pytest.mark.parametrize("api", ["frame_pose", "frame_twist", "frame_acceleration"])
+def test_frame_jacobians_match_finite_differences(arm, rng, api):
+    nq, nv = arm.nq, arm.nv
+    names = {"frame_pose": ["q"], "frame_twist": ["q", "v"], "frame_acceleration": ["q", "v", "a"]}[api]
+    sizes = {"q": nq, "v": nv, "a": nv}
+    for frame in ("tcp", "l4"):
+        fn = sc.function(arm, api, frame=frame)
+        jac = fn.jacobian()
+        q, v, x = _state(arm, rng)
+        args = [{"q": q, "v": v, "a": x}[n] for n in names]
+        outs = fn(*args)
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        blocks = jac(*args, *outs)
+        blocks = blocks if isinstance(blocks, (list, tuple)) else [blocks]
+        # rows: each output's entries in CasADi's (column-major) order, as casadi.vec gives them
+        per = len(names)
+        J = np.vstack([np.hstack([np.asarray(ca.DM(b).full()) for b in blocks[k * per:(k + 1) * per]])
+                       for k in range(fn.n_out())])
+
+        def f(z, fn=fn):
+            parts, k = [], 0
+            for n in names:
+                parts.append(z[k:k + sizes[n]])
+                k += sizes[n]
+            res = fn(*parts)
+            res = res if isinstance(res, (list, tuple)) else [res]
+            return np.concatenate([np.asarray(ca.vec(r)).ravel() for r in res])
+
+        Jfd = _central(f, np.concatenate(args))
+        scale = max(1.0, np.abs(Jfd).max())
+        assert np.abs(J - Jfd).max() <= 1e-6 * scale, (api, frame, np.abs(J - Jfd).max())
+        # structural zeros: the tcp does not move with j4 (another branch), l4 not with j1-j3
+        col = (7 if arm.base == "free" else 0) + arm.joint_names.index("j4" if frame == "tcp" else "j1")
+        sp = jac.sparsity_out(0)
+        assert not any(sp.has_nz(r, col) for r in range(sp.size1()))
 
 
 def test_symbolic_jacobian_uses_the_exact_derivatives(arm, rng):

@@ -1,5 +1,5 @@
 """JAX binding (soadyn.jax): jit, vmap through the batched C entry point, grad/jacfwd/jacrev from the
-generated derivatives (the same modules as tests/test_casadi.py: the test arm, free and fixed base)."""
+generated derivatives (modules of tests/binding_modules.py: the test arm, free and fixed base)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import TEST_ARM, module_cache_dir, with_gravity
+from binding_modules import arm_module, central, state
+from conftest import TEST_ARM, module_cache_dir
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
@@ -21,27 +22,14 @@ import soadyn.jax as sj  # noqa: E402
 from soadyn._bindings import dense_jacobian  # noqa: E402
 from soadyn.codegen.pipeline import compile_robot, resolve_robot  # noqa: E402
 
-FUNCS = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "forward_dynamics_derivatives",
-         "inverse_dynamics_derivatives", "jacobian", "center_of_mass", "momentum"]
-GRAVITY = np.array([0.7, -1.3, -9.81])
-
 
 @pytest.fixture(scope="module", params=["free", "fixed"])
 def arm(request, tmp_path_factory):
-    d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
-    robot, _ = resolve_robot(TEST_ARM, request.param)
-    robot = with_gravity(robot, GRAVITY)
-    m = compile_robot(robot, d, functions=FUNCS, progress=False)
+    m = arm_module(request, tmp_path_factory, request.param)
     return m, sj.wrap(m)
 
 
-def _states(m, rng, n=None):
-    lead = () if n is None else (n,)
-    q = rng.uniform(-np.pi, np.pi, lead + (m.nq,))
-    if m.base == "free":
-        q[..., :3] = rng.uniform(-1, 1, lead + (3,))
-        q[..., 3:7] = rng.normal(size=lead + (4,)) * rng.uniform(0.5, 2.0, lead + (1,))   # any norm
-    return q, rng.normal(size=lead + (m.nv,)), rng.normal(size=lead + (m.nv,))
+_states = state
 
 
 @pytest.mark.parametrize("api", ["forward_dynamics", "inverse_dynamics"])
@@ -64,6 +52,29 @@ def test_jacobians_are_the_generated_ones(arm, rng, api):
     y = getattr(m, api)(*x)
     g = jax.grad(lambda q: jnp.sum(getattr(w, api)(q, x[1], x[2]) ** 2))(x[0])
     np.testing.assert_allclose(np.asarray(g), 2 * y @ ref[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("api", ["frame_pose", "frame_twist", "frame_acceleration", "body_poses"])
+def test_kinematics_gradients(arm, rng, api):
+    m, w = arm
+    q, v, x = _states(m, rng)
+    args = {"frame_pose": (q,), "frame_twist": (q, v), "frame_acceleration": (q, v, x),
+            "body_poses": (q,)}[api]
+    f = getattr(w, api)
+    g = (lambda *a: f(*a, "tcp")) if api != "body_poses" else f
+    check_grads(g, args, order=1, modes=("fwd", "rev"))
+    # against central differences of the module itself
+    sizes = [len(a) for a in args]
+
+    def flat(z):
+        parts = np.split(z, np.cumsum(sizes)[:-1])
+        r = getattr(m, api)(*parts, "tcp") if api != "body_poses" else m.body_poses(*parts)
+        return np.concatenate([np.ravel(p) for p in (r if isinstance(r, tuple) else (r,))])
+
+    Jfd = central(flat, np.concatenate(args))
+    J = jax.jacfwd(lambda z: jnp.concatenate([jnp.ravel(p) for p in jax.tree_util.tree_leaves(
+        g(*jnp.split(z, np.cumsum(sizes)[:-1])))]))(jnp.asarray(np.concatenate(args)))
+    assert np.abs(np.asarray(J) - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
 
 
 def test_vmap_is_one_batched_call(arm, rng):
@@ -113,6 +124,7 @@ def test_module_without_derivatives(request, tmp_path_factory, rng):
     d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
     robot, _ = resolve_robot(TEST_ARM, "fixed")
     m = compile_robot(robot, d, functions=["forward_dynamics"], progress=False)
+    assert not hasattr(m, "forward_dynamics_derivatives")
     w = sj.wrap(m)
     q, v, tau = _states(m, rng)
     np.testing.assert_array_equal(np.asarray(w.forward_dynamics(q, v, tau)), m.forward_dynamics(q, v, tau))
