@@ -141,13 +141,16 @@ def library(module: ModuleType, out_dir: str | Path | None = None) -> Path:
 
 
 def function(module: ModuleType, name: str, *, frame: str | None = None, world_aligned: bool = False,
-             f_ext: bool = False, out_dir: str | Path | None = None) -> _ca.Function:
+             f_ext: bool = False, out_dir: str | Path | None = None,
+             options: dict | None = None) -> _ca.Function:
     """``module.<name>`` as a ``casadi.Function`` backed by the generated C (inputs and outputs named like
     the module's arguments).  ``frame``: the body or named frame of a frame family (``jacobian``...);
     ``world_aligned``: the Jacobian's axes; ``f_ext``: the variant with external wrenches (an extra
-    (n_bodies, 6) input)."""
+    (n_bodies, 6) input).  ``options``: CasADi options of the external function (e.g. ``{"enable_fd":
+    True}`` lets CasADi take finite differences where no derivative is generated: of the exact
+    Jacobian for second derivatives, an explicit choice, never the default)."""
     f, fid = find_function(module, name, frame, world_aligned, f_ext)
-    return _ca.external(external_name(module, f, fid), str(library(module, out_dir)))
+    return _ca.external(external_name(module, f, fid), str(library(module, out_dir)), dict(options or {}))
 
 
 def functions(module: ModuleType) -> list[str]:
