@@ -87,9 +87,20 @@ def _api_of(module: ModuleType, cname: str) -> tuple[str, bool | None, bool] | N
     return None
 
 
+_TABLES: dict[tuple[str, str], list[CFunction]] = {}
+
+
 def c_functions(module: ModuleType) -> list[CFunction]:
-    """Every C function of ``module`` that a binding can call (full-writing, public), in header order."""
+    """Every C function of ``module`` that a binding can call (full-writing, public), in header order
+    (read once per module build: cached by directory and cache key)."""
     d = module_dir(module)
+    key = (str(d), str(getattr(module, "cache_key", "")))
+    if key not in _TABLES:
+        _TABLES[key] = _read_functions(module, d)
+    return list(_TABLES[key])
+
+
+def _read_functions(module: ModuleType, d: Path) -> list[CFunction]:
     prefix = module.module_name + "_"
     header = (d / f"{module.module_name}.h").read_text(encoding="utf-8")
     shapes = input_shapes(module)
