@@ -54,7 +54,7 @@ from soadyn.codegen.casadi_abi import AbiArg, AbiFunction, AbiJacobian, build_li
 
 __all__ = ["function", "library", "external_name", "functions", "has_jacobian"]
 
-_LIBS: dict[tuple[str, str], Path] = {}
+_LIBS: dict[tuple[str, str, str], Path] = {}
 _LOCK = threading.Lock()
 
 
@@ -123,7 +123,7 @@ def library(module: ModuleType, out_dir: str | Path | None = None) -> Path:
     in ``out_dir``, default ``<module dir>/casadi/``; reused while the module's C and the wrappers are
     unchanged)."""
     d = module_dir(module)
-    key = (str(d), str(out_dir))
+    key = (str(d), str(getattr(module, "cache_key", "")), str(out_dir))
     with _LOCK:
         lib = _LIBS.get(key)
         if lib is not None and lib.is_file():

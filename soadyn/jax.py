@@ -183,10 +183,14 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
     fext = next((c for c in cfs if c.fext), None)
     family = cfs[0].family
 
-    def get(key: Any, cf: Any, bound: Callable) -> Callable:
+    def get(key: Any, cf: Any, kw: dict) -> Callable:
         g = cache.get(key)
         if g is None:
             ins = list(cf.inputs)
+            names = [n for n, _ in ins]
+
+            def bound(*xs, _names=names, _kw=kw):
+                return fn(**dict(zip(_names, xs)), **_kw)      # by name: q, v, tau, f_ext, params
             outs = [s for _, s in cf.outputs]
             why = derivative_support(module, api) if not cf.fext else \
                 f"{api} with f_ext: the derivative with respect to f_ext is not generated yet"
@@ -210,7 +214,7 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
             if any(c.world_aligned is not None for c in cfs):
                 kw["world_aligned"] = bool(world_aligned)
                 cf = next(c for c in cfs if c.world_aligned == bool(world_aligned))
-            return get((frame, kw.get("world_aligned")), cf, lambda *xs: fn(*xs, **kw))(*args)
+            return get((frame, kw.get("world_aligned")), cf, kw)(*args)
 
         params = [n for n, _ in plain.inputs]
 
@@ -232,10 +236,12 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
         if f_ext is None:
             if plain is None:
                 raise ValueError(f"soadyn.jax {api}: needs f_ext")
-            return get("plain", plain, fn)(*args)
+            return get("plain", plain, {})(*args)
         if fext is None:
             raise ValueError(f"soadyn.jax {api}: has no variant with external wrenches f_ext")
-        return get("fext", fext, lambda *xs: fn(*xs[:-1], f_ext=xs[-1]))(*args, f_ext)
+        arrays = list(args)
+        arrays.insert([n for n, _ in fext.inputs].index("f_ext"), f_ext)    # C order: ..., f_ext, params
+        return get("fext", fext, {})(*arrays)
 
     call.__name__ = api
     try:

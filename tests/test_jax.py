@@ -98,6 +98,11 @@ def test_other_functions_and_frames(arm, rng):
     q, v, _ = _states(m, rng)
     np.testing.assert_array_equal(np.asarray(jax.jit(w.mass_matrix)(q)), m.mass_matrix(q))
     np.testing.assert_array_equal(np.asarray(w.momentum(q, v)), m.momentum(q, v))
+    fe = rng.normal(size=(m.n_bodies, 6))
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda q, v, t, f: w.forward_dynamics(q, v, t, f_ext=f))(
+        q, v, v, fe)), m.forward_dynamics(q, v, v, f_ext=fe))
+    with pytest.raises(ValueError, match="derivative with respect to f_ext is not generated"):
+        jax.grad(lambda t: jnp.sum(w.forward_dynamics(q, v, t, f_ext=fe)))(v)
     for world in (False, True):
         J = jax.jit(lambda q, world=world: w.jacobian(q, "tcp", world_aligned=world))(q)
         np.testing.assert_array_equal(np.asarray(J), m.jacobian(q, "tcp", world_aligned=world))
