@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -64,6 +65,8 @@ class AbiJacobian:
     nv: int
     pattern: tuple[tuple[bool, ...], ...]
     frame: int | None = None
+    #: the variant with external wrenches: the number of bodies (its f_ext is input 3), else 0
+    fext_bodies: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,14 +168,23 @@ def _jacobian_body(j: AbiJacobian, nrow: int, start: int) -> tuple[list[str], in
 
     if j.kind in ("inverse_dynamics", "forward_dynamics"):
         d = [buf(f"D{k}", nv * nv) for k in range(3)]
+        nb = j.fext_bodies
+        sfx, fx = ("_fext", "x[3], ") if nb else ("", "")
         if j.kind == "inverse_dynamics":
-            call = [f"{p}inverse_dynamics_derivatives(x[0], x[1], x[2], D0, D1);",
+            call = [f"{p}inverse_dynamics_derivatives{sfx}(x[0], x[1], x[2], {fx}D0, D1);",
                     f"{p}mass_matrix(x[0], D2);"]
         else:
-            call = [f"{p}forward_dynamics_derivatives(x[0], x[1], x[2], D0, D1, D2);"]
+            call = [f"{p}forward_dynamics_derivatives{sfx}(x[0], x[1], x[2], {fx}D0, D1, D2);"]
         lines = [*call, f"soadyn_ca_qcols(J, {nrow}, {d[0]}, x[0], {nv});",
                  f"soadyn_ca_block(J, {nrow}, 0, {nq}, D1, {nv}, {nv});",
                  f"soadyn_ca_block(J, {nrow}, 0, {nq + nv}, D2, {nv}, {nv});"]
+        if nb:       # f_ext (nb x 6, CasADi column-major) columns: -J_k^T (ID) or M^-1 J_k^T (FD)
+            buf("Jk", 6 * nv)
+            minv = "NULL" if j.kind == "inverse_dynamics" else "D2"
+            lines += [f"for (k = 0; k < {nb}; ++k) {{",
+                      f"    if ({p}jacobian_local(x[0], k, Jk)) return 1;",
+                      f"    soadyn_ca_fext_cols(J, {nrow}, {nq + 2 * nv}, {nb}, k, Jk, {minv}, {nv});",
+                      "}"]
     elif j.kind == "frame_pose":
         buf("Jw", 6 * nv), buf("Rp", 12), buf("Dq", 12 * nv)
         lines = [f"if ({p}jacobian_world(x[0], {fid}, Jw)) return 1;",
@@ -231,7 +243,7 @@ def build_library(module_dir: Path, module: str, source: str, out_dir: Path | No
     cc = compiler_command()
     digest = hashlib.sha256(json.dumps([source, c_file.read_text(encoding="utf-8"), flags, cc]).encode())
     tag = digest.hexdigest()[:16]
-    suffix = ".dylib" if os.uname().sysname == "Darwin" else ".so"
+    suffix = {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
     target = out_dir / f"lib{module}_casadi_{tag}{suffix}"
     if target.is_file():
         return target

@@ -229,12 +229,15 @@ DERIVATIVES = {
 }
 
 
-def derivative_support(module: ModuleType, api: str) -> str:
-    """"" when the Jacobian of ``module.<api>`` (without f_ext) is available, else why not (one line)."""
+def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
+    """"" when the Jacobian of ``module.<api>`` (``fext``: its variant with external wrenches) is
+    available, else why not (one line)."""
     if api not in DERIVATIVES:
         return (f"{api} has no generated derivative yet (soadyn differentiates "
                 f"{', '.join(DERIVATIVES)})")
-    need = DERIVATIVES[api]
+    if fext and api not in ("inverse_dynamics", "forward_dynamics"):
+        return f"{api} with f_ext: no generated derivative"
+    need = DERIVATIVES[api] + (("jacobian",) if fext else ())
     missing = [n for n in need if not callable(getattr(module, n, None))]
     if missing:
         have = ", ".join(map(repr, (api, *need)))
@@ -263,18 +266,28 @@ def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
     """Jacobian of ``module.<api>(*args[, frame])``: one block per input (the outputs flattened row-major
     and stacked, rows x input size), q raw (the tangent derivatives converted with
     :func:`raw_q_jacobian`); a leading batch dimension is allowed."""
-    why = derivative_support(module, api)
+    fext = api in ("inverse_dynamics", "forward_dynamics") and len(args) == 4
+    why = derivative_support(module, api, fext)
     if why:
         raise ValueError(why)
     q = args[0]
     free = module.base == "free"
     m = module
+    kw = {"f_ext": args[3]} if fext else {}
     if api == "inverse_dynamics":
-        dq, dv = m.inverse_dynamics_derivatives(*args)
-        return raw_q_jacobian(dq, q, free), dv, m.mass_matrix(q)
-    if api == "forward_dynamics":
-        dq, dv, dtau = m.forward_dynamics_derivatives(*args)
-        return raw_q_jacobian(dq, q, free), dv, dtau
+        dq, dv = m.inverse_dynamics_derivatives(*args[:3], **kw)
+        blocks = [raw_q_jacobian(dq, q, free), dv, m.mass_matrix(q)]
+    elif api == "forward_dynamics":
+        dq, dv, dtau = m.forward_dynamics_derivatives(*args[:3], **kw)
+        blocks = [raw_q_jacobian(dq, q, free), dv, dtau]
+    if api in ("inverse_dynamics", "forward_dynamics"):
+        if fext:
+            # tau = ID - sum_k J_k^T f_k (J_k: body k's Jacobian in its own axes, f_k at its origin), so
+            # dtau/df_k = -J_k^T and da/df_k = M^-1 J_k^T; columns in the row-major order of f_ext (nb, 6)
+            JT = [np.swapaxes(m.jacobian(q, b), -1, -2) for b in m.body_names]
+            blocks.append(np.concatenate([-J if api == "inverse_dynamics" else blocks[2] @ J for J in JT],
+                                         axis=-1))
+        return tuple(blocks)
     if api == "frame_pose":
         Jw = m.jacobian(q, frame, world_aligned=True)
         R, _ = m.frame_pose(q, frame)

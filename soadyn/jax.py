@@ -15,12 +15,14 @@
 * **Batches.**  Every function is a ``jax.pure_callback`` with ``vmap_method="broadcast_all"``: under
   ``jax.vmap`` (nested or not) the callback receives the whole batch and calls the module once, whose
   batched C entry point evaluates the states (no Python loop over states).
-* **Derivatives.**  ``inverse_dynamics`` and ``forward_dynamics`` have a ``jax.custom_jvp`` rule from the
-  generated analytic derivatives (``*_derivatives``, and ``mass_matrix`` for dtau/da), with respect to
-  the raw q (base quaternion of any non-zero norm; :mod:`soadyn._bindings`); the tangent map is linear in
-  the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse mode).  First order only:
-  differentiating the derivative (a Hessian) raises.  Every other function has no generated derivative
-  yet: differentiating it raises one ValueError naming the function.
+* **Derivatives.**  A ``jax.custom_jvp`` rule from the generated derivatives, with respect to the raw q
+  (base quaternion of any non-zero norm; :mod:`soadyn._bindings`): ``inverse_dynamics`` and
+  ``forward_dynamics`` (``*_derivatives``, ``mass_matrix`` for dtau/da; with ``f_ext``, ``-J_k^T`` and
+  ``M^-1 J_k^T`` from ``jacobian``), ``frame_pose`` and ``body_poses`` (``jacobian``), ``frame_twist``
+  and ``frame_acceleration`` (``frame_acceleration_derivatives`` and ``jacobian``).  The tangent map is
+  linear in the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse mode).  First
+  order only: differentiating the derivative (a Hessian) raises.  Every other function has no generated
+  derivative yet: differentiating it raises one ValueError naming the function.
 * Bad input: a wrong shape raises ValueError when the function is traced; NaN or inf in an input raises
   ValueError from the callback (under ``jit`` JAX re-raises it as a runtime error carrying the message).
 """
@@ -192,8 +194,7 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
             def bound(*xs, _names=names, _kw=kw):
                 return fn(**dict(zip(_names, xs)), **_kw)      # by name: q, v, tau, f_ext, params
             outs = [s for _, s in cf.outputs]
-            why = derivative_support(module, api) if not cf.fext else \
-                f"{api} with f_ext: the derivative with respect to f_ext is not generated yet"
+            why = derivative_support(module, api, cf.fext)
             jac = None
             if not why and api in DERIVATIVES:
                 frame = key[0] if family else None

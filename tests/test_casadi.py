@@ -118,6 +118,27 @@ def test_frame_jacobians_match_finite_differences(arm, rng, api):
         assert not any(sp.has_nz(r, col) for r in range(sp.size1()))
 
 
+@pytest.mark.parametrize("api", ["forward_dynamics", "inverse_dynamics"])
+def test_jacobian_with_external_wrenches(arm, rng, api):
+    """The f_ext variant: its Jacobian includes the (n_bodies, 6) wrench input (-J_k^T, M^-1 J_k^T)."""
+    fn = sc.function(arm, api, f_ext=True)
+    nq, nv, nb = arm.nq, arm.nv, arm.n_bodies
+    q, v, x = _state(arm, rng)
+    fe = rng.normal(size=(nb, 6))
+    y = getattr(arm, api)(q, v, x, f_ext=fe)
+    np.testing.assert_array_equal(np.asarray(fn(q, v, x, fe)).ravel(), y)
+    J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(q, v, x, fe, y)])
+    assert J.shape == (nv, nq + 2 * nv + 6 * nb)
+
+    def f(z):
+        fz = z[nq + 2 * nv:].reshape(6, nb).T              # CasADi's column-major f_ext
+        return getattr(arm, api)(z[:nq], z[nq:nq + nv], z[nq + nv:nq + 2 * nv], f_ext=fz)
+
+    Jfd = _central(f, np.r_[q, v, x, fe.T.ravel()])
+    assert np.abs(J - Jfd).max() <= 1e-6 * np.abs(Jfd).max(), np.abs(J - Jfd).max()
+    assert sc.has_jacobian(arm, api, f_ext=True) == ""
+
+
 def test_symbolic_jacobian_uses_the_exact_derivatives(arm, rng):
     fd = sc.function(arm, "forward_dynamics")
     q, v, tau = ca.MX.sym("q", arm.nq), ca.MX.sym("v", arm.nv), ca.MX.sym("tau", arm.nv)

@@ -101,8 +101,11 @@ def test_other_functions_and_frames(arm, rng):
     fe = rng.normal(size=(m.n_bodies, 6))
     np.testing.assert_array_equal(np.asarray(jax.jit(lambda q, v, t, f: w.forward_dynamics(q, v, t, f_ext=f))(
         q, v, v, fe)), m.forward_dynamics(q, v, v, f_ext=fe))
-    with pytest.raises(ValueError, match="derivative with respect to f_ext is not generated"):
-        jax.grad(lambda t: jnp.sum(w.forward_dynamics(q, v, t, f_ext=fe)))(v)
+    for api in ("forward_dynamics", "inverse_dynamics"):
+        check_grads(lambda q, v, t, f, api=api: getattr(w, api)(q, v, t, f_ext=f), (q, v, v, fe), order=1,
+                    modes=("fwd", "rev"))
+    with pytest.raises(ValueError, match="mass_matrix has no generated derivative"):
+        jax.jacfwd(w.mass_matrix)(q)
     for world in (False, True):
         J = jax.jit(lambda q, world=world: w.jacobian(q, "tcp", world_aligned=world))(q)
         np.testing.assert_array_equal(np.asarray(J), m.jacobian(q, "tcp", world_aligned=world))
