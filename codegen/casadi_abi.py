@@ -65,7 +65,8 @@ class AbiJacobian:
     nv: int
     pattern: tuple[tuple[bool, ...], ...]
     frame: int | None = None
-    #: the variant with external wrenches: the number of bodies (its f_ext is input 3), else 0
+    #: the number of bodies: of the variant with external wrenches (its f_ext is input 3) and of
+    #: ``body_poses``; 0 otherwise
     fext_bodies: int = 0
 
 
@@ -191,6 +192,15 @@ def _jacobian_body(j: AbiJacobian, nrow: int, start: int) -> tuple[list[str], in
                  f"if ({p}frame_pose(x[0], {fid}, Rp, Rp + 9)) return 1;",
                  f"soadyn_ca_rotation_rows(Dq, {nv}, Jw, Rp);",
                  f"memcpy(Dq + {9 * nv}, Jw + {3 * nv}, {3 * nv} * sizeof(double));",
+                 f"soadyn_ca_qcols(J, {nrow}, Dq, x[0], {nv});"]
+    elif j.kind == "body_poses":
+        nb = j.fext_bodies
+        buf("Jw", 6 * nv), buf("Rp", 12 * nb), buf("Dq", 12 * nb * nv)
+        lines = [f"{p}body_poses(x[0], Rp, Rp + {9 * nb});",
+                 f"for (k = 0; k < {nb}; ++k) {{",
+                 f"    if ({p}jacobian_world(x[0], k, Jw)) return 1;",
+                 f"    soadyn_ca_body_rows(Dq, {nv}, {nb}, k, Jw, Rp + 9 * k);",
+                 "}",
                  f"soadyn_ca_qcols(J, {nrow}, Dq, x[0], {nv});"]
     elif j.kind in ("frame_twist", "frame_acceleration"):
         buf("Jw", 6 * nv), buf("VA", 12), buf("Dq", 12 * nv), buf("Dv", 6 * nv)
