@@ -26,7 +26,7 @@ from typing import Any
 
 from soadyn.cli.options import add_robot_args
 from soadyn.codegen.build import CompileError
-from soadyn.codegen.functions import function_table, select_functions
+from soadyn.codegen.functions import api_names, function_table, select_functions
 from soadyn.codegen.profiles import PROFILES, get_profile
 from soadyn.codegen.verify import check_tolerance, format_checks, summary, verify
 from soadyn.model.names import terminal
@@ -56,6 +56,9 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--functions", default=None, metavar="NAMES",
                    help="comma-separated public function names to build (default: all), e.g. "
                         "forward_dynamics,mass_matrix,jacobian")
+    p.add_argument("--target", choices=("python", "casadi"), default="python",
+                   help="casadi: also build the CasADi external-function library (soadyn.casadi; without "
+                        "--functions the inverse/forward-dynamics derivatives are added for exact Jacobians)")
     p.set_defaults(func=cmd_compile)
 
 
@@ -93,6 +96,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     progress = not args.quiet and sys.stderr.isatty()
     out = Path(args.out)
     functions = args.functions
+    casadi = getattr(args, "target", "python") == "casadi"
+    if casadi and functions is None and not args.sources_only:
+        robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
+        functions = ",".join([*api_names(function_table(robot)), "inverse_dynamics_derivatives",
+                              "forward_dynamics_derivatives"])
     if functions is not None:
         robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
         try:
@@ -115,6 +123,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(terminal(_summary(module, out.resolve(), _derive.STATS["derivations"] == before)))
+    if casadi:
+        return _casadi_library(module)
+    return 0
+
+
+def _casadi_library(module: Any) -> int:
+    """Build the CasADi library of a compiled module and say how to load it (``--target casadi``)."""
+    try:
+        import soadyn.casadi as sc
+    except ImportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        lib = sc.library(module)
+    except CompileError as e:
+        print(terminal(f"error: {e}", 4000), file=sys.stderr)
+        return 1
+    fd = sc.function(module, "forward_dynamics")
+    print(terminal(f"casadi: {lib}\nuse: casadi.external({fd.name()!r}, {str(lib)!r}) or "
+                   f"soadyn.casadi.function(module, 'forward_dynamics')"))
     return 0
 
 
