@@ -10,9 +10,11 @@ states (:mod:`soadyn.codegen.lanes`), the expressions of general products
 
 A statement has a kind (:data:`KINDS`), the name it defines or the array it stores into, its right-hand
 side as an :class:`Expr` and, derived from the expression, the names it reads and its operation count.
-An :class:`Expr` is the token sequence of one C expression as the expression printer produced it
-(``symengine.ccode`` with exact constants); a transformation renames its tokens (a value read from a work
-array, an input element, a vector function), it never re-parses printed statements.
+An :class:`Expr` is one C expression as the expression printer produced it (``symengine.ccode`` with
+exact constants), lexed into tokens when a transformation renames some (a value read from a work array,
+an input element, a vector function); nothing re-parses printed statements.  The function around the
+statements (inputs, outputs, operation counts, frame cases, product loops) is
+:class:`soadyn.codegen.emit.EmittedFunction`.
 """
 
 from __future__ import annotations
