@@ -144,6 +144,7 @@ def _expanding(fn: Callable, kinds: str, out: str) -> Callable:
     @functools.wraps(fn)
     def wrapped(robot: Any, ctx: Any, *args: Any, **kw: Any) -> Any:
         ex = [expand_q(robot, x) if k == "q" else expand_v(robot, x) for k, x in zip(kinds, args)]
+        ex += args[len(kinds):]  # further positional inputs (a frame name, ...) as they are
         res = fn(robot.uncoupled(), ctx, *ex, **kw)
         many = isinstance(res, tuple)
         res = res if many else (res,)
