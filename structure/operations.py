@@ -435,16 +435,20 @@ def connectivity_table(robot: Robot, locked: Sequence[str] = ()) -> list[Connect
 
     * ``parent``: index of the parent body (0 = base);
     * ``end_effector``: 1, 2, ... for the leaves of the tree in body order, 0 otherwise;
-    * ``connect``: for a body whose joint is in ``locked``, the number of bodies rigidly connected
-      together with it by locked joints (its locked group, not counting the moving body it is welded to);
-      0 otherwise.  (Table III of the seed shows the count on every locked link of arm 2 but only on the
-      last link of arm 1; we report it on every locked link.)
+    * ``connect``: for a body whose joint is in ``locked`` (or coupled by a mimic to a joint in ``locked``,
+      which :func:`lock_joints` locks with it), the number of bodies rigidly connected together with it by
+      locked joints (its locked group, not counting the moving body it is welded to); 0 otherwise.
+      (Table III of the seed shows the count on every locked link of arm 2 but only on the last link of
+      arm 1; we report it on every locked link.)
     * ``cflag``: ``i`` if this body closes a loop with body ``i`` (``i = 0``: the base; a loop to the
       world is reported as 0 too, as in seed 004 Example 2), -1 if none.  The flag goes on the body with
       the larger index, as in Table II.
     """
+    _refuse_coupled(robot, list(locked), "connectivity_table",
+                    "give {source!r} instead (the joints coupled to a locked joint are locked with it)")
     _check_joint_names(robot, list(locked), "connectivity_table")
     lockset = set(locked)
+    lockset |= {j.name for j in robot.joints[1:] if j.mimic is not None and j.mimic.joint in lockset}
     n = robot.n_bodies
     ee = [0] * n
     count = 0

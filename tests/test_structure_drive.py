@@ -234,3 +234,14 @@ def test_results_round_trip_through_yaml(robot, op, tmp_path):
     q, v, a = _state(model, np.random.default_rng(6))
     np.testing.assert_allclose(dense.inverse_dynamics(back, q, v, a), dense.inverse_dynamics(model, q, v, a),
                                atol=1e-10)
+
+
+def test_connectivity_counts_coupled_joints_as_locked():
+    """g2 mimics g1: locking g1 locks both fingers (two groups of one body each, as lock_joints does);
+    locking j1 locks l1 and l2 (j2 mimics j1) into one group of two."""
+    r = _coupled_drive()
+    rows = {row.name: row.connect for row in st.connectivity_table(r, ["g1", "j1"])}
+    assert rows == {"l1": 2, "l2": 2, "l3": 0, "f1": 1, "f2": 1}
+    assert st.lock_joints(r, ["g1", "j1"]).n_bodies == r.n_bodies - 4
+    with pytest.raises(st.StructureError, match=r"^connectivity_table: joint 'g2' .* give 'g1' instead"):
+        st.connectivity_table(r, ["g2"])
