@@ -34,14 +34,20 @@ __all__ = ["PinocchioMap", "to_pinocchio", "from_pinocchio", "MujocoMap", "Space
            "to_spacedyn", "from_spacedyn", "spacedyn_acceleration", "matrix_to_quaternion"]
 
 
+def _couplings(robot: Robot) -> str:
+    return ", ".join(f"{j.name} mimics {j.mimic.joint}" for j in robot.joints[1:] if j.mimic is not None)
+
+
 # ---- Pinocchio -----------------------------------------------------------------------------------------
 class PinocchioMap:
     """Converts vectors and matrices between a soadyn ``Robot`` and a Pinocchio ``Model``.
 
     Built once from ``(robot, pin_model)``; joints are matched by name.  A free-base robot needs
     a model built with ``pin.JointModelFreeFlyer()`` as root joint, a fixed-base robot one without.
-    Only 1-DOF Pinocchio joints are accepted besides the free flyer (mimic joints must be
-    disabled, which is the default of ``buildModelFromUrdf``).
+    Only 1-DOF Pinocchio joints are accepted besides the free flyer and, for a robot with mimic
+    couplings, Pinocchio's mimic joints (``buildModelFromUrdf(..., mimic=True)``), which must have the
+    robot's source joint, multiplier and offset; both then use the reduced coordinates.  Drive train:
+    :meth:`drive_to_pin` / :meth:`apply_drive`.
 
     Attributes: ``perm`` (nv x nv, ``v_pin = perm @ v``), ``joint_ids[k]`` (Pinocchio joint id of
     body k; for a fixed base body 0 maps to the universe, id 0), ``q_ids`` (q index in Pinocchio
@@ -60,9 +66,18 @@ class PinocchioMap:
                    else "build it without a root joint")
             raise ValueError(f"{who}: robot base is {robot.base!r} but the Pinocchio model "
                              f"{'has' if root_free else 'has no'} free-flyer root joint; {fix}")
+        n_mimic = shortnames.count("JointModelMimic")
+        if robot.is_coupled and not n_mimic:
+            raise ValueError(f"{who}: the robot has mimic couplings ({_couplings(robot)}) but the Pinocchio "
+                             "model has no mimic joints; build it with pin.buildModelFromUrdf(path, ..., "
+                             "mimic=True), or load the robot with mimic='independent'")
+        if n_mimic and not robot.is_coupled:
+            raise ValueError(f"{who}: the Pinocchio model has {n_mimic} mimic joints but the robot has no "
+                             "couplings; build it with mimic=False, or load the robot with mimic='couple'")
         if pin_model.nv != robot.nv or pin_model.nq != robot.nq:
             raise ValueError(f"{who}: size mismatch: robot nq={robot.nq}, nv={robot.nv}; Pinocchio "
                              f"nq={pin_model.nq}, nv={pin_model.nv} (mimic joints? unsupported joint types?)")
+        mimicked = dict(zip(pin_model.mimicking_joints, pin_model.mimicked_joints)) if n_mimic else {}
         self.joint_ids = [1 if root_free else 0]
         q_ids = list(range(7)) if root_free else []
         perm = np.zeros((robot.nv, robot.nv))
@@ -70,19 +85,61 @@ class PinocchioMap:
             perm[0:3, 3:6] = np.eye(3)
             perm[3:6, 0:3] = np.eye(3)
         for k in range(1, robot.n_bodies):
-            name = robot.joints[k].name
+            joint = robot.joints[k]
+            name = joint.name
             if name not in names:
                 raise ValueError(f"{who}: joint {name!r} is not in the Pinocchio model (joints: {names[1:]})")
             jid = names.index(name)
             jm = pin_model.joints[jid]
+            self.joint_ids.append(jid)
+            if joint.mimic is not None:  # a coupled joint: Pinocchio's mimic joint of the same coupling
+                mm, pm = joint.mimic, jm.extract() if shortnames[jid] == "JointModelMimic" else None
+                src = names[mimicked[jid]] if pm is not None else None
+                if pm is None or src != mm.joint or not np.isclose(pm.scaling, mm.multiplier, rtol=1e-12) \
+                        or not np.isclose(pm.offset, mm.offset, rtol=1e-12, atol=1e-15):
+                    theirs = (f"mimics {src!r} with multiplier {pm.scaling:g}, offset {pm.offset:g}"
+                              if pm is not None else f"is a {shortnames[jid]}")
+                    raise ValueError(f"{who}: joint {name!r} mimics {mm.joint!r} with multiplier "
+                                     f"{mm.multiplier:g}, offset {mm.offset:g} but in the Pinocchio model "
+                                     f"it {theirs}; build both from the same file")
+                continue
             if jm.nv != 1 or jm.nq != 1:
                 raise ValueError(f"{who}: Pinocchio joint {name!r} ({shortnames[jid]}) is not a 1-DOF "
                                  "revolute/prismatic joint")
-            self.joint_ids.append(jid)
             q_ids.append(jm.idx_q)
             perm[jm.idx_v, robot.v_index(k).start] = 1.0
         self.q_ids = np.array(q_ids, dtype=int)
         self.perm = perm
+
+    def drive_to_pin(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(armature, damping, friction)`` per Pinocchio velocity (zeros on the free flyer), the values
+        of ``model.armature``, ``model.damping``, ``model.friction`` that describe this robot's drive train
+        (docs/conventions.md, "Drive train").  A coupled joint's armature and damping act on its source's
+        coordinate as ``multiplier^2 *`` the value (the diagonal ``G^T diag(.) G``); a coupled joint's
+        friction has no such form and is refused."""
+        r = self.robot
+        nb = r.base_nv
+        arm, damp, fric = np.zeros(r.nv), np.zeros(r.nv), np.zeros(r.nv)
+        for k, (i, a, _) in enumerate(r.coordinate_map(), start=1):
+            j = r.joints[k]
+            if j.mimic is not None and j.friction:
+                raise ValueError(f"PinocchioMap({r.name!r}): joint {j.name!r} is coupled (mimics "
+                                 f"{j.mimic.joint!r}) and has Coulomb friction, which Pinocchio's per-"
+                                 "coordinate model.friction cannot represent; set its friction to 0 or put "
+                                 f"it on {j.mimic.joint!r}")
+            arm[nb + i] += a * a * j.armature
+            damp[nb + i] += a * a * j.damping
+            fric[nb + i] += j.friction
+        return self.perm @ arm, self.perm @ damp, self.perm @ fric
+
+    def apply_drive(self) -> None:
+        """Write :meth:`drive_to_pin` into the Pinocchio model (``armature``, ``damping``, ``friction``).
+        Pinocchio's ``crba``/``aba`` use the armature; its ``rnea``/``aba`` ignore damping and friction (add
+        ``damping v + friction v / sqrt(v^2 + v_s^2)`` yourself: Pinocchio has no smoothing scale ``v_s``)."""
+        arm, damp, fric = self.drive_to_pin()
+        self.model.armature = arm
+        self.model.damping = damp
+        self.model.friction = fric
 
     # q
     def q_to_pin(self, q: Any) -> np.ndarray:
@@ -169,12 +226,28 @@ class MujocoMap:
 
     Joints are matched by name; a free base needs a free joint on the root body (any name), a
     fixed base none.  Free joint: ``qpos = [p, quat wxyz]``, ``qvel = [v_origin world; w body]``.
+    A robot with mimic couplings maps its reduced coordinates onto a MuJoCo model that has every joint
+    (the coupling there is a joint ``<equality>``, which MuJoCo enforces softly): ``qpos`` of
+    ``q_full = G q + b``, ``qvel = T(q_full) G v``, ``tau = G^T T^T qfrc``, ``M = G^T T^T M_mj T G``; the way
+    back reads the independent joints.  Drive train: :meth:`apply_drive`.
     """
 
     def __init__(self, robot: Robot, mj_model: Any) -> None:
         import mujoco
 
         self.robot = robot
+        self.model = mj_model
+        #: coupled robots (mimic): the map of the uncoupled tree, the expansion G, b, and the indices of the
+        #: reduced coordinates among the full velocities (None for uncoupled robots)
+        self._full: MujocoMap | None = None
+        if robot.is_coupled:
+            self._full = MujocoMap(robot.uncoupled(), mj_model)
+            self._G, self._b = robot.expansion()
+            nb = robot.base_nv
+            self._sel = np.array([*range(nb), *(nb + k - 1 for k in range(1, robot.n_bodies)
+                                                if robot.joints[k].mimic is None)], dtype=int)
+            self._qsel = np.array([*range(robot.base_nq), *(self._sel[nb:] - nb + robot.base_nq)], dtype=int)
+            return
         who = f"MujocoMap({robot.name!r})"
         names = [mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(mj_model.njnt)]
         types = list(mj_model.jnt_type)
@@ -197,10 +270,38 @@ class MujocoMap:
         self.free_q = int(mj_model.jnt_qposadr[free[0]]) if free else -1
         self.free_v = int(mj_model.jnt_dofadr[free[0]]) if free else -1
 
+    # ---- coupled robots: every coupled joint is a joint of the MuJoCo model (full coordinates) ----------
+    def _qfull(self, q: Any) -> np.ndarray:
+        r = self.robot
+        q = state_vector(q, r.nq, "q", f"MujocoMap({r.name!r})")
+        nb, nbv = r.base_nq, r.base_nv
+        return np.concatenate([q[:nb], self._G[nbv:, nbv:] @ q[nb:] + self._b])
+
+    def _vfull(self, v: Any, name: str) -> np.ndarray:
+        return self._G @ state_vector(v, self.robot.nv, name, f"MujocoMap({self.robot.name!r})")
+
+    def apply_drive(self, frictionloss: bool = False) -> None:
+        """Write the robot's armature and damping into the MuJoCo model's ``dof_armature`` / ``dof_damping``
+        (a coupled joint's own dof gets its own values: MuJoCo has every joint).  ``frictionloss=True`` also
+        writes the Coulomb friction to ``dof_frictionloss``; MuJoCo applies it as a constraint force (dry
+        friction, no smoothing), not the smoothed joint torque of docs/conventions.md, so the two agree
+        only away from zero velocity (and not at all with constraints disabled)."""
+        import mujoco
+
+        m = self.model
+        for j in self.robot.joints[1:]:
+            i = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)
+            d = m.jnt_dofadr[i]
+            m.dof_armature[d], m.dof_damping[d] = j.armature, j.damping
+            if frictionloss:
+                m.dof_frictionloss[d] = j.friction
+
     def _R(self, q: np.ndarray) -> np.ndarray:
         return quaternion_to_matrix(q[3:7])
 
     def q_to_mj(self, q: Any) -> np.ndarray:
+        if self._full is not None:
+            return self._full.q_to_mj(self._qfull(q))
         r = self.robot
         q = state_vector(q, r.nq, "q", "MujocoMap.q_to_mj")
         out = np.zeros(r.nq)
@@ -211,6 +312,8 @@ class MujocoMap:
         return out
 
     def q_from_mj(self, qpos: Any) -> np.ndarray:
+        if self._full is not None:  # the independent coordinates (MuJoCo's equality holds them only softly)
+            return self._full.q_from_mj(qpos)[self._qsel]
         r = self.robot
         qpos = state_vector(qpos, r.nq, "qpos", "MujocoMap.q_from_mj")
         out = np.zeros(r.nq)
@@ -221,7 +324,9 @@ class MujocoMap:
         return out
 
     def T(self, q: Any) -> np.ndarray:
-        """nv x nv matrix with ``qvel = T(q) v``."""
+        """nv x nv matrix with ``qvel = T(q) v`` (coupled robots: nv_mj x nv, ``T_full(q_full) G``)."""
+        if self._full is not None:
+            return self._full.T(self._qfull(q)) @ self._G
         r = self.robot
         T = np.zeros((r.nv, r.nv))
         if r.is_free:
@@ -233,9 +338,13 @@ class MujocoMap:
         return T
 
     def v_to_mj(self, q: Any, v: Any) -> np.ndarray:
+        if self._full is not None:
+            return self._full.v_to_mj(self._qfull(q), self._vfull(v, "v"))
         return self.T(q) @ state_vector(v, self.robot.nv, "v", "MujocoMap.v_to_mj")
 
     def v_from_mj(self, q: Any, qvel: Any) -> np.ndarray:
+        if self._full is not None:
+            return self._full.v_from_mj(self._qfull(q), qvel)[self._sel]
         return np.linalg.solve(self.T(q), state_vector(qvel, self.robot.nv, "qvel", "MujocoMap.v_from_mj"))
 
     def _adot_v(self, q: Any, v: Any) -> np.ndarray:
@@ -248,25 +357,43 @@ class MujocoMap:
         return out
 
     def a_to_mj(self, q: Any, v: Any, a: Any) -> np.ndarray:
+        if self._full is not None:
+            return self._full.a_to_mj(self._qfull(q), self._vfull(v, "v"), self._vfull(a, "a"))
         return self.T(q) @ state_vector(a, self.robot.nv, "a", "MujocoMap.a_to_mj") + self._adot_v(q, v)
 
     def a_from_mj(self, q: Any, v: Any, qacc: Any) -> np.ndarray:
+        if self._full is not None:
+            return self._full.a_from_mj(self._qfull(q), self._vfull(v, "v"), qacc)[self._sel]
         qacc = state_vector(qacc, self.robot.nv, "qacc", "MujocoMap.a_from_mj")
         return np.linalg.solve(self.T(q), qacc - self._adot_v(q, v))
 
     def tau_from_mj(self, q: Any, f: Any) -> np.ndarray:
-        """Generalised force (qfrc_*) -> ours: ``tau = T^T f`` (power invariance)."""
+        """Generalised force (qfrc_*) -> ours: ``tau = T^T f`` (power invariance; coupled robots:
+        ``G^T T_full^T f``)."""
+        if self._full is not None:
+            return self._G.T @ self._full.tau_from_mj(self._qfull(q), f)
         return self.T(q).T @ state_vector(f, self.robot.nv, "qfrc", "MujocoMap.tau_from_mj")
 
     def tau_to_mj(self, q: Any, tau: Any) -> np.ndarray:
+        """Ours -> a MuJoCo generalised force; for a coupled robot the reduced force acts on the base and
+        the independent joints (zero on the coupled ones), so that ``tau_from_mj`` gives it back."""
+        if self._full is not None:
+            full = np.zeros(self._G.shape[0])
+            full[self._sel] = state_vector(tau, self.robot.nv, "tau", "MujocoMap.tau_to_mj")
+            return self._full.tau_to_mj(self._qfull(q), full)
         return np.linalg.solve(self.T(q).T, state_vector(tau, self.robot.nv, "tau", "MujocoMap.tau_to_mj"))
 
     def mass_matrix_from_mj(self, q: Any, M_mj: np.ndarray) -> np.ndarray:
+        if self._full is not None:
+            return self._G.T @ self._full.mass_matrix_from_mj(self._qfull(q), M_mj) @ self._G
         T = self.T(q)
         return T.T @ np.asarray(M_mj, float) @ T
 
     def bias_from_mj(self, q: Any, v: Any, qfrc_bias: Any, M_mj: np.ndarray) -> np.ndarray:
-        """``C = T^T (c_mj + M_mj dT/dt v)``: MuJoCo's bias is for its own (world-linear) accelerations."""
+        """``C = T^T (c_mj + M_mj dT/dt v)``: MuJoCo's bias is for its own (world-linear) accelerations
+        (coupled robots: ``G^T`` of the full one at ``G v``)."""
+        if self._full is not None:
+            return self._G.T @ self._full.bias_from_mj(self._qfull(q), self._vfull(v, "v"), qfrc_bias, M_mj)
         return self.T(q).T @ (np.asarray(qfrc_bias, float) + np.asarray(M_mj, float) @ self._adot_v(q, v))
 
 

@@ -205,3 +205,42 @@ def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     require_free(robot, "reference: generalized_jacobian")
     J = reference.jacobian(robot, q, frame, world_aligned=True)
     return J[:, 6:] - J[:, :6] @ np.linalg.solve(base_inertia(robot, q), coupling_inertia(robot, q))
+
+
+# ---- mimic couplings: the reduced coordinates (docs/robot-format.md, "Couplings") ---------------------
+def _coupled(fn, kinds: str, out: str):
+    """``fn`` for a coupled robot: run on :meth:`Robot.uncoupled` at ``q_full = G q + b`` with the further
+    inputs expanded (``kinds``: 'v' velocity ``G v``, 'j' joint rates ``G_j qd``, '-' as is) and each output
+    projected (``out``: '-' as is, 'C' ``X G_j``, 'B' ``G_j^T X G_j``, 'R' ``G_j^T X``), with the dense
+    ``G = diag(I_6, G_j)`` of :meth:`Robot.expansion` (independent of the generic core's projection)."""
+
+    def wrapped(robot: Robot, q: ArrayLike, *args, **kw):
+        if not robot.is_coupled:
+            return fn(robot, q, *args, **kw)
+        G, b = robot.expansion()
+        nb, nbv = robot.base_nq, robot.base_nv
+        Gj = G[nbv:, nbv:]
+        q = np.asarray(q, dtype=float)
+        qf = np.concatenate([q[:nb], Gj @ q[nb:] + b])
+        ex = [G @ np.asarray(x, float) if k == "v" else Gj @ np.asarray(x, float) if k == "j" else x
+              for k, x in zip(kinds, args)]
+        res = fn(robot.uncoupled(), qf, *ex, *args[len(kinds):], **kw)
+        proj = {"-": lambda X: X, "C": lambda X: X @ Gj, "B": lambda X: Gj.T @ X @ Gj,
+                "R": lambda X: Gj.T @ X}
+        if isinstance(res, tuple):
+            return tuple(proj[o](x) for o, x in zip(out, res))
+        return proj[out](res)
+
+    wrapped.__doc__, wrapped.__name__ = fn.__doc__, fn.__name__
+    return wrapped
+
+
+base_inertia = _coupled(base_inertia, "", "-")
+coupling_inertia = _coupled(coupling_inertia, "", "C")
+generalized_inertia = _coupled(generalized_inertia, "", "B")
+generalized_bias = _coupled(generalized_bias, "v", "R")
+angular_reduced_dynamics = _coupled(angular_reduced_dynamics, "v", "-CB-R")
+coupling_inertia_rate = _coupled(coupling_inertia_rate, "j", "-")
+base_velocity = _coupled(base_velocity, "j-", "-")
+momentum_frame_twist = _coupled(momentum_frame_twist, "-", "-")
+generalized_jacobian = _coupled(generalized_jacobian, "", "C")

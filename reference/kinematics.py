@@ -106,6 +106,11 @@ def frame_motion(
     q = state_vector(q, robot.nq, "q", who)
     v = np.zeros(robot.nv) if v is None else state_vector(v, robot.nv, "v", who)
     a = np.zeros(robot.nv) if a is None else state_vector(a, robot.nv, "a", who)
+    if robot.is_coupled:  # mimic: the uncoupled tree at q_full = G q + b, G v, G a (its own dense G)
+        G, b = robot.expansion()
+        nb, nbv = robot.base_nq, robot.base_nv
+        q = np.concatenate([q[:nb], G[nbv:, nbv:] @ q[nb:] + b])
+        v, a, robot = G @ v, G @ a, robot.uncoupled()
     R, p, w, vo, wd, ao = body_motion(robot, q, v, a)
 
     def one(name: str) -> FrameMotion:

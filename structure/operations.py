@@ -37,6 +37,7 @@ gravity vector is then re-expressed in the new base frame at the configuration `
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +50,10 @@ from soadyn.model.robot import (
     Inertia,
     Joint,
     LoopClosure,
+    MimicError,
     Placement,
     Robot,
+    resolve_mimics,
     snap,
     state_vector,
 )
@@ -145,6 +148,17 @@ def _check_joint_names(robot: Robot, names: Sequence[str], what: str) -> None:
         raise StructureError(f"{what}: joint names repeated in {list(names)}")
 
 
+def _refuse_coupled(robot: Robot, names: Sequence[str], what: str, fix: str) -> None:
+    """One line for a coupled (mimic) joint among ``names``: it has no coordinate of its own."""
+    for j in robot.joints[1:]:
+        if j.name in names and j.mimic is not None:
+            raise StructureError(
+                f"{what}: joint {j.name!r} of robot {robot.name!r} is coupled (mimics {j.mimic.joint!r}, "
+                f"q = {j.mimic.multiplier:g} q_{j.mimic.joint} + {j.mimic.offset:g}) and has no coordinate "
+                f"of its own; {fix.format(source=j.mimic.joint)}"
+            )
+
+
 def lock_joints(
     robot: Robot, names: Sequence[str], at: Mapping[str, float] | Sequence[float] | None = None
 ) -> Robot:
@@ -153,10 +167,21 @@ def lock_joints(
     Each locked joint becomes a fixed joint with placement ``P M(a, at)``; its body is merged into its parent
     with the composite inertia (parallel-axis theorem, as in Walker & Orin, seed 004 ref. [5]) and survives as
     a named frame (``frame_of(<body>)`` still works), as do its children's placements and named frames.
-    The locked joints' coordinates disappear from q, v and tau.
+    The locked joints' coordinates disappear from q, v and tau, and with them their drive-train terms (a
+    locked joint does not move: its armature, damping and friction do no work); every other joint keeps its
+    own.  Mimic couplings (docs/structure-changes.md): locking an independent joint locks the joints coupled
+    to it too, each at ``multiplier * at + offset``; a coupled joint cannot be locked on its own (lock the
+    joint it mimics).
     """
+    if not isinstance(names, str):
+        _refuse_coupled(robot, list(names), "lock_joints",
+                        "lock {source!r} instead, which locks it together with every joint coupled to it")
     _check_joint_names(robot, names, "lock_joints")
     vals = _joint_values(names, at, "lock_joints")
+    for src in list(vals):
+        for j in robot.joints[1:]:
+            if j.mimic is not None and j.mimic.joint == src:
+                vals[j.name] = j.mimic.multiplier * vals[src] + j.mimic.offset
     bodies, frames = _specs(robot)
     out = []
     for k, b in enumerate(bodies):
@@ -180,18 +205,31 @@ def add_body(robot: Robot, name: str, parent: str, joint: Joint, inertia: Inerti
     taken = set(robot.body_names) | set(robot.frame_names)
     if name in taken:
         raise StructureError(f"add_body: name {name!r} is already a body or frame of robot {robot.name!r}")
-    if joint.name in robot.joint_names or any(f.name == joint.name for f in robot.frames):
+    if any(j is not None and j.name == joint.name for j in robot.joints) or any(
+        f.name == joint.name for f in robot.frames
+    ):
         raise StructureError(f"add_body: joint name {joint.name!r} already used in robot {robot.name!r}")
     try:
         k, X = robot.frame_of(parent)
     except KeyError as e:
         raise StructureError(f"add_body: {e.args[0]}") from None
+    mimic = joint.mimic
+    if mimic is not None:  # a coupling to a coupled joint resolves to that joint's independent joint
+        if joint.type == "fixed":
+            raise StructureError(f"add_body: the fixed joint {joint.name!r} cannot mimic another joint; "
+                                 "remove its mimic or make it revolute or prismatic")
+        movable = {j.name for j in robot.joints[1:] if j.type != "fixed"}
+        known = {j.name: j.mimic for j in robot.joints[1:] if j.mimic is not None}
+        try:
+            mimic = resolve_mimics({**known, joint.name: mimic}, movable)[joint.name]
+        except MimicError as e:
+            raise StructureError(f"add_body: joint {e}") from None
     bodies, frames = _specs(robot)
     ine = inertia if inertia is not None else Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
+    # every field of the joint (drive train, coupling) is kept; only the placement is re-expressed
     bodies.append(
-        BodySpec(
-            name, robot.body_names[k], Joint(joint.name, joint.type, joint.axis, X * joint.placement), ine
-        )
+        BodySpec(name, robot.body_names[k], dataclasses.replace(joint, placement=X * joint.placement,
+                                                                 mimic=mimic), ine)
     )
     return _rebuild(robot, bodies, frames)
 
@@ -249,7 +287,8 @@ def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float
             specs.append(BodySpec(newname[k], None, None, ine))
         else:
             jo = robot.joints[path[i - 1]]  # joint of the previous path body, reversed
-            joint = Joint(jo.name, jo.type, -np.asarray(jo.axis, dtype=float), S[path[i - 1]])
+            # drive-train terms and a coupling stay with the joint: same coordinate, same torque
+            joint = dataclasses.replace(jo, axis=-np.asarray(jo.axis, dtype=float), placement=S[path[i - 1]])
             specs.append(BodySpec(newname[k], newname[path[i - 1]], joint, ine))
     for k in range(1, robot.n_bodies):
         if k in on_path:
@@ -258,7 +297,8 @@ def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float
         j = robot.joints[k]
         specs.append(
             BodySpec(
-                newname[k], newname[p], Joint(j.name, j.type, j.axis, S[p] * j.placement), robot.inertias[k]
+                newname[k], newname[p], dataclasses.replace(j, placement=S[p] * j.placement),
+                robot.inertias[k],
             )
         )
     frames: list[tuple[str, str, Placement]] = []
@@ -336,6 +376,14 @@ def close_loop(
     """
     if joint not in LOOP_TYPES:
         raise StructureError(f"close_loop: joint type {joint!r} is not one of {LOOP_TYPES}")
+    if robot.is_coupled:
+        cj = next(j for j in robot.joints[1:] if j.mimic is not None)
+        raise StructureError(
+            f"close_loop: robot {robot.name!r} has mimic couplings (joint {cj.name!r} mimics "
+            f"{cj.mimic.joint!r}), "
+            "for which the closed-loop algorithms are not available; load it with mimic='independent' or "
+            "mimic='fixed', or lock the coupled joints' source (lock_joints), before closing a loop"
+        )
     for fr in (frame_a, frame_b):
         if fr == "world":
             continue
@@ -387,16 +435,20 @@ def connectivity_table(robot: Robot, locked: Sequence[str] = ()) -> list[Connect
 
     * ``parent``: index of the parent body (0 = base);
     * ``end_effector``: 1, 2, ... for the leaves of the tree in body order, 0 otherwise;
-    * ``connect``: for a body whose joint is in ``locked``, the number of bodies rigidly connected
-      together with it by locked joints (its locked group, not counting the moving body it is welded to);
-      0 otherwise.  (Table III of the seed shows the count on every locked link of arm 2 but only on the
-      last link of arm 1; we report it on every locked link.)
+    * ``connect``: for a body whose joint is in ``locked`` (or coupled by a mimic to a joint in ``locked``,
+      which :func:`lock_joints` locks with it), the number of bodies rigidly connected together with it by
+      locked joints (its locked group, not counting the moving body it is welded to); 0 otherwise.
+      (Table III of the seed shows the count on every locked link of arm 2 but only on the last link of
+      arm 1; we report it on every locked link.)
     * ``cflag``: ``i`` if this body closes a loop with body ``i`` (``i = 0``: the base; a loop to the
       world is reported as 0 too, as in seed 004 Example 2), -1 if none.  The flag goes on the body with
       the larger index, as in Table II.
     """
+    _refuse_coupled(robot, list(locked), "connectivity_table",
+                    "give {source!r} instead (the joints coupled to a locked joint are locked with it)")
     _check_joint_names(robot, list(locked), "connectivity_table")
     lockset = set(locked)
+    lockset |= {j.name for j in robot.joints[1:] if j.mimic is not None and j.mimic.joint in lockset}
     n = robot.n_bodies
     ee = [0] * n
     count = 0

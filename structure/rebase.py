@@ -33,7 +33,7 @@ import numpy as np
 
 from soadyn.model.robot import Robot, require_free
 from soadyn.structure.operations import invert, map_state
-from soadyn.symbolic.algorithms.jacobians import jacobian
+from soadyn.symbolic.algorithms import jacobian  # dispatching: reduced coordinates of a coupled robot
 from soadyn.symbolic.scalar import NUMERIC
 
 

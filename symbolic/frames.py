@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.model.robot import Robot, state_vector
+from soadyn.symbolic.algorithms.coupling import expand_q, expand_v
 from soadyn.symbolic.algorithms.derivatives import frame_acceleration
 from soadyn.symbolic.algorithms.jacobians import _frame_pose
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
@@ -59,6 +60,14 @@ def _poses(robot: Robot, q: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarr
     return link_poses(joint_transforms(robot, NUMERIC, q))
 
 
+def _uncoupled(robot: Robot, q: np.ndarray, *vs: np.ndarray) -> tuple[Robot, np.ndarray, ...]:
+    """A coupled robot (mimic) as its uncoupled tree with the state expanded (q_full = G q + b, G v); other
+    robots as they are."""
+    if not robot.is_coupled:
+        return (robot, q, *vs)
+    return (robot.uncoupled(), expand_q(robot, q), *(expand_v(robot, x) for x in vs))
+
+
 def frame_pose(robot: Robot, q: Any, frame: str) -> tuple[np.ndarray, np.ndarray]:
     """``(R, p)``: rotation (frame to inertial axes) and origin (inertial frame) of the body or named frame
     ``frame`` at configuration ``q``, by the core's link poses on floats.
@@ -67,6 +76,7 @@ def frame_pose(robot: Robot, q: Any, frame: str) -> tuple[np.ndarray, np.ndarray
     ``KeyError`` (naming the known frames) for an unknown frame.
     """
     q = state_vector(q, robot.nq, "q", f"frame_pose({robot.name!r})")
+    robot, q = _uncoupled(robot, q)
     Rw, pw = _poses(robot, q)
     _, R, p = _frame_pose(robot, NUMERIC, Rw, pw, frame)
     return np.array(R, dtype=float), np.array(p, dtype=float)
@@ -85,6 +95,7 @@ def frame_motion(
     q = state_vector(q, robot.nq, "q", who)
     v = np.zeros(robot.nv) if v is None else state_vector(v, robot.nv, "v", who)
     a = np.zeros(robot.nv) if a is None else state_vector(a, robot.nv, "a", who)
+    robot, q, v, a = _uncoupled(robot, q, v, a)
     Rw, pw = _poses(robot, q)
 
     def one(name: str) -> FrameMotion:

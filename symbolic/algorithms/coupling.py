@@ -10,7 +10,11 @@ joint (identity on the free base, ``a`` in row m and column s) and ``b`` the off
 and by the principle of virtual work the reduced generalised forces are ``G^T`` of the full ones:
 
     tau = G^T ID_full(q_full, G v, G a),     M = G^T M_full G,     C = G^T C_full,     J = J_full G,
-    dtau/dq = G^T (dtau_full/dq_full) G,     dtau/dv = G^T (dtau_full/dv_full) G,    Y = G^T Y_full.
+    dtau/dq = G^T (dtau_full/dq_full) G,     dtau/dv = G^T (dtau_full/dv_full) G,    Y = G^T Y_full,
+
+and, with ``G = diag(I_6, G_j)`` on a free base, the free-floating toolkit (seed 003 App. C-E):
+``H_b`` unchanged, ``H_bm G_j``, ``G_j^T H* G_j``, ``G_j^T c*``, ``J* G_j``, and the functions taking joint
+rates see ``G_j qd`` (:data:`EXPANDED`).
 
 Here ``_full`` is the algorithm of the same name run on :meth:`Robot.uncoupled` (every joint its own
 coordinate), unchanged.  The forward dynamics has no O(N) articulated-body form here: the coupling is a
@@ -59,30 +63,36 @@ def expand_v(robot: Any, v: np.ndarray) -> np.ndarray:
     return np.array(out, dtype=v.dtype)
 
 
-def _project_axis0(robot: Any, X: np.ndarray) -> np.ndarray:
-    """G^T X for X with nv_full rows (any trailing shape)."""
-    nb = robot.base_nv
+def _project_axis0(robot: Any, X: np.ndarray, joints_only: bool = False) -> np.ndarray:
+    """G^T X for X with nv_full rows (any trailing shape); ``joints_only``: G_j^T X for X with one row per
+    joint (no base rows), G_j the joint block of G."""
+    nb = 0 if joints_only else robot.base_nv
     X = np.asarray(X)
-    rows: list[list[Any]] = [[X[i]] for i in range(nb)] + [[] for _ in range(robot.nv - nb)]
+    rows: list[list[Any]] = [[X[i]] for i in range(nb)] + [[] for _ in range(robot.n_joints)]
     for k, (r, a, _) in enumerate(robot.coordinate_map()):
         rows[nb + r].append(_scale(a, X[nb + k]))
     out = [t[0] if len(t) == 1 else functools.reduce(lambda s, x: s + x, t[1:], t[0]) for t in rows]
-    return np.array(out, dtype=X.dtype).reshape((robot.nv, *X.shape[1:]))
+    return np.array(out, dtype=X.dtype).reshape((nb + robot.n_joints, *X.shape[1:]))
 
 
-def project_rows(robot: Any, X: np.ndarray) -> np.ndarray:
-    """G^T X (vectors and matrices with nv_full rows)."""
-    return _project_axis0(robot, X)
+def project_rows(robot: Any, X: np.ndarray, joints_only: bool = False) -> np.ndarray:
+    """G^T X (vectors and matrices with nv_full rows; ``joints_only``: G_j^T X, one row per joint)."""
+    return _project_axis0(robot, X, joints_only)
 
 
-def project_cols(robot: Any, X: np.ndarray) -> np.ndarray:
-    """X G (matrices with nv_full columns)."""
-    return np.moveaxis(_project_axis0(robot, np.moveaxis(np.asarray(X), -1, 0)), 0, -1)
+def project_cols(robot: Any, X: np.ndarray, joints_only: bool = False) -> np.ndarray:
+    """X G (matrices with nv_full columns; ``joints_only``: X G_j, one column per joint)."""
+    return np.moveaxis(_project_axis0(robot, np.moveaxis(np.asarray(X), -1, 0), joints_only), 0, -1)
 
 
-def project_both(robot: Any, X: np.ndarray) -> np.ndarray:
-    """G^T X G."""
-    return project_cols(robot, project_rows(robot, X))
+def project_both(robot: Any, X: np.ndarray, joints_only: bool = False) -> np.ndarray:
+    """G^T X G (``joints_only``: G_j^T X G_j)."""
+    return project_cols(robot, project_rows(robot, X, joints_only), joints_only)
+
+
+def expand_joint_rates(robot: Any, qd: np.ndarray) -> np.ndarray:
+    """qd_full = G_j qd: joint rates only (no base twist), one per joint."""
+    return np.array([_scale(a, qd[r]) for r, a, _ in robot.coordinate_map()], dtype=np.asarray(qd).dtype)
 
 
 # ---- the algorithms in reduced coordinates -----------------------------------------------------------
@@ -139,16 +149,23 @@ def _forward_dynamics_derivatives(algs: Any) -> Callable:
 
 
 def _expanding(fn: Callable, kinds: str, out: str) -> Callable:
-    """``fn`` on the uncoupled robot with inputs expanded (``kinds``: 'q' or 'v' per positional input) and
-    outputs projected (``out``: one letter per output: '-' as is, 'r' rows, 'c' columns, 'b' both)."""
+    """``fn`` on the uncoupled robot with inputs expanded (``kinds``, one letter per positional input: 'q'
+    configuration, 'v' velocity with the base's rows, 'j' joint rates only, '-' as is; further positional
+    inputs pass as they are) and outputs projected (``out``, one letter per output: '-' as is, 'r' rows,
+    'c' columns, 'b' both; upper case 'R', 'C', 'B' for arrays with one row / column per joint only)."""
+    expand = {"q": expand_q, "v": expand_v, "j": expand_joint_rates, "-": lambda robot, x: x}
+
     @functools.wraps(fn)
     def wrapped(robot: Any, ctx: Any, *args: Any, **kw: Any) -> Any:
-        ex = [expand_q(robot, x) if k == "q" else expand_v(robot, x) for k, x in zip(kinds, args)]
+        ex = [expand[k](robot, x) for k, x in zip(kinds, args)]
+        ex += args[len(kinds):]  # further positional inputs (a frame name, f_ext, ...) as they are
         res = fn(robot.uncoupled(), ctx, *ex, **kw)
         many = isinstance(res, tuple)
         res = res if many else (res,)
         proj = {"-": lambda x: x, "r": lambda x: project_rows(robot, x),
-                "c": lambda x: project_cols(robot, x), "b": lambda x: project_both(robot, x)}
+                "c": lambda x: project_cols(robot, x), "b": lambda x: project_both(robot, x),
+                "R": lambda x: project_rows(robot, x, True), "C": lambda x: project_cols(robot, x, True),
+                "B": lambda x: project_both(robot, x, True)}
         res = tuple(proj[o](x) for o, x in zip(out, res))
         return res if many else res[0]
     return wrapped
@@ -166,6 +183,18 @@ EXPANDED = {
     "frame_acceleration_derivatives": ("qvv", "--ccc"),
     "inverse_dynamics_regressor": ("qvv", "r"),
     "momentum_regressor": ("qv", "-"),
+    # the free-floating toolkit (seed 003 App. C-E): with M = G^T M_full G and G = diag(I_6, G_j), the base
+    # block is unchanged, H_bm -> H_bm G_j, H* -> G_j^T H* G_j, c* -> G_j^T c*, J* -> J* G_j, and what
+    # takes joint rates sees G_j qd
+    "base_inertia": ("q", "-"),
+    "coupling_inertia": ("q", "C"),
+    "generalized_inertia": ("q", "B"),
+    "generalized_bias": ("qv", "R"),
+    "angular_reduced_dynamics": ("qv", "-CB-R"),
+    "coupling_inertia_rate": ("qj", "-"),
+    "base_velocity": ("qj-", "-"),
+    "momentum_frame_twist": ("q-", "-"),
+    "generalized_jacobian": ("q", "C"),
 }
 #: algorithms whose reduced form is derived here rather than by projection
 DERIVED = {"forward_dynamics": _forward_dynamics, "mass_matrix_inverse": _mass_matrix_inverse,
