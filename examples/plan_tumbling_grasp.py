@@ -28,6 +28,10 @@ unactuated, tau = [0 (6); u_k] with u the joint and wheel torques)::
   Lagrangian is CasADi's finite differences of those exact Jacobians (``enable_fd`` on the externals,
   asked for explicitly here); ``--hessian limited-memory`` uses IPOPT's quasi-Newton approximation
   instead (it needs many more iterations on this problem and may stop at its iteration limit).
+  ``--derivatives fd`` loads the same C functions from a library built without the exported Jacobians
+  (``jac_<name>``), so CasADi takes finite differences of the functions themselves (``enable_fd``): the
+  same problem with first derivatives by finite differences, for comparison
+  (``benchmarks/bench_bindings.py --planner``).
 * **SciPy SLSQP, single shooting** (``Planner.solve``): the torques only; the gradients come from a forward
   sensitivity sweep driven by ``forward_dynamics_derivatives`` (da/dq along ``q (+) delta``, da/dv,
   da/dtau) and ``frame_acceleration_derivatives`` / ``jacobian`` (hand twist and position), with the
@@ -42,6 +46,7 @@ Usage::
 
     python examples/plan_tumbling_grasp.py [--steps 8] [--horizon 8] [--plot plan.png] [--no-fd]
                                            [--method both|ipopt|scipy]
+                                           [--hessian exact|limited-memory] [--derivatives exact|fd]
 """
 
 from __future__ import annotations
@@ -260,10 +265,36 @@ def _casadi_step(ca, q, delta):
     return ca.vertcat(q[0:3] + R @ dv, quat, q[7:] + delta[6:])
 
 
+def _external_without_jacobians(mod, name: str, frame: str | None, options: dict):
+    """``soadyn.casadi.function(mod, name, frame=frame)`` loaded from a library built without the exported
+    Jacobians (``jac_<name>``): CasADi's derivatives of it are finite differences (``options`` must enable
+    them).  The same C functions and wrappers otherwise (the library of :mod:`soadyn.casadi` with every
+    Jacobian removed), in ``<module dir>/casadi_fd/``."""
+    import dataclasses
+    import json
+
+    import casadi as ca
+
+    import soadyn.casadi as sc
+    from soadyn._bindings import find_function, module_dir
+    from soadyn.codegen.casadi_abi import build_library, emit_abi
+
+    d = module_dir(mod)
+    stamp = d / "soadyn_stamp.json"
+    cflags = json.loads(stamp.read_text(encoding="utf-8")).get("cflags", []) if stamp.is_file() else []
+    funcs = [dataclasses.replace(f, jac=None) for f in sc._abi_functions(mod)]
+    src = emit_abi(mod.module_name, f"{mod.module_name}.h", funcs, mod.base == "free")
+    lib = build_library(d, mod.module_name, src, d / "casadi_fd",
+                        [f for f in cflags if f != "-march=native"] or None)
+    f, fid = find_function(mod, name, frame, False, False)
+    return ca.external(sc.external_name(mod, f, fid), str(lib), dict(options))
+
+
 def solve_ipopt(planner: Planner, tol: float = 1e-8, max_iter: int = 500, print_level: int = 0,
-                hessian: str = "exact", options: dict | None = None):
+                hessian: str = "exact", options: dict | None = None, derivatives: str = "exact"):
     """Direct multiple shooting in ``casadi.Opti`` with IPOPT (module docstring); returns (torques (N, nj),
-    seconds, IPOPT statistics)."""
+    seconds, IPOPT statistics).  ``derivatives``: ``"exact"`` (the generated Jacobians) or ``"fd"``
+    (CasADi's finite differences of the generated functions, :func:`_external_without_jacobians`)."""
     import casadi as ca
 
     import soadyn.casadi as sc
@@ -271,9 +302,15 @@ def solve_ipopt(planner: Planner, tol: float = 1e-8, max_iter: int = 500, print_
     mod, N, h, nj = planner.mod, planner.N, planner.h, planner.nj
     nq, nv = mod.nq, mod.nv
     ext = {"enable_fd": True, "der_options": {"enable_fd": True}} if hessian == "exact" else {}
-    fd = sc.function(mod, "forward_dynamics", options=ext)
-    pose = sc.function(mod, "frame_pose", frame=HAND, options=ext)
-    twist = sc.function(mod, "frame_twist", frame=HAND, options=ext)
+    if derivatives == "fd":
+        ext = {"enable_fd": True, "der_options": {"enable_fd": True}}
+        fd = _external_without_jacobians(mod, "forward_dynamics", None, ext)
+        pose = _external_without_jacobians(mod, "frame_pose", HAND, ext)
+        twist = _external_without_jacobians(mod, "frame_twist", HAND, ext)
+    else:
+        fd = sc.function(mod, "forward_dynamics", options=ext)
+        pose = sc.function(mod, "frame_pose", frame=HAND, options=ext)
+        twist = sc.function(mod, "frame_twist", frame=HAND, options=ext)
     opti = ca.Opti()
     Q, V = opti.variable(nq, N + 1), opti.variable(nv, N + 1)
     Z = opti.variable(nj, N)                      # torques / TORQUE_SCALE
@@ -317,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fd", action="store_true", help="skip the finite-difference-gradient SciPy solve")
     ap.add_argument("--hessian", choices=("exact", "limited-memory"), default="exact",
                     help="IPOPT's Hessian: differences of the exact Jacobians, or quasi-Newton")
+    ap.add_argument("--derivatives", choices=("exact", "fd"), default="exact",
+                    help="IPOPT's first derivatives: the generated Jacobians, or CasADi's finite differences")
     args = ap.parse_args(argv)
 
     robot = load_robot(ROBOT)
@@ -330,12 +369,13 @@ def main(argv: list[str] | None = None) -> int:
     head = f"{'method':44s} {'time [s]':>9s} {'iterations':>10s} {'objective':>17s} {'violation':>9s}"
     rows = []
     if args.method in ("both", "ipopt"):
-        U, t_i, st = solve_ipopt(planner, hessian=args.hessian)
+        U, t_i, st = solve_ipopt(planner, hessian=args.hessian, derivatives=args.derivatives)
         plans["IPOPT, multiple shooting"] = U.ravel()
         conv = st.get("return_status", "?")
         ok &= bool(st.get("success", False))
         cost = planner.rollout(U.ravel(), False)["cost"]
-        rows.append(f"{'IPOPT multiple shooting, generated Jacobians':44s} {t_i:9.2f} {st['iter_count']:10d} "
+        how = "generated Jacobians" if args.derivatives == "exact" else "finite differences"
+        rows.append(f"{'IPOPT multiple shooting, ' + how:44s} {t_i:9.2f} {st['iter_count']:10d} "
                     f"{cost:17.10e} {violation(planner, U):9.1e}  ({conv})")
     if args.method in ("both", "scipy"):
         print(f"gradient check (sensitivities vs central differences of the rollout): "
