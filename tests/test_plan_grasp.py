@@ -51,3 +51,34 @@ def test_the_example_uses_no_reference_path():
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.startswith("soadyn.reference") for m in mods)
+
+
+def test_finite_difference_externals_differentiate_the_same_functions_without_their_jacobians(plan):
+    """``--derivatives fd`` (benchmarks/bench_bindings.py --planner): the same C functions, loaded from a
+    library without ``jac_`` symbols, so CasADi's Jacobian is a finite difference of them: equal values,
+    Jacobians within the finite-difference error of the generated ones but not identical to them."""
+    import casadi as ca
+
+    import soadyn.casadi as sc
+
+    P, planner = plan
+    mod = planner.mod
+    opts = {"enable_fd": True, "der_options": {"enable_fd": True}}
+    exact = sc.function(mod, "forward_dynamics", options=opts)
+    fd = P._external_without_jacobians(mod, "forward_dynamics", None, opts)
+    rng = np.random.default_rng(3)
+    q = planner.q0.copy()
+    q[7:] += rng.uniform(-0.5, 0.5, mod.nq - 7)
+    v, tau = rng.normal(size=mod.nv), rng.normal(size=mod.nv)
+    Q, V, T = ca.MX.sym("q", mod.nq), ca.MX.sym("v", mod.nv), ca.MX.sym("t", mod.nv)
+    X = ca.vertcat(Q, V, T)
+
+    def jac(f):
+        return np.asarray(ca.Function("j", [Q, V, T], [ca.jacobian(f(Q, V, T), X)])(q, v, tau))
+
+    assert np.array_equal(np.asarray(fd(q, v, tau)).ravel(), mod.forward_dynamics(q, v, tau))
+    Je, Jf = jac(exact), jac(fd)
+    err = np.max(np.abs(Jf - Je)) / np.max(np.abs(Je))
+    assert 0 < err < 1e-4, err
+    # the exact one is the generated derivative (da/dtau = M^-1 exactly), the other is not
+    assert np.allclose(Je[:, -mod.nv:], mod.forward_dynamics_derivatives(q, v, tau)[2], rtol=0, atol=1e-12)
