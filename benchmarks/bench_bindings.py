@@ -24,6 +24,9 @@ finite-difference derivatives (issue 23, "Checks").
    raw q (nq columns; the module's derivatives are in the tangent space, nv columns): that conversion is
    part of what the bindings cost.  Each binding's values are checked against the module first (printed).
 
+   Last, the frameworks' floor at the same shapes, no soadyn inside: a CasADi SX function and a jitted
+   ``jax.pure_callback`` computing ``v + tau`` (the module column: numpy ``v + tau``).
+
    Timing as the other benchmarks: a repetition runs the call enough times to last >= 20 ms (single
    state) or at least once (batch); wall clock (``time.perf_counter``), minimum of ``--repeats``
    repetitions, best of ``--rounds`` rounds.  ns per call (one state) or per state (batch).
@@ -170,7 +173,28 @@ def cases(m, ca, sc, jax, w, N: int, rng: np.random.Generator) -> list[dict]:
                     "jax": lambda g=jacN: jblock(g(JQ, JV, JT))})
         return out
 
-    return [c for api in ("forward_dynamics", "inverse_dynamics") for c in api_cases(api)]
+    def floor() -> list[dict]:
+        """The frameworks' own cost of a call with the same shapes, no soadyn inside: a CasADi SX function
+        ``(q, v, tau) -> v + tau`` and a jitted ``jax.pure_callback`` returning ``v + tau`` from numpy."""
+        Qs, Vs, Ts = (ca.SX.sym(n, k) for n, k in (("q", m.nq), ("v", m.nv), ("t", m.nv)))
+        f = ca.Function("floor", [Qs, Vs, Ts], [Vs + Ts])
+
+        def g(q, v, t):
+            return jax.pure_callback(lambda q, v, t: np.asarray(v) + np.asarray(t),
+                                     jax.ShapeDtypeStruct(v.shape, jnp.float64), q, v, t,
+                                     vmap_method="broadcast_all")
+        jq, jv, jt = jnp.asarray(q), jnp.asarray(v), jnp.asarray(t)
+        JQ, JV, JT = jnp.asarray(Q), jnp.asarray(V), jnp.asarray(T)
+        DQ, DV, DT = ca.DM(Q.T), ca.DM(V.T), ca.DM(T.T)
+        one_j, bat_j, bat_c = jax.jit(g), jax.jit(jax.vmap(g)), f.map(N)
+        return [{"function": "floor: v + tau, no soadyn", "case": "1 state", "per": 1,
+                 "module": lambda: v + t, "casadi": lambda: f(q, v, t),
+                 "jax": lambda: one_j(jq, jv, jt).block_until_ready()},
+                {"function": "floor: v + tau, no soadyn", "case": f"{N:,} states", "per": N,
+                 "module": lambda: V + T, "casadi": lambda: bat_c(DQ, DV, DT),
+                 "jax": lambda: bat_j(JQ, JV, JT).block_until_ready()}]
+
+    return [c for api in ("forward_dynamics", "inverse_dynamics") for c in api_cases(api)] + floor()
 
 
 def bench_calls(args) -> None:
@@ -194,7 +218,7 @@ def bench_calls(args) -> None:
         built.append((label, m, cs))
         print(f"{label}: nq = {m.nq}, nv = {m.nv}")
         for c in cs:
-            if c["per"] == 1:
+            if c["per"] == 1 and "check" in c:
                 print(f"  {c['function']}: max |binding - module| casadi {c['check']['casadi']:.1e}, "
                       f"jax {c['check']['jax']:.1e}" + ("  (d/dv, d/dtau|a blocks)" if "Jac" in c["function"]
                                                        else ""))
