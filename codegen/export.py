@@ -117,15 +117,19 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
 def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str
                     ) -> list[dict[str, Any]]:
     """The emitted functions of ``specs`` (not the structured variants of the Python API), as the module
-    prints them: the same body with its sines and cosines fused by :func:`~soadyn.codegen.trig.fuse_pairs`
-    (what ``module.c.j2`` does), the product helpers before them.  A function that calls its ``*_fext``
-    twin has a prototype of that twin as helper: the twin is defined above it (``static``) already."""
+    prints them, the product helpers before them.  A plain function's sines and cosines are fused by
+    :func:`~soadyn.codegen.trig.fuse_pairs` (what ``module.c.j2`` does); a frame family keeps the inline
+    ``soadyn_sin``/``soadyn_cos`` of each statement, because fusing declares the kernels' arrays again in
+    each case block (``-Wshadow``); both round alike (the same kernel arithmetic), so the results stay
+    those of the module.  A function that calls its ``*_fext`` twin has a prototype of that twin as
+    helper: the twin is defined above it (``static``) already."""
     by_name = {f.cname: f for f in funcs}
     out = []
     for s in specs:
         f = by_name[impl_prefix + s.name]
         out.append(dict(doc=f.doc, ops=f.ops, signature=f.signature, unused=f.unused,
-                        body=fuse_pairs(f.body), helpers=[] if s.zero_fext_call else f.helpers))
+                        body=list(f.body) if s.is_family else fuse_pairs(f.body),
+                        helpers=[] if s.zero_fext_call else f.helpers))
     return out
 
 
