@@ -95,10 +95,11 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     (:func:`soadyn.codegen.units.translation_units`, added while the rest of the module was generated; its
     objects reused from ``object_cache``, :mod:`soadyn.codegen.objcache`); the build adds cffi's wrapper
     and ``fast_source`` to it, waits for every unit, links them and closes it (removing the sources and
-    objects).  ``fast_source``: the single-call entry points (:func:`soadyn.codegen.emit.emit_fastcalls`),
-    one more unit compiled against numpy's headers (POSIX driver only; the module's Python code works
-    without them).  ``flags``: the profile's flags (default :func:`cflags`).  ``source_file`` (the single
-    generated source) is used instead by the fallback compiler driver.  ``progress(name)`` is called after
+    objects).  ``fast_source``: the single-call entry points
+    (:func:`soadyn.codegen.fastcalls.emit_fastcalls`), one more unit compiled against numpy's headers
+    (POSIX driver only; the module's Python code works without them).  ``flags``: the profile's flags
+    (default :func:`cflags`).  ``source_file`` (the single generated source) is used instead by the
+    fallback compiler driver.  ``progress(name)`` is called after
     each compiled unit and after linking.  Raises :class:`CompileError` on failure.
     """
     STATS["compilations"] += 1

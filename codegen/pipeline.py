@@ -42,11 +42,13 @@ import soadyn.codegen.build as _build
 import soadyn.codegen.cache as _cache
 import soadyn.codegen.objcache as objcache
 from soadyn.codegen.derive import Program, algorithm, derive, rename_reserved
-from soadyn.codegen.emit import emit_fastcalls, emit_functions, emit_module, emit_wrapper, generator_version
+from soadyn.codegen.emit import emit_functions, emit_module, generator_version
+from soadyn.codegen.fastcalls import emit_fastcalls
 from soadyn.codegen.functions import FunctionSpec, api_names, function_table, select_functions
 from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
 from soadyn.codegen.profiles import Profile, get_profile
+from soadyn.codegen.python_api import emit_wrapper
 from soadyn.codegen.units import translation_units
 from soadyn.model.names import module_name
 from soadyn.model.robot import Robot
@@ -199,11 +201,14 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
         # load: imported by the package for its public load()
-        "load", "units", "profiles", "objcache", "schedule", "trig")),
+        "load", "units", "profiles", "objcache", "schedule", "trig",
+        # the typed program, its printers and transformations (issue 22)
+        "cprogram", "printer", "products", "stages", "lanes", "python_api", "fastcalls")),
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
     ("soadyn.templates", "module.h.j2"),
     ("soadyn.templates", "__init__.py.j2"),
+    ("soadyn.templates", "fastcalls.c.j2"),
 )
 
 

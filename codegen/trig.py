@@ -27,14 +27,12 @@ notice is preserved.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
+from soadyn.codegen import cprogram as cp
+from soadyn.codegen.cprogram import Stmt
 
 #: the C names the generated expressions call
 C_SIN, C_COS = "soadyn_sin", "soadyn_cos"
 
-_LIBM = re.compile(r"\b(sin|cos)\(")
-_SIN_LINE = re.compile(r"^(\s*)const double (\w+) = soadyn_sin\((\w+(?:\[\d+\])?)\);$")
 
 PRELUDE = r"""#ifndef SOADYN_TRIG
 #define SOADYN_TRIG 1
@@ -216,13 +214,7 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
 
 def to_inline(text: str) -> str:
     """C text with libm's ``sin(``/``cos(`` calls replaced by the prelude's inline functions."""
-    return _LIBM.sub(lambda m: (C_SIN if m.group(1) == "sin" else C_COS) + "(", text)
-
-
-_TRIG_LINE = re.compile(r"^(\s*)const double (\w+) = soadyn_(sin|cos)\((\w+(?:\[\d+\])?)\);$")
-#: an input load of a generated body, ``const double v_3 = v[3];`` (the local, the element)
-LOAD_LINE = re.compile(r"^\s*const double (\w+) = (\w+\[\d+\]);$")
-_ELEMENT = re.compile(r"^\w+\[\d+\]$")
+    return cp.Expr.of(text).calls({"sin": C_SIN, "cos": C_COS}).text
 
 
 #: a function body of at least this many statements computes its sines and cosines inline
@@ -239,70 +231,75 @@ _ELEMENT = re.compile(r"^\w+\[\d+\]$")
 INLINE_TRIG_STATEMENTS = 1300
 
 
-def fuse_pairs(lines: list[str]) -> list[str]:
-    """The lines of a C function body with its sines and cosines computed four at a time: every statement
-    ``v = soadyn_sin(x)`` / ``soadyn_cos(x)`` whose argument is an input element (or a load of one) reads
-    its value from arrays that one ``soadyn_sincos_n`` call (``SOADYN_SINCOS_INLINE`` in a body of
-    :data:`INLINE_TRIG_STATEMENTS` statements or more) fills where the first of them was (per block: the
-    cases of a frame family each get their own); sin and cos of one argument share their reduction.
-    Measured on the four-arm robot's mass matrix (31 joint angles; ns per call, C loop, one run): libm
-    1,331; inline ``soadyn_sin``/``soadyn_cos`` one by one 1,265 (gcc keeps a reduction per call); one
-    ``soadyn_sincos`` per pair 1,061; four at a time 909."""
-    loads = {m.group(1): m.group(2) for m in map(LOAD_LINE.match, lines) if m}
+def fuse_trig(body: list[Stmt]) -> list[Stmt]:
+    """``body`` with its sines and cosines computed four at a time: every
+    :data:`~soadyn.codegen.cprogram.TRIG` statement whose argument is an input element (or a load of one)
+    reads its value from arrays that one ``soadyn_sincos_n`` call (``SOADYN_SINCOS_INLINE`` in a body of
+    :data:`INLINE_TRIG_STATEMENTS` statements or more) fills where the first of them was (a
+    :data:`~soadyn.codegen.cprogram.SINCOS` statement; per block: the cases of a frame family each get
+    their own); sin and cos of one argument share their reduction.  Measured on the four-arm robot's mass
+    matrix (31 joint angles; ns per call, C loop, one run): libm 1,331; inline ``soadyn_sin``/``soadyn_cos``
+    one by one 1,265 (gcc keeps a reduction per call); one ``soadyn_sincos`` per pair 1,061; four at a
+    time 909."""
+    loads = {s.target: f"{s.array}[{s.index}]" for s in _flat(body) if s.kind == cp.LOAD}
+    call = "SOADYN_SINCOS_INLINE" if cp.statements(body) >= INLINE_TRIG_STATEMENTS else "soadyn_sincos_n"
     fused: set[str] = set()
-    call = ("SOADYN_SINCOS_INLINE" if sum(x.rstrip().endswith(";") for x in lines) >= INLINE_TRIG_STATEMENTS
-            else "soadyn_sincos_n")
-    out: list[str] = []
-    block: list[str] = []
-    for line in lines:
-        s = line.strip()
-        if s.startswith(("case ", "switch", "default:", "}")) or s.endswith("{"):
-            out += _fuse_block(block, loads, call, fused) + [line]
+    out: list[Stmt] = []
+    block: list[Stmt] = []
+    for s in body:
+        if s.kind == cp.SWITCH:
+            out += _fuse_block(block, loads, call, fused)
             block = []
+            out.append(Stmt(cp.SWITCH, cases=[cp.Case(c.enumerator, c.comment,
+                                                      _fuse_block(c.body, loads, call, fused))
+                                              for c in s.cases]))
         else:
-            block.append(line)
+            block.append(s)
     out += _fuse_block(block, loads, call, fused)
-    # the loads that only the fused sines and cosines read are dead now
     if not fused:
         return out
-    reads = Counter(re.findall(r"\b(?:" + "|".join(sorted(fused)) + r")\b", "\n".join(out)))
-    dead = {x for x in fused if reads[x] == 1}           # its own load line only
-    if dead:
-        out = [x for x in out if not ((m := LOAD_LINE.match(x)) and m.group(1) in dead)]
-    return out
+    # the loads that only the fused sines and cosines read are dead now
+    read = {name for s in _flat(out) for name in s.reads()}
+    dead = fused - read
+    if not dead:
+        return out
+    return [s for s in out if not (s.kind == cp.LOAD and s.target in dead)]
 
 
-def _fuse_block(lines: list[str], loads: dict[str, str], call: str, fused: set[str]) -> list[str]:
+def _flat(body: list[Stmt]):
+    for s in body:
+        yield s
+        for c in s.cases:
+            yield from c.body
+
+
+def _fuse_block(block: list[Stmt], loads: dict[str, str], call: str, fused: set[str]) -> list[Stmt]:
     args: dict[str, int] = {}
     at = None
-    uses: dict[int, tuple[str, str, str, str]] = {}
-    for k, line in enumerate(lines):
-        m = _TRIG_LINE.match(line)
-        if not m:
+    uses: dict[int, tuple[str, str]] = {}
+    for k, s in enumerate(block):
+        if s.kind != cp.TRIG:
             continue
-        ind, name, fn, x = m.groups()
-        element = x if _ELEMENT.match(x) else loads.get(x)
+        x = s.arg
+        element = x if cp.is_element(x) else loads.get(x)
         if element is None:
             continue
         if element is not x:
             fused.add(x)
         at = k if at is None else at
         args.setdefault(element, len(args))
-        uses[k] = (ind, name, fn, element)
+        uses[k] = (s.fn, element)
     if not uses:
-        return list(lines)
-    ind = uses[at][0]
+        return block
     n = -(-len(args) // 4) * 4
-    xs = ", ".join(list(args) + ["0"] * (n - len(args)))
-    head = [f"{ind}double soadyn_tx[{n}] = {{{xs}}}, soadyn_ts[{n}], soadyn_tc[{n}];",
-            f"{ind}{call}(soadyn_tx, soadyn_ts, soadyn_tc, {n});"]
+    head = Stmt(cp.SINCOS, args=tuple(list(args) + ["0"] * (n - len(args))), fn=call)
     out = []
-    for k, line in enumerate(lines):
+    for k, s in enumerate(block):
         if k == at:
-            out += head
+            out.append(head)
         if k in uses:
-            ind, name, fn, element = uses[k]
-            out.append(f"{ind}const double {name} = soadyn_t{fn[0]}[{args[element]}];")
+            fn, element = uses[k]
+            out.append(Stmt(cp.ARITH, s.target, cp.Expr([f"soadyn_t{fn[0]}[{args[element]}]"])))
         else:
-            out.append(line)
+            out.append(s)
     return out

@@ -16,7 +16,7 @@ from soadyn.codegen import compile as soadyn_compile
 from soadyn.codegen import objcache
 from soadyn.codegen.pipeline import cache_key
 from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
-from soadyn.codegen.units import split_stages
+from soadyn.codegen.stages import split_stages
 from soadyn.model import load_robot
 
 TEST_ARM = Path(__file__).resolve().parents[1] / "examples" / "test_arm.yaml"
@@ -141,14 +141,17 @@ def test_out_argument(staged_module, test_arm_path):
 
 
 def test_split_stages_keeps_every_statement():
-    body = ["const double q_0 = q[0];", "const double t0 = sin(q_0);", "const double t1 = t0*t0 + 2*q_0;",
-            "const double t2 = t1*t0 - t1/3;", "out[0] = t2 + t0;", "out[1] = t1;"]
+    from soadyn.codegen import cprogram as cp
+
+    E = cp.Expr.of
+    body = [cp.load("q_0", "q", 0), cp.value("t0", E("sin(q_0)")), cp.value("t1", E("t0*t0 + 2*q_0")),
+            cp.value("t2", E("t1*t0 - t1/3")), cp.store("out", 0, E("t2 + t0")), cp.store("out", 1, E("t1"))]
     staged = split_stages("f", [("const double *", "q"), ("double *", "out")], body, max_ops=2)
     assert staged is not None and len(staged.stages) >= 2
     text = "\n".join(staged.stages)
     for expected in ("sin(q[0])", "out[0] = ", "out[1] = "):
         assert expected in text
-    assert staged.work >= 1 and staged.body[0].startswith("double w[")
+    assert staged.work >= 1 and staged.body[0].kind == cp.SCRATCH and staged.body[0].target == "w"
 
 
 def test_profiles_key_stamp_and_errors(tmp_path, test_arm_path):

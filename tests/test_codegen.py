@@ -437,7 +437,9 @@ def test_generation_is_deterministic_and_c_is_plain(tiny):
     x = se.Symbol("q_0")
     prog = optimise(Program("f", [("q", [x])], [], [("o", [x * se.RealDouble(1.2345678901234567)])]))
     spec = FunctionSpec("f", "f", (Arg("q", (1,)),), (Arg("o", (1,)),), "f")
-    assert "1.2345678901234567" in "\n".join(emit_function(spec, prog, "p_").body)
+    from soadyn.codegen.printer import CPrinter
+
+    assert "1.2345678901234567" in "\n".join(CPrinter().lines(emit_function(spec, prog, "p_").body))
     for name in ("mass_matrix", "forward_dynamics_fext"):
         assert f"void tiny_arm_{name}(" in c and f"void tiny_arm_{name}_batch(int n," in c
         assert f"void tiny_arm_{name}(" in a.files["tiny_arm.h"]
@@ -862,15 +864,21 @@ def test_a_zero_wrench_function_without_its_fext_variant_has_a_program(arm_free)
 
 
 def test_sink_loads_puts_each_input_load_before_its_first_reader():
-    """Loads go to the first line that reads them, or before the block holding it (braces inside comments
-    do not count); a load nothing reads stays where it was; nothing else moves."""
-    from soadyn.codegen.emit import sink_loads
+    """Loads go to the first statement that reads them, or before the block (a frame family's switch)
+    holding it; a load nothing reads stays where it was; nothing else moves."""
+    from soadyn.codegen import cprogram as cp
+    from soadyn.codegen.printer import CPrinter
 
-    body = ["const double q_0 = q[0];", "const double v_1 = v[1];", "const double v_2 = v[2];",
-            "/* stage { */", "const double t0 = q_0*2;", "switch (frame) {",
-            "case F_A: {  /* 'a{': 3 operations */", "    const double t1 = v_1*t0;", "    J[0] = t1 + q_0;",
-            "    break;", "}", "default:", "    return 1;", "}", "M[0] = t0;", "return 0;"]
-    assert sink_loads(body) == [
+    E = cp.Expr.of
+    body = [cp.load("q_0", "q", 0), cp.load("v_1", "v", 1), cp.load("v_2", "v", 2), cp.comment("stage {"),
+            cp.value("t0", E("q_0*2")), cp.store("M", 0, E("t0")),
+            cp.Stmt(cp.SWITCH, cases=[cp.Case("F_A", "'a{': 3 operations",
+                                              [cp.value("t1", E("v_1*t0")),
+                                               cp.store("J", 0, E("t1 + q_0"))])])]
+    assert CPrinter().lines(cp.sink_loads(body)) == [
         "const double v_2 = v[2];", "/* stage { */", "const double q_0 = q[0];", "const double t0 = q_0*2;",
-        "const double v_1 = v[1];", "switch (frame) {", *body[6:]]
-    assert sink_loads(["M[0] = 1;"]) == ["M[0] = 1;"]
+        "M[0] = t0;", "const double v_1 = v[1];", "switch (frame) {", "case F_A: {  /* 'a{': 3 operations */",
+        "    const double t1 = v_1*t0;", "    J[0] = t1 + q_0;", "    break;", "}", "default:",
+        "    return 1;", "}", "return 0;"]
+    one = [cp.store("M", 0, E("1"))]
+    assert cp.sink_loads(one) == one

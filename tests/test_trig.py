@@ -86,12 +86,38 @@ def test_sincos_within_one_ulp_of_libm_and_vector_equals_scalar(tmp_path, cc, fl
     assert neg_zero == "1" and zero == "1"
 
 
-def test_fuse_pairs_computes_sines_and_cosines_four_at_a_time():
+def _body(lines):
+    """Typed statements of simple C lines (``const double x = e;``, ``a[k] = e;``), for the tests."""
+    from soadyn.codegen import cprogram as cp
+
+    out = []
+    for line in lines:
+        lhs, rhs = line[:-1].split(" = ")
+        if lhs.startswith("const double "):
+            name = lhs[len("const double "):]
+            if cp.is_element(rhs):
+                out.append(cp.load(name, *cp.element(rhs)))
+            else:
+                out.append(cp.value(name, cp.Expr.of(rhs)))
+        elif lhs.startswith("w["):
+            out.append(cp.Stmt(cp.WORK, rhs, index=cp.element(lhs)[1]))
+        else:
+            out.append(cp.store(*cp.element(lhs), cp.Expr.of(rhs)))
+    return out
+
+
+def _fused(lines):
+    from soadyn.codegen.printer import CPrinter
+
+    return CPrinter().lines(trig.fuse_trig(_body(lines)))
+
+
+def test_fuse_trig_computes_sines_and_cosines_four_at_a_time():
     body = ["const double q_8 = q[8];", "const double q_9 = q[9];", "const double c1 = soadyn_cos(q[7]);",
             "w[0] = c1;", "const double s1 = soadyn_sin(q[7]);", "const double s2 = soadyn_sin(q_8);",
             "const double c2 = soadyn_cos(q_8);", "const double c3 = soadyn_cos(t_9);",
             "const double s4 = soadyn_sin(q_9);", "M[0] = c1*s2;", "M[1] = q_9*s4;"]
-    out = trig.fuse_pairs(body)
+    out = _fused(body)
     # q_8 is read by the fused sines and cosines only: its load is dead and dropped; q_9's stays
     assert out[:3] == ["const double q_9 = q[9];",
                        "double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];",
@@ -100,17 +126,18 @@ def test_fuse_pairs_computes_sines_and_cosines_four_at_a_time():
                        "const double s2 = soadyn_ts[1];", "const double c2 = soadyn_tc[1];",
                        "const double c3 = soadyn_cos(t_9);",  # not an input element: one call
                        "const double s4 = soadyn_ts[2];", "M[0] = c1*s2;", "M[1] = q_9*s4;"]
-    assert trig.fuse_pairs(["M[0] = 1;"]) == ["M[0] = 1;"]
+    assert _fused(["M[0] = 1;"]) == ["M[0] = 1;"]
     assert trig.to_inline("sin(q_0)*cos(x) + sqrt(y) + soadyn_vsin(z)") == (
         "soadyn_sin(q_0)*soadyn_cos(x) + sqrt(y) + soadyn_vsin(z)")
 
 
-def test_fuse_pairs_inline_in_long_bodies():
+def test_fuse_trig_inline_in_long_bodies():
     """A body of INLINE_TRIG_STATEMENTS statements or more computes its sines and cosines inline."""
     short = ["const double c1 = soadyn_cos(q[7]);", "const double s1 = soadyn_sin(q[7]);", "M[0] = c1*s1;"]
     filler = [f"const double f{i} = q[0]*{i};" for i in range(trig.INLINE_TRIG_STATEMENTS)]
-    assert "soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);" in trig.fuse_pairs(short)
-    long = trig.fuse_pairs(short + filler)
+    assert "soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);" in _fused(short)
+    long = _fused(short + filler)
     assert "SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);" in long
     assert not any("soadyn_sincos_n" in x for x in long)
-    assert long[2:] == trig.fuse_pairs(short)[2:] + filler      # the rest of the body as before
+    assert long[2:] == _fused(short)[2:] + filler      # the rest of the body as before
+

@@ -1,0 +1,47 @@
+"""Single calls from Python: a C entry per function that checks its arguments in C (``<ext>_fast.c``).
+
+``fx_<name>(inputs..., out)`` runs the generated C function when every input is an exact float64
+``numpy.ndarray`` of the function's shape (C-contiguous), and returns None otherwise, so that the module's
+Python code handles (or refuses) the call exactly as without this file.  The C is the template
+``templates/fastcalls.c.j2`` (its header comment says what each helper checks); this module computes
+what differs between entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from soadyn.codegen.emit import module_prefix, render
+from soadyn.codegen.functions import FunctionSpec
+from soadyn.codegen.python_api import fast_entries, python_api
+from soadyn.model.robot import Robot
+
+
+def _dims(a: dict[str, Any]) -> str:
+    return f"[{max(len(a['dims']), 1)}] = {{{', '.join(map(str, a['dims'])) or '0'}}};"
+
+
+def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
+           quat: bool, frame: bool) -> dict[str, Any]:
+    """What the template needs of one entry ``fx_<name>(inputs..., [frame id,] out)``: inputs with one
+    leading dimension run ``<cfunc>_batch``."""
+    iq = next((i for i, a in enumerate(inputs) if a["name"] == "q"), 0)
+    m = len(outputs)
+    return dict(
+        name=name, cfunc=cfunc, in_dims=[_dims(a) for a in inputs], out_dims=[_dims(o) for o in outputs],
+        k_out=len(inputs) + (1 if frame else 0), n_in=len(inputs), nd0=len(inputs[0]["dims"]),
+        checks=" || ".join(f"!fx_ok(args[{i}], n, {len(a['dims'])}, d{i})" for i, a in enumerate(inputs)),
+        quat=quat, iq=iq, nq=inputs[iq]["dims"][0] if quat else 0, frame=frame,
+        ins="".join(f"FX_D(args[{i}]), " for i in range(len(inputs))), fid="fid, " if frame else "",
+        m=m, nd=len(outputs[0]["dims"]), outs=", ".join(f"FX_D(o[{j}])" for j in range(m)),
+        e_list=", ".join(f"e{j}" for j in range(m)), nd_list=", ".join(str(len(o["dims"])) for o in outputs))
+
+
+def emit_fastcalls(robot: Robot, module_name: str, ext_name: str, specs: list[FunctionSpec],
+                   header_name: str) -> str:
+    """C of the single-call entry points (a translation unit of the extension, compiled against Python's
+    and numpy's headers); ``<ext_name>_fastcalls()`` returns them in a dict."""
+    entries = fast_entries(python_api(specs, module_prefix(module_name)), robot.is_free)
+    names = [e[0] for e in entries] + (["quaternions_nonzero"] if robot.is_free else [])
+    return render("fastcalls.c.j2", header=header_name, entries=[_entry(*e) for e in entries],
+                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name)

@@ -1,0 +1,354 @@
+"""SIMD lanes across states: the batched entry point of a function evaluates ``lanes`` states at once.
+
+:func:`vectorise` prints a function's statements (:mod:`soadyn.codegen.cprogram`) for a vector of
+``lanes`` doubles (GCC/Clang vector extensions): each local becomes a vector, an input element a gather
+(``SOADYN_LD``), an output store a store into a lane-major buffer transposed into the callers' arrays at
+the end (:func:`transposition`), a sine and cosine of one argument one ``soadyn_vsincos``.  Every lane
+computes exactly what the scalar code computes: the same IEEE operations in the same order
+(``-ffp-contract=off``), the inline ``sin``/``cos`` of :mod:`soadyn.codegen.trig` per lane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import groupby
+
+from soadyn.codegen import cprogram as cp
+from soadyn.codegen.cprogram import Expr, Stmt
+from soadyn.codegen.trig import C_COS, C_SIN
+
+#: a lanes transposition with more computed entries than this is a loop over a table of them
+UNROLLED_STORES = 32
+
+_VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
+           C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
+
+
+def _natural(name: str) -> tuple:
+    """Sort key: the digit runs of ``name`` as numbers (``q[10]`` after ``q[9]``)."""
+    return tuple(int(t) if digits else t
+                 for digits, t in ((d, "".join(g)) for d, g in groupby(name, str.isdigit)))
+
+
+def vector_type(lanes: int) -> str:
+    return f"soadyn_v{lanes}d"
+
+
+def simd_prelude(lanes: int) -> str:
+    """Type, per-lane math and gather/scatter macros of the SIMD batch code (GCC/Clang vector extensions;
+    other compilers get the scalar loop).  Every lane computes exactly what the scalar code computes:
+    the same IEEE operations in the same order (``-ffp-contract=off``), the inline ``sin``/``cos`` of
+    :mod:`soadyn.codegen.trig` per lane."""
+    vd = vector_type(lanes)
+    lanes_list = range(lanes)
+    ld = ", ".join(f"(p)[{i}*(s)+(k)]" if i else "(p)[k]" for i in lanes_list)
+
+    def lanewise(name: str, f: str) -> str:
+        return (f"static inline {vd} {name}({vd} x)\n{{\n    {vd} r;\n    int l;\n"
+                f"    for (l = 0; l < {lanes}; ++l) r[l] = {f}(x[l]);\n    return r;\n}}\n")
+
+    return "\n".join([
+        "#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD) \\",
+        f"    && !defined({vd.upper()})",
+        f"#define {vd.upper()} 1",
+        f"typedef double {vd} __attribute__((vector_size({8 * lanes})));",
+        lanewise("soadyn_vsin", C_SIN) + lanewise("soadyn_vcos", C_COS) + lanewise("soadyn_vsqrt", "sqrt"),
+        f"static inline {vd} soadyn_vpow({vd} x, double e)\n{{\n    {vd} r;\n    int l;\n"
+        "    if (e == 2.0) return x*x;\n"
+        f"    for (l = 0; l < {lanes}; ++l) r[l] = pow(x[l], e);\n    return r;\n}}",
+        f"static inline void soadyn_vsincos({vd} x, {vd} *s, {vd} *c)\n{{\n"
+        + ("    soadyn_sincos4(&x, s, c);\n}" if lanes == 4 else
+           f"    int l;\n    for (l = 0; l < {lanes}; ++l) soadyn_sincos(x[l], &(*s)[l], &(*c)[l]);\n}}"),
+        f"#define SOADYN_LD(p, k, s) (({vd}){{{ld}}})",
+        "#endif",
+    ]) + "\n"
+
+
+
+def _vexpr(expr: Expr, inputs: dict[str, int], lanes: int = 0) -> str:
+    """A scalar expression for ``lanes`` states (``lanes`` 0: no constant broadcast): input elements
+    gathered, math calls by their vector versions, a constant broadcast to a vector."""
+    if lanes and cp.is_constant(expr):
+        # a constant: broadcast (x - 0.0 == x exactly for every x, signed zeros included)
+        return f"({expr.text}) - ({vector_type(lanes)}){{0}}"
+    out = []
+    for t in _vcalls(expr.tokens):
+        if cp.is_element(t):
+            name, k = cp.element(t)
+            if name in inputs:
+                t = f"SOADYN_LD({name}, {k}, {inputs[name]})"
+        out.append(t)
+    return "".join(out)
+
+
+def _vcalls(toks: list[str]) -> list[str]:
+    """Math calls -> their vector versions, except a call whose argument is a constant (it stays a scalar
+    ``double``, which GCC/Clang broadcast in an operation with a vector)."""
+    out: list[str] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t in _VFUNCS and i + 1 < len(toks) and toks[i + 1] == "(":
+            depth, j = 1, i + 2
+            while depth and j < len(toks):
+                depth += {"(": 1, ")": -1}.get(toks[j], 0)
+                j += 1
+            args = toks[i + 2:j - 1]
+            if cp.is_constant(Expr(args)):
+                out += toks[i:j]
+            else:
+                out += [_VFUNCS[t], "(", *_vcalls(args), ")"]
+            i = j
+        else:
+            out.append(t)
+            i += 1
+    return out
+
+
+def _sincos_pairs(stmts: list[Stmt]) -> dict[str, int]:
+    """Arguments of which the statements take both the sine and the cosine, numbered in natural order."""
+    sins: set[str] = set()
+    coss: set[str] = set()
+    for s in stmts:
+        if s.expr is not None and s.kind != cp.LOAD:
+            for fn, a, _ in s.expr.trig_args():
+                (sins if fn == "sin" else coss).add(a)
+    return {a: k for k, a in enumerate(sorted(sins & coss, key=_natural))}
+
+
+def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int], lanes: int,
+              rename: dict[str, str], slots: dict[str, dict[int, int]] | None = None) -> list[str] | None:
+    """The statements of a straight-line body printed for ``lanes`` states at once (None if one cannot
+    be: a switch, a run of zeros, a call of something else than a stage).  ``inputs``/``outputs``: array
+    parameters and their sizes (state strides); ``rename``: called functions (stages) -> their vector
+    versions; ``slots``: output entry -> its slot in the lane-major buffer (an entry without a slot, a
+    constant, is not stored there)."""
+    vd = vector_type(lanes)
+    # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
+    pairs = _sincos_pairs(stmts)
+    done: set[str] = set()
+    out = []
+    for s in stmts:
+        k = s.kind
+        if k in cp.VALUES:
+            expr = s.expr
+            here = {a for _, a, _ in expr.trig_args()} & pairs.keys()
+            for a in sorted(here, key=_natural):
+                j = pairs[a]
+                if a not in done:
+                    done.add(a)
+                    out.append(f"{vd} sc_s{j}, sc_c{j};")
+                    out.append(f"soadyn_vsincos({_vexpr(Expr([a]), inputs)}, &sc_s{j}, &sc_c{j});")
+            if here:
+                expr = _substitute_trig(expr, {a: pairs[a] for a in here})
+            out.append(f"const {vd} {s.target} = {_vexpr(expr, inputs, lanes)};")
+        elif k == cp.STORE and s.target in outputs:  # into the lane-major output buffer (transposed later)
+            j = s.index
+            if slots is not None:
+                if j not in slots[s.target]:
+                    continue
+                j = slots[s.target][j]
+            out.append(f"o_{s.target}[{j}] = {_vexpr(s.expr, inputs, lanes)};")
+        elif k == cp.WORK:
+            out.append(f"w[{s.index}] = {s.target};")
+        elif k == cp.SCRATCH and s.target == "w" and not s.zero:
+            out.append(f"{vd} w[{s.index}];")
+        elif k == cp.CALL and s.target in rename:
+            args = ", ".join(f"o_{a}" if a in outputs else a for a in s.args)
+            out.append(f"{rename[s.target]}({args});")
+        elif k == cp.VOID:
+            out.append(f"(void)o_{s.target};" if s.target in outputs else f"(void){s.target};")
+        elif k == cp.COMMENT:
+            out.append(f"/* {s.text} */")
+        else:
+            return None
+    return out
+
+
+def _substitute_trig(expr: Expr, pairs: dict[str, int]) -> Expr:
+    """``expr`` with each ``sin(a)``/``cos(a)`` of ``pairs`` replaced by the lanes' ``sc_s<k>``/``sc_c<k>``
+    (the one sincos of ``a``)."""
+    toks = list(expr.tokens)
+    for fn, a, i in sorted(expr.trig_args(), key=lambda x: -x[2]):
+        if a in pairs:
+            toks[i:i + 4] = [f"sc_{fn[0]}{pairs[a]}"]
+    return Expr(toks)
+
+
+@dataclass
+class Extra:
+    """What :func:`soadyn.codegen.units.finish_function` adds to a generated function (printed before it in
+    the source)."""
+
+    pieces: list[str] = field(default_factory=list)       # C definitions: stages, vector stages, lanes driver
+    prototypes: list[str] = field(default_factory=list)
+    lanes: int = 1
+    vectorised: bool = False
+    #: the SIMD computation as a function of its own (``<name>_lanes_core(inputs, o_outputs)``) that a
+    #: delegating function reuses: (its name, its parameter list, {output: (slots, [(entry, constant or
+    #: None, slot)])})
+    core: tuple[str, str, dict[str, tuple[int, list[tuple[int, str | None, int]]]]] | None = None
+
+    @property
+    def text(self) -> str:
+        if not self.pieces:
+            return ""
+        return "\n".join(self.prototypes) + "\n\n" + "\n".join(self.pieces)
+
+
+def block(signature: str, lines: list[str]) -> str:
+    return f"{signature}\n{{\n" + "".join(f"    {x}\n" for x in lines) + "}\n"
+
+
+def guarded(lanes: int, text: str) -> str:
+    return f"#ifdef {vector_type(lanes).upper()}\n{text}#endif\n"
+
+
+def _slots(f, stored: dict[str, list[tuple[int, str | None]]]
+           ) -> tuple[dict[str, bool], dict[str, dict[int, int]]]:
+    """Outputs stored whole with computed values (in any order) keep slot = entry and are copied back by
+    one loop; the others are packed: (packed per output, {output: {entry: slot}})."""
+    packed = {a.name: sorted(k for k, _ in stored[a.name]) != list(range(a.size))
+              or any(c is not None for _, c in stored[a.name]) for a in f.outputs}
+    slots: dict[str, dict[int, int]] = {}
+    for a in f.outputs:
+        computed = [k for k, c in stored[a.name] if c is None]
+        slots[a.name] = {k: j for j, k in enumerate(computed)} if packed[a.name] else {k: k for k in computed}
+    return packed, slots
+
+
+def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
+                 stored: dict[str, list[tuple[int, str | None]]]) -> None:
+    """The ``lanes``-wide SIMD batch of ``f``: its statements ``main`` (the body, or the calls of the
+    stages ``staged``: :class:`soadyn.codegen.stages.Staged`, each stage vectorised too) printed by
+    :func:`vectorise` into lane-major buffers, transposed into the callers' arrays at the end; ``stored``:
+    the entries the statements store (:func:`~soadyn.codegen.cprogram.stored_entries`)."""
+    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    inputs = {a.name: a.size for a in f.inputs}
+    outputs = {a.name: a.size for a in f.outputs}
+    packed, slots = _slots(f, stored)
+    vname = f"{f.cname}_lanes"
+    vd = vector_type(lanes)
+    decl = ", ".join(f"{t}{p}" for t, p in params)
+    vdecl = ", ".join([f"const double *{a.name}" for a in f.inputs]
+                      + [f"{vd} *o_{a.name}" for a in f.outputs])
+    rename = {}
+    vpieces, vprotos = [], []
+    if staged is not None:
+        for name, body in zip(staged.names, staged.stage_bodies):
+            vstage = name.replace(f.cname + "_stage", vname + "_stage")
+            rename[name] = vstage
+            vbody = vectorise(body, inputs, outputs, lanes, {}, slots)
+            if vbody is None:
+                return
+            sig = f"void {vstage}({vdecl}, {vd} *w)"
+            vprotos.append(f"SOADYN_STAGE {sig};")
+            vpieces.append(guarded(lanes, block(f"SOADYN_STAGE {sig}", vbody)))
+    vbody = vectorise(main, inputs, outputs, lanes, rename, slots)
+    if vbody is None:
+        return
+    if f.core:   # a function whose SIMD computation a delegating function reuses
+        core = f"{vname}_core"
+        vprotos.append(f"void {core}({vdecl});")
+        vpieces.append(guarded(lanes, block(f"void {core}({vdecl})", vbody)))
+        vbody = [f"{core}({', '.join([a.name for a in f.inputs] + [f'o_{a.name}' for a in f.outputs])});"]
+        extra.core = (core, vdecl, {a.name: (len(slots[a.name]), [(k, c, slots[a.name].get(k, -1))
+                                                                  for k, c in stored[a.name]])
+                                    for a in f.outputs})
+    # lane-major buffers, transposed into the callers' arrays at the end: measured 185 vs 347 ns per
+    # state for the Panda's mass matrix against extracting each lane at every output store.  An output
+    # with constant entries (the mass matrix's structural zeros) or entries left alone (its variants for a
+    # zeroed output) keeps only its computed entries there, in slots, and the transposition writes each
+    # stored entry by name, the constants directly
+    plain = [a for a in f.outputs if not packed[a.name]]
+    vbody = ([f"{vd} o_{a.name}[{max(len(slots[a.name]), 1)}];" for a in f.outputs] + vbody
+             + ["int k, l;" if plain else "int l;"])
+    for a in f.outputs:
+        if not packed[a.name]:
+            vbody.append(f"for (k = 0; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
+                         f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
+            continue
+        vbody += transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
+                                                       for k, c in stored[a.name]], zeroed=False)
+    sig = f"void {vname}({decl})"
+    vprotos.append(f"{sig};")
+    vpieces.append(guarded(lanes, block(sig, vbody)))
+    extra.prototypes += [guarded(lanes, "\n".join(vprotos) + "\n")]
+    extra.pieces += vpieces
+    extra.vectorised = True
+    f.batch_body = _lanes_batch_body(f, vname, lanes)
+
+
+def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
+    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one."""
+    vd = vector_type(lanes)
+    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
+    return ["int i = 0;", f"#ifdef {vd.upper()}",
+            f"for (; i + {lanes} <= n; i += {lanes}) {{",
+            f"    {vname}({lane_args});", "}", "#endif",
+            "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+
+
+def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
+                   zeroed: bool = True) -> list[str]:
+    """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,
+    constant or None, slot); a constant is stored directly.  With ``zeroed``, zeros (``"0"``) are left
+    out: a delegating function clears its states' rows with one memset first (a thousand unrolled zero
+    stores cost gcc seconds of alias analysis); any other function stores them like the other constants.
+    More than :data:`UNROLLED_STORES` computed entries are copied by a loop over a table of their entries
+    in slot order, one vector load and ``lanes`` stores per entry: written out one store per line, gcc's
+    alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of gcc CPU for the 37-DOF mass
+    matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of the mass matrix family run
+    as fast or faster, measured in issue 11)."""
+    consts = [(k, c) for k, c, _ in entries if c is not None and not (zeroed and c == "0")]
+    vd = vector_type(lanes)
+    computed = sorted((slot, k) for k, c, slot in entries if c is None)
+    if len(computed) <= UNROLLED_STORES:
+        lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
+                 f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries
+                 if not (zeroed and c == "0")]
+        return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+    n = len(computed)
+    if [slot for slot, _ in computed] == list(range(n)):     # slots 0 .. n-1: a table of the entries
+        table = ", ".join(str(k) for _, k in computed)
+        out = [f"static const int tr_{name}[{n}] = {{{table}}};",
+               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[j];",
+               f"    const int e = tr_{name}[j];"]
+    else:                                                      # a subset of the slots: (entry, slot) pairs
+        table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
+        out = [f"static const int tr_{name}[{n}][2] = {{{table}}};",
+               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[tr_{name}[j][1]];",
+               f"    const int e = tr_{name}[j][0];"]
+    out += [f"    for (l = 0; l < {lanes}; ++l) {name}[l * {size} + e] = t[l];", "}"]
+    if consts:
+        out += [f"for (l = 0; l < {lanes}; ++l) {{",
+                *(f"    {name}[l * {size} + {k}] = {c};" for k, c in consts), "}"]
+    return ["{", "int j;", *out, "}"]
+
+
+def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
+    """SIMD batch of a full-writing function from its nonzero-only variant ``target``: the variant's SIMD
+    computation (its ``_lanes_core``), one memset of the lanes' rows, then the transposition of the
+    computed entries and the variant's constants."""
+    t_extra = getattr(target, "extra", None)
+    if lanes <= 1 or t_extra is None or t_extra.core is None:
+        return
+    core, vdecl, layout = t_extra.core
+    vd = vector_type(lanes)
+    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    decl = ", ".join(f"{t}{p}" for t, p in params)
+    vname = f"{f.cname}_lanes"
+    body = [f"{vd} o_{a.name}[{max(layout[a.name][0], 1)}];" for a in f.outputs]
+    args = ", ".join([a.name for a in f.inputs] + [f"o_{a.name}" for a in f.outputs])
+    body += [f"{core}({args});", "int l;"]
+    _, keep, zero = f.delegate
+    for a in f.outputs:
+        if zero:
+            body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
+        body += transposition(a.name, a.size, lanes, [e for e in layout[a.name][1] if e[0] in keep[a.name]])
+    extra.prototypes.append(guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
+    extra.pieces.append(guarded(lanes, block(f"void {vname}({decl})", body)))
+    extra.vectorised = True
+    f.batch_body = _lanes_batch_body(f, vname, lanes)
+
+

@@ -1,0 +1,250 @@
+"""Product loops: the dense matrix products a program leaves to loops after its statements.
+
+A :class:`~soadyn.codegen.derive.Product` (placed by :func:`soadyn.codegen.derive.place_products`) is
+evaluated by loops instead of unrolled statements: in place in the outputs (``M^-1 B`` with ``B`` read
+back from the result's columns) or from a scratch array of its factors (a general product ``A B``, added
+to an output or stored into it).  :func:`product_function` prints the loops as a function of their own
+(vectorised with GCC/Clang vector extensions, scalar elsewhere: the same operations in the same order);
+the function's statements end with a :data:`~soadyn.codegen.cprogram.CALL` of it.
+:func:`expanded_products` writes the same products as statements (for the SIMD lanes, which evaluate
+statements only), summed in the loops' order.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from soadyn.codegen import cprogram as cp
+from soadyn.codegen.cprogram import Expr, Stmt
+from soadyn.codegen.derive import Product
+from soadyn.codegen.sections import section_of
+from soadyn.model.names import c_comment
+
+#: how many result vectors one pass of a product's row loop keeps in registers
+PRODUCT_BLOCK = 8
+
+
+def _product_vector_lines(p: Product, width: int) -> list[str]:
+    """The loops of an in-place product (:func:`product_function`) with ``width`` doubles per GCC/Clang
+    vector (1: plain scalar loops): the right factor read back from the result's columns, then each result
+    row accumulated over the left factor's row, ``r = a[0] B[0] + a[1] B[1] + ...`` (left to right), and
+    stored.  The factor and the row are unions of vectors and doubles (C99 type punning), so that no vector
+    load waits on the scalar stores just before it."""
+    m, n = p.m, p.columns
+    if width == 1:
+        return [f"double prod_B[{m}][{n}], prod_r[{n}];",
+                "int prod_i, prod_j, prod_k;",
+                f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{",
+                *_product_copies(p, "prod_B[prod_k]", load=True),
+                "}",
+                f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+                f"    const double *prod_a = {p.left} + {m} * prod_i;",
+                f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
+                "prod_r[prod_j] = prod_a[0] * prod_B[0][prod_j];",
+                f"    for (prod_k = 1; prod_k < {m}; ++prod_k)",
+                f"        for (prod_j = 0; prod_j < {n}; ++prod_j) "
+                "prod_r[prod_j] += prod_a[prod_k] * prod_B[prod_k][prod_j];",
+                *_product_copies(p, "prod_r", load=False), "}"]
+    nvec = sum(-(-count // width) for *_, count in p.runs)     # each run from a whole vector on
+    out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
+           f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
+           f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{m}], prod_r;",
+           "int prod_i, prod_j, prod_k;",
+           f"for (prod_k = 0; prod_k < {m}; ++prod_k) {{",
+           f"    for (prod_j = 0; prod_j < {nvec}; ++prod_j) prod_B[prod_k].v[prod_j] = (prod_v){{0}};"]
+    out += _product_copies(p, "prod_B[prod_k].d", load=True, width=width)
+    out += ["}",
+            f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+            f"    const double *prod_a = {p.left} + {m} * prod_i;"]
+    out += _accumulate_row(nvec, m, "prod_r")
+    return out + _product_copies(p, "prod_r.d", load=False, width=width) + ["}"]
+
+
+def _accumulate_row(nvec: int, k: int, row: str, indent: str = "    ") -> list[str]:
+    """Row ``prod_i`` of a product, ``nvec`` vectors wide, into ``row``: blocks of at most
+    :data:`PRODUCT_BLOCK` vector accumulators, ``c = a[0] B[0] + a[1] B[1] + ...`` (left to right)."""
+    out = []
+    for b0 in range(0, nvec, PRODUCT_BLOCK):
+        acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
+        out += [f"{indent}{{",
+                f"{indent}    " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
+                f"{indent}    for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
+                f"{indent}        " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
+                                               for v in acc),
+                f"{indent}    }}",
+                f"{indent}    " + " ".join(f"{row}.v[{v}] = prod_c{v};" for v in acc),
+                f"{indent}}}"]
+    return out
+
+
+def _product_copies(p: Product, row: str, load: bool, width: int = 1) -> list[str]:
+    """Loops between a row buffer ``row`` and the result's columns in the outputs: ``load``: row ``prod_k``
+    of the right factor read back; else row ``prod_i`` of the result stored, scaled.  ``width`` > 1: whole
+    unaligned vectors (``prod_w``) of each run, then its last entries one by one (an elementwise loop over
+    runs of 7 and 13 entries was compiled into scalar loads and lane inserts: 4.5 % of the Panda
+    forward-dynamics derivatives' time, perf)."""
+    out = []
+    at = 0
+    sign = "-" if p.scale < 0 and not load else ""
+    for name, stride, col, count in p.runs:
+        if width > 1:
+            at = -(-at // width) * width
+        src, dst = f"{row} + {at}", f"{name} + {stride} * {'prod_k' if load else 'prod_i'} + {col}"
+        if load:
+            src, dst = dst, src
+        if width > 1:
+            out.append(f"    for (prod_j = 0; prod_j + {width} <= {count}; prod_j += {width}) "
+                       f"*(prod_w *)({dst} + prod_j) = {sign}*(const prod_w *)({src} + prod_j);")
+            out.append(f"    for (; prod_j < {count}; ++prod_j) ({dst})[prod_j] = {sign}({src})[prod_j];")
+        else:
+            out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
+                       f"({dst})[prod_j] = {sign}({src})[prod_j];")
+        at += count
+    return out
+
+
+def _general_product_lines(p: Product, width: int) -> list[str]:
+    """The loops of a general product (``p.k`` > 0): ``A`` (m x k) and ``B`` (k x n) read from the scratch
+    array ``p.left``; each result row accumulated over ``A``'s row, ``r = a[0] B[0] + a[1] B[1] + ...``
+    (left to right), then stored into (or, ``accumulate``, added to) its output row.  A symmetric product
+    computes row i from column i on (whole vectors from the one holding column i), stores it from column
+    i on and copies it into column i below the diagonal (what the program stored there equals the
+    entry above).  ``width`` doubles per vector (1: the plain scalar loops)."""
+    m, k, n = p.m, p.k, p.columns
+    name, stride, col, _ = p.runs[0]
+    op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
+    sign = "-" if p.scale < 0 and not p.accumulate else ""
+    first = "prod_i" if p.symmetric else "0"
+    head = [f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+            f"    const double *prod_a = {p.left} + {k} * prod_i;",
+            f"    double *prod_o = {name} + {stride} * ({p.row0} + prod_i) + {col};"]
+    mirror = ([f"    for (prod_j = prod_i + 1; prod_j < {n}; ++prod_j) "
+               f"prod_o[{stride} * (prod_j - prod_i) + prod_i] = prod_o[prod_j];"]
+              if p.symmetric else [])
+    if width == 1:
+        return [f"double prod_r[{n}];",
+                "int prod_i, prod_j, prod_k;",
+                f"const double *prod_b = {p.left} + {m * k};",
+                *head,
+                f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                "prod_r[prod_j] = prod_a[0] * prod_b[prod_j];",
+                f"    for (prod_k = 1; prod_k < {k}; ++prod_k)",
+                f"        for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                f"prod_r[prod_j] += prod_a[prod_k] * prod_b[{n} * prod_k + prod_j];",
+                f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                f"prod_o[prod_j] {op} {sign}prod_r[prod_j];",
+                *mirror, "}"]
+    nvec = -(-n // width)
+    out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
+           f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
+           f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{k}], prod_u;",
+           "int prod_i, prod_j, prod_k;",
+           f"for (prod_k = 0; prod_k < {k}; ++prod_k) {{",
+           f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
+           f"prod_B[prod_k].d[prod_j] = {p.left}[{m * k} + {n} * prod_k + prod_j];"]
+    if nvec * width > n:
+        out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
+                   "prod_B[prod_k].d[prod_j] = 0.0;")
+    out += ["}", *head]
+    if p.symmetric:
+        out += [f"    prod_v prod_a{c} = {{{', '.join([f'prod_a[{c}]'] * width)}}};" for c in range(k)]
+        out += [f"    for (prod_j = prod_i / {width}; prod_j < {nvec}; ++prod_j) {{",
+                "        prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];",
+                *(f"        prod_c += prod_a{c} * prod_B[{c}].v[prod_j];" for c in range(1, k)),
+                "        prod_u.v[prod_j] = prod_c;",
+                "    }"]
+    else:
+        out += _accumulate_row(nvec, k, "prod_u")
+    # whole (unaligned) vectors of the row, then its last entries one by one
+    out += [f"    for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
+            f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
+            f"    for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
+    return out + mirror + ["}"]
+
+
+def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
+    """C of ``p``, run after the statements: ``(definition, statements of the call)``.
+
+    The loops (:func:`_product_vector_lines` in place, :func:`_general_product_lines` from a scratch array)
+    come three times: with GCC or Clang over vectors of 4 doubles with AVX, else 2; otherwise plain scalar
+    loops.  Every lane performs the scalar loop's operations in the same order (``-ffp-contract=off``), so
+    all three give the same bits.  The loops are a function of their own (``noinline``): inlined at the
+    end of a long straight-line body, gcc -O3 made them 2.5x slower (Panda forward-dynamics derivatives:
+    700 against 280 ns)."""
+    what = section_of(p.name) or f"{p.name}: dense product"
+    sign = "-" if p.scale < 0 else ""
+    name = f"{cname}_prod_{p.name}"
+    if p.k:
+        lines = functools.partial(_general_product_lines, p)
+        args = [p.left, p.runs[0][0]]
+        how = "added to" if p.accumulate else "stored into"
+        head = (f"{name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), A and B from {p.left}, {how} "
+                f"rows {p.row0}.. of {args[1]}")
+    else:
+        lines = functools.partial(_product_vector_lines, p)
+        args = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
+        head = (f"{name} = {sign}{p.left} B, ({p.m} x {p.m}) by ({p.m} x {p.columns}), B read back from the "
+                "outputs")
+    params = ", ".join([f"const double *{args[0]}"] + [f"double *{o}" for o in args[1:]])
+    ind = "    "
+    body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
+             "#if defined(__AVX__)"]
+            + [ind + x for x in lines(4)] + ["#else"]
+            + [ind + x for x in lines(2)] + ["#endif", "#else"]
+            + [ind + x for x in lines(1)] + ["#endif"])
+    text = (f"/* {c_comment(what)}:\n   {head} */\n"
+            "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
+            f"static void {name}({params})\n{{\n" + "".join(f"{x}\n" for x in body) + "}\n")
+    return text, [cp.comment(c_comment(what)), cp.call(name, args)]
+
+
+def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
+    """``body`` (the statements, stores included) with its general products as expressions: a factor's
+    scratch entry becomes a local ``<scratch>_<i>``, and each result entry ``C + s (a_i0 b_0j + ...)`` is
+    stored after the statements, summed left to right like the loops (a symmetric product's entry
+    (i, j), i <= j, also at (j, i)), so that every lane rounds exactly as the scalar function."""
+    blocks: dict[tuple[str, int], tuple[Product, int, int]] = {}
+    for p in products:
+        name, stride, col, n = p.runs[0]
+        for i in range(p.m):
+            for j in range(n):
+                blocks[name, stride * (p.row0 + i) + col + j] = (p, i, j)
+    factors = {p.left for p in products}
+    rest: dict[tuple[str, int, int], str] = {}
+    out = []
+    for s in body:
+        if s.kind == cp.STORE and s.target in factors:
+            out.append(cp.value(f"{s.target}_{s.index}", s.expr))
+        elif s.kind == cp.STORE and (s.target, s.index) in blocks:
+            p, i, j = blocks[s.target, s.index]
+            rest[p.name, i, j] = s.expr.text
+        else:
+            out.append(s)
+    for p in products:
+        name, stride, col, n = p.runs[0]
+        m_, k = p.m, p.k
+        for i in range(m_):
+            for j in range(n):
+                if p.symmetric and j < i:
+                    continue
+                terms = " + ".join(f"{p.left}_{k * i + c}*{p.left}_{m_ * k + n * c + j}" for c in range(k))
+                out.append(cp.value(f"{p.left}_r{i}_{j}", Expr.of(terms)))
+                sign, op = ("-", "-") if p.scale < 0 else ("", "+")
+                for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
+                    value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
+                             else f"{sign}{p.left}_r{i}_{j}")
+                    out.append(cp.store(name, stride * (p.row0 + a) + col + b, Expr.of(value)))
+    return out
+
+
+def mirrored_entries(products: list[Product]) -> set[tuple[str, int]]:
+    """(output, index) of the entries below the diagonal of a symmetric general product's block: its loop
+    copies the entries above the diagonal there (:func:`_general_product_lines`), so the statements do not
+    store them (465 stores per call of the four-arm robot's M^-1; the SIMD batch's expressions,
+    :func:`expanded_products`, store both triangles themselves)."""
+    out: set[tuple[str, int]] = set()
+    for p in products:
+        if p.k and p.symmetric:
+            name, stride, col, _ = p.runs[0]
+            out |= {(name, stride * (p.row0 + a) + col + b) for a in range(p.m) for b in range(a)}
+    return out
