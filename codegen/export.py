@@ -34,8 +34,9 @@ import numpy as np
 from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefix, render
 from soadyn.codegen.functions import FunctionSpec, expand_family, frame_enum
 from soadyn.codegen.pipeline import generate, resolve_robot
+from soadyn.codegen.printer import CPrinter, FloatPrinter
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
-from soadyn.codegen.trig import fuse_pairs
+from soadyn.codegen.trig import fuse_trig
 from soadyn.model.names import c_comment, c_identifier
 from soadyn.model.robot import Robot
 
@@ -45,8 +46,9 @@ PRECISIONS = ("double", "float")
 QUAT_NORM_MIN, QUAT_NORM_MAX, JOINT_Q_MAX = "1.0e-3", "1.0e3", "1.0e5"
 #: the flags the stack use is measured with (those of the exported CMakeLists.txt, at -O2)
 STACK_FLAGS = ("-std=c99", "-O2", "-ffreestanding", "-fno-math-errno", "-ffp-contract=off")
-#: relative tolerance of the test program's reference vectors (that of ``soadyn verify``)
-TEST_TOL = 1e-10
+#: relative tolerance of the test program's reference vectors: double, that of ``soadyn verify``; float,
+#: the bound docs/flight-c.md documents (measured worst 1e-6 .. 1e-5 on the example and held-out robots)
+TEST_TOL = {"double": 1e-10, "float": 1e-4}
 TEST_STATES = 2
 TEST_SEED = 0
 
@@ -55,30 +57,55 @@ class ExportError(ValueError):
     """An export that cannot be made (one line: what and how to fix it)."""
 
 
-@dataclass(frozen=True)
-class CPrinter:
-    """What a precision changes in the exported C: the scalar type, the kernels and the printed
-    functions.  The double printer is the module's own (``generate``): its functions are those the
-    Python module compiles."""
+#: the flight source's math for a float library: sqrtf a builtin; sinf/cosf the double kernels of
+#: :data:`~soadyn.codegen.trig.PRELUDE` rounded once to float (within 1 ulp of float; no libm)
+FLOAT_MATH = """/* float math: the double sin/cos kernels above rounded once to float (no libm) */
+#if defined(__GNUC__) || defined(__clang__)
+#define sqrtf(x) __builtin_sqrtf(x)
+#endif
+#define powf(x, y) soadyn_flight_pow(x, y)
+#define sinf(x) ((float)soadyn_sin((double)(x)))
+#define cosf(x) ((float)soadyn_cos((double)(x)))
+"""
 
+
+@dataclass(frozen=True)
+class FlightTarget:
+    """What a precision changes in the exported C: the statement printer of
+    :mod:`soadyn.codegen.printer` (``CPrinter`` for double, ``FloatPrinter`` for float), the scalar
+    type and its literals, and whether the module's trig fusion applies (its kernels are double)."""
+
+    printer: Any
     scalar: str
     zero: str
     two: str
     prelude: str
+    fuse: bool
+    #: of a floating-point literal
+    suffix: str = ""
 
     def functions(self, robot: Robot, impl_name: str, functions: Any) -> tuple[list[FunctionSpec],
                                                                               list[EmittedFunction]]:
+        """The specs and emitted (typed, unprinted) functions of the pipeline step the module uses."""
         gen = generate(robot, impl_name, functions=functions)
         return gen.specs, gen.functions
 
+    def body(self, f: EmittedFunction, family: bool) -> list[str]:
+        """The C lines of an emitted function's statements, printed once by this target's printer.
+        A frame family keeps the per-statement sin/cos (fusing declares the kernels' arrays again in each
+        case block: ``-Wshadow``); the kernel arithmetic is the same, so the results are too."""
+        stmts = fuse_trig(f.body) if self.fuse and not family else f.body
+        return self.printer.lines(stmts)
 
-def printer_for(precision: str) -> CPrinter:
-    """The C printer of ``precision`` ('double'; 'float' is not available yet)."""
+
+def printer_for(precision: str) -> FlightTarget:
+    """The flight target of ``precision``: 'double' (the module's printer: bit-identical results) or
+    'float' (the same statements printed by the float printer)."""
     if precision == "double":
-        return CPrinter("double", "0.0", "2.0", TRIG_PRELUDE)
+        return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True)
     if precision == "float":
-        raise ExportError("--precision float is not available yet: it needs the float C printer of the "
-                          "typed statement list (issue 22); export with --precision double")
+        return FlightTarget(FloatPrinter(), "float", "0.0f", "2.0f", TRIG_PRELUDE + "\n" + FLOAT_MATH, False,
+                            "f")
     raise ExportError(f"--precision {precision!r}: use one of {', '.join(PRECISIONS)}")
 
 
@@ -114,22 +141,25 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
         call=("(void)" if family else "") + call, stack="n/a")
 
 
-def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str
-                    ) -> list[dict[str, Any]]:
-    """The emitted functions of ``specs`` (not the structured variants of the Python API), as the module
-    prints them, the product helpers before them.  A plain function's sines and cosines are fused by
-    :func:`~soadyn.codegen.trig.fuse_pairs` (what ``module.c.j2`` does); a frame family keeps the inline
-    ``soadyn_sin``/``soadyn_cos`` of each statement, because fusing declares the kernels' arrays again in
-    each case block (``-Wshadow``); both round alike (the same kernel arithmetic), so the results stay
-    those of the module.  A function that calls its ``*_fext`` twin has a prototype of that twin as
-    helper: the twin is defined above it (``static``) already."""
+def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str,
+                    target: FlightTarget) -> list[dict[str, Any]]:
+    """The emitted functions of ``specs`` (not the structured variants of the Python API), printed by
+    ``target`` (:meth:`FlightTarget.body`), the product helpers before them.  A function that calls its
+    ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already."""
     by_name = {f.cname: f for f in funcs}
     out = []
     for s in specs:
         f = by_name[impl_prefix + s.name]
-        out.append(dict(doc=f.doc, ops=f.ops, signature=f.signature, unused=f.unused,
-                        body=list(f.body) if s.is_family else fuse_pairs(f.body),
-                        helpers=[] if s.zero_fext_call else f.helpers))
+        helpers = [] if s.zero_fext_call else f.helpers
+        if helpers and target.scalar != "double":
+            raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
+                              "out with --functions or export with --precision double")
+        real = target.scalar
+        params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])
+                  + [f"{real} *{a.name}" for a in s.outputs])
+        signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
+        out.append(dict(doc=f.doc, ops=f.ops, signature=signature, unused=f.unused,
+                        body=target.body(f, s.is_family), helpers=helpers))
     return out
 
 
@@ -309,13 +339,14 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
                   fingerprint=robot.fingerprint(), header_name=f"{name}.h", source_name=f"{name}.c",
                   scalar=printer.scalar, zero=printer.zero, two=printer.two, p=prefix, P=P, name=name)
-    core = _core_functions(specs, funcs, impl_prefix)
+    core = _core_functions(specs, funcs, impl_prefix, printer)
     source = render("clib_source.c.j2", prelude=printer.prelude, core=core, api=api, first_joint=first_joint,
                     enum=frame_enum(robot, impl_name) if enum else [], **common)
 
     def header(note: str) -> str:
         return render("clib_header.h.j2", guard=f"SOADYN_FLIGHT_{c_identifier(name).upper()}_H", api=api,
-                      enum=enum, quat_min=QUAT_NORM_MIN, quat_max=QUAT_NORM_MAX, joint_max=JOINT_Q_MAX,
+                      enum=enum, quat_min=QUAT_NORM_MIN + printer.suffix,
+                      quat_max=QUAT_NORM_MAX + printer.suffix, joint_max=JOINT_Q_MAX + printer.suffix,
                       stack_note=note, **common)
 
     cases, unreferenced = _test_cases(robot, specs, prefix, {fr: e for fr, e, _ in enum}, first_joint)
@@ -324,8 +355,9 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
         f"{name}.c": source,
         "CMakeLists.txt": render("clib_CMakeLists.txt.j2", cmake_version=version, **common),
         f"{name}Config.cmake": render("clib_Config.cmake.j2", **common),
-        f"test_{name}.c": render("clib_test.c.j2", cases=cases, unreferenced=unreferenced, tol=repr(TEST_TOL),
-                                 seed=TEST_SEED, first_joint=first_joint, enum=enum, **common),
+        f"test_{name}.c": render("clib_test.c.j2", cases=cases, unreferenced=unreferenced,
+                                 tol=repr(TEST_TOL[printer.scalar]), seed=TEST_SEED, first_joint=first_joint,
+                                 enum=enum, **common),
         "freestanding/string.h": render("clib_string.h.j2", **common),
     }
     out = Path(out_dir).resolve()
