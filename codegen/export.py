@@ -151,6 +151,11 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
     for s in specs:
         f = by_name[impl_prefix + s.name]
         helpers = [] if s.zero_fext_call else f.helpers
+        body = None
+        if helpers and target.scalar != "double" and f.lanes_body is not None:
+            # the product loops (double C text) as the statements they stand for: the same operations
+            # in the same order (EmittedFunction.lanes_body), printed in this precision
+            helpers, body = [], target.printer.lines(f.lanes_body)
         if helpers and target.scalar != "double":
             raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
                               "out with --functions or export with --precision double")
@@ -159,7 +164,7 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
                   + [f"{real} *{a.name}" for a in s.outputs])
         signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
         out.append(dict(doc=f.doc, ops=f.ops, signature=signature, unused=f.unused,
-                        body=target.body(f, s.is_family), helpers=helpers))
+                        body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
     return out
 
 

@@ -54,11 +54,12 @@ def export_dir(tmp_path_factory):
     """Export a robot once per (robot, base, functions) for this test file."""
     made: dict[tuple, Path] = {}
 
-    def get(path: Path, base: str | None = None, functions: str | None = None) -> Path:
-        key = (str(path), base, functions)
+    def get(path: Path, base: str | None = None, functions: str | None = None,
+            precision: str = "double") -> Path:
+        key = (str(path), base, functions, precision)
         if key not in made:
             d = tmp_path_factory.mktemp("export") / "lib"
-            export_c_library(path, d, functions=functions, base=base, mimic="independent")
+            export_c_library(path, d, precision, functions=functions, base=base, mimic="independent")
             made[key] = d
         return made[key]
 
@@ -86,17 +87,19 @@ def _build_test_program(src: Path, work: Path, cc: str = "gcc", extra: tuple[str
 # --------------------------------------------------------------------------------------------------
 # the exported test program
 # --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("robot, base, functions", [
-    (TIAN_WU, None, None),                               # every function of a free-floating robot
-    (EXAMPLES / "test_arm.yaml", "fixed", None),         # fixed base
-    (EXAMPLES / "seed004_dual_arm.yaml", None, HELD_OUT),  # a tree
-    (PANDA_URDF, "free", HELD_OUT),                      # held out: example-robot-data URDFs
-    (UR5_URDF, "fixed", HELD_OUT),
-], ids=["tian_wu", "test_arm_fixed", "dual_arm", "panda_free", "ur5_fixed"])
-def test_test_program_passes(export_dir, tmp_path, robot, base, functions):
+@pytest.mark.parametrize("robot, base, functions, precision", [
+    (TIAN_WU, None, None, "double"),                       # every function of a free-floating robot
+    (EXAMPLES / "test_arm.yaml", "fixed", None, "double"),  # fixed base
+    (EXAMPLES / "seed004_dual_arm.yaml", None, HELD_OUT, "double"),  # a tree
+    (PANDA_URDF, "free", HELD_OUT, "double"),              # held out: example-robot-data URDFs
+    (UR5_URDF, "fixed", HELD_OUT, "double"),
+    (TIAN_WU, None, None, "float"),
+    (PANDA_URDF, "free", HELD_OUT, "float"),
+], ids=["tian_wu", "test_arm_fixed", "dual_arm", "panda_free", "ur5_fixed", "tian_wu_float", "panda_float"])
+def test_test_program_passes(export_dir, tmp_path, robot, base, functions, precision):
     if robot is None:
         pytest.skip("example-robot-data is not installed")
-    d = export_dir(robot, base, functions)
+    d = export_dir(robot, base, functions, precision)
     exe = _build_test_program(d, tmp_path)
     r = _run([str(exe)])
     assert r.returncode == 0, r.stdout[-3000:]
@@ -299,19 +302,58 @@ def test_cli_export(tmp_path, capsys):
                                                "freestanding"}
     header = (out / "tian_wu_3dof.h").read_text()
     assert "tian_wu_3dof_forward_dynamics(" in header and "tian_wu_3dof_mass_matrix(" not in header
-    rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "f"), "--precision", "float"])
-    err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "not available yet" in err
-    assert not (tmp_path / "f").exists()
+    rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "f"), "--precision", "float",
+                   "--functions", "mass_matrix"])
+    assert rc == 0, capsys.readouterr().err
+    header = (tmp_path / "f" / "tian_wu_3dof.h").read_text()
+    assert "int tian_wu_3dof_mass_matrix(const float *q, float *M);" in header
     rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "g"), "--functions", "bogus"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "bogus" in err and not (tmp_path / "g").exists()
 
 
-def test_float_printer_is_refused_cleanly():
-    with pytest.raises(ValueError, match="not available yet"):
-        printer_for("float")
-    assert printer_for("double").scalar == "double"
+def test_flight_targets_use_the_printers():
+    from soadyn.codegen.printer import CPrinter, FloatPrinter
+
+    assert type(printer_for("double").printer) is CPrinter and printer_for("double").fuse
+    assert type(printer_for("float").printer) is FloatPrinter and not printer_for("float").fuse
+    with pytest.raises(ValueError, match="use one of double, float"):
+        printer_for("half")
+
+
+@pytest.mark.parametrize("robot, base", [(TIAN_WU, None), (PANDA_URDF, "free")], ids=["tian_wu", "panda"])
+def test_float_error_against_the_double_module(request, tmp_path_factory, export_dir, tmp_path, robot, base):
+    """float library against the double cffi module: relative error of M, ID, FD (max over 50 states of
+    max|x - x_double| / max|x_double|) within the documented 1e-4, and not double-exact (it is float)."""
+    if robot is None:
+        pytest.skip("example-robot-data is not installed")
+    functions = "mass_matrix,inverse_dynamics,forward_dynamics"
+    d = export_dir(robot, base, functions, "float")
+    name = _name(d)
+    so = tmp_path / "libf.so"
+    r = _run(["gcc", *STRICT, *LIB_FLAGS, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    lib = ctypes.CDLL(str(so))
+    cache = module_cache_dir(request, tmp_path_factory, "soadyn_export_modules")
+    module = compile_robot(robot, cache, base, functions, progress=False, mimic="independent")
+    rob, _ = resolve_robot(robot, base, mimic="independent")
+    ins = random_inputs(rob, 50, np.random.default_rng(4))
+    worst = {}
+    for spec in select_functions(function_table(rob, derivatives=True), functions, rob.name):
+        _, ref = _call_generated(module, spec, ins)
+        fn = getattr(lib, f"{name}_{spec.name}")
+        out_size = spec.outputs[0].size
+        err = 0.0
+        for i in range(50):
+            args = [np.ascontiguousarray(ins[a.name][i], dtype=np.float32) for a in spec.inputs]
+            out = np.zeros(out_size, dtype=np.float32)
+            ptrs = [a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) for a in args + [out]]
+            assert fn(*ptrs) == 0
+            x = np.asarray(ref[i], dtype=float).reshape(-1)
+            err = max(err, float(np.max(np.abs(out - x)) / np.max(np.abs(x))))
+        worst[spec.name] = err
+    print("float relative error", rob.name, {k: f"{v:.1e}" for k, v in worst.items()})
+    assert all(1e-9 < e < 1e-4 for e in worst.values()), worst
 
 
 def test_export_is_reproducible(tmp_path):
@@ -332,24 +374,38 @@ def _need(available: bool, what: str) -> None:
         pytest.skip(f"{what} is not installed")
 
 
+#: Cortex-M7 with its double-precision FPU (FPv5-D16; zig's plain cortex_m7 has none: soft-float calls)
+M7_FPU = "-mcpu=cortex_m7+fp_armv8d16sp+fp64"
+
+
+@pytest.mark.parametrize("precision", ["double", "float"])
 @pytest.mark.parametrize("target", [["-target", "aarch64-linux-gnu"],
-                                    ["-target", "thumb-freestanding-eabihf", "-mcpu=cortex_m7"]],
-                         ids=["aarch64-linux", "cortex-m7"])
-def test_zig_cross_compiles(export_dir, tmp_path, target):
+                                    ["-target", "thumb-freestanding-eabihf", "-mcpu=cortex_m7"],
+                                    ["-target", "thumb-freestanding-eabihf", M7_FPU]],
+                         ids=["aarch64-linux", "cortex-m7", "cortex-m7-fpv5-d16"])
+def test_zig_cross_compiles(export_dir, tmp_path, target, precision):
     _need(importlib.util.find_spec("ziglang") is not None, "the ziglang package")
-    d = export_dir(TIAN_WU)
+    d = export_dir(TIAN_WU, None, "forward_dynamics,mass_matrix,jacobian", precision)
     name = _name(d)
+    obj = tmp_path / "lib.o"
     r = _run([sys.executable, "-m", "ziglang", "cc", *target, *STRICT, *LIB_FLAGS, "-fno-unwind-tables",
               "-fno-asynchronous-unwind-tables", "-I", str(d / "freestanding"), "-c", str(d / f"{name}.c"),
-              "-o", str(tmp_path / "lib.o")])
+              "-o", str(obj)])
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (tmp_path / "lib.o").stat().st_size > 1000
+    nm = shutil.which("nm")
+    if nm is not None and M7_FPU in target:
+        # with the FPU every floating-point operation is an instruction: no runtime call but memory ones
+        undefined = set(_run([nm, "-u", str(obj)]).stdout.split()) - {"U"}
+        assert all(u in ("memcpy", "memset") or u.startswith(("__aeabi_memclr", "__aeabi_memcpy"))
+                   for u in undefined), undefined
+    assert obj.stat().st_size > 1000
 
 
-def test_aarch64_test_program_under_qemu(export_dir, tmp_path):
+@pytest.mark.parametrize("precision", ["double", "float"])
+def test_aarch64_test_program_under_qemu(export_dir, tmp_path, precision):
     cc, qemu = shutil.which("aarch64-linux-gnu-gcc"), shutil.which("qemu-aarch64")
     _need(cc is not None and qemu is not None, "qemu-user and gcc-aarch64-linux-gnu")
-    exe = _build_test_program(export_dir(TIAN_WU), tmp_path, cc, ("-static",))
+    exe = _build_test_program(export_dir(TIAN_WU, None, None, precision), tmp_path, cc, ("-static",))
     r = _run([qemu, str(exe)])
     assert r.returncode == 0 and re.search(r"\d+ checks, 0 failures", r.stdout), r.stdout[-2000:]
 
