@@ -36,15 +36,10 @@ def default_robots() -> list[tuple[str, str | None]]:
     out = [(str(ROOT / "examples" / f), None) for f in ("tian_wu_3dof.yaml", "seed004_example1.yaml",
                                                         "dimitrov_7dof_rw.yaml", "seed004_dual_arm.yaml",
                                                         "seed004_four_arm_37dof.yaml")]
-    try:
-        import example_robot_data  # noqa: F401
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import PANDA_URDF, UR5_URDF  # None without example-robot-data
 
-        sys.path.insert(0, str(ROOT / "tests"))
-        from conftest import PANDA_URDF, UR5_URDF
-        out += [(str(PANDA_URDF), "free"), (str(UR5_URDF), "fixed")]
-    except ImportError:
-        pass
-    return out
+    return out + [(str(p), b) for p, b in ((PANDA_URDF, "free"), (UR5_URDF, "fixed")) if p is not None]
 
 
 TIMING_C = r"""
@@ -95,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("robots", nargs="*")
     ap.add_argument("--states", type=int, default=200)
+    ap.add_argument("--base", choices=("free", "fixed"), default=None, help="base of the ROBOTs given")
     ap.add_argument("--time", action="store_true", help="also ns per forward-dynamics call of each library")
     args = ap.parse_args(argv)
-    robots = [(r, None) for r in args.robots] or default_robots()
+    robots = [(r, args.base) for r in args.robots] or default_robots()
     print(f"{'robot':28s} {'bodies':>6s} {'nv':>4s}  " + "  ".join(f"{f:>19s}" for f in FUNCTIONS.split(","))
           + ("   FD ns: module / double / float" if args.time else ""))
     for path, base in robots:
