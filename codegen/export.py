@@ -49,6 +49,9 @@ STACK_FLAGS = ("-std=c99", "-O2", "-ffreestanding", "-fno-math-errno", "-ffp-con
 #: relative tolerance of the test program's reference vectors: double, that of ``soadyn verify``; float,
 #: the bound docs/flight-c.md documents (measured worst 1e-6 .. 1e-5 on the example and held-out robots)
 TEST_TOL = {"double": 1e-10, "float": 1e-4}
+#: the error is divided by max(max|ref|, TEST_FLOOR): a reference of roundoff size (the loop residual
+#: at the configuration the loop was closed at) is compared absolutely
+TEST_FLOOR = 1e-3
 TEST_STATES = 2
 TEST_SEED = 0
 
@@ -361,8 +364,8 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
         "CMakeLists.txt": render("clib_CMakeLists.txt.j2", cmake_version=version, **common),
         f"{name}Config.cmake": render("clib_Config.cmake.j2", **common),
         f"test_{name}.c": render("clib_test.c.j2", cases=cases, unreferenced=unreferenced,
-                                 tol=repr(TEST_TOL[printer.scalar]), seed=TEST_SEED, first_joint=first_joint,
-                                 enum=enum, **common),
+                                 tol=repr(TEST_TOL[printer.scalar]), floor=repr(TEST_FLOOR), seed=TEST_SEED,
+                                 first_joint=first_joint, enum=enum, **common),
         "freestanding/string.h": render("clib_string.h.j2", **common),
     }
     out = Path(out_dir).resolve()

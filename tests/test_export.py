@@ -107,6 +107,26 @@ def test_test_program_passes(export_dir, tmp_path, robot, base, functions, preci
     assert m and int(m.group(1)) > 20, r.stdout
 
 
+def test_closed_loop_robot(tmp_path):
+    """A grappled arm (loop closure): the partition-dependent functions are checked for status and
+    finiteness, the constraint rows against the reference; the output named ``status`` of the
+    closed-loop functions does not clash with the library's own locals."""
+    from soadyn.model import load_robot
+    from soadyn.model.robot import Placement
+    from soadyn.reference.kinematics import frame_motion
+    from soadyn.structure import operations as st
+
+    r = load_robot(EXAMPLES / "test_arm.yaml").replace(gravity=[0.0, 0.0, -9.81])
+    q = r.random_configuration(np.random.default_rng(0))
+    fm = frame_motion(r, q, frame="tcp")
+    rc = st.close_loop(r, "tcp", "world", "revolute", axis=[0, 1, 0], world_placement=Placement(fm.R, fm.p))
+    d = tmp_path / "lib"
+    export_c_library(rc, d, functions="closed_loop_forward_dynamics,closed_loop_constraints")
+    assert "closed_loop_forward_dynamics" in (d / f"test_{_name(d)}.c").read_text().split("*/", 1)[0]
+    r = _run([str(_build_test_program(d, tmp_path))])
+    assert r.returncode == 0 and re.search(r"\d+ checks, 0 failures", r.stdout), r.stdout[-2000:]
+
+
 def test_test_program_fails_on_a_wrong_vector(export_dir, tmp_path):
     d = export_dir(TIAN_WU)
     bad = tmp_path / "lib"
