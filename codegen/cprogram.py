@@ -19,21 +19,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 #: the lexer of one printed C expression: an input element (``q[3]``), an identifier, a number, white
 #: space, or any other single character (operators, parentheses, commas).  ``"".join(tokens)`` is the text.
 _TOKEN = re.compile(r"[A-Za-z_]\w*\[\d+\]|[A-Za-z_]\w*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|\s+|.")
+#: the same lexer's identifiers alone (an element gives its array; an exponent's ``e`` is no name), and
+#: its numbers: the names and operations of an expression at C speed (every statement needs them)
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_FLOAT = re.compile(r"\d[.eE]|\.\d")
+_OPERATION = re.compile(r"[-+*/]|\b(?:soadyn_sin|soadyn_cos|sin|cos|sqrt|pow)\(")
 
 #: the functions the generated scalar expressions may call (``soadyn_sin``/``soadyn_cos``: the inline
 #: functions of :mod:`soadyn.codegen.trig`)
 CALLS = frozenset({"soadyn_sin", "soadyn_cos", "sin", "cos", "sqrt", "pow"})
-_OPERATORS = frozenset("+-*/")
 
 
 def lex(text: str) -> list[str]:
     """The tokens of a C expression (see :data:`_TOKEN`)."""
     return _TOKEN.findall(text)
+
+
+def has_float_literal(text: str) -> bool:
+    """A digit next to a ``.`` or an exponent in ``text``: where it may hold a floating-point number
+    (SymEngine prints every finite float so)."""
+    return _FLOAT.search(text) is not None
 
 
 def is_name(tok: str) -> bool:
@@ -59,54 +70,59 @@ def is_constant(expr: Expr) -> bool:
 
 
 class Expr:
-    """One C expression as tokens (:func:`lex`), with the names it reads and its operations."""
+    """One C expression: its text as the expression printer produced it, its tokens (:func:`lex`), the
+    names it reads and its operations (each computed once, when first needed)."""
 
-    __slots__ = ("tokens",)
+    __slots__ = ("text", "_tokens", "_names")
 
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens = tokens
+    def __init__(self, text: str, tokens: list[str] | None = None) -> None:
+        self.text = text
+        self._tokens = tokens
+        self._names: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, text: str) -> Expr:
-        return cls(lex(text))
+        return cls(text)
+
+    @classmethod
+    def of_tokens(cls, tokens: list[str]) -> Expr:
+        return cls("".join(tokens), tokens)
 
     @property
-    def text(self) -> str:
-        return "".join(self.tokens)
+    def tokens(self) -> list[str]:
+        if self._tokens is None:
+            self._tokens = _TOKEN.findall(self.text)
+        return self._tokens
 
-    def names(self) -> Iterator[str]:
+    def names(self) -> tuple[str, ...]:
         """Identifiers read, in order of appearance (an element gives its array; function names
         included)."""
-        for t in self.tokens:
-            c = t[0]
-            if c.isalpha() or c == "_":
-                yield t.partition("[")[0] if t[-1] == "]" else t
+        if self._names is None:
+            self._names = tuple(_NAME.findall(self.text))
+        return self._names
 
     def cost(self) -> int:
         """Operations: ``+ - * /`` and calls of :data:`CALLS` (what the stage cut counts)."""
-        toks = self.tokens
-        n = 0
-        for i, t in enumerate(toks):
-            if t in _OPERATORS:
-                n += 1
-            elif t in CALLS and i + 1 < len(toks) and toks[i + 1] == "(":
-                n += 1
-        return n
+        return len(_OPERATION.findall(_NUMBER.sub(" ", self.text)))
 
     def renamed(self, names: dict[str, str]) -> Expr:
         """The expression with the identifiers of ``names`` replaced by their text."""
-        return Expr([names.get(t, t) for t in self.tokens])
+        return Expr.of_tokens([names.get(t, t) for t in self.tokens])
 
     def calls(self, names: dict[str, str]) -> Expr:
         """The expression with the called functions of ``names`` (an identifier followed by ``(``)
         replaced."""
+        if "(" not in self.text:
+            return self
         toks = self.tokens
-        return Expr([names.get(t, t) if i + 1 < len(toks) and toks[i + 1] == "(" else t
-                     for i, t in enumerate(toks)])
+        return Expr.of_tokens([names.get(t, t) if i + 1 < len(toks) and toks[i + 1] == "(" else t
+                               for i, t in enumerate(toks)])
 
     def trig_args(self) -> Iterator[tuple[str, str, int]]:
         """(``sin`` or ``cos``, argument, token position) of each call ``[soadyn_]sin(x)`` /
         ``[soadyn_]cos(x)`` whose argument is one name or element."""
+        if "sin(" not in self.text and "cos(" not in self.text:
+            return
         toks = self.tokens
         for i in range(len(toks) - 3):
             t = toks[i]
@@ -132,12 +148,13 @@ STORE = "store"        # <target>[<index>] = <expr>;                  an output 
 ZEROS = "zeros"        # <target>[k] = 0 for index <= k < end         a run of exact zeros of an output
 WORK = "work"          # w[<index>] = <target>;                       a value crossing a stage boundary
 SCRATCH = "scratch"    # double <target>[<index>];                    a local array (zeroed: ``zero``)
-CALL = "call"          # <target>(<args>);                            a stage, a product loop, a variant
+CALL = "call"          # <target>(<args>);                            a stage, the *_fext variant
+PRODUCT = "product"    # <target>(<args>);                            a product loop (soadyn.codegen.products)
 VOID = "void"          # (void)<target>;                              a parameter the function ignores
 COMMENT = "comment"    # /* <text> */
 SINCOS = "sincos"      # the fused sines and cosines of a block (:func:`soadyn.codegen.trig.fuse_trig`)
 SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``cases``), then return 0
-KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, VOID, COMMENT, SINCOS, SWITCH)
+KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH)
 VALUES = (LOAD, TRIG, ARITH)
 
 
@@ -163,7 +180,7 @@ class Stmt:
     array: str = ""
     text: str = ""
     args: tuple[str, ...] = ()
-    cases: list[Case] = field(default_factory=list)
+    cases: tuple[Case, ...] | list[Case] = ()
     #: TRIG: ``sin`` or ``cos`` and its argument (a name or an element); SINCOS: the call and arguments
     fn: str = ""
     arg: str = ""
@@ -174,27 +191,24 @@ class Stmt:
         """The local this statement defines (None for stores, calls, comments)."""
         return self.target if self.kind in VALUES else None
 
-    def reads(self) -> Iterator[str]:
+    def reads(self) -> tuple[str, ...]:
         """The names read, in order of appearance in the printed statement (a store's array first)."""
-        if self.kind == LOAD:
-            yield self.array
-        elif self.kind in (TRIG, ARITH):
-            yield from self.expr.names()
-        elif self.kind == STORE:
-            yield self.target
-            yield from self.expr.names()
-        elif self.kind == ZEROS:
-            yield self.target
-        elif self.kind == WORK:
-            yield "w"
-            yield self.target
-        elif self.kind == CALL:
-            yield self.target
-            yield from self.args
-        elif self.kind == SWITCH:
-            for c in self.cases:
-                for s in c.body:
-                    yield from s.reads()
+        k = self.kind
+        if k in (TRIG, ARITH):
+            return self.expr.names()
+        if k == STORE:
+            return (self.target, *self.expr.names())
+        if k == LOAD:
+            return (self.array,)
+        if k == ZEROS:
+            return (self.target,)
+        if k == WORK:
+            return ("w", self.target)
+        if k in (CALL, PRODUCT):
+            return (self.target, *self.args)
+        if k == SWITCH:
+            return tuple(n for c in self.cases for s in c.body for n in s.reads())
+        return ()
 
     def cost(self) -> int:
         """Operations (the stage cut's measure): an expression's, plus one for a store."""
@@ -218,17 +232,23 @@ class Stmt:
         return 1
 
 
-def statements(body: Iterable[Stmt]) -> int:
+def statements(body: list[Stmt]) -> int:
     """Printed lines ending in ``;`` of ``body``."""
-    return sum(s.semicolons() for s in body)
+    n = len(body)
+    for s in body:
+        if s.kind in (COMMENT, SINCOS, SWITCH):
+            n += s.semicolons() - 1
+    return n
 
 
 def load(target: str, array: str, index: int) -> Stmt:
-    return Stmt(LOAD, target, Expr([f"{array}[{index}]"]), index=index, array=array)
+    return Stmt(LOAD, target, Expr(f"{array}[{index}]"), index=index, array=array)
 
 
 def value(target: str, expr: Expr) -> Stmt:
     """An assignment: :data:`TRIG` when it is one sine or cosine of a name or element, else :data:`ARITH`."""
+    if not expr.text.startswith(("soadyn_sin(", "soadyn_cos(")):
+        return Stmt(ARITH, target, expr)
     toks = expr.tokens
     if len(toks) == 4 and toks[0] in ("soadyn_sin", "soadyn_cos") and toks[1] == "(" and toks[3] == ")" \
             and (is_name(toks[2]) or is_element(toks[2])):
@@ -274,9 +294,11 @@ def sink_loads(body: list[Stmt]) -> list[Stmt]:
     moved = set(loads.values())
     before: dict[int, list[Stmt]] = {}
     for k, s in enumerate(body):
+        if not loads:
+            break
         if k in moved:
             continue
-        for name in dict.fromkeys(s.reads()):
+        for name in s.reads():
             j = loads.pop(name, None)
             if j is not None:
                 before.setdefault(k, []).append(body[j])

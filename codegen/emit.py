@@ -196,7 +196,7 @@ def _stores(name: str, es: list[se.Basic], pr: ExpressionPrinter) -> list[Stmt]:
                 if b - a >= ZERO_RUN:
                     out.append(Stmt(cp.ZEROS, name, index=a, end=b))
                 else:
-                    out += [cp.store(name, k, Expr(["0"])) for k in range(a, b)]
+                    out += [cp.store(name, k, Expr("0")) for k in range(a, b)]
             i = j
             continue
         out.append(cp.store(name, i, pr(es[i])))

@@ -274,7 +274,7 @@ RESERVED = C_KEYWORDS | frozenset(
 #: 6.9 s of gcc CPU, a fifth of a compile (issue 11).  Measured cost, Dimitrov robot, plain C at ``-O2
 #: -march=native``, best of 3 rounds, ns per call with its own program -> through the ``_fext`` one:
 #: Schur complement 1,558 -> 1,567, decoupled 1,280 -> 1,338, generalised bias 383 -> 418 (their ``_fext``
-#: forms got faster with :func:`~soadyn.codegen.emit.sink_loads`: 1,602 -> 1,577, 1,429 -> 1,335, 467 ->
+#: forms got faster with :func:`~soadyn.codegen.cprogram.sink_loads`: 1,602 -> 1,577, 1,429 -> 1,335, 467 ->
 #: 419).  The inverse and forward dynamics, the hot path of simulations and batches, keep their own
 #: program without the wrenches.
 ZERO_FEXT_CALLS = frozenset({"forward_dynamics_decoupled", "forward_dynamics_schur", "generalized_bias",

@@ -94,7 +94,7 @@ def _vcalls(toks: list[str]) -> list[str]:
                 depth += {"(": 1, ")": -1}.get(toks[j], 0)
                 j += 1
             args = toks[i + 2:j - 1]
-            if cp.is_constant(Expr(args)):
+            if cp.is_constant(Expr.of_tokens(args)):
                 out += toks[i:j]
             else:
                 out += [_VFUNCS[t], "(", *_vcalls(args), ")"]
@@ -138,7 +138,7 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
                 if a not in done:
                     done.add(a)
                     out.append(f"{vd} sc_s{j}, sc_c{j};")
-                    out.append(f"soadyn_vsincos({_vexpr(Expr([a]), inputs)}, &sc_s{j}, &sc_c{j});")
+                    out.append(f"soadyn_vsincos({_vexpr(Expr(a), inputs)}, &sc_s{j}, &sc_c{j});")
             if here:
                 expr = _substitute_trig(expr, {a: pairs[a] for a in here})
             out.append(f"const {vd} {s.target} = {_vexpr(expr, inputs, lanes)};")
@@ -172,7 +172,7 @@ def _substitute_trig(expr: Expr, pairs: dict[str, int]) -> Expr:
     for fn, a, i in sorted(expr.trig_args(), key=lambda x: -x[2]):
         if a in pairs:
             toks[i:i + 4] = [f"sc_{fn[0]}{pairs[a]}"]
-    return Expr(toks)
+    return Expr.of_tokens(toks)
 
 
 @dataclass

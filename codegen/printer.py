@@ -44,15 +44,6 @@ def _exact_constants(e: se.Basic) -> se.Basic:
     return e.xreplace(sub)
 
 
-def _has_float(tokens: list[str]) -> bool:
-    """A number token with a ``.`` or an exponent: SymEngine prints every finite float so."""
-    for t in tokens:
-        if t[0].isdigit() or (t[0] == "." and len(t) > 1):
-            if "." in t or "e" in t or "E" in t:
-                return True
-    return False
-
-
 class ExpressionPrinter:
     """``symengine.ccode`` with exact constants, the inline sine and cosine, and a check that only known
     names reach the C code."""
@@ -64,15 +55,18 @@ class ExpressionPrinter:
     def __call__(self, e: se.Basic) -> Expr:
         # a finite float prints with a "." or an exponent: without either, ``e`` has none and the walk of
         # :func:`_exact_constants` (which costs more than printing) is skipped
-        tokens = cp.lex(se.ccode(e))
-        if _has_float(tokens):
-            tokens = cp.lex(se.ccode(_exact_constants(e)))
-        expr = Expr(tokens).calls(_INLINE)
-        for name in expr.names():
-            if name not in self.known:
-                _exact_constants(e)      # a non-finite constant (printed as a name) raises its own error
-                raise DerivationError(f"{self.where}: generated expression uses unknown name {name!r} "
-                                      f"(a singular or non-finite term?): {expr.text[:200]}")
+        text = se.ccode(e)
+        if cp.has_float_literal(text):
+            text = se.ccode(_exact_constants(e))
+        expr = Expr(text)
+        if "sin(" in text or "cos(" in text:
+            expr = expr.calls(_INLINE)
+        names = expr.names()
+        if not self.known.issuperset(names):
+            name = next(n for n in names if n not in self.known)
+            _exact_constants(e)      # a non-finite constant (printed as a name) raises its own error
+            raise DerivationError(f"{self.where}: generated expression uses unknown name {name!r} "
+                                  f"(a singular or non-finite term?): {expr.text[:200]}")
         return expr
 
 
@@ -107,7 +101,7 @@ class CPrinter:
             out.append(f"{ind}w[{s.index}] = {s.target};")
         elif k == cp.SCRATCH:
             out.append(f"{ind}{real} {s.target}[{s.index}]" + (f" = {{{self.zero}}};" if s.zero else ";"))
-        elif k == cp.CALL:
+        elif k in (cp.CALL, cp.PRODUCT):
             out.append(f"{ind}{s.target}({', '.join(s.args)});")
         elif k == cp.VOID:
             out.append(f"{ind}(void){s.target};")

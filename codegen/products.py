@@ -5,7 +5,7 @@ evaluated by loops instead of unrolled statements: in place in the outputs (``M^
 back from the result's columns) or from a scratch array of its factors (a general product ``A B``, added
 to an output or stored into it).  :func:`product_function` prints the loops as a function of their own
 (vectorised with GCC/Clang vector extensions, scalar elsewhere: the same operations in the same order);
-the function's statements end with a :data:`~soadyn.codegen.cprogram.CALL` of it.
+the function's statements end with a :data:`~soadyn.codegen.cprogram.PRODUCT` statement calling it.
 :func:`expanded_products` writes the same products as statements (for the SIMD lanes, which evaluate
 statements only), summed in the loops' order.
 """
@@ -195,7 +195,7 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
     text = (f"/* {c_comment(what)}:\n   {head} */\n"
             "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
             f"static void {name}({params})\n{{\n" + "".join(f"{x}\n" for x in body) + "}\n")
-    return text, [cp.comment(c_comment(what)), cp.call(name, args)]
+    return text, [cp.comment(c_comment(what)), Stmt(cp.PRODUCT, name, args=tuple(args))]
 
 
 def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:

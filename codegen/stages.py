@@ -155,7 +155,9 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
     decl = ", ".join(f"{t}{p}" for t, p in params) + ", double *w"
     printer = CPrinter()
     for name, chunk, mine in zip(names, chunks, own):
-        used = {u for s in chunk for u in s.reads()}
+        used: set[str] = set()
+        for s in chunk:
+            used.update(s.reads())
         needed_loads = {u for u in used if u in loads}
         touched = used.union(*(set(loads[u].reads()) for u in needed_loads))
         lines: list[Stmt] = [Stmt(cp.VOID, p) for p in pnames if p not in touched]
@@ -166,7 +168,7 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
         for s in chunk:
             if s.kind == cp.LOAD:
                 continue
-            lines.append(cp.renamed(s, remote) if remote and any(u in remote for u in s.reads()) else s)
+            lines.append(cp.renamed(s, remote) if remote and not remote.keys().isdisjoint(s.reads()) else s)
             if s.target in slot and s.defines is not None:
                 lines.append(Stmt(cp.WORK, s.target, index=slot[s.target]))
         if n_slots == 0:

@@ -259,7 +259,9 @@ def fuse_trig(body: list[Stmt]) -> list[Stmt]:
     if not fused:
         return out
     # the loads that only the fused sines and cosines read are dead now
-    read = {name for s in _flat(out) for name in s.reads()}
+    read: set[str] = set()
+    for s in _flat(out):
+        read.update(s.reads())
     dead = fused - read
     if not dead:
         return out
@@ -299,7 +301,7 @@ def _fuse_block(block: list[Stmt], loads: dict[str, str], call: str, fused: set[
             out.append(head)
         if k in uses:
             fn, element = uses[k]
-            out.append(Stmt(cp.ARITH, s.target, cp.Expr([f"soadyn_t{fn[0]}[{args[element]}]"])))
+            out.append(Stmt(cp.ARITH, s.target, cp.Expr(f"soadyn_t{fn[0]}[{args[element]}]")))
         else:
             out.append(s)
     return out
