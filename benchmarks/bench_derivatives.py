@@ -142,8 +142,8 @@ def time_pinocchio(command: list[str]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from soadyn import load_robot
     from soadyn.codegen import compile as soadyn_compile
-    from soadyn.model import load_robot
     from soadyn.model.conventions import PinocchioMap
     from soadyn.structure.operations import lock_joints
 

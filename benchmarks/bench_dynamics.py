@@ -50,8 +50,8 @@ sys.path.insert(0, str(HERE))
 
 import bench_pinocchio as bp  # noqa: E402
 
+from soadyn import load_robot  # noqa: E402
 from soadyn.codegen import load  # noqa: E402
-from soadyn.model import load_robot  # noqa: E402
 from soadyn.structure.operations import lock_joints  # noqa: E402
 
 #: soadyn function -> Pinocchio algorithm
@@ -484,7 +484,7 @@ def _batch_ns(fn, args, n: int, threads=None, reps: int = 5) -> float:
 # ---------------------------------------------------------------------------------------------------
 _COMPILE_CHILD = r"""
 import json, resource, sys, time
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.structure.operations import lock_joints
 from soadyn.codegen import compile
 path, base, lock, out, profile = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]

@@ -33,8 +33,8 @@ sys.path.insert(0, str(HERE))
 
 import bench_pinocchio as bp  # noqa: E402
 
+from soadyn import load_robot  # noqa: E402
 from soadyn.codegen.pipeline import generate, write_sources  # noqa: E402
-from soadyn.model import load_robot  # noqa: E402
 from soadyn.model.parameters import random_params, with_param_bodies  # noqa: E402
 from soadyn.structure.operations import lock_joints  # noqa: E402
 

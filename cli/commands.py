@@ -12,6 +12,9 @@
     :func:`soadyn.codegen.verify.verify` (registered independent reference and float run of the same
     algorithm); prints the worst relative error per function, lists the functions without an independent
     check, and exits with 1 when an error exceeds the tolerance (default 1e-10).
+
+Both also take the robot options every sub-command shares (``--base``, ``--mimic``:
+:func:`soadyn.cli.options.add_robot_args`), ``--profile`` (build profile) and ``-q`` (no progress bars).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from typing import Any
 
 from soadyn.cli.options import add_robot_args
 from soadyn.codegen.build import CompileError
-from soadyn.codegen.functions import function_table, select_functions
+from soadyn.codegen.functions import api_names, function_table, select_functions
 from soadyn.codegen.profiles import PROFILES, get_profile
-from soadyn.codegen.verify import format_checks, summary, verify
+from soadyn.codegen.verify import check_tolerance, format_checks, summary, verify
 from soadyn.model.names import terminal
 
 
@@ -53,6 +56,9 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--functions", default=None, metavar="NAMES",
                    help="comma-separated public function names to build (default: all), e.g. "
                         "forward_dynamics,mass_matrix,jacobian")
+    p.add_argument("--target", choices=("python", "casadi"), default="python",
+                   help="casadi: also build the CasADi external-function library (soadyn.casadi; without "
+                        "--functions the inverse/forward-dynamics derivatives are added for exact Jacobians)")
     p.set_defaults(func=cmd_compile)
 
 
@@ -90,6 +96,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     progress = not args.quiet and sys.stderr.isatty()
     out = Path(args.out)
     functions = args.functions
+    casadi = getattr(args, "target", "python") == "casadi"
+    if casadi and functions is None and not args.sources_only:
+        robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
+        functions = ",".join([*api_names(function_table(robot)), "inverse_dynamics_derivatives",
+                              "forward_dynamics_derivatives"])
     if functions is not None:
         robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
         try:
@@ -112,6 +123,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(terminal(_summary(module, out.resolve(), _derive.STATS["derivations"] == before)))
+    if casadi:
+        return _casadi_library(module)
+    return 0
+
+
+def _casadi_library(module: Any) -> int:
+    """Build the CasADi library of a compiled module and say how to load it (``--target casadi``)."""
+    try:
+        import soadyn.casadi as sc
+    except ImportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        lib = sc.library(module)
+    except CompileError as e:
+        print(terminal(f"error: {e}", 4000), file=sys.stderr)
+        return 1
+    fd = sc.function(module, "forward_dynamics")
+    print(terminal(f"casadi: {lib}\nuse: casadi.external({fd.name()!r}, {str(lib)!r}) or "
+                   f"soadyn.casadi.function(module, 'forward_dynamics')"))
     return 0
 
 
@@ -119,6 +150,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     progress = not args.quiet and sys.stderr.isatty()
     if args.states < 1:
         print("error: --states must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        check_tolerance(args.tol, "--tol")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         checks = verify(args.robot, args.out, args.base, states=args.states, tol=args.tol, seed=args.seed,

@@ -1,9 +1,16 @@
-"""The ``soadyn`` command line: one sub-command per small function.
+"""The ``soadyn`` command line: the parser, the dispatcher and the ``info`` sub-command.
 
-Adding a sub-command: write ``_add_<name>(sub)`` that registers the parser (with
-``set_defaults(func=_cmd_<name>)``) and ``_cmd_<name>(args) -> int``, and append ``_add_<name>`` to
-``SUBCOMMANDS``.  A :class:`RobotFileError` (bad robot file) raised by a
-sub-command is printed as one line on stderr and gives exit code 1, without a traceback.
+Where the sub-commands live: ``info`` here; ``compile`` and ``verify`` in :mod:`soadyn.cli.commands`;
+``simulate`` in :mod:`soadyn.cli.simulate`; ``campaign`` in :mod:`soadyn.cli.campaign`.  The robot options
+every sub-command that reads a robot file shares (``ROBOT``, ``--base``, ``--mimic``) are
+:func:`soadyn.cli.options.add_robot_args`.  ``python -m soadyn.cli.regenerate`` is a separate script, not
+a sub-command.
+
+Adding a sub-command: write ``add_<name>(sub)`` (in its own module when it is more than a few lines) that
+registers the parser with ``set_defaults(func=...)`` pointing to a function ``(args) -> int`` (the exit
+code), and append it to ``SUBCOMMANDS``.  A :class:`RobotFileError` (bad robot file), a compiler failure,
+an ``OSError`` or a ``ValueError`` raised by a sub-command is printed as one ``error:`` line on stderr with
+exit code 1, without a traceback (:func:`main`).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from soadyn.structure.operations import StructureError
 
     robot = load_robot(args.robot, base=args.base, mimic=args.mimic)
-    if args.latex:
+    if args.latex is not None:          # --latex "" is an unknown name, not no option
         return _print_latex(robot, args.latex, args.symbolic)
     locked = [n.strip() for item in args.locked for n in item.split(",") if n.strip()]
     try:

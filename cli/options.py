@@ -28,8 +28,9 @@ def add_robot_args(p: argparse.ArgumentParser, out_dir: bool = False) -> None:
     p.add_argument("--base", choices=("free", "fixed"), default=None,
                    help="override the base type (default: the file's; 'free' for URDF; a compiled module is "
                         "then named <robot>_<base>)")
-    p.add_argument("--mimic", choices=("error", "independent", "fixed"), default="error",
-                   help="URDF <mimic> joints: error (default), independent joints, or fixed at 0")
+    p.add_argument("--mimic", choices=("couple", "error", "independent", "fixed"), default="couple",
+                   help="URDF <mimic> joints: couple (default: q = a q_joint + b, no coordinate of their "
+                        "own), error, independent joints, or fixed at 0")
     if out_dir:
         p.add_argument("-o", "--out", default="generated", metavar="DIR",
                        help="output directory; the module goes to DIR/<robot name>/ (default: ./generated)")

@@ -1,8 +1,9 @@
 """``soadyn simulate``: the command-line front end of :func:`soadyn.runtime.simulate.simulate`.
 
-``soadyn simulate ROBOT --duration T [--dt DT] [--torque ...] [--q0 ...] [--v0 ...] [--out F.npz]
-[--plot F.png] [--python] [--cache DIR]`` compiles (or loads from cache) the robot, integrates it and
-prints the momentum drift and the energy balance error.
+``soadyn simulate ROBOT [--base free|fixed] [--mimic ...] --duration T [--dt DT] [--torque ...] [--q0 ...]
+[--v0 ...] [--out F.npz] [--plot F.png] [--python] [--cache DIR]`` compiles (or loads from cache) the robot,
+integrates it and prints the momentum drift and the energy balance error.  The robot options are the shared
+ones of :func:`soadyn.cli.options.add_robot_args`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.cli.options import add_robot_args
+from soadyn.model.robotfile import RobotFileError
 from soadyn.runtime.simulate import SimulationError, simulate
 
 
@@ -22,8 +25,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
         "simulate", help="simulate a robot under constant joint torques",
         description="Compile (or load from cache) a robot, integrate its forward dynamics with an SO(3) "
                     "Runge-Kutta-Munthe-Kaas step, save the trajectory (.npz) and optionally plot it.")
-    p.add_argument("robot", help="robot file: .yaml/.yml (soadyn format) or .urdf")
-    p.add_argument("--base", choices=("free", "fixed"), default=None, help="override the base type")
+    add_robot_args(p)
     p.add_argument("--duration", type=float, required=True, help="simulated time [s]")
     p.add_argument("--dt", type=float, default=1e-3, help="integration step [s] (default 0.001)")
     p.add_argument("--torque", default=None,
@@ -58,11 +60,11 @@ def _load_module(args: argparse.Namespace) -> Any:
     from soadyn.codegen.pipeline import compile_robot, resolve_robot
     from soadyn.runtime.numeric_module import NumericModule
 
-    robot, _ = resolve_robot(args.robot, args.base)
+    robot, _ = resolve_robot(args.robot, args.base, mimic=args.mimic)
     if args.python:
         return NumericModule(robot), robot
     # from the file, so that a --base override gets its own module (<robot>_<base>), as with soadyn compile
-    return compile_robot(args.robot, args.cache, args.base), robot
+    return compile_robot(args.robot, args.cache, args.base, mimic=args.mimic), robot
 
 
 def _initial_state(default: np.ndarray, given: np.ndarray | None, flag: str, free: bool,
@@ -81,7 +83,8 @@ def _initial_state(default: np.ndarray, given: np.ndarray | None, flag: str, fre
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """``soadyn simulate``: returns the exit code (2 for bad arguments)."""
+    """``soadyn simulate``: returns the exit code (2 for bad arguments; a bad robot file raises
+    :class:`~soadyn.model.RobotFileError`, which :func:`soadyn.cli.main.main` reports with exit code 1)."""
     try:
         module, robot = _load_module(args)
         free = robot.is_free
@@ -92,6 +95,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         traj = simulate(module, q0, v0, args.duration, torques=tau, dt=args.dt,
                         progress=False if args.no_progress else None, gravity=robot.gravity,
                         total_mass=robot.total_mass)
+    except RobotFileError:
+        raise  # a bad robot file: one line and exit code 1 from soadyn.cli.main, as for every sub-command
     except (ValueError, SimulationError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

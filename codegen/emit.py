@@ -24,8 +24,8 @@ from typing import Any
 import jinja2
 import symengine as se
 
+import soadyn.codegen.cprogram as cp
 from soadyn._version import __version__
-from soadyn.codegen import cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt, sink_loads
 from soadyn.codegen.derive import DerivationError, Program
 from soadyn.codegen.functions import FunctionSpec, c_identifier, frame_enum

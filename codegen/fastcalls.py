@@ -1,7 +1,8 @@
 """Single calls from Python: a C entry per function that checks its arguments in C (``<ext>_fast.c``).
 
 ``fx_<name>(inputs..., out)`` runs the generated C function when every input is an exact float64
-``numpy.ndarray`` of the function's shape (C-contiguous), and returns None otherwise, so that the module's
+``numpy.ndarray`` of the function's shape (C-contiguous) with finite entries, and ``out`` does not overlap
+an input (the Python code copies the input first); it returns None otherwise, so that the module's
 Python code handles (or refuses) the call exactly as without this file.  The C is the template
 ``templates/fastcalls.c.j2`` (its header comment says what each helper checks); this module computes
 what differs between entries.
@@ -31,6 +32,8 @@ def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[di
         name=name, cfunc=cfunc, in_dims=[_dims(a) for a in inputs], out_dims=[_dims(o) for o in outputs],
         k_out=len(inputs) + (1 if frame else 0), n_in=len(inputs), nd0=len(inputs[0]["dims"]),
         checks=" || ".join(f"!fx_ok(args[{i}], n, {len(a['dims'])}, d{i})" for i, a in enumerate(inputs)),
+        # a non-finite input: the module's Python code refuses it (issue 21)
+        finite=" || ".join(f"!fx_finite(args[{i}])" for i in range(len(inputs))),
         quat=quat, iq=iq, nq=inputs[iq]["dims"][0] if quat else 0, frame=frame,
         ins="".join(f"FX_D(args[{i}]), " for i in range(len(inputs))), fid="fid, " if frame else "",
         m=m, nd=len(outputs[0]["dims"]), outs=", ".join(f"FX_D(o[{j}])" for j in range(m)),

@@ -119,6 +119,8 @@ class Registration:
 
     def applies(self, robot: Robot) -> bool:
         """Whether the function is generated for ``robot``."""
+        if getattr(robot, "is_coupled", False) and self.algorithm not in _coupled_algorithms():
+            return False                   # mimic couplings: the reduced forms of soadyn...coupling only
         if self.when == "any":
             return True
         if self.when == "free":
@@ -167,6 +169,10 @@ def _registrations() -> dict[str, Registration]:
         ("inverse_dynamics_regressor", "params", "soadyn.reference.regressors.inverse_dynamics_regressor"),
         ("momentum_regressor", "params", "soadyn.reference.regressors.momentum_regressor"),
     ]
+    # kinematics of frames (issue 23): poses by default, twist and acceleration on request
+    rows += [("frame_pose", "any", dense + "frame_pose"), ("body_poses", "any", dense + "body_poses"),
+             ("frame_twist", "any", "soadyn.reference.frames.frame_twist"),
+             ("frame_acceleration", "any", "soadyn.reference.frames.frame_acceleration")]
     regs = {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
     # derivatives (opt-in): central differences on the manifold (soadyn.reference.derivatives), tol 1e-6
     for api in ("inverse_dynamics_derivatives", "forward_dynamics_derivatives",
@@ -189,8 +195,17 @@ def registration(api: str) -> Registration:
                        f"({', '.join(REGISTRY)})") from None
 
 
+def _coupled_algorithms() -> frozenset[str]:
+    from soadyn.symbolic.algorithms.coupling import COUPLED_ALGORITHMS
+
+    return COUPLED_ALGORITHMS
+
+
 def _inertias_invertible(robot: Robot) -> bool:
     from soadyn.symbolic.algorithms.schur import body_inverse_inertias
+
+    if any(j is not None and j.armature for j in robot.joints):
+        return False                       # joint armature: not in the rigid-body CF factorisation
 
     try:
         body_inverse_inertias(robot)
@@ -364,7 +379,10 @@ def function_table(robot: Robot, derivatives: bool = False) -> list[FunctionSpec
             "momentum_frame_twist", free_only=True, frames=frames,
             doc="momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum "
                 "h = [L about the CoM; P] (inertial axes), frame family, inertial axes"))
+    specs.extend(_kinematics_specs(robot, frames, optional=derivatives))
     specs = with_parameter_inputs(robot, specs)
+    if robot.is_coupled:                   # mimic couplings: only the functions with a reduced form
+        specs = [s for s in specs if registration(s.api).applies(robot)]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):  # pragma: no cover - guarded by frame_identifiers
         raise AssertionError(f"duplicate generated function names: {names}")
@@ -539,10 +557,39 @@ def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
     return out
 
 
+def _kinematics_specs(robot: Robot, frames: tuple[str, ...], optional: bool) -> list[FunctionSpec]:
+    """Kinematics of frames (soadyn.symbolic.algorithms.frames; issue 23).  ``frame_pose`` and ``body_poses``
+    are built by default (forward kinematics: a few hundred operations); ``frame_twist`` and
+    ``frame_acceleration`` (families over every frame, each a velocity/acceleration sweep along the path)
+    only on request, like the derivatives."""
+    nb, q = robot.n_bodies, (input_arg(robot, "q"),)
+    out = [
+        FunctionSpec("frame_pose", "frame_pose", q, (Arg("R_f", (3, 3)), Arg("p_f", (3,))), "frame_pose",
+                     frames=frames, doc="pose of a body or named frame (frame family): rotation R (frame to "
+                     "inertial axes) and origin p (inertial frame)"),
+        FunctionSpec("body_poses", "body_poses", q, (Arg("R_b", (nb, 3, 3)), Arg("p_b", (nb, 3))),
+                     "body_poses", doc="pose of every body: rotations (body to inertial axes) and origins "
+                     "(inertial frame), body order"),
+    ]
+    if optional:
+        qv = (*q, input_arg(robot, "v"))
+        out += [
+            FunctionSpec("frame_twist", "frame_twist", qv, (Arg("V_f", (6,)),), "frame_twist", frames=frames,
+                         doc="twist [w; v] of a body or named frame (origin velocity), inertial axes (frame "
+                         "family)"),
+            FunctionSpec("frame_acceleration", "frame_acceleration", (*qv, input_arg(robot, "a")),
+                         (Arg("V_f", (6,)), Arg("A_f", (6,))), "frame_acceleration", frames=frames,
+                         doc="twist [w; v] of a body or named frame and its time derivative (classical "
+                         "acceleration of the origin, no gravity), inertial axes (frame family)"),
+        ]
+    return out
+
+
 # ---- run-time inertial parameters (soadyn.model.parameters) -------------------------------------------
 #: public functions that read no inertia: they never take ``params``
 KINEMATIC_APIS = frozenset({"jacobian", "closed_loop_constraints", "closed_loop_dependent_velocities",
-                            "frame_acceleration_derivatives"})
+                            "frame_acceleration_derivatives", "frame_pose", "body_poses", "frame_twist",
+                            "frame_acceleration"})
 #: regressors of a robot with parameterised bodies: (api, inputs, output, shape rows, doc)
 REGRESSORS = (
     ("inverse_dynamics_regressor", ("q", "v", "a"), "Y", "nv",

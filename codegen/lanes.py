@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from soadyn.codegen import cprogram as cp
+import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
 from soadyn.codegen.trig import C_COS, C_SIN
 

@@ -197,7 +197,8 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
     *(("soadyn.symbolic.algorithms", f"{m}.py") for m in (
         "__init__", "articulated_body", "closed_loop", "decoupled", "derivatives", "dual", "forward_dynamics",
         "free_floating", "innovations", "jacobians", "kinematics", "linalg", "momentum", "newton_euler",
-        "operational_space", "regressors", "rnea_derivatives", "schur")),
+        "operational_space", "regressors", "rnea_derivatives", "schur", "frames",
+        "drive", "coupling")),                       # issue 25: drive train, mimic couplings
     *(("soadyn.codegen", f"{m}.py") for m in (
         "__init__", "functions", "derive", "optimise", "emit", "sections", "build", "cache", "pipeline",
         # load: imported by the package for its public load()

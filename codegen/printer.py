@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import symengine as se
 
-from soadyn.codegen import cprogram as cp
+import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
 from soadyn.codegen.derive import DerivationError
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from soadyn.codegen import cprogram as cp
+import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
 from soadyn.codegen.derive import Product
 from soadyn.codegen.sections import section_of

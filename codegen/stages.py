@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from soadyn.codegen import cprogram as cp
+import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Stmt
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.trig import fuse_trig

@@ -27,7 +27,7 @@ notice is preserved.
 
 from __future__ import annotations
 
-from soadyn.codegen import cprogram as cp
+import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Stmt
 
 #: the C names the generated expressions call

@@ -10,7 +10,9 @@ module on N random states through the batched entry points and compares the resu
 
 A function whose registration names no reference is reported as such (``reference: none`` and the reason),
 never skipped.  Relative error of one state: ``max|x - ref| / max|ref|`` (absolute when ``ref`` is all
-zero); the worst state counts.  Random states: configurations from ``robot.random_configuration`` with the
+zero), with each output measured against its largest value over the states, floored at a millionth of
+the function's largest output (:func:`output_errors`); the worst state counts.  Random states:
+configurations from ``robot.random_configuration`` with the
 base quaternion scaled by a random factor in [0.5, 2] (the generated code must divide the norm out),
 velocities, accelerations, torques and external wrenches standard normal.
 """
@@ -18,6 +20,7 @@ velocities, accelerations, torques and external wrenches standard normal.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +71,45 @@ def rel_err(x: Any, ref: Any) -> float:
         return float("inf")
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
     return float(np.max(d)) / (scale if scale > 0 else 1.0) if d.size else 0.0
+
+
+#: an output is measured against at least this fraction of the function's largest output (see
+#: :func:`output_errors`)
+SCALE_FLOOR = 1e-6
+
+
+def output_errors(got: list[list[Any]], ref: list[list[Any]]) -> float:
+    """Worst relative error of a function's outputs over the states: ``max|x - ref|`` of each output,
+    divided by that output's largest ``|ref|`` over all the states, floored at :data:`SCALE_FLOOR` times the
+    largest ``|ref|`` of any output (absolute when every reference entry is zero); NaN anywhere gives inf.
+
+    The floor is what keeps an output that is zero in exact arithmetic (the generated code derives the exact
+    0; the dense reference leaves roundoff of ~1e-16 times the other outputs) from reading as a relative
+    error of 1; an output of any size above the floor is still measured against itself, so a wrong sign
+    of a small output fails.
+    """
+    if not got:
+        return 0.0
+    n_out = len(got[0])
+    scales = []
+    for k in range(n_out):
+        r = [np.asarray(state[k], dtype=float) for state in ref]
+        scales.append(max((float(np.max(np.abs(x))) for x in r if x.size and np.all(np.isfinite(x))),
+                          default=0.0))
+    floor = SCALE_FLOOR * max(scales, default=0.0)
+    worst = 0.0
+    for k in range(n_out):
+        scale = max(scales[k], floor)
+        for g, r in zip(got, ref):
+            x, y = np.asarray(g[k], dtype=float), np.asarray(r[k], dtype=float)
+            if x.shape != y.shape:
+                return float("inf")
+            d = np.abs(x - y)
+            if not np.all(np.isfinite(d)):
+                return float("inf")
+            if d.size:
+                worst = max(worst, float(np.max(d)) / (scale if scale > 0 else 1.0))
+    return worst
 
 
 def random_inputs(robot: Robot, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -140,26 +182,35 @@ def check_function(module: Any, robot: Robot, spec: FunctionSpec, ins: dict[str,
     reg = spec.registration
     ref_fn = reference_function(reg)
     alg_fn = algorithm(spec.algorithm)
-    err_ref = 0.0 if ref_fn is not None else None
-    err_alg = 0.0
     if reg.max_states is not None:      # an expensive reference (finite differences): a few states
         n = min(n, reg.max_states)
+    mine, refs, vals = [], [], []
     for i in range(n):
         robot_i, ctx = _state_robot(robot, spec, ins, i)
         pos = [ins[a.name][i] for a in spec.inputs if a.name not in ("f_ext", "params")]
         kw: dict[str, Any] = dict(spec.kwargs)
         if spec.fext_input:
             kw["f_ext"] = ins["f_ext"][i]
-        mine = [p[i] for p in got_parts]
+        mine.append([p[i] for p in got_parts])
         if ref_fn is not None:
-            ref = _split(ref_fn(robot_i, *pos, **kw), len(spec.outputs))
-            err_ref = max(err_ref, *(rel_err(m, r) for m, r in zip(mine, ref)))
-        val = _split(alg_fn(robot, ctx, *pos, **kw), len(spec.outputs))
-        err_alg = max(err_alg, *(rel_err(m, r) for m, r in zip(mine, val)))
+            refs.append(_split(ref_fn(robot_i, *pos, **kw), len(spec.outputs)))
+        vals.append(_split(alg_fn(robot, ctx, *pos, **kw), len(spec.outputs)))
+    err_ref = output_errors(mine, refs) if ref_fn is not None else None
+    err_alg = output_errors(mine, vals)
     note = "" if ref_fn is not None else f"no independent check: {reg.unchecked}"
     if reg.reference_tol is not None:
         note = f"reference tolerance {reg.reference_tol:g} ({reg.reference.rpartition('.')[0]}), {n} states"
     return Check(spec.name, call, err_ref, err_alg, tol, note, reg.reference_tol)
+
+
+def check_tolerance(tol: Any, what: str = "tol") -> float:
+    """``tol`` as a float, or ``ValueError`` unless it is a positive finite number (NaN would fail every
+    comparison, a negative or zero tolerance every check)."""
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
+            or not (0.0 < float(tol) < math.inf):
+        raise ValueError(f"{what} must be a positive finite number (a relative error, e.g. 1e-10), "
+                         f"got {tol!r}")
+    return float(tol)
 
 
 def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None, base: str | None = None,
@@ -170,6 +221,8 @@ def verify(robot_or_path: Robot | str | Path, out_dir: str | Path | None = None,
     from tqdm.auto import tqdm
 
     from soadyn.codegen.pipeline import compile_robot, resolve_robot
+
+    check_tolerance(tol)
 
     robot, _ = resolve_robot(robot_or_path, base, **load_kw)
     module = compile_robot(robot_or_path, out_dir, base, progress=progress, profile=profile, **load_kw)

@@ -13,8 +13,8 @@ drift 0.02 m/s along x: the momentum taken over from the target) and the joints 
 ``A sin(w_i t)`` (A = 10 N m by default, w_i as in docs/structure-changes.md), base wrench zero.  The
 stabilisation is the one of docs/structure-changes.md: ``projection`` (default: Newton on ``g(q) = 0`` and
 the dependent velocities recomputed after every step), ``none``, or ``baumgarte`` / ``both`` (these two use
-the reference path ``soadyn.reference.closed_loop.forward_dynamics``, since the generated function has no
-Baumgarte terms; slower).
+the float forward dynamics of the generic core, ``soadyn.runtime.closed_loop.forward_dynamics``, since the
+generated function has no Baumgarte terms; slower).
 
 Printed: the partition, max |g| (position level), max |J_c v| (velocity level) and the drift of the
 momentum (no external wrench: it must stay constant).
@@ -80,7 +80,7 @@ def run(module, closed, q0, v0, duration: float, dt: float, stabilisation: str,
     if stabilisation in ("none", "projection"):
         fd = lambda q, v, tau, part, bg: ccl.forward_dynamics(q, v, tau)  # noqa: E731 - generated C
     else:
-        fd = None  # reference path with the Baumgarte terms
+        fd = None  # the core's closed-loop algorithm on floats, with the Baumgarte terms
     steps = int(round(duration / dt))
     t0 = time.perf_counter()
     tr = cl.simulate(closed, q0, v0, joint_torques(closed.nv, amplitude), dt=dt, steps=steps,
@@ -138,11 +138,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     from soadyn import structure as st
     from soadyn.codegen import compile as compile_robot
-    from soadyn.reference import closed_loop as ref_cl
     from soadyn.runtime import closed_loop as cl
+    from soadyn.symbolic.algorithms.closed_loop import n_constraint_rows
 
     tree, closed, q0 = captured_system()
-    print(f"dual-arm capture: {tree.nv} tree coordinates, {ref_cl.n_constraints(closed)} weld constraint "
+    print(f"dual-arm capture: {tree.nv} tree coordinates, {n_constraint_rows(closed)} weld constraint "
           "rows")
     print(st.format_connectivity(st.connectivity_table(closed)))
 
@@ -155,8 +155,11 @@ def main(argv: list[str] | None = None) -> dict:
     part = ccl.partition
     print(f"partition fixed at generation time: {part.describe()}; kept weld rows {part.rows} "
           f"(planar: w_z, v_x, v_y); {part.n_independent} independent coordinates")
-    seed_part = ref_cl.partition(closed, q0, independent=[*part.names[:6], "j1", "j3", "j5"])
-    print(f"(seed 003 section 5.4 chooses joints 1, 3, 5 independent; the reference path accepts that too: "
+    seed_ind = tuple(part.names.index(n) for n in [*part.names[:6], "j1", "j3", "j5"])
+    seed_part = cl.Partition(tuple(i for i in range(tree.nv) if i not in seed_ind), seed_ind, part.names,
+                             part.rows)
+    cl.project_velocity(closed, q0, np.zeros(tree.nv), seed_part)  # raises if its J_D were singular here
+    print(f"(seed 003 section 5.4 chooses joints 1, 3, 5 independent; the float path accepts that too: "
           f"{seed_part.describe()})")
 
     # post-capture state: rigid tumble; the dependent rates follow from the independent ones (seed 003

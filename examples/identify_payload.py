@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 import soadyn
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.model.parameters import (
     default_params,
     inertia_to_vector,

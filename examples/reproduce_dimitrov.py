@@ -55,7 +55,7 @@ def _robot():
 
 def ee_position(module, q) -> np.ndarray:
     """End-effector position (inertial frame) at configuration q."""
-    from soadyn.reference.dense import frame_pose
+    from soadyn.symbolic.frames import frame_pose
 
     return frame_pose(_robot(), q, "ee")[1]
 

@@ -56,7 +56,7 @@ def models():
 def grappled_start(flyer) -> np.ndarray:
     """Free-flyer configuration with j1 = Q_J1 and the base placed so that ``ee`` is the inertial frame."""
     from soadyn.model.rotations import matrix_to_quaternion
-    from soadyn.reference import frame_motion
+    from soadyn.symbolic.frames import frame_motion
 
     q = flyer.neutral()
     q[7] = Q_J1
@@ -69,14 +69,14 @@ def grappled_start(flyer) -> np.ndarray:
 def to_grappled(flyer, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The 2-DOF state [jf, j1] of a free-flyer state whose ``ee`` sits on the grapple frame: the fixture
     joint turns the fixture relative to ``ee``, so its angle and rate are minus those of ``ee``."""
-    from soadyn.reference import frame_motion
+    from soadyn.symbolic.frames import frame_motion
 
     m = frame_motion(flyer, q, v, frame="ee")
     return np.array([-np.arctan2(m.R[1, 0], m.R[0, 0]), q[7]]), np.array([-m.w[2], v[6]])
 
 
 def frame_error(flyer, grappled, q, v, a, qg, vg, ag) -> float:
-    from soadyn.reference import frame_motion
+    from soadyn.symbolic.frames import frame_motion
 
     f1 = frame_motion(flyer, q, v, a)
     f2 = frame_motion(grappled, qg, vg, ag)
@@ -92,14 +92,15 @@ def main(argv: list[str] | None = None) -> dict:
     from soadyn import structure as st
     from soadyn.codegen import compile as compile_robot
     from soadyn.reference import closed_loop as ref_cl
-    from soadyn.reference import frame_motion
     from soadyn.runtime import closed_loop as cl
     from soadyn.runtime.simulate import simulate
+    from soadyn.symbolic.algorithms.closed_loop import n_constraint_rows
+    from soadyn.symbolic.frames import frame_motion
 
     flyer, grappled, closed = models()
     print(f"free flyer: {flyer.base} base, nv = {flyer.nv} ({flyer.joint_names}); grappled model: "
           f"{grappled.base} base, nv = {grappled.nv} ({grappled.joint_names}); "
-          f"closed loop: {ref_cl.n_constraints(closed)} constraint rows")
+          f"closed loop: {n_constraint_rows(closed)} constraint rows")
     print("connectivity before:\n" + st.format_connectivity(st.connectivity_table(flyer)))
     print("connectivity after add_body + invert + fix_base:\n"
           + st.format_connectivity(st.connectivity_table(grappled)))

@@ -24,7 +24,7 @@ import numpy as np
 from soadyn import load_robot
 from soadyn.model import to_yaml
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
-from soadyn.reference import frame_motion
+from soadyn.symbolic.frames import frame_motion
 
 HERE = Path(__file__).resolve().parent
 D = math.pi / 180.0

@@ -2,9 +2,9 @@
 validation) and the SO(3) helpers every layer uses (:mod:`soadyn.model.rotations`).  It imports no other
 soadyn package.
 
-:func:`load_robot` here checks the file, its schema and the physics of every body; the singular-mass-matrix
-check runs the dynamics and so lives a layer up: :func:`soadyn.load_robot` (=
-:func:`soadyn.symbolic.checks.load_robot`) adds it.
+There is one ``load_robot``: :func:`soadyn.load_robot` (= :func:`soadyn.symbolic.checks.load_robot`).  It
+reads the file with :func:`read_robot_file`, the model layer's reader (the file, its schema and the physics
+of every body), and adds the singular-mass-matrix check, which runs the dynamics and so lives a layer up.
 """
 
 from __future__ import annotations
@@ -16,15 +16,21 @@ from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, load_y
 
 YAML_SUFFIXES = (".yaml", ".yml")
 URDF_SUFFIXES = (".urdf",)
+MJCF_SUFFIXES = (".xml", ".mjcf")   # MuJoCo MJCF, read by MuJoCo's parser (soadyn.model.mjcf)
 
 
-def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error",
-               check: MassCheck | None = None) -> Robot:
-    """Load a robot file: YAML (``.yaml``/``.yml``) or URDF (``.urdf``), chosen by suffix.
+def read_robot_file(path: str | Path, base: str | None = None, *, mimic: str = "couple",
+                    check: MassCheck | None = None) -> Robot:
+    """Read a robot file: YAML (``.yaml``/``.yml``), URDF (``.urdf``) or MuJoCo MJCF (``.xml``/``.mjcf``,
+    through MuJoCo's parser: :mod:`soadyn.model.mjcf`), chosen by suffix.
+
+    The model layer's reader, without the dynamics check: users call :func:`soadyn.load_robot`, which
+    passes ``check=`` :func:`soadyn.symbolic.checks.check_mass_matrix`.
 
     ``base`` ('free' | 'fixed') overrides the file (YAML ``base:``; URDF default is 'free').
-    ``mimic`` applies to URDF only: 'error' (default), 'independent' (mimic joints become ordinary
-    joints, as in Pinocchio's default) or 'fixed' (locked at zero).  ``check`` (see
+    ``mimic`` applies to URDF only: 'couple' (default: a true coupling, no coordinate of its own),
+    'independent' (mimic joints become ordinary joints, as in Pinocchio's default), 'fixed' (locked at
+    zero) or 'error'.  ``check`` (see
     :data:`~soadyn.model.robotfile.MassCheck`) runs on the built model.
     Any problem raises :class:`RobotFileError` (a ``ValueError``) naming the file, field and fix.
     """
@@ -37,9 +43,13 @@ def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error
         from soadyn.model.urdf import load_urdf  # lazy: lxml and yourdfpy only for URDF files
 
         return load_urdf(path, base, mimic=mimic, check=check)
+    if suffix in MJCF_SUFFIXES:
+        from soadyn.model.mjcf import parse_mjcf  # lazy: MuJoCo only for MJCF files
+
+        return parse_mjcf(path, base, check=check)
     raise RobotFileError(path, "", f"unknown file type {suffix or '(no suffix)'!r}; "
-                         "use a .yaml/.yml robot file or a .urdf file")
+                         "use a .yaml/.yml robot file, a .urdf file or an MJCF .xml file")
 
 
 __all__ = ["BodySpec", "Frame", "Inertia", "Joint", "LoopClosure", "MassCheck", "Placement", "Robot",
-           "RobotFileError", "load_robot", "require_free", "to_dict", "to_yaml"]
+           "RobotFileError", "read_robot_file", "require_free", "to_dict", "to_yaml"]

@@ -20,10 +20,13 @@ A robot marks the bodies whose parameters are inputs in ``Robot.param_bodies`` (
 ``(n_param_bodies, 10)``) follow the body order of the robot (depth first from the base), not the order
 in which they were named.
 
-Physical consistency (:func:`parameter_problem`): ``m >= 0``; for ``m > 0`` the inertia about the CoM,
-``I_c = J + h~ h~ / m`` (``h = m c``), must have non-negative principal moments obeying the triangle
-inequality ``A + B >= C`` (equivalently ``tr(I_c)/2 * 1 - I_c`` is positive semi-definite: the second
-moment of a non-negative mass density); a massless body must have ``h = 0`` and ``J = 0``.
+Physical consistency (:func:`parameter_problem`): the robot file's rules, by the loader's own check of an
+inertia (:func:`soadyn.model.inertia.inertia_problem`): ``m >= 0``, and ``m > 0`` on a moving body (a
+joint, or a free base); for ``m > 0`` the inertia about the CoM, ``I_c = J + h~ h~ / m`` (``h = m c``), must
+be positive definite with principal moments obeying the triangle inequality ``A + B >= C`` (the second
+moment of a positive mass density); a massless body (allowed only as a fixed base) has all ten numbers
+zero.  ``I_c`` is computed from J about the body origin, so it carries the rounding error of J and
+``h~h~/m``: a body whose smallest moment about the CoM is below that error is refused as undetermined.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from soadyn.model.inertia import inertia_problem
 from soadyn.model.robot import Inertia, Robot
 from soadyn.model.rotations import skew as skew3
 
@@ -77,35 +81,70 @@ def vector_to_inertia(pi: Sequence[float]) -> Inertia:
     return Inertia(m, c, J + m * C @ C)
 
 
-def parameter_problem(pi: Sequence[float]) -> str | None:
-    """Why ``pi`` is not the inertia of a rigid body (see the module docstring), or None."""
+def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
+    """Why ``pi`` is not the inertia of a rigid body that a robot file would accept (see the module
+    docstring), or None.  ``moving``: the body moves (a joint, or the base of a free-floating robot), so it
+    needs mass > 0, as in the robot file; a massless (all-zero) row is allowed only on a fixed base.
+
+    The inertia about the centre of mass is checked by the robot-file loader's own
+    :func:`soadyn.model.inertia.inertia_problem` (symmetric, positive definite, triangle inequality).
+    """
     pi = np.asarray(pi, dtype=float)
     if pi.shape != (10,):
         return f"needs 10 numbers {PARAMETER_NAMES}, got shape {pi.shape}"
     if not np.all(np.isfinite(pi)):
         return f"holds a non-finite value: {pi.tolist()}"
     m, h, J = vector_to_parts(pi)
-    scale = max(abs(m), float(np.max(np.abs(pi[1:]))), 1e-300)
     if m < 0.0:
         return f"negative mass {m:g}; a mass must be >= 0"
-    if m <= CONSISTENCY_TOL * scale:
-        if np.max(np.abs(pi[1:])) > CONSISTENCY_TOL * max(abs(m), 1.0):
-            return (f"mass {m:g} with a non-zero first moment or inertia {pi[1:].tolist()}; a massless body "
+    if m == 0.0:
+        if moving:
+            return ("mass 0 on a body on a moving joint (or the base of a free-floating robot), which needs "
+                    "mass > 0 (as in a robot file); give its mass, first moment and inertia")
+        if np.any(pi[1:] != 0.0):
+            return (f"mass 0 with a non-zero first moment or inertia {pi[1:].tolist()}; a massless body "
                     "has all ten parameters zero")
         return None
     H = skew3(h)
-    Ic = J + H @ H / m
-    ev = np.linalg.eigvalsh(0.5 * (Ic + Ic.T))
-    tol = CONSISTENCY_TOL * max(float(np.sum(np.abs(ev))), 1e-300)
-    if ev[0] < -tol:
-        return (f"inertia about the centre of mass is not positive semi-definite (principal moments "
-                f"{', '.join(f'{e:.6g}' for e in ev)}); check J (about the body origin, J = I_c - m c~ c~) "
-                "and the signs of the products of inertia")
-    a, b, c = ev
-    if a + b < c - tol:
-        return (f"principal moments about the centre of mass {a:.6g}, {b:.6g}, {c:.6g} violate the triangle "
-                f"inequality ({a:.6g} + {b:.6g} < {c:.6g}); no rigid body has them")
+    with np.errstate(over="ignore", invalid="ignore"):
+        Ic = J + H @ H / m
+    if not np.all(np.isfinite(Ic)):
+        return (f"first moment m c = {h.tolist()} too large for mass {m:g} (the inertia about the centre of "
+                "mass overflows)")
+    Ic = 0.5 * (Ic + Ic.T)
+    problem = inertia_problem(Ic)
+    if problem is None:
+        return None
+    # J + h~h~/m cancels: I_c carries the rounding error of the larger terms J and h~h~/m (a few ulps of
+    # them). When that error reaches I_c's own smallest moment, the parameters do not determine I_c.
+    noise = 8.0 * np.finfo(float).eps * (float(np.max(np.abs(J))) + float(h @ h) / m)
+    ev = np.linalg.eigvalsh(Ic)
+    if abs(ev[0]) <= noise and noise > 1e-12 * abs(ev[-1]):   # rounding could decide the loader's verdict
+        return (f"inertia about the centre of mass (principal moments {', '.join(f'{e:.6g}' for e in ev)}) "
+                f"is within the rounding error {noise:.3g} of J + h~h~/m (J about the body origin reaches "
+                f"{float(np.max(np.abs(J))):.6g}): these numbers do not determine it")
+    return f"inertia about the centre of mass {problem}"
+
+
+def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
+    """(index, why) of the first row of ``rows`` (shape (k, 10); row i belongs to the body
+    ``moving[i % len(moving)]`` says moves or not) that :func:`parameter_problem` refuses, or None.
+    Identical rows are checked once."""
+    rows = np.asarray(rows, dtype=float).reshape(-1, 10)
+    nb = len(moving)
+    seen: dict[tuple[bytes, bool], str | None] = {}
+    for i, row in enumerate(rows):
+        key = (row.tobytes(), bool(moving[i % nb]))
+        if key not in seen:
+            seen[key] = parameter_problem(row, key[1])
+        if seen[key] is not None:
+            return i, str(seen[key])
     return None
+
+
+def moving_param_bodies(robot: Robot) -> list[bool]:
+    """For each row of ``params``: does its body move (not the root of a fixed base)?"""
+    return [robot.is_free or k != 0 for k in param_indices(robot)]
 
 
 def check_params(robot: Robot, params: np.ndarray) -> np.ndarray:
@@ -116,13 +155,12 @@ def check_params(robot: Robot, params: np.ndarray) -> np.ndarray:
     if p.shape[-2:] != shape or p.ndim not in (2, 3):
         raise ValueError(f"params must have shape {shape} or (N, {shape[0]}, 10) (rows: "
                          f"{list(robot.param_bodies)}), got {p.shape}")
-    flat = p.reshape(-1, 10)
-    for i, row in enumerate(flat):
-        problem = parameter_problem(row)
-        if problem is not None:
-            body = robot.param_bodies[i % shape[0]]
-            where = f"params[{i // shape[0]}, {i % shape[0]}]" if p.ndim == 3 else f"params[{i}]"
-            raise ValueError(f"{where} (body {body!r}): {problem}")
+    bad = first_parameter_problem(p.reshape(-1, 10), moving_param_bodies(robot))
+    if bad is not None:
+        i, problem = bad
+        body = robot.param_bodies[i % shape[0]]
+        where = f"params[{i // shape[0]}, {i % shape[0]}]" if p.ndim == 3 else f"params[{i}]"
+        raise ValueError(f"{where} (body {body!r}): {problem}")
     return p
 
 

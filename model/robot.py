@@ -128,13 +128,76 @@ class Inertia:
 
 
 @dataclass(frozen=True)
+class Mimic:
+    """A coupling ``q = multiplier * q_joint + offset`` of a joint to the independent joint ``joint``
+    (URDF ``<mimic>``, YAML ``mimic:``): the coupled joint has no coordinate or velocity of its own."""
+
+    joint: str
+    multiplier: float = 1.0
+    offset: float = 0.0
+
+
+class MimicError(ValueError):
+    """An unresolvable coupling: ``joint`` is the coupled joint, ``problem`` says why and the fix."""
+
+    def __init__(self, joint: str, problem: str) -> None:
+        self.joint, self.problem = joint, problem
+        super().__init__(f"{joint}: {problem}")
+
+
+def resolve_mimics(mimics: dict[str, Mimic], movable: set[str]) -> dict[str, Mimic]:
+    """Resolve chains of couplings to independent joints: ``q_c = a1 q_m + b1`` with ``q_m = a2 q_s + b2``
+    gives ``q_c = a1 a2 q_s + (a1 b2 + b1)``.  ``mimics``: joint -> its coupling as written; ``movable``: the
+    revolute and prismatic joints.  Raises :class:`MimicError` (a ``ValueError``) for a coupling to a
+    joint that does not exist or is fixed, and for a cycle."""
+    out: dict[str, Mimic] = {}
+    for name in mimics:
+        a, b, path, cur = 1.0, 0.0, [name], name
+        while cur in mimics:
+            mm = mimics[cur]
+            if mm.joint not in movable:
+                raise MimicError(cur, f"mimics joint {mm.joint!r}, which is not a revolute or prismatic "
+                                 "joint of this robot; name an existing moving joint")
+            a, b = a * mm.multiplier, a * mm.offset + b
+            cur = mm.joint
+            if cur in path:
+                cyc = " -> ".join([*path[path.index(cur):], cur])
+                raise MimicError(name, f"mimic couplings form a cycle ({cyc}); make one joint of the cycle "
+                                 "independent (remove its mimic)")
+            path.append(cur)
+        out[name] = Mimic(cur, a, b)
+    return out
+
+
+#: default velocity scale v_s of the smoothed Coulomb friction ``f v / sqrt(v^2 + v_s^2)`` (rad/s or m/s)
+FRICTION_VELOCITY = 1e-2
+
+
+@dataclass(frozen=True)
 class Joint:
-    """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent."""
+    """Joint connecting a body to its parent: type, unit axis (joint frame), placement in the parent.
+
+    Drive train (docs/conventions.md, "Drive train"): ``armature`` (reflected rotor inertia I_m n^2,
+    kg m^2 or kg) adds ``armature * qdd`` to the joint's generalised force, i.e. to the diagonal of M;
+    ``damping`` (viscous, N m s/rad or N s/m) adds ``damping * qd``; ``friction`` (Coulomb, N m or N) adds
+    the smoothed ``friction * qd / sqrt(qd^2 + friction_velocity^2)``.  All default to 0 (ideal joint).
+    """
 
     name: str
     type: str
     axis: np.ndarray
     placement: Placement
+    armature: float = 0.0
+    damping: float = 0.0
+    friction: float = 0.0
+    friction_velocity: float = FRICTION_VELOCITY
+    #: coupling to an independent joint (None: the joint has its own coordinate)
+    mimic: Mimic | None = None
+
+    @property
+    def has_drive(self) -> bool:
+        """Whether the joint has any drive-train term (armature, damping or friction)."""
+        return bool(self.armature or self.damping or self.friction)
 
     @property
     def nv(self) -> int:
@@ -239,6 +302,9 @@ class Robot:
     #: bodies whose inertial parameters are run-time inputs (body order; see soadyn.model.parameters)
     param_bodies: tuple[str, ...] = ()
     children: tuple[tuple[int, ...], ...] = field(init=False)
+    #: body k -> its joint coordinate's index among the joints (-1: base or a coupled joint); None when no
+    #: joint is coupled (then body k has coordinate k - 1)
+    _coord: tuple[int, ...] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.base not in BASE_TYPES:
@@ -256,6 +322,12 @@ class Robot:
             if p >= 0:
                 kids[p].append(k)
         set_(self, "children", tuple(tuple(c) for c in kids))
+        if any(j is not None and j.mimic is not None for j in self.joints):
+            coord, r = [-1], 0
+            for j in self.joints[1:]:
+                coord.append(-1 if j.mimic is not None else r)
+                r += j.mimic is None
+            set_(self, "_coord", tuple(coord))
 
     # ---- sizes and names --------------------------------------------------------------------
     @property
@@ -264,12 +336,53 @@ class Robot:
 
     @property
     def n_joints(self) -> int:
+        """Number of joint coordinates (joints coupled by a mimic have none)."""
+        if self._coord is not None:
+            return sum(c >= 0 for c in self._coord)
         return self.n_bodies - 1
 
     @property
     def joint_names(self) -> list[str]:
         """Names of the joint coordinates in the order of q (after the base) and v."""
-        return [j.name for j in self.joints[1:]]
+        return [j.name for j in self.joints[1:] if j.mimic is None]
+
+    @property
+    def is_coupled(self) -> bool:
+        """Whether some joint is coupled to another (mimic): then q and v are the reduced coordinates."""
+        return self._coord is not None
+
+    def uncoupled(self) -> Robot:
+        """The same bodies and joints with every coupling removed: the full coordinates, one per joint."""
+        if self._coord is None:
+            return self
+        return self.replace(joints=[None if j is None else dataclasses.replace(j, mimic=None)
+                                    for j in self.joints])
+
+    def coordinate_map(self) -> list[tuple[int, float, float]]:
+        """For every joint (body k = 1 .. n_bodies - 1): ``(r, a, b)`` with the joint position
+        ``q_k = a q_joint[r] + b`` in the reduced joint coordinates (``(k - 1, 1, 0)`` for an uncoupled
+        robot)."""
+        out = []
+        for k in range(1, self.n_bodies):
+            j = self.joints[k]
+            if j.mimic is None:
+                out.append((k - 1 if self._coord is None else self._coord[k], 1.0, 0.0))
+            else:
+                src = next(i for i in range(1, self.n_bodies) if self.joints[i].name == j.mimic.joint)
+                out.append((self._coord[src], j.mimic.multiplier, j.mimic.offset))
+        return out
+
+    def expansion(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(G, b)``: the full velocities are ``G v`` (``G``: nv_full x nv, identity on the free base) and
+        the full joint positions ``G_joints q_joints + b`` (``b``: one offset per joint)."""
+        nb = self.base_nv
+        G = np.zeros((nb + self.n_bodies - 1, self.nv))
+        G[:nb, :nb] = np.eye(nb)
+        b = np.zeros(self.n_bodies - 1)
+        for k, (r, a, off) in enumerate(self.coordinate_map()):
+            G[nb + k, nb + r] = a
+            b[k] = off
+        return G, b
 
     @property
     def frame_names(self) -> list[str]:
@@ -306,12 +419,19 @@ class Robot:
         """Slice of the generalised velocity belonging to body k's hinge (seed 000: beta(k))."""
         if k == 0:
             return slice(0, self.base_nv)
-        i = self.base_nv + k - 1
+        i = self.base_nv + (k - 1 if self._coord is None else self._reduced(k))
         return slice(i, i + 1)
 
     def q_index(self, k: int) -> int:
         """Index of body k's joint coordinate in q (k >= 1)."""
-        return self.base_nq + k - 1
+        return self.base_nq + (k - 1 if self._coord is None else self._reduced(k))
+
+    def _reduced(self, k: int) -> int:
+        r = self._coord[k]
+        if r < 0:
+            raise ValueError(f"robot {self.name!r}: joint {self.joints[k].name!r} is coupled (mimics "
+                             f"{self.joints[k].mimic.joint!r}) and has no coordinate of its own")
+        return r
 
     def frame_of(self, name: str) -> tuple[int, Placement]:
         """(body index, placement in that body) of a body or a named frame."""
@@ -346,9 +466,24 @@ class Robot:
             quat = rng.normal(size=4)
             q[3:7] = quat / np.linalg.norm(quat)
         for k in range(1, self.n_bodies):
+            if self.joints[k].mimic is not None:
+                continue
             lim = np.pi if self.joints[k].type == "revolute" else 0.5
             q[self.q_index(k)] = rng.uniform(-lim, lim)
         return q
+
+    @property
+    def has_drive(self) -> bool:
+        """Whether any joint has armature, damping or friction (docs/conventions.md, "Drive train")."""
+        return any(j is not None and j.has_drive for j in self.joints)
+
+    def rigid(self) -> Robot:
+        """The same robot with ideal joints: armature, damping and friction of every joint set to 0."""
+        if not self.has_drive:
+            return self
+        return self.replace(joints=[None if j is None else dataclasses.replace(
+            j, armature=0.0, damping=0.0, friction=0.0, friction_velocity=FRICTION_VELOCITY)
+            for j in self.joints])
 
     def with_base(self, base: str) -> Robot:
         """The same robot on a ``free`` or ``fixed`` base (``replace(base=base)``)."""
@@ -368,6 +503,9 @@ class Robot:
             h.update(j.name.encode() + j.type.encode())
             for a in (j.axis, j.placement.R, j.placement.p):
                 h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+        if self.has_drive:  # only robots with drive-train terms: other fingerprints are unchanged
+            h.update(np.array([[j.armature, j.damping, j.friction, j.friction_velocity]
+                               for j in self.joints[1:]], dtype=float).tobytes())
         for i in self.inertias:
             h.update(np.array([i.mass, *i.com, *i.inertia.ravel()], dtype=float).tobytes())
         for f in self.frames:
@@ -379,6 +517,10 @@ class Robot:
                 h.update(np.ascontiguousarray(lc.axis, dtype=float).tobytes())
             if lc.world_placement is not None:
                 h.update(np.ascontiguousarray(lc.world_placement.homogeneous()).tobytes())
+        if self._coord is not None:  # only coupled robots: other fingerprints are unchanged
+            h.update(json.dumps([None if j.mimic is None else [j.mimic.joint, j.mimic.multiplier,
+                                                                 j.mimic.offset]
+                                 for j in self.joints[1:]]).encode())
         if self.param_bodies:  # only parameterised robots: other fingerprints are unchanged
             h.update(("params:" + ",".join(self.param_bodies)).encode())
         return h.hexdigest()
@@ -432,7 +574,7 @@ class Robot:
                 parent.append(host)
                 if host >= 0:
                     j = spec.joint
-                    joints.append(Joint(j.name, j.type, j.axis, X * j.placement))
+                    joints.append(dataclasses.replace(j, placement=X * j.placement))
                 else:
                     joints.append(None)
                 inertias.append(spec.inertia)

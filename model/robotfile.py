@@ -39,18 +39,28 @@ import yaml
 
 import soadyn.model.exact as exact
 import soadyn.model.safe_yaml as safe_yaml
+from soadyn.model.inertia import SYMMETRY_TOL, TRIANGLE_TOL, inertia_problem  # noqa: F401 (re-exported)
 from soadyn.model.names import brief
-from soadyn.model.robot import BASE_TYPES, LOOP_TYPES, BodySpec, Inertia, Joint, LoopClosure, Placement, Robot
+from soadyn.model.robot import (
+    BASE_TYPES,
+    FRICTION_VELOCITY,
+    LOOP_TYPES,
+    BodySpec,
+    Inertia,
+    Joint,
+    LoopClosure,
+    Mimic,
+    MimicError,
+    Placement,
+    Robot,
+    resolve_mimics,
+)
 from soadyn.model.rotations import matrix_to_rpy
 
 #: A check of a built robot (e.g. :func:`soadyn.symbolic.checks.check_mass_matrix`): ``(k, problem)`` for a
 #: body ``k`` that makes the model unusable, else None.  The readers report it with the file and field.
 MassCheck = Callable[[Robot], "tuple[int, str] | None"]
 
-#: Relative tolerance of the triangle inequality on principal moments (fraction of the trace).
-TRIANGLE_TOL = 1e-6
-#: Relative tolerance of the symmetry check of a 3x3 inertia matrix.
-SYMMETRY_TOL = 1e-9
 #: Sane magnitudes (SI units: kg, m, kg m^2, rad): every number of a robot file is 0 or has
 #: MIN_MAGNITUDE <= |x| <= MAX_MAGNITUDE.  Beyond them products and eigenvalues of the dynamics overflow
 #: or lose every digit; such a value is a unit or typing mistake.
@@ -202,8 +212,12 @@ def _fits(obj: Any, required: tuple[str, ...], fields: dict[str, Any]) -> bool:
 
 
 _INERTIA_KEYS = {k: _is_num for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
+#: drive-train keys of a joint (docs/robot-format.md): all numbers
+DRIVE_KEYS = ("armature", "rotor_inertia", "gear_ratio", "damping", "friction", "friction_velocity")
+_MIMIC = {"joint": _is_name, "multiplier": _is_num, "offset": _is_num}
 _JOINT = {"name": _is_name, "type": lambda v: v in ("revolute", "prismatic", "fixed"), "axis": _is_vec3,
-          "xyz": _is_vec3, "rpy": _is_vec3}
+          "xyz": _is_vec3, "rpy": _is_vec3, **{k: _is_num for k in DRIVE_KEYS},
+          "mimic": lambda v: _fits(v, ("joint",), _MIMIC)}
 _BODY = {"name": _is_name, "parent": _is_name, "mass": _is_num, "com": _is_vec3,
          "inertia": lambda v: (_fits(v, ("ixx", "iyy", "izz"), _INERTIA_KEYS) if isinstance(v, dict)
                                else isinstance(v, list) and len(v) == 3 and all(_is_vec3(r) for r in v)),
@@ -296,31 +310,6 @@ def inertia_matrix(x: dict | list) -> np.ndarray:
                          [x.get("ixy", 0.0), x["iyy"], x.get("iyz", 0.0)],
                          [x.get("ixz", 0.0), x.get("iyz", 0.0), x["izz"]]], dtype=float)
     return np.array(x, dtype=float)
-
-
-def inertia_problem(I: np.ndarray, triangle: bool = True) -> str | None:
-    """Why ``I`` (3x3, about the CoM) is not a rigid-body inertia, or None if it is.
-
-    Checks symmetry, positive definiteness and (if ``triangle``) the triangle inequality
-    ``A + B >= C`` on the principal moments, with tolerance ``TRIANGLE_TOL * trace``.
-    """
-    scale = float(np.max(np.abs(I))) if I.size else 0.0
-    asym = float(np.max(np.abs(I - I.T)))
-    if asym > SYMMETRY_TOL * scale + 1e-300:
-        i, j = np.unravel_index(int(np.argmax(np.abs(I - I.T))), I.shape)
-        return (f"not symmetric (row {i} column {j} is {I[i, j]:g} but row {j} column {i} is {I[j, i]:g}); "
-                "an inertia matrix equals its transpose, make the off-diagonal pairs equal")
-    ev = np.linalg.eigvalsh(0.5 * (I + I.T))
-    if not ev[0] > 1e-12 * max(ev[-1], 0.0) or ev[0] <= 0.0:
-        return (f"not positive definite (eigenvalues {', '.join(f'{e:.6g}' for e in ev)}); "
-                "check the magnitudes and the signs of the products of inertia "
-                "(convention I_xy = -integral(x y dm))")
-    if triangle:
-        a, b, c = ev
-        if a + b < c - TRIANGLE_TOL * (a + b + c):
-            return (f"violates the triangle inequality on the principal moments "
-                    f"({a:.6g} + {b:.6g} < {c:.6g}); no rigid body has these moments, check the values")
-    return None
 
 
 # ---- semantic checks and building ---------------------------------------------------------------------
@@ -430,6 +419,70 @@ def _check_tree(doc: dict, file: str | Path) -> None:
             problem = axis_problem(j["axis"])
             if problem:
                 raise RobotFileError(file, f"bodies[{i}].joint.axis", problem)
+        drive_problem(j, j["type"], f"bodies[{i}].joint", file)
+    _check_mimics(doc, joint_names, file)
+
+
+def _check_mimics(doc: dict, joint_names: dict[str, int], file: str | Path) -> None:
+    """``mimic:`` of the joints: on a moving joint, naming another moving joint, chains resolved, no cycle."""
+    bodies = doc["bodies"]
+    movable = {n for n, i in joint_names.items() if bodies[i]["joint"]["type"] != "fixed"}
+    mimics: dict[str, Mimic] = {}
+    for name, i in joint_names.items():
+        mm = bodies[i]["joint"].get("mimic")
+        if mm is None:
+            continue
+        if bodies[i]["joint"]["type"] == "fixed":
+            raise RobotFileError(file, f"bodies[{i}].joint.mimic", "a fixed joint cannot mimic another; "
+                                 "remove mimic or make the joint revolute or prismatic")
+        if mm["joint"] not in joint_names:
+            raise RobotFileError(file, f"bodies[{i}].joint.mimic.joint",
+                                 f"unknown joint {brief(mm['joint'])}; name a joint of this file "
+                                 f"({_names(list(joint_names))})")
+        mimics[name] = Mimic(mm["joint"], float(mm.get("multiplier", 1.0)), float(mm.get("offset", 0.0)))
+    try:
+        resolve_mimics(mimics, movable)
+    except MimicError as e:
+        raise RobotFileError(file, f"bodies[{joint_names[e.joint]}].joint.mimic", e.problem) from None
+
+
+def drive_problem(j: dict, jtype: str, where: str, file: str | Path) -> None:
+    """Check the drive-train keys of one joint mapping (:data:`DRIVE_KEYS`); raise :class:`RobotFileError`
+    naming ``<where>.<key>`` and the fix.  Shared by the YAML, URDF and MJCF readers."""
+    given = [k for k in DRIVE_KEYS if k in j]
+    if given and jtype == "fixed":
+        raise RobotFileError(file, f"{where}.{given[0]}", f"a fixed joint has no drive train; remove "
+                             f"{given[0]!r} (or make the joint revolute or prismatic)")
+    for k in ("armature", "rotor_inertia", "damping", "friction"):
+        if k in j and j[k] < 0:
+            raise RobotFileError(file, f"{where}.{k}", f"is negative ({j[k]!r}); {k} must be >= 0 "
+                                 "(a passive drive cannot add energy); give its magnitude")
+    if "friction_velocity" in j and not j["friction_velocity"] > 0:
+        raise RobotFileError(file, f"{where}.friction_velocity", f"is {j['friction_velocity']!r}; the "
+                             "velocity scale of the smoothed friction must be > 0 (default 0.01)")
+    if "armature" in j and "rotor_inertia" in j:
+        raise RobotFileError(file, f"{where}.rotor_inertia", "given together with armature; give either "
+                             "armature (= I_m n^2) or rotor_inertia and gear_ratio, not both")
+    if "gear_ratio" in j:
+        if "rotor_inertia" not in j:
+            raise RobotFileError(file, f"{where}.gear_ratio", "without rotor_inertia; add rotor_inertia "
+                                 "(armature = rotor_inertia * gear_ratio^2) or remove gear_ratio")
+        if j["gear_ratio"] == 0:
+            raise RobotFileError(file, f"{where}.gear_ratio", "is 0; a gear ratio (rotor turns per joint "
+                                 "turn) is non-zero, e.g. 100")
+
+
+def drive_fields(j: dict) -> dict[str, float]:
+    """Keyword arguments of :class:`~soadyn.model.robot.Joint` from a joint mapping checked by
+    :func:`drive_problem` (armature = rotor_inertia * gear_ratio^2 when the rotor is given)."""
+    out: dict[str, float] = {}
+    if "rotor_inertia" in j:
+        n = float(j.get("gear_ratio", 1.0))
+        out["armature"] = float(j["rotor_inertia"]) * n * n
+    for k in ("armature", "damping", "friction", "friction_velocity"):
+        if k in j:
+            out[k] = float(j[k])
+    return out
 
 
 def _check_masses(doc: dict, base: str, file: str | Path) -> None:
@@ -479,6 +532,11 @@ def _check_frames(doc: dict, file: str | Path) -> None:
 
 def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: MassCheck | None) -> Robot:
     specs: list[BodySpec] = []
+    joints = [b["joint"] for b in doc["bodies"] if "joint" in b]
+    mimics = resolve_mimics({j["name"]: Mimic(j["mimic"]["joint"], float(j["mimic"].get("multiplier", 1.0)),
+                                              float(j["mimic"].get("offset", 0.0)))
+                             for j in joints if "mimic" in j},
+                            {j["name"] for j in joints if j["type"] != "fixed"})
     for b in doc["bodies"]:
         joint = None
         j = b.get("joint")
@@ -488,7 +546,7 @@ def _build(doc: dict, base: str, file: str | Path, source_hash: str, check: Mass
             else:
                 axis = unit_axis(j["axis"])
             X = Placement.from_xyz_rpy(_vec(j.get("xyz")), _vec(j.get("rpy")))
-            joint = Joint(j["name"], j["type"], axis, X)
+            joint = Joint(j["name"], j["type"], axis, X, **drive_fields(j), mimic=mimics.get(j["name"]))
         m = float(b["mass"])
         I = inertia_matrix(b["inertia"]) if "inertia" in b and m > 0 else np.zeros((3, 3))
         specs.append(BodySpec(b["name"], b.get("parent"), joint,
@@ -758,6 +816,15 @@ def to_dict(robot: Robot) -> dict[str, Any]:
                 "axis": _floats(j.axis),
                 **_placement_dict(j.placement),
             }
+            if j.has_drive:
+                for key in ("armature", "damping", "friction"):
+                    if getattr(j, key):
+                        b["joint"][key] = float(getattr(j, key))
+                if j.friction and j.friction_velocity != FRICTION_VELOCITY:
+                    b["joint"]["friction_velocity"] = float(j.friction_velocity)
+            if j.mimic is not None:
+                b["joint"]["mimic"] = {"joint": j.mimic.joint, "multiplier": float(j.mimic.multiplier),
+                                       "offset": float(j.mimic.offset)}
         b["mass"] = float(ine.mass)
         if ine.mass > 0:
             if np.any(ine.com):

@@ -14,9 +14,11 @@ Mapping to the model (see ``docs/robot-format.md``):
 
 * ``continuous`` joints are ``revolute``; ``fixed`` joints are merged into their parent body by
   :meth:`Robot.from_specs` (the merged link survives as a named frame); ``planar`` and ``floating`` child
-  joints are errors.  ``<mimic>`` joints are an error by default (``mimic='error'``); ``'independent'``
-  treats them as ordinary joints (what ``pinocchio.buildModelFromUrdf`` does by default) and ``'fixed'``
-  locks them at position zero.
+  joints are errors.  ``<mimic joint multiplier offset>`` joints are true couplings by default
+  (``mimic='couple'``: ``q = multiplier q_joint + offset``, no coordinate of their own, chains resolved,
+  cycles and unknown joints are errors); ``'independent'`` treats them as ordinary joints (what
+  ``pinocchio.buildModelFromUrdf`` does by default), ``'fixed'`` locks them at position zero and
+  ``'error'`` refuses them.
 * The joint frame is the ``<origin>`` of the joint in the parent link frame; the axis (default
   ``1 0 0`` as in the URDF spec) is normalised.  The joint frame becomes the child body frame.
 * ``<inertial>``: ``<origin xyz>`` is the centre of mass; ``<origin rpy>`` rotates the inertia tensor
@@ -29,6 +31,11 @@ Mapping to the model (see ``docs/robot-format.md``):
 * Body order: depth-first from the root link, siblings in the order their joints appear in the file.
   Pinocchio (urdfdom) also orders depth-first but visits siblings sorted by joint name, so for trees the
   two joint orders can differ (never for serial chains); permute by joint name.
+* ``<dynamics damping friction>`` of a moving joint become its viscous damping and Coulomb friction
+  (smoothed, docs/conventions.md "Drive train"); URDF has no rotor inertia, so soadyn reads two extension
+  attributes of the same element, ``armature`` (I_m n^2) and ``friction_velocity`` (smoothing scale),
+  which other URDF readers ignore: ``<dynamics damping="0.5" friction="1.2" armature="0.1"/>``.  Negative
+  values are errors.  ``dynamics_on=False`` ignores ``<dynamics>`` (ideal joints).
 * Default base: ``free`` (a space robot); gravity zero.
 """
 
@@ -44,26 +51,42 @@ from lxml import etree
 
 import soadyn.model.exact as exact
 from soadyn.model.names import brief, terminal
-from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot, snap
+from soadyn.model.robot import (
+    BodySpec,
+    Inertia,
+    Joint,
+    Mimic,
+    MimicError,
+    Placement,
+    Robot,
+    resolve_mimics,
+    snap,
+)
 from soadyn.model.robotfile import (
     MassCheck,
     RobotFileError,
     axis_problem,
     check_base,
     check_number,
+    drive_fields,
+    drive_problem,
     inertia_problem,
     read_bytes,
     unit_axis,
 )
 
-MIMIC_MODES = ("error", "independent", "fixed")
+MIMIC_MODES = ("couple", "error", "independent", "fixed")
 
 # numeric attributes checked before yourdfpy sees them: element tag -> {attribute: count}
 _NUMERIC = {
     "origin": {"xyz": 3, "rpy": 3},
     "axis": {"xyz": 3},
     "mass": {"value": 1},
+    "dynamics": {"damping": 1, "friction": 1, "armature": 1, "friction_velocity": 1},
 }
+#: attributes of ``<dynamics>`` read into the joint (``armature`` and ``friction_velocity`` are soadyn
+#: extensions that other URDF readers ignore)
+_DYNAMICS_ATTRS = ("armature", "damping", "friction", "friction_velocity")
 _INERTIA_ATTRS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 
 
@@ -154,10 +177,11 @@ def _placement(T: np.ndarray | None) -> Placement:
     return Placement(snap(T[:3, :3]), snap(T[:3, 3]))
 
 
-def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "error", *,
-               check: MassCheck | None = None) -> Robot:
+def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "couple", *,
+               check: MassCheck | None = None, dynamics_on: bool = True) -> Robot:
     """Build a robot from URDF bytes (``path`` is used in messages and as ``robot.source``); ``check``
-    (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree."""
+    (see :data:`~soadyn.model.robotfile.MassCheck`) runs on the built tree.  ``dynamics_on=False`` ignores
+    every ``<dynamics>`` element (ideal joints, as Pinocchio's RNEA/ABA and soadyn before issue 25)."""
     path = Path(path)
     check_base(base, path)
     if mimic not in MIMIC_MODES:
@@ -177,6 +201,11 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             raise RobotFileError(path, f"line {el.sourceline}", f"entity {brief(el.text, 40)} is not "
                                  "defined in the file (external entities are not read); write the value")
     _prevalidate(root, path)
+    dynamics: dict[str, dict[str, float]] = {}
+    for je in root.findall("joint"):
+        de = je.find("dynamics")
+        if de is not None:
+            dynamics[je.get("name")] = {a: float(de.get(a)) for a in _DYNAMICS_ATTRS if de.get(a) is not None}
     expanded = etree.tostring(root, encoding="utf-8")
     lines = {(el.tag, el.get("name")): el.sourceline for el in root if el.tag in ("link", "joint")}
 
@@ -258,15 +287,29 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
 
     root_link = roots[0]
     specs.append(BodySpec(root_link, None, None, inertia_of(root_link)))
+    mimics: dict[str, Mimic] = {}
+    if mimic == "couple":
+        movable = {j.name for j in model.joints if j.type in ("revolute", "continuous", "prismatic")}
+        written = {j.name: Mimic(j.mimic.joint,
+                                 1.0 if j.mimic.multiplier is None else float(j.mimic.multiplier),
+                                 0.0 if j.mimic.offset is None else float(j.mimic.offset))
+                   for j in model.joints if j.mimic is not None}
+        for name, mm in written.items():
+            for v in (mm.multiplier, mm.offset):
+                check_number(v, where("joint", name) + "/mimic", path)
+        try:
+            mimics = resolve_mimics(written, movable)
+        except MimicError as e:
+            raise RobotFileError(path, where("joint", e.joint) + "/mimic", e.problem) from None
     for j in model.joints:
         jtype = j.type
-        if j.mimic is not None:
+        if j.mimic is not None and mimic != "couple":
             if mimic == "error":
                 raise RobotFileError(path, where("joint", j.name),
-                                     f"mimic joint (follows {brief(j.mimic.joint)}) is not supported; load "
-                                     "with "
-                                     "mimic='independent' (an ordinary joint, as Pinocchio does) or 'fixed' "
-                                     "(locked at 0), e.g. `soadyn info FILE --mimic independent`")
+                                     f"mimic joint (follows {brief(j.mimic.joint)}) refused (mimic='error'); "
+                                     "load with mimic='couple' (the default: a true coupling), "
+                                     "'independent' (an ordinary joint, as Pinocchio does by default) or "
+                                     "'fixed' (locked at 0)")
             if mimic == "fixed":
                 jtype = "fixed"
         if jtype == "continuous":
@@ -287,7 +330,12 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             if problem:
                 raise RobotFileError(path, where("joint", j.name), f"axis {problem} (<axis xyz>)")
             axis = snap(unit_axis(axis))
-        specs.append(BodySpec(j.child, j.parent, Joint(j.name, jtype, axis, _placement(j.origin)),
+        dyn = dynamics.get(j.name, {})
+        if jtype == "fixed" or not dynamics_on:
+            dyn = {}            # a fixed (or locked mimic) joint has no drive; URDFs often write zeros there
+        drive_problem(dyn, jtype, where("joint", j.name) + "/dynamics", path)
+        specs.append(BodySpec(j.child, j.parent, Joint(j.name, jtype, axis, _placement(j.origin),
+                                                       **drive_fields(dyn), mimic=mimics.get(j.name)),
                               inertia_of(j.child)))
     try:
         robot = Robot.from_specs(model.name, base or "free", np.zeros(3), specs, (), source=str(path),
@@ -304,8 +352,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
     return robot
 
 
-def load_urdf(path: str | Path, base: str | None = None, mimic: str = "error", *,
-              check: MassCheck | None = None) -> Robot:
+def load_urdf(path: str | Path, base: str | None = None, mimic: str = "couple", *,
+              check: MassCheck | None = None, dynamics_on: bool = True) -> Robot:
     """Read a URDF file into a Robot (default base 'free'); see the module docstring for the mapping."""
     path = Path(path)
-    return parse_urdf(read_bytes(path), path, base, mimic, check=check)
+    return parse_urdf(read_bytes(path), path, base, mimic, check=check, dynamics_on=dynamics_on)

@@ -64,8 +64,10 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.configuration import retract
+from soadyn.model.loops import ClosedLoopError, Partition, coordinate_names
 from soadyn.model.robot import LoopClosure, Robot
-from soadyn.model.rotations import cross, quat_exp, quat_mul, quaternion_to_matrix, skew
+from soadyn.model.rotations import cross, skew
 from soadyn.reference import dense
 from soadyn.reference.kinematics import FrameMotion, frame_motion
 
@@ -86,7 +88,6 @@ __all__ = [
     "forward_dynamics",
     "gauss_jordan",
     "independent_rows",
-    "integrate",
     "n_constraints",
     "partition",
     "perpendicular_basis",
@@ -98,10 +99,6 @@ __all__ = [
 
 #: default limit on the condition number of the dependent block J_D
 COND_LIMIT = 1e8
-
-
-class ClosedLoopError(ValueError):
-    """Loop closure problem: no loops, redundant constraints, ill-conditioned partition, bad input."""
 
 
 # ---- constraint rows ---------------------------------------------------------------------------
@@ -142,12 +139,6 @@ def _loops(robot: Robot) -> list[LoopClosure]:
 
 def n_constraints(robot: Robot) -> int:
     return sum(constraint_rows(lc).shape[0] for lc in _loops(robot))
-
-
-def coordinate_names(robot: Robot) -> list[str]:
-    """Names of the entries of v: ``base_wx .. base_vz`` (free base) then the joint names."""
-    base = ["base_wx", "base_wy", "base_wz", "base_vx", "base_vy", "base_vz"] if robot.is_free else []
-    return base + robot.joint_names
 
 
 def _ends(robot: Robot, lc: LoopClosure, q: np.ndarray, v: np.ndarray | None, a: np.ndarray | None):
@@ -265,34 +256,6 @@ def gauss_jordan(A: Any, tol: float = 1e-9) -> tuple[np.ndarray, list[int]]:
         pivots.append(col)
         row += 1
     return R, pivots
-
-
-@dataclass(frozen=True)
-class Partition:
-    """Dependent and independent entries of v (indices into v, increasing) and the constraint rows used.
-
-    ``rows``: the independent rows of ``J_c`` (all rows unless some constraints are redundant, e.g. the
-    out-of-plane rows of a weld between two planar arms, which vanish identically).
-    """
-
-    dependent: tuple[int, ...]
-    independent: tuple[int, ...]
-    names: tuple[str, ...] = ()
-    rows: tuple[int, ...] | None = None
-
-    @property
-    def n_independent(self) -> int:
-        return len(self.independent)
-
-    def select(self, x: np.ndarray) -> np.ndarray:
-        """The used rows of a constraint quantity (J_c, gamma, g)."""
-        return x if self.rows is None else x[list(self.rows)]
-
-    def describe(self) -> str:
-        nm = self.names or tuple(str(i) for i in range(len(self.dependent) + len(self.independent)))
-        return (
-            f"dependent: {[nm[i] for i in self.dependent]}; independent: {[nm[i] for i in self.independent]}"
-        )
 
 
 def independent_rows(J: np.ndarray, tol: float = 1e-9) -> tuple[int, ...]:
@@ -475,20 +438,6 @@ def constraint_forces(robot: Robot, q: Any, v: Any, a: Any, tau: Any, f_ext: Any
 # ---- configuration updates and projection ------------------------------------------------------
 
 
-def integrate(robot: Robot, q: Any, dv: Any) -> np.ndarray:
-    """``q (+) dv``: move by the velocity increment ``dv`` held for unit time (exact for the free base's
-    rotation; position advanced with the mid-rotation, exact for constant body twist to second order)."""
-    q = np.array(q, dtype=float, copy=True)
-    dv = np.asarray(dv, dtype=float)
-    if robot.is_free:
-        w = dv[0:3]
-        q[:3] += quaternion_to_matrix(quat_mul(q[3:7], quat_exp(0.5 * w))) @ dv[3:6]
-        quat = quat_mul(q[3:7] / np.linalg.norm(q[3:7]), quat_exp(w))
-        q[3:7] = quat / np.linalg.norm(quat)
-    q[robot.base_nq :] += dv[robot.base_nv :]
-    return q
-
-
 def project_configuration(robot: Robot, q: Any, tol: float = 1e-12, max_iter: int = 20) -> np.ndarray:
     """Newton iterations on ``g(q) = 0`` with minimum-norm corrections ``dv = -J_c^+ g``."""
     q = np.array(q, dtype=float, copy=True)
@@ -497,7 +446,7 @@ def project_configuration(robot: Robot, q: Any, tol: float = 1e-12, max_iter: in
         if np.max(np.abs(g)) < tol:
             return q
         J = constraint_jacobian(robot, q)
-        q = integrate(robot, q, -np.linalg.lstsq(J, g, rcond=None)[0])
+        q = retract(q, -np.linalg.lstsq(J, g, rcond=None)[0], robot.is_free)
     if np.max(np.abs(constraint_residual(robot, q))) > 1e3 * tol:
         raise ClosedLoopError(
             f"project_configuration: no convergence (|g| = "

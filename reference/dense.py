@@ -227,26 +227,46 @@ def operators(robot: Robot, q: ArrayLike, v: ArrayLike | None = None,
     return ops
 
 
+# ---- drive train (docs/conventions.md "Drive train") ---------------------------------------------------
+def drive_parameters(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(armature, damping, friction, friction velocity scale) per generalised velocity (zeros on the free
+    base's rows; scale 1 there)."""
+    arm, damp, fric, vs = np.zeros(robot.nv), np.zeros(robot.nv), np.zeros(robot.nv), np.ones(robot.nv)
+    for k in range(1, robot.n_bodies):
+        j, i = robot.joints[k], robot.v_index(k)
+        arm[i], damp[i], fric[i], vs[i] = j.armature, j.damping, j.friction, j.friction_velocity
+    return arm, damp, fric, vs
+
+
+def passive_forces(robot: Robot, v: ArrayLike) -> np.ndarray:
+    """Damping and smoothed Coulomb friction ``d v + f v / sqrt(v^2 + v_s^2)`` per coordinate."""
+    _, damp, fric, vs = drive_parameters(robot)
+    v = np.asarray(v, dtype=float)
+    return damp * v + fric * v / np.sqrt(v * v + vs * vs)
+
+
 # ---- Newton-Euler factorisation ------------------------------------------------------------------
 def mass_matrix(robot: Robot, q: ArrayLike) -> np.ndarray:
-    """Mass matrix ``H phi M phi* H*`` (seed 000 eq. 2.4a)."""
+    """Mass matrix ``H phi M phi* H* + diag(armature)`` (seed 000 eq. 2.4a and the drive train)."""
     o = operators(robot, q)
-    return o.H @ o.phi @ o.M @ o.phi.T @ o.H.T
+    return o.H @ o.phi @ o.M @ o.phi.T @ o.H.T + np.diag(drive_parameters(robot)[0])
 
 
 def inverse_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
                      f_ext: ArrayLike | None = None) -> np.ndarray:
-    """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``."""
+    """Generalised forces for accelerations ``a``: eq. 2.3b-d, ``T = H phi (M alpha + b)``, plus the drive
+    train's ``armature a + passive_forces(v)``."""
     o = operators(robot, q, v, f_ext)
     a = state_vector(a, robot.nv, "a", "reference")
     alpha = o.phi.T @ (o.H.T @ a + o.a)
-    return o.H @ o.phi @ (o.M @ alpha + o.b)
+    return o.H @ o.phi @ (o.M @ alpha + o.b) + drive_parameters(robot)[0] * a + passive_forces(robot, v)
 
 
 def bias_forces(robot: Robot, q: ArrayLike, v: ArrayLike, f_ext: ArrayLike | None = None) -> np.ndarray:
-    """Coriolis, centrifugal and gravity forces ``C = H phi (M phi* a + b)`` (eq. 2.4b with gravity in a)."""
+    """Coriolis, centrifugal and gravity forces ``C = H phi (M phi* a + b)`` (eq. 2.4b with gravity in a),
+    plus the drive train's damping and friction."""
     o = operators(robot, q, v, f_ext)
-    return o.H @ o.phi @ (o.M @ o.phi.T @ o.a + o.b)
+    return o.H @ o.phi @ (o.M @ o.phi.T @ o.a + o.b) + passive_forces(robot, v)
 
 
 # ---- articulated-body quantities (non-recursive) ------------------------------------------------------
@@ -298,6 +318,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     """
     o = operators(robot, q)
     n, nv = o.n, robot.nv
+    arm = drive_parameters(robot)[0]
     P_k = []
     for k in range(n):
         sub = subtree(robot, k)
@@ -309,6 +330,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
         for i, j in enumerate(sub[1:]):
             Hs[6 + i, 6 * (i + 1):6 * (i + 2)] = o.Hstar[j].T
         Ms = Hs @ phi_s @ M_s @ phi_s.T @ Hs.T
+        Ms[6:, 6:] += np.diag([float(arm[robot.v_index(j)][0]) for j in sub[1:]])   # outboard rotors
         A, B, C = Ms[:6, :6], Ms[:6, 6:], Ms[6:, 6:]
         Pk = A - B @ np.linalg.solve(C, B.T) if m else A
         P_k.append(0.5 * (Pk + Pk.T))
@@ -320,7 +342,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     tau = np.zeros((6 * n, 6 * n))
     for k in range(n):
         Hs = o.Hstar[k]
-        Dk = Hs.T @ P_k[k] @ Hs
+        Dk = Hs.T @ P_k[k] @ Hs + (np.diag(arm[robot.v_index(k)]) if k > 0 else 0.0)
         Gk = P_k[k] @ Hs @ np.linalg.inv(Dk) if Hs.shape[1] else np.zeros((6, 0))
         tk = np.eye(6) - Gk @ Hs.T
         D_k.append(Dk)
@@ -365,7 +387,7 @@ def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
     """
     ab = articulated_body(robot, q)
     o = operators(robot, q, v, f_ext)
-    T = state_vector(tau, robot.nv, "tau", "reference")
+    T = state_vector(tau, robot.nv, "tau", "reference") - passive_forces(robot, v)
     H, psi, K = o.H, ab.psi, ab.K
     Linv = np.eye(robot.nv) - H @ psi @ K
     eps = T - H @ psi @ (K @ T + ab.P @ o.a + o.b)
@@ -423,9 +445,10 @@ def momentum(robot: Robot, q: ArrayLike, v: ArrayLike) -> np.ndarray:
 
 
 def kinetic_energy(robot: Robot, q: ArrayLike, v: ArrayLike) -> float:
-    """``1/2 V* M V`` summed over the bodies."""
+    """``1/2 V* M V`` summed over the bodies, plus the rotors' ``1/2 armature v^2``."""
     o = operators(robot, q, v, gravity=False)
-    return 0.5 * float(o.V @ o.M @ o.V)
+    vv = np.asarray(v, dtype=float)
+    return 0.5 * float(o.V @ o.M @ o.V) + 0.5 * float(drive_parameters(robot)[0] @ (vv * vv))
 
 
 def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
@@ -439,3 +462,80 @@ def generalized_jacobian(robot: Robot, q: ArrayLike, frame: str) -> np.ndarray:
     Mq = mass_matrix(robot, q)
     J = jacobian(robot, q, frame, world_aligned=True)
     return J[:, 6:] - J[:, :6] @ np.linalg.solve(Mq[:6, :6], Mq[:6, 6:])
+
+
+# ---- mimic couplings: the reduced coordinates (docs/conventions.md "Mimic couplings") -----------------
+def _full_state(robot: Robot, q: ArrayLike, *vs: ArrayLike) -> tuple:
+    """(q_full, G v, ...) of a coupled robot: joint positions ``G_j q_j + b``, velocities ``G v``."""
+    G, b = robot.expansion()
+    q = state_vector(q, robot.nq, "q", "reference")
+    nb, nbv = robot.base_nq, robot.base_nv
+    qf = np.concatenate([q[:nb], G[nbv:, nbv:] @ q[nb:] + b])
+    return (qf, *(G @ state_vector(x, robot.nv, "v", "reference") for x in vs))
+
+
+def _reduced(fn, kind: str):
+    """The dense reference ``fn`` for a coupled robot: run on :meth:`Robot.uncoupled` with expanded inputs
+    (``kind``: 'q' positions only, 'qv' positions and one vector, 'qvv' two) and ``G^T`` / ``G`` applied to
+    the result (``out`` below)."""
+    nvec, out = {"q": (0, "-"), "qv": (1, "-"), "qvv": (2, "-"), "M": (0, "GtXG"), "tau": (2, "GtX"),
+                 "C": (1, "GtX"), "J": (0, "XG")}[kind]
+
+    def wrapped(robot: Robot, q: ArrayLike, *args, **kw):
+        if not robot.is_coupled:
+            return fn(robot, q, *args, **kw)
+        G, _ = robot.expansion()
+        full = _full_state(robot, q, *args[:nvec])
+        res = fn(robot.uncoupled(), *full, *args[nvec:], **kw)
+        if out == "GtXG":
+            return G.T @ res @ G
+        if out == "GtX":
+            return G.T @ res
+        if out == "XG":
+            return res @ G
+        return res
+
+    wrapped.__doc__, wrapped.__name__ = fn.__doc__, fn.__name__
+    return wrapped
+
+
+def _coupled_forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,
+                              f_ext: ArrayLike | None = None) -> np.ndarray:
+    """Coupled robot: ``(G^T M G)^-1 (tau - G^T C)`` with the dense M and C of the full tree."""
+    G, _ = robot.expansion()
+    qf, vf = _full_state(robot, q, v)
+    full = robot.uncoupled()
+    M = G.T @ _full_mass_matrix(full, qf) @ G
+    tau = state_vector(tau, robot.nv, "tau", "reference")
+    return np.linalg.solve(M, tau - G.T @ _full_bias(full, qf, vf, f_ext))
+
+
+def _coupled_minv(robot: Robot, q: ArrayLike) -> np.ndarray:
+    G, _ = robot.expansion()
+    return np.linalg.inv(G.T @ _full_mass_matrix(robot.uncoupled(), _full_state(robot, q)[0]) @ G)
+
+
+_full_mass_matrix, _full_bias = mass_matrix, bias_forces
+_full_fd, _full_minv = forward_dynamics, mass_matrix_inverse
+mass_matrix = _reduced(mass_matrix, "M")
+bias_forces = _reduced(bias_forces, "C")
+inverse_dynamics = _reduced(inverse_dynamics, "tau")
+jacobian = _reduced(jacobian, "J")
+center_of_mass = _reduced(center_of_mass, "q")
+momentum = _reduced(momentum, "qv")
+kinetic_energy = _reduced(kinetic_energy, "qv")
+frame_pose = _reduced(frame_pose, "q")
+body_poses = _reduced(body_poses, "q")
+
+
+def forward_dynamics(robot: Robot, q: ArrayLike, v: ArrayLike, tau: ArrayLike,  # noqa: F811
+                     f_ext: ArrayLike | None = None) -> np.ndarray:
+    """Accelerations: seed 000 eq. 2.11 (uncoupled robots), ``(G^T M G)^-1 (tau - G^T C)`` (coupled)."""
+    if robot.is_coupled:
+        return _coupled_forward_dynamics(robot, q, v, tau, f_ext)
+    return _full_fd(robot, q, v, tau, f_ext)
+
+
+def mass_matrix_inverse(robot: Robot, q: ArrayLike) -> np.ndarray:  # noqa: F811
+    """``M^-1``: seed 000 eq. 2.10c (uncoupled robots), ``(G^T M G)^-1`` (coupled)."""
+    return _coupled_minv(robot, q) if robot.is_coupled else _full_minv(robot, q)

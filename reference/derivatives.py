@@ -2,8 +2,11 @@
 
 Independent of the generated derivatives: no forward mode, no staged program; only the dense reference
 dynamics of :mod:`soadyn.reference.dense` evaluated at perturbed states.  Derivatives with respect to q
-are taken along ``q (+) delta`` (:func:`integrate`, docs/conventions.md "Derivatives"), v held fixed in
-base coordinates.  Every derivative uses the fourth-order central stencil
+are taken along ``q (+) delta`` (the one retraction, :func:`soadyn.model.configuration.retract`, convention
+in docs/conventions.md), v held fixed in base coordinates.  Sharing the retraction costs no independence:
+the generated derivatives do not use it (their tangent is seeded symbolically, :mod:`soadyn.symbolic.
+tangent`), so a wrong retraction makes the two disagree.  Every derivative uses the fourth-order central
+stencil
 ``(-f(2h) + 8 f(h) - 8 f(-h) + f(-2h)) / 12h`` (truncation O(h^4)); with the default ``h = 1e-3`` the
 relative error is about 1e-10, well inside the 1e-6 that ``soadyn verify`` allows for derivatives.
 """
@@ -15,34 +18,13 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from soadyn.model.configuration import retract
 from soadyn.model.robot import Robot
-from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix, rodrigues
 from soadyn.reference import dense
 
 #: relative tolerance of ``soadyn verify`` for the derivative functions against these differences
 FD_TOLERANCE = 1e-6
 STEP = 1e-3
-
-
-def integrate(robot: Robot, q: ArrayLike, delta: ArrayLike) -> np.ndarray:
-    """``q (+) delta``: base attitude ``R exp(delta_w~)``, position ``p + R delta_v``, joints ``+ delta_j``.
-
-    (delta is nv long, ordered like v.)  The returned quaternion has unit norm.
-    """
-    q = np.array(q, dtype=float)
-    delta = np.asarray(delta, dtype=float)
-    out = q.copy()
-    if robot.is_free:
-        R = quaternion_to_matrix(q[3:7])
-        dw = delta[0:3]
-        th = float(np.linalg.norm(dw))
-        E = rodrigues(dw / th, th) if th > 0 else np.eye(3)
-        out[0:3] = q[0:3] + R @ delta[3:6]
-        out[3:7] = matrix_to_quaternion(R @ E)
-        out[7:] = q[7:] + delta[6:]
-    else:
-        out += delta
-    return out
 
 
 def _stencil(f: Callable[[float], np.ndarray], h: float) -> np.ndarray:
@@ -56,7 +38,7 @@ def tangent_jacobian(robot: Robot, fn: Callable[[np.ndarray], np.ndarray], q: Ar
     for i in range(robot.nv):
         e = np.zeros(robot.nv)
         e[i] = 1.0
-        cols.append(_stencil(lambda t, e=e: np.asarray(fn(integrate(robot, q, t * e)), dtype=float), h))
+        cols.append(_stencil(lambda t, e=e: np.asarray(fn(retract(q, t * e, robot.is_free)), dtype=float), h))
     return np.stack(cols, axis=-1)
 
 
@@ -99,7 +81,7 @@ def frame_acceleration(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike, f
     """``d/dt`` of :func:`frame_velocity` along ``q(t) = q (+) t v``, ``v(t) = v + t a`` (central
     differences; q (+) t v has velocity v at t = 0 in the convention of docs/conventions.md)."""
     v, a = np.asarray(v, dtype=float), np.asarray(a, dtype=float)
-    return _stencil(lambda t: frame_velocity(robot, integrate(robot, q, t * v), v + t * a, frame), h)
+    return _stencil(lambda t: frame_velocity(robot, retract(q, t * v, robot.is_free), v + t * a, frame), h)
 
 
 def frame_acceleration_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,

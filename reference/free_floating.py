@@ -111,10 +111,11 @@ def coupling_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
 
 
 def _manipulator_inertia(robot: Robot, q: ArrayLike) -> np.ndarray:
-    """``H_phi = sum_i m_i J_Ti^T J_Ti + J_Ri^T I_i J_Ri`` (thesis eq. D.4)."""
+    """``H_phi = sum_i m_i J_Ti^T J_Ti + J_Ri^T I_i J_Ri`` (thesis eq. D.4), plus the joints' armature
+    ``diag(I_a)`` (the drive train, docs/conventions.md)."""
     R, _ = reference.body_poses(robot, q)
     _, JT, JR = com_jacobians(robot, q)
-    H = np.zeros((robot.n_joints, robot.n_joints))
+    H = np.diag(reference.drive_parameters(robot)[0][6:])
     for i in range(robot.n_bodies):
         Ii = R[i] @ robot.inertias[i].inertia @ R[i].T
         H += robot.inertias[i].mass * JT[i].T @ JT[i] + JR[i].T @ Ii @ JR[i]

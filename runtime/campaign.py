@@ -10,17 +10,28 @@
   directory (shared file system).  ``workers=0`` runs in this process without Dask (debugging, replay).
 * **Modules.**  The chaser and one truth model per payload level (chaser + target attached, see
   :func:`soadyn.runtime.impact.attach_target`) are compiled once, before any task is submitted, into a
-  cache keyed by the models' fingerprints (``soadyn.compile``'s cache); tasks carry directory paths and
-  each worker process loads a module once (cffi objects do not pickle).
-* **Results** (directory ``results``): ``campaign.json`` (the spec, ``n``, module paths; a resumed run must
-  match it), ``summary/part-*.parquet`` written while the campaign runs, every ``part_size`` rows or
-  ``flush_seconds`` (``pandas.read_parquet(results / "summary")`` reads them all), and with
-  ``trajectories`` a Zarr group ``trajectories.zarr/s<id>`` per scenario written by the worker.
-  A part is written to a temporary name and renamed, so a row is either recorded or not.
+  cache keyed by the models' fingerprints (``soadyn.compile``'s cache); tasks carry the directory paths and
+  the modules' content hashes (:func:`module_digest`), and each worker process verifies and loads a module
+  once (cffi objects do not pickle).
+* **Results** (directory ``results``, data only: nothing under it is ever imported or executed):
+  ``campaign.json`` (the spec, its hash, ``n``, the modules' content hashes; a resumed run must match it),
+  ``summary/part-*.parquet`` written while the campaign runs, every ``part_size`` rows or
+  ``flush_seconds``, each part carrying the spec hash in its Parquet metadata (:func:`load_results` reads
+  them all), and with ``trajectories`` a Zarr group ``trajectories.zarr/s<id>`` per scenario written by the
+  worker.  A part is written to a temporary name and renamed, so a row is either recorded or not.  One
+  writer at a time: ``run`` holds an exclusive ``flock`` on ``results/.lock`` (released by the system when
+  the process ends, however it ends); a second writer is refused.  Files in ``summary/`` that are not
+  parts written by soadyn are ignored with a :class:`CampaignWarning`.
 * **Resume.**  Scenarios whose id is recorded are skipped: rerunning the same call after an interruption (or
-  a crash of the client) computes only the others.  A worker that dies is replaced by Dask's nanny and its
-  task rescheduled; nothing is duplicated because only the client writes rows.  A scenario that fails
+  a crash of the client) computes only the others.  Rows are counted by scenario id (a row recorded twice,
+  e.g. a copied part, is reported and counted once); a directory whose ``campaign.json`` or any part
+  carries another spec hash is refused, naming both.  A worker that dies is replaced by Dask's nanny and
+  its task rescheduled; nothing is duplicated because only the client writes rows.  A scenario that fails
   (diverged simulation, singular matrix) is a row with ``status = "failed"`` and its error.
+* **Waits end.**  Connecting to a scheduler (``connect_timeout``; a refused port fails at once, a peer that
+  does not speak Dask after the timeout), the first worker (``worker_timeout``) and the next finished task
+  (``task_timeout``) are bounded; each gives a one-line :class:`CampaignError` (what, how long, what to
+  check) and keeps the recorded rows.
 * **Memory** stays flat in ``n``: scenarios are generated lazily, at most ``4 x workers`` tasks are in
   flight, and rows are flushed to disk in parts.
 * **Seeds.**  Scenario ``i`` of a spec is drawn from ``numpy.random.default_rng(seed_i)`` with ``seed_i``
@@ -30,7 +41,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,6 +53,31 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.model.names import brief, terminal
+from soadyn.runtime.campaign_dask import CONNECT_TIMEOUT, TASK_TIMEOUT, WORKER_TIMEOUT, Waits, run_dask
+from soadyn.runtime.campaign_report import METRICS, PARAMS, report, summary_table
+from soadyn.runtime.campaign_spec import MAX_N
+from soadyn.runtime.campaign_store import (
+    FORMAT,
+    CampaignError,
+    CampaignWarning,
+    MissingExtraError,
+    PartWriter,
+    check_entries,
+    check_manifest,
+    check_parts,
+    default_results,
+    load_results,
+    make_manifest,
+    read_manifest,
+    read_parts,
+    recorded_ids,
+    require_stack,
+    scenarios_identity,
+    setup_from_manifest,
+    warn,
+    writer_lock,
+)
 from soadyn.runtime.scenario import (
     SUMMARY_FIELDS,
     TIMING_FIELDS,
@@ -56,15 +94,15 @@ __all__ = [
     "replay",
     "load_results",
     "report",
-    "CampaignResult", "CampaignError",
-    "prepare_modules",
+    "CampaignResult", "CampaignError", "CampaignWarning", "MissingExtraError",
+    "prepare_modules", "module_digest", "default_results", "require_stack", "FORMAT", "METRICS", "PARAMS",
+    "CONNECT_TIMEOUT", "WORKER_TIMEOUT", "TASK_TIMEOUT", "identical_rows",
     "CampaignSpecError",
     "TRUTH_FUNCTIONS",
     "CHASER_FUNCTIONS",
     "summary_table",
 ]
 
-FORMAT = "soadyn-campaign-1"
 #: generated functions each model needs (a subset keeps the one-off compilation short)
 CHASER_FUNCTIONS = [
     "forward_dynamics",
@@ -78,10 +116,6 @@ CHASER_FUNCTIONS = [
 ]
 TRUTH_FUNCTIONS = ["forward_dynamics", "momentum", "kinetic_energy", "center_of_mass"]
 MAX_TRUTH_MODELS = 16
-
-
-class CampaignError(RuntimeError):
-    """The campaign cannot go on (e.g. no worker can run a task); recorded rows are kept."""
 
 
 @dataclass
@@ -162,9 +196,30 @@ _PREPARED: dict[str, dict[str, str]] = {}
 _LOADED: dict[str, Any] = {}
 
 
-def _load(path: str, kind: str) -> Any:
-    """A module (``kind="module"``) or robot file (``"robot"``), loaded once per process."""
-    key = f"{kind}:{path}"
+def module_digest(path: str | Path) -> str:
+    """The content hash of a compiled module directory: sha256 over the sha256 of its generated files (the
+    C source, the header, ``__init__.py``), which are reproducible bytes wherever the module is built.  The
+    compiled extension is left out (its bytes depend on the build directory); :func:`soadyn.codegen.load`
+    checks it against the module's stamp before importing it."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from soadyn.codegen.cache import file_digests
+
+    files = {k: v for k, v in file_digests(Path(path)).items()
+             if not any(k.endswith(x) for x in EXTENSION_SUFFIXES)}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def module_digests(paths: dict[str, str]) -> dict[str, str]:
+    """``{name: module_digest}`` for the modules of :func:`prepare_modules` (the robot file excluded; a
+    directory that is not there has the empty hash, and its tasks fail on the workers)."""
+    return {k: module_digest(p) if Path(p).is_dir() else "" for k, p in paths.items() if k != "robot"}
+
+
+def _load(path: str, kind: str, digest: str | None = None) -> Any:
+    """A module (``kind="module"``) or robot file (``"robot"``), loaded once per process.  A module is
+    loaded only if its content hash is ``digest`` (the hash recorded when the campaign prepared it)."""
+    key = f"{kind}:{path}:{digest}"
     if key not in _LOADED:
         if kind == "robot":
             from soadyn.symbolic.checks import load_robot
@@ -173,17 +228,24 @@ def _load(path: str, kind: str) -> Any:
         else:
             from soadyn.codegen import load
 
+            if digest and module_digest(path) != digest:
+                raise CampaignError(f"{brief(path, 300)}: the module's files do not match the hash "
+                                    f"{digest[:16]} recorded when the campaign prepared it (rebuilt or "
+                                    "edited since); rerun the campaign to rebuild it")
             _LOADED[key] = load(path)
     return _LOADED[key]
 
 
-def _task(scenarios: list[Scenario], paths: dict[str, str], zarr_path: str | None) -> list[dict[str, Any]]:
+def _task(scenarios: list[Scenario], paths: dict[str, str], zarr_path: str | None,
+          digests: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run on a worker: scenarios in order, rows back (trajectories written to Zarr by the worker)."""
+    digests = digests or {}
     rows = []
     for sc in scenarios:
-        chaser = _load(paths["chaser"], "module")
+        chaser = _load(paths["chaser"], "module", digests.get("chaser"))
         robot = _load(paths["robot"], "robot")
-        truth = _load(paths[f"truth:{float(sc.payload_scale)!r}"], "module")
+        name = f"truth:{float(sc.payload_scale)!r}"
+        truth = _load(paths[name], "module", digests.get(name))
         row, traj = run_scenario(sc, chaser, truth, robot)
         if traj is not None and zarr_path is not None:
             _write_trajectory(zarr_path, sc.id, traj)
@@ -199,123 +261,44 @@ def _write_trajectory(zarr_path: str, sid: int, traj: dict[str, np.ndarray]) -> 
         g.create_array(k, data=np.asarray(a), chunks=a.shape if a.ndim else None, overwrite=True)
 
 
-# ---- storage -------------------------------------------------------------------------------------
-def _schema() -> Any:
-    import pyarrow as pa
-
-    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
-    return pa.schema([(k, types[t]) for k, t in SUMMARY_FIELDS.items()])
-
-
-class _Writer:
-    """Buffers rows and writes them as Parquet parts (temporary name, then an atomic rename)."""
-
-    def __init__(self, directory: Path, part_size: int, flush_seconds: float) -> None:
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.part_size, self.flush_seconds = part_size, flush_seconds
-        self.rows: list[dict[str, Any]] = []
-        self.last = time.monotonic()
-        self.count = 0
-
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.part_size or time.monotonic() - self.last >= self.flush_seconds:
-            self.flush()
-
-    def flush(self) -> None:
-        self.last = time.monotonic()
-        if not self.rows:
-            return
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.Table.from_pylist(self.rows, schema=_schema())
-        name = f"part-{time.time_ns():020d}-{os.getpid()}-{self.count:05d}.parquet"
-        tmp = self.dir / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.dir / name)
-        self.count += 1
-        self.rows = []
-
-
-def _recorded_ids(summary_dir: Path) -> set[int]:
-    import pyarrow.parquet as pq
-
-    ids: set[int] = set()
-    for p in sorted(summary_dir.glob("part-*.parquet")):
-        ids.update(int(x) for x in pq.read_table(p, columns=["id"]).column("id").to_pylist())
-    return ids
-
-
-def load_results(results: str | Path) -> Any:
-    """All recorded rows of a results directory as a pandas DataFrame sorted by ``id`` (one row per
-    scenario)."""
-    import pandas as pd
-
-    d = Path(results) / "summary"
-    if not any(d.glob("part-*.parquet")):
-        return pd.DataFrame({k: pd.Series(dtype="object") for k in SUMMARY_FIELDS})
-    df = pd.read_parquet(d)
-    return df.sort_values("id").reset_index(drop=True)
-
-
-# ---- manifest ------------------------------------------------------------------------------------
-def _manifest(
-    spec: CampaignSpec | None, scenarios: list[Scenario] | None, n: int, paths: dict[str, str]
-) -> dict[str, Any]:
-    m: dict[str, Any] = {"format": FORMAT, "n": n, "modules": paths}
-    if spec is not None:
-        m.update(
-            kind="spec", name=spec.name, spec=spec.raw, spec_source=spec.source, identity=spec.identity()
-        )
-    else:
-        assert scenarios is not None
-        m.update(
-            kind="scenarios",
-            name="scenarios",
-            setup=asdict(scenarios[0].setup),
-            scenarios=[s.params() for s in scenarios],
-            identity=_scenarios_identity(scenarios),
-        )
-    return m
-
-
-def _scenarios_identity(scenarios: list[Scenario]) -> str:
-    import hashlib
-
-    blob = json.dumps([asdict(s) for s in scenarios], sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
-def _check_manifest(results: Path, new: dict[str, Any]) -> None:
-    f = results / "campaign.json"
-    if not f.is_file():
-        return
-    old = json.loads(f.read_text())
-    if old.get("format") != FORMAT or old.get("identity") != new["identity"] or old.get("n") != new["n"]:
-        raise CampaignSpecError(
-            f"{results}: holds a different campaign (campaign.json: identity "
-            f"{old.get('identity')}, n {old.get('n')}; this one: {new['identity']}, n "
-            f"{new['n']}); choose another results directory or remove it"
-        )
-
-
 # ---- run -----------------------------------------------------------------------------------------
+def _check_int(x: Any, what: str, lo: int, hi: int, meaning: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not lo <= int(x) <= hi:
+        raise CampaignSpecError(f"{what}: must be an integer from {lo} to {hi} ({meaning}), got {brief(x)}")
+    return int(x)
+
+
+def max_workers() -> int:
+    """The most worker processes an embedded cluster may start: 4 per core (at least 8)."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
+def check_workers(workers: Any, what: str = "workers") -> int | None:
+    """``workers`` of :func:`run` (None: one per core; 0: in this process) or :class:`CampaignSpecError`."""
+    if workers is None:
+        return None
+    return _check_int(workers, what, 0, max_workers(), "0: in this process; k: worker processes of the "
+                      "embedded cluster, at most 4 per core")
+
+
+def _check_timeout(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not (math.isfinite(x) and 0 < x <= 1e6):
+        raise CampaignSpecError(f"{what}: must be a number of seconds in (0, 1e6], got {brief(x)}")
+    return float(x)
+
+
 def _scenario_source(
     scenarios: Any, n: int | None
 ) -> tuple[CampaignSpec | None, list[Scenario] | None, int, Callable[[int], Scenario]]:
     if isinstance(scenarios, (str, Path)):
         scenarios = load_spec(scenarios)
     if isinstance(scenarios, CampaignSpec):
-        total = scenarios.n if n is None else int(n)
-        if total < 1:
-            raise CampaignSpecError(f"{scenarios.source}: n must be >= 1, got {total}")
+        total = scenarios.n if n is None else _check_int(n, "n", 1, MAX_N, "number of scenarios")
         return scenarios, None, total, scenarios.scenario
     if isinstance(scenarios, Sequence) and scenarios and all(isinstance(s, Scenario) for s in scenarios):
         lst = list(scenarios)
-        if n is not None and int(n) != len(lst):
-            raise CampaignSpecError(f"run: n = {n} but {len(lst)} scenarios were given; omit n")
+        if n is not None and n != len(lst):
+            raise CampaignSpecError(f"run: n = {brief(n)} but {len(lst)} scenarios were given; omit n")
         ids = [s.id for s in lst]
         if len(set(ids)) != len(ids):
             raise CampaignSpecError("run: scenario ids must be unique")
@@ -340,6 +323,9 @@ def run(
     flush_seconds: float = 5.0,
     batch: int = 4,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    worker_timeout: float = WORKER_TIMEOUT,
+    task_timeout: float = TASK_TIMEOUT,
 ) -> CampaignResult:
     """Run a campaign (see the module docstring); returns a :class:`CampaignResult`.
 
@@ -347,13 +333,23 @@ def run(
     a spec file path, or a list of :class:`~soadyn.runtime.scenario.Scenario` (unique ids, one Setup).
     ``client``: None (embedded LocalCluster, ``workers`` processes, default every core), a scheduler
     address, or a ``distributed.Client``.  ``workers=0``: in-process, no Dask.  ``results``: directory
-    (default ``./<name>.campaign``).  ``trajectories``: override the spec's ``outputs.trajectories``.
+    (default ``./<name>.campaign``; a results directory holds one campaign and one writer at a time).
+    ``trajectories``: override the spec's ``outputs.trajectories``.
     A script that lets ``run`` start worker processes needs Python's ``if __name__ == "__main__":`` guard
     (the processes are spawned and import the main module).  ``batch``: scenarios per task.
     ``on_row``: called with every recorded row (e.g. to stop early by
-    raising; recorded rows are flushed first).
+    raising; recorded rows are flushed first).  Every wait ends: ``connect_timeout`` for the scheduler,
+    ``worker_timeout`` for the first worker, ``task_timeout`` for the next finished task (else
+    :class:`CampaignError`, recorded rows kept).
     """
+    require_stack()
     spec, lst, total, make = _scenario_source(scenarios, n)
+    workers = check_workers(workers)
+    batch = _check_int(batch, "batch", 1, 100_000, "scenarios per task")
+    part_size = _check_int(part_size, "part_size", 1, 10_000_000, "rows per summary part")
+    waits = Waits(_check_timeout(connect_timeout, "connect_timeout"),
+                   _check_timeout(worker_timeout, "worker_timeout"),
+                   _check_timeout(task_timeout, "task_timeout"))
     setup = spec.setup if spec is not None else lst[0].setup  # type: ignore[index]
     if trajectories is not None and trajectories != setup.trajectories:
         setup = Setup(**{**asdict(setup), "trajectories": bool(trajectories), "wheels": setup.wheels})
@@ -373,14 +369,33 @@ def run(
             f"{len(levels)} payload levels; each is one compiled model, use at most "
             f"{MAX_TRUTH_MODELS} ({{choice: [...]}})"
         )
-    results = Path(results if results is not None else f"{spec.name if spec else 'scenarios'}.campaign")
-    paths = prepare_modules(setup, levels, cache)
-    manifest = _manifest(spec, lst, total, paths)
-    _check_manifest(results, manifest)
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "campaign.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    results = Path(results) if results is not None else default_results(spec)
+    with writer_lock(results):
+        return _run_locked(spec, lst, total, make, setup, levels, results, client, workers, cache, progress,
+                           part_size, flush_seconds, batch, on_row, waits)
+
+
+def _run_locked(spec: CampaignSpec | None, lst: list[Scenario] | None, total: int,
+                make: Callable[[int], Scenario], setup: Setup, levels: list[float], results: Path,
+                client: Any, workers: int | None, cache: str | Path | None, progress: bool, part_size: int,
+                flush_seconds: float, batch: int, on_row: Callable[[dict[str, Any]], None] | None,
+                waits: Waits) -> CampaignResult:
+    """:func:`run` holding the results directory's lock: check that the directory holds this campaign
+    (campaign.json and the spec hash of every part) before compiling, then compute the missing rows."""
+    manifest = make_manifest(spec, lst, total, {})
+    what = f"this campaign ({brief(manifest['name'])})"
+    manifest_ok = check_manifest(results, manifest, what)
     summary_dir = results / "summary"
-    done = _recorded_ids(summary_dir) if summary_dir.is_dir() else set()
+    check_entries(results)
+    parts = read_parts(summary_dir)
+    check_parts(parts, manifest["identity"], results, what, manifest_ok)
+    done = recorded_ids(parts, summary_dir)
+    paths = prepare_modules(setup, levels, cache)
+    digests = module_digests(paths)
+    manifest["module_sha256"] = digests
+    tmp = results / ".campaign.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    os.replace(tmp, results / "campaign.json")
     zarr_path = None
     if setup.trajectories:
         import zarr
@@ -401,7 +416,7 @@ def run(
         if chunk:
             yield chunk
 
-    writer = _Writer(summary_dir, part_size, flush_seconds)
+    writer = PartWriter(summary_dir, part_size, flush_seconds, manifest["identity"])
     todo = (
         sum(1 for i in range(total) if make(i).id not in done)
         if lst is not None
@@ -431,17 +446,19 @@ def run(
         stats["unrecorded"] += len(chunk)
         errors.append(f"{type(e).__name__}: {e}")
         if stats["computed"] == 0 and len(errors) >= 3:
-            raise CampaignError(f"every task fails on the workers ({errors[0][:300]}); check that the "
-                                f"workers run this soadyn and see {paths['chaser']} and the results folder")
+            raise CampaignError(f"every task fails on the workers ({terminal(errors[0], 300)}); check that "
+                                f"the workers run this soadyn and see {brief(paths['chaser'], 300)} and the "
+                                "results folder")
 
     t0 = time.perf_counter()
     n_workers = 0
     try:
         if workers == 0 and client is None:
             for chunk in pending():
-                record(_task(chunk, paths, zarr_path))
+                record(_task(chunk, paths, zarr_path, digests))
         else:
-            n_workers = _run_dask(lost, pending(), paths, zarr_path, client, workers, record)
+            n_workers = run_dask(lost, pending(), paths, digests, zarr_path, client, workers, record, waits,
+                                 _task)
     finally:
         writer.flush()
         if bar is not None:
@@ -451,94 +468,45 @@ def run(
                           errors[:5])
 
 
-def _run_dask(
-    lost: Callable[[list[Scenario], BaseException], None],
-    chunks: Iterator[list[Scenario]],
-    paths: dict[str, str],
-    zarr_path: str | None,
-    client: Any,
-    workers: int | None,
-    record: Callable[[list[dict[str, Any]]], None],
-) -> int:
-    from distributed import Client, LocalCluster, as_completed
-
-    cluster = own = None
-    if client is None:
-        n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
-        client = own = Client(cluster)
-    elif isinstance(client, str):
-        client = own = Client(client)
-    try:
-        n_workers = max(1, sum(client.nthreads().values()))
-        window = 4 * n_workers
-        # results gathered in the background; a task that fails for good (its worker killed more often than
-        # distributed.scheduler.allowed-failures, a worker that cannot load the modules) is not recorded, so a
-        # rerun retries it; scenario failures (divergence...) are rows, not task errors
-        pending = as_completed(with_results=True, raise_errors=False)
-        inflight: dict[str, list[Scenario]] = {}
-        it = iter(chunks)
-
-        def submit() -> bool:
-            chunk = next(it, None)
-            if chunk is None:
-                return False
-            key = f"soadyn-scenario-{chunk[0].id}-{time.time_ns()}"
-            inflight[key] = chunk
-            pending.add(client.submit(_task, chunk, paths, zarr_path, pure=False, key=key))
-            return True
-
-        for _ in range(window):
-            if not submit():
-                break
-        for fut, rows in pending:
-            chunk = inflight.pop(fut.key)
-            if fut.status != "finished":             # rows is then the exception's (type, value, traceback)
-                err = rows[1] if isinstance(rows, tuple) and len(rows) == 3 else RuntimeError(str(rows))
-                fut.release()
-                lost(chunk, err)
-            else:
-                fut.release()
-                record(rows)
-            submit()
-        return n_workers
-    finally:
-        if own is not None:
-            own.close()
-        if cluster is not None:
-            cluster.close()
-
-
 # ---- replay --------------------------------------------------------------------------------------
 def _scenario_from_manifest(results: Path, sid: int) -> tuple[Scenario, dict[str, Any]]:
+    """Scenario ``sid`` of a results directory, rebuilt from ``campaign.json`` (data: the spec is validated
+    again and its hash must be the recorded one)."""
     f = results / "campaign.json"
-    if not f.is_file():
-        raise CampaignSpecError(
-            f"{results}: no campaign.json; give a results directory written by soadyn campaign"
-        )
-    m = json.loads(f.read_text())
-    if m.get("kind") == "spec":
-        from soadyn.runtime.scenario import spec_from_dict
+    m = read_manifest(results)
+    where = brief(str(f), 300)
+    if m is None:
+        raise CampaignSpecError(f"{brief(str(results), 300)}: no campaign.json; give a results directory "
+                                "written by soadyn campaign")
+    if not 0 <= sid < m["n"]:
+        raise CampaignSpecError(f"{where}: scenario id {sid} out of range 0..{m['n'] - 1}")
+    try:
+        if m["kind"] == "spec":
+            from soadyn.runtime.scenario import spec_from_dict
 
-        spec = spec_from_dict(m["spec"], base_dir=Path(m["spec"]["robot"]).parent, source=str(f))
-        if not 0 <= sid < m["n"]:
-            raise CampaignSpecError(f"{f}: scenario id {sid} out of range 0..{m['n'] - 1}")
-        sc = spec.scenario(sid)
-    else:
-        st = m["setup"]
-        setup = Setup(
-            **{
-                **st,
-                "wheels": tuple(st["wheels"]),
-                **{k: tuple(st[k]) for k in ("q0", "target_inertia", "grasp_xyz", "grasp_rpy", "normal")},
-            }
-        )
-        match = [p for p in m["scenarios"] if p["id"] == sid]
-        if not match:
-            raise CampaignSpecError(f"{f}: no scenario with id {sid}")
-        p = dict(match[0])
-        p["spin_axis"] = tuple(p["spin_axis"])
-        sc = Scenario(setup, **p)
+            spec = spec_from_dict(m.get("spec"), base_dir=results, source=str(f))
+            sc, now = spec.scenario(sid), spec.identity()
+        else:
+            setup = setup_from_manifest(m.get("setup"))
+            if not Path(setup.robot).is_file():
+                raise CampaignSpecError(f"{where}: the robot file {brief(setup.robot, 300)} of this campaign "
+                                        "is not there any more")
+            params = m.get("scenarios")
+            if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
+                raise ValueError("'scenarios' is not a list of scenarios")
+            lst = [Scenario(setup, **{**p, "spin_axis": tuple(p.get("spin_axis", ()))}) for p in params]
+            match = [s for s in lst if s.id == sid]
+            if not match:
+                raise CampaignSpecError(f"{where}: no scenario with id {sid}")
+            sc, now = match[0], scenarios_identity(lst)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        if isinstance(e, CampaignSpecError):
+            raise
+        raise CampaignSpecError(f"{where}: not a campaign written by soadyn ({terminal(e, 200)})") from None
+    if now != m["identity"]:
+        raise CampaignSpecError(
+            f"{where}: records spec hash {brief(m['identity'])} but its spec (and robot file) now hash to "
+            f"{now}; the recorded rows are not this spec's (the spec or the robot file was edited)")
     return sc, m
 
 
@@ -546,7 +514,12 @@ def replay(
     results: str | Path, scenario_id: int, trajectories: bool = True, cache: str | Path | None = None
 ) -> tuple[dict[str, Any], dict | None]:
     """Rerun scenario ``scenario_id`` of a results directory in this process (no Dask): returns the summary
-    row (equal to the recorded one except timing) and its trajectory arrays (``trajectories=True``)."""
+    row (equal to the recorded one except timing) and its trajectory arrays (``trajectories=True``).
+
+    The results directory is data: nothing under it is imported.  The modules are compiled from the
+    recorded spec (or found in the module ``cache``) and compared with the content hashes recorded at run
+    time; a module that differs (another soadyn or compiler) is reported with a :class:`CampaignWarning`
+    (the row may then differ in the last bits)."""
     results = Path(results)
     sc, m = _scenario_from_manifest(results, int(scenario_id))
     if trajectories != sc.setup.trajectories:
@@ -554,121 +527,18 @@ def replay(
             Setup(**{**asdict(sc.setup), "trajectories": trajectories, "wheels": sc.setup.wheels}),
             **sc.params(),
         )
-    paths = m["modules"]
-    if not all(Path(p).exists() for p in paths.values()):
-        paths = prepare_modules(sc.setup, [sc.payload_scale], cache)
+    paths = prepare_modules(sc.setup, [sc.payload_scale], cache)
+    name = f"truth:{float(sc.payload_scale)!r}"
+    recorded = m.get("module_sha256") if isinstance(m.get("module_sha256"), dict) else {}
+    for k in ("chaser", name):
+        now = module_digest(paths[k])
+        if recorded.get(k) not in (None, now):
+            warn(f"replay: module {k} rebuilt from the spec has hash {now[:16]}, the campaign's had "
+                  f"{terminal(str(recorded.get(k))[:16])}; the row may differ in the last bits")
     chaser, robot = _load(paths["chaser"], "module"), _load(paths["robot"], "robot")
-    truth = _load(paths[f"truth:{float(sc.payload_scale)!r}"], "module")
+    truth = _load(paths[name], "module")
     return run_scenario(sc, chaser, truth, robot)
 
-
-# ---- report --------------------------------------------------------------------------------------
-#: metrics shown by the report and the summary table
-METRICS = [
-    ("peak_base_attitude_deg", "peak base attitude error [deg]"),
-    ("peak_wheel_momentum", "peak wheel momentum [N m s]"),
-    ("contact_impulse", "contact impulse [N s]"),
-    ("latch_impulse_angular", "latch angular impulse [N m s]"),
-    ("peak_arm_torque", "peak arm torque [N m]"),
-]
-PARAMS = [
-    ("spin_rate_deg_s", "target spin rate [deg/s]"),
-    ("contact_time", "contact time [s]"),
-    ("payload_scale", "payload scale [-]"),
-    ("restitution", "restitution [-]"),
-]
-
-
-def summary_table(df: Any) -> str:
-    """Text table per (case, controller): count, failures, median / 95th percentile / max of the main
-    metrics."""
-    if len(df) == 0:
-        return "(no rows)"
-    ok = df[df["status"] == "ok"]
-    lines = [
-        f"{'case':<4} {'ctrl':<5} {'n':>5} {'fail':>4}  " + "  ".join(f"{m[:22]:>22}" for m, _ in METRICS[:3])
-    ]
-    lines.append(
-        f"{'':<4} {'':<5} {'':>5} {'':>4}  " + "  ".join(f"{'median / p95 / max':>22}" for _ in METRICS[:3])
-    )
-    for (case, ctrl), g in df.groupby(["case", "controller"]):
-        gok = ok[(ok["case"] == case) & (ok["controller"] == ctrl)]
-        cells = []
-        for m, _ in METRICS[:3]:
-            x = gok[m].to_numpy(float)
-            cells.append(
-                f"{np.median(x):6.3g} /{np.percentile(x, 95):6.3g} /{np.max(x):6.3g}"
-                if len(x)
-                else f"{'-':>22}"
-            )
-        lines.append(
-            f"{case:<4} {ctrl:<5} {len(g):5d} {int((g['status'] != 'ok').sum()):4d}  "
-            + "  ".join(f"{c:>22}" for c in cells)
-        )
-    return "\n".join(lines)
-
-
-def report(results: str | Path, out: str | Path | None = None) -> list[Path]:
-    """Plot the distributions of the metrics against the sampled parameters (matplotlib, Agg) into ``out``
-    (default ``<results>/report``); also writes ``summary.txt`` (the :func:`summary_table`).  Returns the
-    written files."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    results = Path(results)
-    if not (results / "summary").is_dir():
-        raise CampaignSpecError(
-            f"{results}: no summary/ folder; give a results directory written by soadyn campaign"
-        )
-    df = load_results(results)
-    out = Path(out) if out is not None else results / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    ok = df[df["status"] == "ok"]
-    files = []
-    colors = {"dmc": "tab:blue", "rnsc": "tab:orange"}
-    fig, ax = plt.subplots(len(METRICS), len(PARAMS) + 1, figsize=(4 * (len(PARAMS) + 1), 2.8 * len(METRICS)))
-    for i, (m, mlabel) in enumerate(METRICS):
-        for c, g in ok.groupby("controller"):
-            ax[i, 0].hist(g[m], bins=30, alpha=0.6, color=colors.get(c), label=str(c))
-        ax[i, 0].set_xlabel(mlabel)
-        ax[i, 0].set_ylabel("scenarios")
-        if ax[i, 0].get_legend_handles_labels()[0]:
-            ax[i, 0].legend(fontsize=7)
-        for j, (p, plabel) in enumerate(PARAMS):
-            for c, g in ok.groupby("controller"):
-                ax[i, j + 1].scatter(g[p], g[m], s=5, alpha=0.5, color=colors.get(c), label=str(c))
-            ax[i, j + 1].set_xlabel(plabel)
-            ax[i, j + 1].set_ylabel(mlabel, fontsize=7)
-    for a in ax.ravel():
-        a.grid(alpha=0.3)
-    fig.suptitle(f"{results.name}: {len(ok)} successful of {len(df)} scenarios")
-    fig.tight_layout()
-    f = out / "distributions.png"
-    fig.savefig(f, dpi=90)
-    plt.close(fig)
-    files.append(f)
-    fig, ax = plt.subplots(1, len(METRICS[:3]), figsize=(13, 3.6))
-    for i, (m, mlabel) in enumerate(METRICS[:3]):
-        keys = [(cs, c) for cs in sorted(ok["case"].unique()) for c in sorted(ok["controller"].unique())]
-        data = [ok[(ok["case"] == cs) & (ok["controller"] == c)][m].to_numpy(float) for cs, c in keys]
-        keep = [(k, d) for k, d in zip(keys, data) if len(d)]
-        if keep:
-            ax[i].boxplot([d for _, d in keep], tick_labels=[f"{cs}/{c}" for (cs, c), _ in keep])
-        ax[i].set_ylabel(mlabel)
-        ax[i].tick_params(axis="x", labelsize=7, rotation=45)
-        ax[i].grid(alpha=0.3)
-    fig.suptitle("by pre-impact case (seed 003 Fig. 4.8) and post-impact controller")
-    fig.tight_layout()
-    f = out / "by_case.png"
-    fig.savefig(f, dpi=90)
-    plt.close(fig)
-    files.append(f)
-    f = out / "summary.txt"
-    f.write_text(summary_table(df) + "\n")
-    files.append(f)
-    return files
 
 
 def identical_rows(a: Any, b: Any) -> bool:

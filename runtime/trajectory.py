@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.reference.closed_loop import Partition
+from soadyn.model.loops import Partition
 
 __all__ = ["Trajectory", "save_time_plots"]
 

@@ -56,7 +56,7 @@ from soadyn.model.robot import (
 )
 from soadyn.model.robotfile import unique_name
 from soadyn.model.rotations import matrix_to_quaternion, quaternion_to_matrix
-from soadyn.reference.kinematics import body_motion, frame_motion
+from soadyn.symbolic.frames import frame_motion, frame_pose
 
 
 class StructureError(ValueError):
@@ -273,8 +273,7 @@ def invert(robot: Robot, new_base: str, at: Mapping[str, float] | Sequence[float
     gravity = robot.gravity.copy()
     if not robot.is_free and np.any(gravity):
         qj = _joint_values(robot.joint_names, at, "invert")
-        R = body_motion(robot, np.array([qj[n] for n in robot.joint_names]))[0]
-        Rb = R[b] @ F.R
+        Rb = frame_pose(robot, [qj[n] for n in robot.joint_names], robot.body_names[b])[0] @ F.R
         gravity = snap(Rb.T @ gravity)
     return _rebuild(robot, specs, frames, gravity=gravity)
 

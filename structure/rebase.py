@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from soadyn.model.robot import Robot, require_free
-from soadyn.reference import dense as reference
 from soadyn.structure.operations import invert, map_state
+from soadyn.symbolic.algorithms.jacobians import jacobian
+from soadyn.symbolic.scalar import NUMERIC
 
 
 @dataclass
@@ -77,7 +78,7 @@ def rebase_transform(robot: Robot, new_robot: Robot, q: np.ndarray) -> RebaseMap
     q = np.asarray(q, dtype=float)
     q_new, _, _ = map_state(robot, new_robot, q)
     N = robot.nv
-    Jk = reference.jacobian(robot, q, new_robot.body_names[0])         # [X_k H*, phi*(n, k)] (A.4)
+    Jk = jacobian(robot, NUMERIC, q, new_robot.body_names[0])          # [X_k H*, phi*(n, k)] (A.4)
     Pi = np.zeros((N - 6, N))
     for i, name in enumerate(new_robot.joint_names):
         Pi[i, 6 + robot.joint_names.index(name)] = 1.0

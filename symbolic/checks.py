@@ -1,10 +1,10 @@
 """Checks of a robot model that need the dynamics core, and the checked robot-file loader.
 
-:func:`soadyn.model.load_robot` checks a robot file's syntax, schema and per-body physics; a model that
+:func:`soadyn.model.read_robot_file` checks a robot file's syntax, schema and per-body physics; a model that
 passes can still have a singular mass matrix (a moving joint that carries no inertia, a free base that
 cannot resist every motion).  Finding that takes a float run of the articulated-body recursion, so it lives
-here, above the model: :func:`load_robot` is the model loader plus :func:`check_mass_matrix`, and is what
-``soadyn.load_robot`` exports.
+here, above the model: :func:`load_robot`, the one robot-file loader, is that reader plus
+:func:`check_mass_matrix`, and is what ``soadyn.load_robot`` exports.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from soadyn.model import load_robot as load_unchecked
+from soadyn.model import read_robot_file
 from soadyn.model.names import brief
 from soadyn.model.robot import Robot
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
@@ -22,14 +22,14 @@ from soadyn.symbolic.scalar import NUMERIC
 __all__ = ["check_mass_matrix", "load_robot"]
 
 
-def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "error") -> Robot:
-    """Load a robot file (YAML or URDF, see :func:`soadyn.model.load_robot`) and check that its mass matrix
-    is not singular (:func:`check_mass_matrix`).
+def load_robot(path: str | Path, base: str | None = None, *, mimic: str = "couple") -> Robot:
+    """Load a robot file (YAML, URDF or MJCF, read by :func:`soadyn.model.read_robot_file`) and check that
+    its mass matrix is not singular (:func:`check_mass_matrix`).
 
     Any problem raises :class:`~soadyn.model.RobotFileError` (a ``ValueError``) naming the file, field
     (the body, or the URDF joint or link with its line) and fix.
     """
-    return load_unchecked(path, base, mimic=mimic, check=check_mass_matrix)
+    return read_robot_file(path, base, mimic=mimic, check=check_mass_matrix)
 
 
 def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | None:
@@ -43,6 +43,7 @@ def check_mass_matrix(robot: Robot, n_configs: int = 2) -> tuple[int, str] | Non
     are checked after it.
     """
     rng = np.random.default_rng(12345)
+    robot = robot.uncoupled()   # mimic couplings: M = G^T M_full G is positive definite when M_full is
     for c in range(n_configs):
         q = robot.neutral()
         if c > 0:

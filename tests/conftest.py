@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from soadyn import load_robot
 from soadyn.codegen.profiles import compiler_command
-from soadyn.model import load_robot
 from soadyn.model.robot import Robot
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +98,9 @@ def with_gravity(robot: Robot, g) -> Robot:
 # ---- URDF -> Robot ------------------------------------------------------------------------------
 def load_urdf(path: Path, base: str) -> Robot:
     """The robot of a URDF through ``load_robot``; mimic joints independent, as Pinocchio's default."""
-    return load_robot(path, base=base, mimic="independent")
+    # ideal joints (URDF <dynamics> dropped), as Pinocchio's RNEA/ABA and the MuJoCo comparisons assume;
+    # the drive train is compared in tests/test_drivetrain.py
+    return load_robot(path, base=base, mimic="independent").rigid()
 
 
 # ---- agreement figures (printed at the end of the run) ------------------------------------------------

@@ -1,6 +1,6 @@
 """Seeded mutation fuzzing of robot files (YAML and URDF): the harness behind tests/test_fuzz_robotfiles.py.
 
-Every mutant is loaded with :func:`soadyn.model.load_robot` and classified:
+Every mutant is loaded with :func:`soadyn.load_robot` and classified:
 
 * ``clean``: a :class:`RobotFileError` whose text is one line of bounded length naming the file;
 * ``accepted``: the robot loaded and passes the sanity checks (finite, positive-definite, symmetric mass
@@ -285,7 +285,7 @@ def classify(m: Mutant, path: Path, reference_fp: str) -> str:
 def run(fmt: str, n: int, seed: int, workdir: Path,
         report: Callable[[Mutant, str], None] | None = None) -> Counter:
     """Counter of (category, outcome) over the mutants of one format."""
-    from soadyn.model import load_robot
+    from soadyn import load_robot
 
     rng = random.Random(seed)
     if fmt == "yaml":

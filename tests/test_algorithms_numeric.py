@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.symbolic import algorithms as alg
 from soadyn.symbolic.scalar import Numeric
 from soadyn.symbolic.spatial import quaternion_to_matrix

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import TEST_ARM, URDFS, load_urdf, with_gravity
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.reference import dense as reference
 from soadyn.symbolic import algorithms as alg
 from soadyn.symbolic.scalar import Numeric

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import symengine as se
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.model.robot import BodySpec, Inertia, Joint, Placement, Robot
 from soadyn.reference import dense as reference
 from soadyn.reference import frame_motion

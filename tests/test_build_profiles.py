@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES
 
+from soadyn import load_robot
 from soadyn.codegen import compile as soadyn_compile
 from soadyn.codegen import objcache
 from soadyn.codegen.pipeline import cache_key
 from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
 from soadyn.codegen.stages import split_stages
-from soadyn.model import load_robot
 
 TEST_ARM = Path(__file__).resolve().parents[1] / "examples" / "test_arm.yaml"
 

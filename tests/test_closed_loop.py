@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, TEST_ARM
 
-from soadyn.model import load_robot
+from soadyn import load_robot
+from soadyn.model.configuration import retract
 from soadyn.model.robot import Inertia, Joint, Placement
 from soadyn.model.rotations import matrix_to_quaternion
 from soadyn.reference import closed_loop as cl
@@ -67,10 +68,10 @@ def test_constraint_derivatives_by_finite_differences(kind, axis):
     """dg/dt = J_c v (position/velocity consistency) and d(J_c v)/dt = gamma0 along a motion with a = 0."""
     rc, q, rng = _grappled_arm(kind, axis)
     assert np.max(np.abs(cl.constraint_residual(rc, q))) < 1e-14
-    q = cl.integrate(rc, q, 0.05 * rng.normal(size=rc.nv))  # off the manifold too
+    q = retract(q, 0.05 * rng.normal(size=rc.nv), rc.is_free)  # off the manifold too
     v = rng.normal(size=rc.nv)
     h = 1e-6
-    qp, qm = cl.integrate(rc, q, h * v), cl.integrate(rc, q, -h * v)
+    qp, qm = retract(q, h * v, True), retract(q, -h * v, True)
     J = cl.constraint_jacobian(rc, q)
     gdot = (cl.constraint_residual(rc, qp) - cl.constraint_residual(rc, qm)) / (2 * h)
     # the angular rows are exact only on the manifold (vee(R - R^T)/2 ~ rotation vector): compare the
@@ -83,7 +84,7 @@ def test_constraint_derivatives_by_finite_differences(kind, axis):
     Jdot_v = (cl.constraint_jacobian(rc, qp) @ v - cl.constraint_jacobian(rc, qm) @ v) / (2 * h)
     np.testing.assert_allclose(cl.constraint_bias(rc, q, v), Jdot_v, atol=1e-6)
     qc = cl.project_configuration(rc, q)
-    qp, qm = cl.integrate(rc, qc, h * v), cl.integrate(rc, qc, -h * v)
+    qp, qm = retract(qc, h * v, True), retract(qc, -h * v, True)
     gdot = (cl.constraint_residual(rc, qp) - cl.constraint_residual(rc, qm)) / (2 * h)
     np.testing.assert_allclose(gdot, cl.constraint_jacobian(rc, qc) @ v, atol=1e-7)
 
@@ -114,7 +115,7 @@ def test_generic_algorithm_matches_reference(kind, axis):
     dep, rows = gcl.generation_partition(rc)
     part = cl.Partition(dep, tuple(i for i in range(rc.nv) if i not in dep), rows=rows)
     v, tau = rng.normal(size=rc.nv), rng.normal(size=rc.nv)
-    q2 = cl.integrate(rc, q, 0.02 * rng.normal(size=rc.nv))
+    q2 = retract(q, 0.02 * rng.normal(size=rc.nv), rc.is_free)
     for qq in (q, q2):
         a, status = gcl.closed_loop_forward_dynamics(
             rc, CTX, qq, v, tau, dependent=dep, rows=rows, baumgarte=(3.0, 4.0)
@@ -305,6 +306,39 @@ def test_closed_loop_trajectory_round_trip(captured, tmp_path):
         back.momentum_drift()
 
 
+@pytest.mark.parametrize("kind,axis", CUTS)
+def test_runtime_float_path_matches_reference(kind, axis):
+    """The runtime's float closed loop (the generic core on floats, no soadyn.reference) agrees with the dense
+    reference path: constraint rows, residual, partition, accelerations, projections."""
+    rc, q, rng = _grappled_arm(kind, axis)
+    q = retract(q, 0.03 * rng.normal(size=rc.nv), rc.is_free)          # off the manifold
+    np.testing.assert_allclose(run.constraint_jacobian(rc, q), cl.constraint_jacobian(rc, q), atol=1e-12)
+    np.testing.assert_allclose(run.constraint_residual(rc, q), cl.constraint_residual(rc, q), atol=1e-13)
+    assert np.max(np.abs(run.constraint_residual(rc, q))) > 1e-4             # the check can fail
+    qc = run.project_configuration(rc, q)
+    assert np.max(np.abs(cl.constraint_residual(rc, qc))) < 1e-11
+    part = run.partition(rc, qc)
+    ref_part = cl.partition(rc, qc)
+    assert (part.dependent, part.rows, part.names) == (ref_part.dependent, ref_part.rows, ref_part.names)
+    v = run.project_velocity(rc, qc, rng.normal(size=rc.nv), part)
+    np.testing.assert_allclose(cl.constraint_jacobian(rc, qc) @ v, 0, atol=1e-11)
+    np.testing.assert_allclose(v, cl.project_velocity(rc, qc, v, ref_part), atol=1e-11)
+    tau = 5 * rng.normal(size=rc.nv)
+    for bg in (None, (3.0, 4.0)):
+        np.testing.assert_allclose(run.forward_dynamics(rc, q, v, tau, part, baumgarte=bg),
+                                   cl.forward_dynamics(rc, q, v, tau, part, baumgarte=bg), atol=1e-9)
+
+
+def test_runtime_forward_dynamics_refuses_a_singular_partition(captured):
+    """The planar capture cannot move base_wx, base_wy: as dependent coordinates they make J_D singular."""
+    r, rc, q = captured
+    part = run.partition(rc, q)
+    ind = tuple(i for i in range(rc.nv) if i not in (0, 1, 2))
+    bad = run.Partition((0, 1, 2), ind, part.names, part.rows)
+    with pytest.raises(run.ClosedLoopError, match="ill-conditioned"):
+        run.forward_dynamics(rc, q, np.zeros(rc.nv), np.zeros(rc.nv), bad)
+
+
 def test_dual_arm_without_stabilisation_drifts_more(captured):
     """The stabilisation matters: with none, |g| grows beyond the Baumgarte run (the bound can fail)."""
     r, rc, q = captured
@@ -334,7 +368,7 @@ def test_generated_closed_loop_matches_reference(captured, compiled):
     rng = np.random.default_rng(3)
     part = compiled.partition
     for _ in range(3):
-        qq = cl.project_configuration(rc, cl.integrate(rc, q, 0.1 * rng.normal(size=r.nv)))
+        qq = cl.project_configuration(rc, retract(q, 0.1 * rng.normal(size=r.nv), rc.is_free))
         v = rng.normal(size=r.nv)
         tau = rng.normal(size=r.nv) * 10
         a = compiled.forward_dynamics(qq, v, tau)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -10,9 +10,9 @@ import pytest
 import sympy as sp
 from conftest import EXAMPLES, module_cache_dir
 
+from soadyn import load_robot
 from soadyn.cli.main import main
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import load_robot
 from soadyn.symbolic.expressions import symbol_table, to_sympy
 
 PLANAR_2R = """
@@ -110,3 +110,99 @@ def test_info_latex_prints_the_mass_matrix(planar, capsys):
     assert "l_{x,2}^{2} m_{2}" in out and "\\cos{\\left(q_{1} \\right)}" in out
     assert "% J_{zz,2}: J_zz of body 'l2'" in out
     assert main(["info", str(planar), "--latex", "no_such_function"]) == 2
+
+
+# ---- bounds and names (issue 21 item 11) --------------------------------------------------------------
+TIAN_WU = EXAMPLES / "tian_wu_3dof.yaml"
+
+
+@pytest.mark.parametrize("function", ["forward_dynamics", "mass_matrix_inverse",
+                                      "forward_dynamics_derivatives"])
+def test_too_large_forms_are_refused_at_once_with_their_size(function):
+    import time
+
+    from soadyn.symbolic.expressions import EXPANDED_LIMIT
+
+    robot = load_robot(TIAN_WU)
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"{function} is too large to print expanded: [\d,]+ operations"):
+        to_sympy(robot, function)
+    assert time.perf_counter() - t < 10.0
+    eqs = to_sympy(robot, function, staged=True)            # the staged form stays printable
+    assert len(eqs) > robot.nv
+    from soadyn.symbolic.expressions import _run, operation_counts
+
+    staged, expanded = operation_counts(*_run(robot, function, False, False, {}))
+    assert expanded > EXPANDED_LIMIT > staged
+
+
+def test_expanded_size_count_is_the_size_of_the_expanded_form(planar):
+    """operation_counts counts nodes of the expanded form without building it: compare with the built one."""
+    import symengine as se
+
+    from soadyn.symbolic.expressions import _nodes, _run, operation_counts
+
+    robot = load_robot(planar)
+    for function in ("mass_matrix", "inverse_dynamics"):
+        ctx, res = _run(robot, function, False, False, {})
+        value = {}
+        for a in ctx.program:
+            value[a.target] = se.sympify(a.expr).xreplace(value)
+        built = sum(_nodes(se.sympify(e).xreplace(value), {}) for arr in res for e in arr.ravel())
+        _, counted = operation_counts(ctx, res)
+        assert counted >= built > 0       # substitution may fold constants; never more nodes than counted
+        assert counted <= 2 * built
+
+
+def test_info_latex_is_bounded_and_names_are_checked(capsys):
+    import time
+
+    for function in ("forward_dynamics", "mass_matrix_inverse", "forward_dynamics_derivatives"):
+        t = time.perf_counter()
+        assert main(["info", str(TIAN_WU), "--latex", function]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("\\begin{aligned}") and f"% {function}: staged, as the expanded form has" in out
+        assert time.perf_counter() - t < 30.0
+    for bad in ("__class__", "link_poses", "", "joint_transforms", "no_such_function"):
+        assert main(["info", str(TIAN_WU), "--latex", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "unknown function" in err and "mass_matrix" in err, (bad, err)
+
+
+def test_to_sympy_keywords_and_flags(planar):
+    from soadyn.reference import dense
+
+    robot = load_robot(TIAN_WU)
+    J = to_sympy(robot, "jacobian", frame="link3")              # the docstring's own example
+    Jw = to_sympy(robot, "jacobian", frame="ee", world_aligned=True)
+    rng = np.random.default_rng(2)
+    q = robot.random_configuration(rng)
+    subs = {sp.Symbol(f"q_{i}"): float(x) for i, x in enumerate(q)}
+    np.testing.assert_allclose(np.array(J.subs(subs), dtype=float), dense.jacobian(robot, q, "link3"),
+                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.array(Jw.subs(subs), dtype=float),
+                               dense.jacobian(robot, q, "ee", world_aligned=True), rtol=0, atol=1e-12)
+    for kw, words in (({}, "needs frame="), ({"frame": "nope"}, "unknown frame"),
+                      ({"frame": "link3", "color": 1}, "takes no keyword 'color'")):
+        with pytest.raises(ValueError, match=words):
+            to_sympy(robot, "jacobian", **kw)
+    small = load_robot(planar)
+    for flag in ("parameters", "lengths", "staged", "simplify"):
+        for value in ("no", 1, None):
+            with pytest.raises(ValueError, match=f"{flag} must be True or False"):
+                to_sympy(small, "mass_matrix", **{flag: value})
+    assert to_sympy(small, "mass_matrix", parameters=np.bool_(False)) == to_sympy(small, "mass_matrix")
+
+
+def test_latex_simplification_has_a_time_bound(planar):
+    from soadyn.symbolic.expressions import latex
+
+    robot = load_robot(TIAN_WU)
+    import time
+
+    t = time.perf_counter()
+    text = latex(robot, "kinetic_energy", simplify_seconds=1.0)   # simplify takes > 60 s here
+    assert time.perf_counter() - t < 20.0
+    assert text.endswith("% kinetic_energy: not simplified (SymPy's simplify took longer than 1 s)")
+    with pytest.raises(ValueError, match="simplify_seconds"):
+        latex(robot, "kinetic_energy", simplify_seconds=float("nan"))

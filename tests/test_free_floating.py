@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, TEST_ARM, rel_err
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.reference import dense as ref
 from soadyn.reference import free_floating as rff
 from soadyn.runtime import control as C

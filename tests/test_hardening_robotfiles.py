@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from conftest import TEST_ARM
 
-from soadyn.model import RobotFileError, load_robot
+from soadyn import load_robot
+from soadyn.model import RobotFileError
 from soadyn.model.names import (
     brief,
     c_comment,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, module_cache_dir
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.model.rotations import quaternion_to_matrix as rotation_matrix
 from soadyn.reference.dense import frame_pose
 from soadyn.runtime.campaign import CHASER_FUNCTIONS, TRUTH_FUNCTIONS

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from conftest import TEST_ARM, module_cache_dir
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import load_robot
 from soadyn.reference import dense
 
 N = 11          # batch size: not a multiple of the SIMD lanes of any profile

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, REPO, TEST_ARM, module_cache_dir
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot, generate
-from soadyn.model import load_robot
 from soadyn.model.parameters import (
     PARAMETER_NAMES,
     check_params,
@@ -65,7 +65,7 @@ def test_parameter_vector_roundtrip_and_order():
 
 @pytest.mark.parametrize("change, words", [
     ({0: -1.0}, "negative mass"),
-    ({4: -0.5}, "not positive semi-definite"),
+    ({4: -0.5}, "not positive definite"),
     ({9: 50.0}, "triangle inequality"),
     ({1: np.nan}, "non-finite"),
 ])
@@ -78,10 +78,14 @@ def test_parameter_problems_are_named(change, words):
 
 
 def test_triangle_inequality_is_about_the_com():
-    # a thin rod (moments 0, A, A about the CoM) is valid; moving J_xx below the bound is not
+    # a thin rod (moments ~0, A, A about the CoM) is valid; moving J_zz above the bound is not; an exactly
+    # zero moment is refused, as the robot-file loader refuses it (a moving body needs a positive-definite
+    # inertia about its CoM)
     m, L = 1.0, 1.0
-    pi = inertia_to_vector(Inertia(m, np.array([0.5, 0, 0]), np.diag([0.0, m * L**2 / 12, m * L**2 / 12])))
+    pi = inertia_to_vector(Inertia(m, np.array([0.5, 0, 0]), np.diag([1e-6, m * L**2 / 12, m * L**2 / 12])))
     assert parameter_problem(pi) is None
+    rod = inertia_to_vector(Inertia(m, np.array([0.5, 0, 0]), np.diag([0.0, m * L**2 / 12, m * L**2 / 12])))
+    assert "not positive definite" in parameter_problem(rod)
     pi[9] += 0.2          # J_zz up: I_c = diag(0, 1/12, 1/12 + 0.2) breaks A + B >= C
     assert "triangle" in parameter_problem(pi)
 
@@ -154,7 +158,7 @@ def test_batched_params_differ_per_state(arm_params, rng):
 
 @pytest.mark.parametrize("row, col, value, words", [
     (2, 0, -0.5, "negative mass"),
-    (1, 4, -1.0, "not positive semi-definite"),
+    (1, 4, -1.0, "not positive definite"),
     (4, 9, 40.0, "triangle inequality"),
 ])
 def test_invalid_params_raise_before_c(arm_params, rng, row, col, value, words):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.model.conventions import PinocchioMap
 from soadyn.model.rotations import rpy_to_matrix
 from soadyn.symbolic import algorithms as alg

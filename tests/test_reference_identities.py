@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import TEST_ARM, rel_err, with_gravity
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.reference import dense as ref
 from soadyn.symbolic.spatial import quaternion_to_matrix
 

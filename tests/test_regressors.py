@@ -19,8 +19,8 @@ from conftest import (
     with_gravity,
 )
 
+from soadyn import load_robot
 from soadyn.codegen.pipeline import compile_robot
-from soadyn.model import load_robot
 from soadyn.model.parameters import (
     PINOCCHIO_ORDER,
     default_params,
@@ -77,14 +77,14 @@ def test_regressor_identities(which, base, bodies, module_dir, rng):
     Y = mod.inverse_dynamics_regressor(q, v, a)
     Yh = mod.momentum_regressor(q, v)
     assert Y.shape == (N, robot.nv, pi.size) and Yh.shape == (N, 6, pi.size)
-    # constant bodies' share: the function at params = 0 (vanishes when every body is parameterised)
-    zero = np.zeros_like(P)
-    tau0 = mod.inverse_dynamics(q, v, a, params=zero)
-    if bodies == "all":     # no mass at all: tau0 = 0 exactly, and h_O(params=0) = 0 (the CoM is undefined)
-        assert np.max(np.abs(tau0)) == 0.0
-        h0 = np.zeros((N, 6))
-    else:
-        h0 = _h_origin_params(mod, q, v, zero)
+    # constant bodies' share, from a second parameter set (params = 0 is not a body on a moving joint: the
+    # module refuses it, as a robot file refuses mass 0 there); it vanishes when every body is parameterised
+    P2 = random_params(robot, rng)
+    tau0 = mod.inverse_dynamics(q, v, a, params=P2) - Y @ P2.ravel()
+    h0 = _h_origin_params(mod, q, v, P2) - Yh @ P2.ravel()
+    if bodies == "all":
+        assert _worst(Y @ pi, mod.inverse_dynamics(q, v, a, params=P)) <= TOL
+        assert _worst(Yh @ pi, _h_origin_params(mod, q, v, P)) <= TOL
     e_tau = _worst(Y @ pi + tau0, mod.inverse_dynamics(q, v, a, params=P))
     e_h = _worst(Yh @ pi + h0, _h_origin_params(mod, q, v, P))
     record(f"regressor {which}/{robot.base}", "Y pi = ID (generated)", e_tau)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_base_invariant import SERIAL, TREE, _close, _state, random_robot
 
-from soadyn.model import load_robot
+from soadyn import load_robot
 from soadyn.model.robot import Inertia
 from soadyn.reference import dense as reference
 from soadyn.reference import invariant as ri

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import TEST_ARM, module_cache_dir
 
+from soadyn import load_robot
 from soadyn.cli.simulate import add_simulate_parser, cmd_simulate
-from soadyn.model import load_robot
 from soadyn.model.rotations import quat_exp, quat_mul, rodrigues
 from soadyn.model.rotations import quaternion_to_matrix as rotation_matrix
 from soadyn.runtime.numeric_module import NumericModule
@@ -183,6 +184,23 @@ def test_cli_simulate(tmp_path, capsys):
     args = parser.parse_args(["simulate", str(TEST_ARM), "--duration", "0.04", "--python", "--torque", "1,x"])
     assert cmd_simulate(args) == 2
     assert "--torque: expected comma-separated numbers" in capsys.readouterr().err
+
+
+def test_cli_simulate_takes_the_shared_robot_options(capsys):
+    """``soadyn simulate`` has the robot options of every other sub-command (cli/options.py), ``--mimic``
+    included: a URDF whose mimic joint follows a missing joint is refused by the default (a true coupling)
+    and simulates with the joint fixed (1 DOF) or independent (2 DOF)."""
+    from soadyn.cli.main import main
+
+    urdf = str(Path(__file__).parent / "data" / "bad" / "urdf_mimic.urdf")
+    common = ["simulate", urdf, "--duration", "0.02", "--dt", "0.01", "--python", "--no-progress"]
+    assert main(common) == 1
+    assert "mimics joint 'j9'" in capsys.readouterr().err
+    for mode, n in (("fixed", 1), ("independent", 2)):
+        assert main([*common, "--mimic", mode, "--torque", ",".join(["0.1"] * n)]) == 0
+        assert "momentum drift" in capsys.readouterr().out
+    assert main([*common, "--mimic", "fixed", "--torque", "0.1,0.1"]) == 2      # 1 joint left: 2 refused
+    assert "shape (7,) or (1,)" in capsys.readouterr().err
 
 
 def test_cli_simulate_base_override_builds_its_own_module(tmp_path, cc):

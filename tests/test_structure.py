@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from conftest import TEST_ARM
 
+from soadyn import load_robot
 from soadyn import structure as st
-from soadyn.model import load_robot, to_yaml
+from soadyn.model import to_yaml
 from soadyn.model.robot import Placement
 from soadyn.model.rotations import matrix_to_quaternion, matrix_to_rpy, quaternion_to_matrix
 from soadyn.reference import frame_motion

@@ -93,7 +93,9 @@ def test_matches_pinocchio(rel: str) -> None:
 def test_panda_defaults_and_mimic_modes() -> None:
     path = _erd_robots() / PANDA
     with pytest.raises(RobotFileError, match=r'<joint name="panda_finger_joint2"> \(line \d+\): mimic joint'):
-        load_robot(path)
+        load_robot(path, mimic="error")
+    coupled = load_robot(path)             # default: a true coupling, finger 2 has no coordinate
+    assert coupled.is_coupled and coupled.nv == 6 + 8 and "panda_finger_joint2" not in coupled.joint_names
     free = load_robot(path, mimic="independent")
     assert free.base == "free" and free.nq == 7 + 9 and free.nv == 6 + 9
     locked = load_robot(path, mimic="fixed")
@@ -180,16 +182,16 @@ def test_massless_free_base_on_one_hinge_is_singular(tmp_path: Path) -> None:
     with pytest.raises(RobotFileError, match="base's articulated inertia is singular"):
         load_robot(_urdf(tmp_path, body))
     assert load_robot(_urdf(tmp_path, body), base="fixed").nv == 1
-    # the model layer's loader checks the file only; the dynamics check is the checked loader's job
-    from soadyn.model import load_robot as load_unchecked
+    # the model layer's reader checks the file only; the dynamics check is load_robot's job
+    from soadyn.model import read_robot_file
 
-    assert load_unchecked(_urdf(tmp_path, body)).nv == 7
+    assert read_robot_file(_urdf(tmp_path, body)).nv == 7
 
 
 URDF_CASES = [
     ("planar", '<joint name="j2"> (line 8)', "joint type 'planar' is not supported"),
     ("floating", '<joint name="j2"> (line 8)', "joint type 'floating' is not supported"),
-    ("mimic", '<joint name="j2"> (line 8)', "mimic joint (follows 'j1') is not supported"),
+    ("mimic", '<joint name="j2"> (line 8)/mimic', "mimics joint 'j9', which is not a revolute or prismatic"),
     ("massless_leaf", '<joint name="j2"> (line 8)', "carries zero moment of inertia about its axis"),
     ("syntax", "line 6", "XML syntax error"),
     ("bad_number", '<joint name="j2">/origin (line 8)', "xyz='0.3 0 abc' is not 3 number(s)"),

@@ -37,6 +37,8 @@
  *   dimitrov_7dof_rw_jacobian_world          574 / 885 / 1 / 0 / 56 / 0 = 1516
  *   dimitrov_7dof_rw_generalized_jacobian    2017 / 2363 / 7 / 0 / 20 / 0 = 4407
  *   dimitrov_7dof_rw_momentum_frame_twist    495 / 654 / 7 / 0 / 20 / 0 = 1176
+ *   dimitrov_7dof_rw_frame_pose              226 / 329 / 1 / 0 / 40 / 0 = 596
+ *   dimitrov_7dof_rw_body_poses              118 / 170 / 1 / 0 / 20 / 0 = 309
  */
 #include <math.h>
 #include "dimitrov_7dof_rw.h"
@@ -22609,4 +22611,808 @@ int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const do
         (void)dimitrov_7dof_rw_momentum_frame_twist(q + (long)i * 17, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
+}
+
+/*
+ * pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame)
+ *   in  q[17]
+ *   out R_f[9] (3 x 3, row-major)
+ *   out p_f[3]
+ *   operations: 596 (226 add, 329 mul, 1 div, 0 sqrt, 40 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 127 + the frame's case:
+ *     DIMITROV_7DOF_RW_FRAME_BASE              0
+ *     DIMITROV_7DOF_RW_FRAME_LINK1             0
+ *     DIMITROV_7DOF_RW_FRAME_LINK2             0
+ *     DIMITROV_7DOF_RW_FRAME_LINK3             0
+ *     DIMITROV_7DOF_RW_FRAME_LINK4             26
+ *     DIMITROV_7DOF_RW_FRAME_LINK5             55
+ *     DIMITROV_7DOF_RW_FRAME_LINK6             81
+ *     DIMITROV_7DOF_RW_FRAME_LINK7             113
+ *     DIMITROV_7DOF_RW_FRAME_RW_X              23
+ *     DIMITROV_7DOF_RW_FRAME_RW_Y              23
+ *     DIMITROV_7DOF_RW_FRAME_RW_Z              23
+ *     DIMITROV_7DOF_RW_FRAME_EE                125
+ */
+int dimitrov_7dof_rw_frame_pose(const double *q, int frame, double *R_f, double *p_f)
+{
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double Rw1_0 = c1*R0_0 + s1*R0_1;
+    const double Rw1_1 = c1*R0_1 - s1*R0_0;
+    const double Rw1_3 = c1*R0_3 + s1*R0_4;
+    const double Rw1_4 = c1*R0_4 - s1*R0_3;
+    const double Rw1_6 = c1*R0_6 + s1*R0_7;
+    const double Rw1_7 = c1*R0_7 - s1*R0_6;
+    const double t16 = 0.75*R0_2;
+    const double q_0 = q[0];
+    const double pw1_0 = q_0 + t16 + 0.65*R0_0;
+    const double t17 = 0.75*R0_5;
+    const double q_1 = q[1];
+    const double pw1_1 = q_1 + t17 + 0.65*R0_3;
+    const double t18 = 0.75*R0_8;
+    const double q_2 = q[2];
+    const double pw1_2 = q_2 + t18 + 0.65*R0_6;
+    const double Rw2_0 = -c2*R0_2 + s2*Rw1_1;
+    const double Rw2_1 = c2*Rw1_1 + s2*R0_2;
+    const double Rw2_3 = -c2*R0_5 + s2*Rw1_4;
+    const double Rw2_4 = c2*Rw1_4 + s2*R0_5;
+    const double Rw2_6 = -c2*R0_8 + s2*Rw1_7;
+    const double Rw2_7 = c2*Rw1_7 + s2*R0_8;
+    const double pw2_0 = pw1_0 + 0.35*R0_2;
+    const double pw2_1 = pw1_1 + 0.35*R0_5;
+    const double pw2_2 = pw1_2 + 0.35*R0_8;
+    const double Rw3_0 = c3*Rw1_0 + s3*Rw2_0;
+    const double Rw3_1 = c3*Rw2_0 - s3*Rw1_0;
+    const double Rw3_3 = c3*Rw1_3 + s3*Rw2_3;
+    const double Rw3_4 = c3*Rw2_3 - s3*Rw1_3;
+    const double Rw3_6 = c3*Rw1_6 + s3*Rw2_6;
+    const double Rw3_7 = c3*Rw2_6 - s3*Rw1_6;
+    const double t19 = 0.275*Rw2_1;
+    const double pw3_0 = pw2_0 + t19 + 0.4*Rw1_0;
+    const double t20 = 0.275*Rw2_4;
+    const double pw3_1 = pw2_1 + t20 + 0.4*Rw1_3;
+    const double t21 = 0.275*Rw2_7;
+    const double pw3_2 = pw2_2 + t21 + 0.4*Rw1_6;
+    switch (frame) {
+    case DIMITROV_7DOF_RW_FRAME_BASE: {  /* 'base': 0 operations */
+        R_f[0] = R0_0;
+        R_f[1] = R0_1;
+        R_f[2] = R0_2;
+        R_f[3] = R0_3;
+        R_f[4] = R0_4;
+        R_f[5] = R0_5;
+        R_f[6] = R0_6;
+        R_f[7] = R0_7;
+        R_f[8] = R0_8;
+        p_f[0] = q_0;
+        p_f[1] = q_1;
+        p_f[2] = q_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 0 operations */
+        R_f[0] = Rw1_0;
+        R_f[1] = Rw1_1;
+        R_f[2] = R0_2;
+        R_f[3] = Rw1_3;
+        R_f[4] = Rw1_4;
+        R_f[5] = R0_5;
+        R_f[6] = Rw1_6;
+        R_f[7] = Rw1_7;
+        R_f[8] = R0_8;
+        p_f[0] = pw1_0;
+        p_f[1] = pw1_1;
+        p_f[2] = pw1_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 0 operations */
+        R_f[0] = Rw2_0;
+        R_f[1] = Rw2_1;
+        R_f[2] = Rw1_0;
+        R_f[3] = Rw2_3;
+        R_f[4] = Rw2_4;
+        R_f[5] = Rw1_3;
+        R_f[6] = Rw2_6;
+        R_f[7] = Rw2_7;
+        R_f[8] = Rw1_6;
+        p_f[0] = pw2_0;
+        p_f[1] = pw2_1;
+        p_f[2] = pw2_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 0 operations */
+        R_f[0] = Rw3_0;
+        R_f[1] = Rw3_1;
+        R_f[2] = Rw2_1;
+        R_f[3] = Rw3_3;
+        R_f[4] = Rw3_4;
+        R_f[5] = Rw2_4;
+        R_f[6] = Rw3_6;
+        R_f[7] = Rw3_7;
+        R_f[8] = Rw2_7;
+        p_f[0] = pw3_0;
+        p_f[1] = pw3_1;
+        p_f[2] = pw3_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 26 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double Rw4_0 = c4*Rw3_0 + s4*Rw3_1;
+        const double Rw4_1 = c4*Rw3_1 - s4*Rw3_0;
+        const double Rw4_3 = c4*Rw3_3 + s4*Rw3_4;
+        const double Rw4_4 = c4*Rw3_4 - s4*Rw3_3;
+        const double Rw4_6 = c4*Rw3_6 + s4*Rw3_7;
+        const double Rw4_7 = c4*Rw3_7 - s4*Rw3_6;
+        const double pw4_0 = pw3_0 - 0.87*Rw3_1;
+        const double pw4_1 = pw3_1 - 0.87*Rw3_4;
+        const double pw4_2 = pw3_2 - 0.87*Rw3_7;
+        R_f[0] = Rw4_0;
+        R_f[1] = Rw4_1;
+        R_f[2] = Rw2_1;
+        R_f[3] = Rw4_3;
+        R_f[4] = Rw4_4;
+        R_f[5] = Rw2_4;
+        R_f[6] = Rw4_6;
+        R_f[7] = Rw4_7;
+        R_f[8] = Rw2_7;
+        p_f[0] = pw4_0;
+        p_f[1] = pw4_1;
+        p_f[2] = pw4_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 55 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[10], q[11], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double Rw4_0 = c4*Rw3_0 + s4*Rw3_1;
+        const double Rw4_1 = c4*Rw3_1 - s4*Rw3_0;
+        const double Rw4_3 = c4*Rw3_3 + s4*Rw3_4;
+        const double Rw4_4 = c4*Rw3_4 - s4*Rw3_3;
+        const double Rw4_6 = c4*Rw3_6 + s4*Rw3_7;
+        const double Rw4_7 = c4*Rw3_7 - s4*Rw3_6;
+        const double pw4_0 = pw3_0 - 0.87*Rw3_1;
+        const double pw4_1 = pw3_1 - 0.87*Rw3_4;
+        const double pw4_2 = pw3_2 - 0.87*Rw3_7;
+        const double Rw5_0 = c5*Rw4_0 + s5*Rw4_1;
+        const double Rw5_1 = c5*Rw4_1 - s5*Rw4_0;
+        const double Rw5_3 = c5*Rw4_3 + s5*Rw4_4;
+        const double Rw5_4 = c5*Rw4_4 - s5*Rw4_3;
+        const double Rw5_6 = c5*Rw4_6 + s5*Rw4_7;
+        const double Rw5_7 = c5*Rw4_7 - s5*Rw4_6;
+        const double pw5_0 = pw4_0 - t19 - 0.63*Rw4_1;
+        const double pw5_1 = pw4_1 - t20 - 0.63*Rw4_4;
+        const double pw5_2 = pw4_2 - t21 - 0.63*Rw4_7;
+        R_f[0] = Rw5_0;
+        R_f[1] = Rw5_1;
+        R_f[2] = Rw2_1;
+        R_f[3] = Rw5_3;
+        R_f[4] = Rw5_4;
+        R_f[5] = Rw2_4;
+        R_f[6] = Rw5_6;
+        R_f[7] = Rw5_7;
+        R_f[8] = Rw2_7;
+        p_f[0] = pw5_0;
+        p_f[1] = pw5_1;
+        p_f[2] = pw5_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 81 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[10], q[11], q[12], 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double c6 = soadyn_tc[2];
+        const double s6 = soadyn_ts[2];
+        const double Rw4_0 = c4*Rw3_0 + s4*Rw3_1;
+        const double Rw4_1 = c4*Rw3_1 - s4*Rw3_0;
+        const double Rw4_3 = c4*Rw3_3 + s4*Rw3_4;
+        const double Rw4_4 = c4*Rw3_4 - s4*Rw3_3;
+        const double Rw4_6 = c4*Rw3_6 + s4*Rw3_7;
+        const double Rw4_7 = c4*Rw3_7 - s4*Rw3_6;
+        const double pw4_0 = pw3_0 - 0.87*Rw3_1;
+        const double pw4_1 = pw3_1 - 0.87*Rw3_4;
+        const double pw4_2 = pw3_2 - 0.87*Rw3_7;
+        const double Rw5_0 = c5*Rw4_0 + s5*Rw4_1;
+        const double Rw5_1 = c5*Rw4_1 - s5*Rw4_0;
+        const double Rw5_3 = c5*Rw4_3 + s5*Rw4_4;
+        const double Rw5_4 = c5*Rw4_4 - s5*Rw4_3;
+        const double Rw5_6 = c5*Rw4_6 + s5*Rw4_7;
+        const double Rw5_7 = c5*Rw4_7 - s5*Rw4_6;
+        const double pw5_0 = pw4_0 - t19 - 0.63*Rw4_1;
+        const double pw5_1 = pw4_1 - t20 - 0.63*Rw4_4;
+        const double pw5_2 = pw4_2 - t21 - 0.63*Rw4_7;
+        const double Rw6_0 = c6*Rw5_0 - s6*Rw2_1;
+        const double Rw6_1 = -c6*Rw2_1 - s6*Rw5_0;
+        const double Rw6_3 = c6*Rw5_3 - s6*Rw2_4;
+        const double Rw6_4 = -c6*Rw2_4 - s6*Rw5_3;
+        const double Rw6_6 = c6*Rw5_6 - s6*Rw2_7;
+        const double Rw6_7 = -c6*Rw2_7 - s6*Rw5_6;
+        const double pw6_0 = pw5_0 - 0.36*Rw2_1;
+        const double pw6_1 = pw5_1 - 0.36*Rw2_4;
+        const double pw6_2 = pw5_2 - 0.36*Rw2_7;
+        R_f[0] = Rw6_0;
+        R_f[1] = Rw6_1;
+        R_f[2] = Rw5_1;
+        R_f[3] = Rw6_3;
+        R_f[4] = Rw6_4;
+        R_f[5] = Rw5_4;
+        R_f[6] = Rw6_6;
+        R_f[7] = Rw6_7;
+        R_f[8] = Rw5_7;
+        p_f[0] = pw6_0;
+        p_f[1] = pw6_1;
+        p_f[2] = pw6_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 113 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[10], q[11], q[12], q[13]}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double c6 = soadyn_tc[2];
+        const double s6 = soadyn_ts[2];
+        const double c7 = soadyn_tc[3];
+        const double s7 = soadyn_ts[3];
+        const double Rw4_0 = c4*Rw3_0 + s4*Rw3_1;
+        const double Rw4_1 = c4*Rw3_1 - s4*Rw3_0;
+        const double Rw4_3 = c4*Rw3_3 + s4*Rw3_4;
+        const double Rw4_4 = c4*Rw3_4 - s4*Rw3_3;
+        const double Rw4_6 = c4*Rw3_6 + s4*Rw3_7;
+        const double Rw4_7 = c4*Rw3_7 - s4*Rw3_6;
+        const double pw4_0 = pw3_0 - 0.87*Rw3_1;
+        const double pw4_1 = pw3_1 - 0.87*Rw3_4;
+        const double pw4_2 = pw3_2 - 0.87*Rw3_7;
+        const double Rw5_0 = c5*Rw4_0 + s5*Rw4_1;
+        const double Rw5_1 = c5*Rw4_1 - s5*Rw4_0;
+        const double Rw5_3 = c5*Rw4_3 + s5*Rw4_4;
+        const double Rw5_4 = c5*Rw4_4 - s5*Rw4_3;
+        const double Rw5_6 = c5*Rw4_6 + s5*Rw4_7;
+        const double Rw5_7 = c5*Rw4_7 - s5*Rw4_6;
+        const double pw5_0 = pw4_0 - t19 - 0.63*Rw4_1;
+        const double pw5_1 = pw4_1 - t20 - 0.63*Rw4_4;
+        const double pw5_2 = pw4_2 - t21 - 0.63*Rw4_7;
+        const double Rw6_0 = c6*Rw5_0 - s6*Rw2_1;
+        const double Rw6_1 = -c6*Rw2_1 - s6*Rw5_0;
+        const double Rw6_3 = c6*Rw5_3 - s6*Rw2_4;
+        const double Rw6_4 = -c6*Rw2_4 - s6*Rw5_3;
+        const double Rw6_6 = c6*Rw5_6 - s6*Rw2_7;
+        const double Rw6_7 = -c6*Rw2_7 - s6*Rw5_6;
+        const double pw6_0 = pw5_0 - 0.36*Rw2_1;
+        const double pw6_1 = pw5_1 - 0.36*Rw2_4;
+        const double pw6_2 = pw5_2 - 0.36*Rw2_7;
+        const double Rw7_0 = -c7*Rw5_1 + s7*Rw6_1;
+        const double Rw7_1 = c7*Rw6_1 + s7*Rw5_1;
+        const double Rw7_3 = -c7*Rw5_4 + s7*Rw6_4;
+        const double Rw7_4 = c7*Rw6_4 + s7*Rw5_4;
+        const double Rw7_6 = -c7*Rw5_7 + s7*Rw6_7;
+        const double Rw7_7 = c7*Rw6_7 + s7*Rw5_7;
+        const double pw7_0 = pw6_0 + 0.16*Rw5_1 + 0.55*Rw6_1;
+        const double pw7_1 = pw6_1 + 0.16*Rw5_4 + 0.55*Rw6_4;
+        const double pw7_2 = pw6_2 + 0.16*Rw5_7 + 0.55*Rw6_7;
+        R_f[0] = Rw7_0;
+        R_f[1] = Rw7_1;
+        R_f[2] = Rw6_0;
+        R_f[3] = Rw7_3;
+        R_f[4] = Rw7_4;
+        R_f[5] = Rw6_3;
+        R_f[6] = Rw7_6;
+        R_f[7] = Rw7_7;
+        R_f[8] = Rw6_6;
+        p_f[0] = pw7_0;
+        p_f[1] = pw7_1;
+        p_f[2] = pw7_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[14], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c8 = soadyn_tc[0];
+        const double s8 = soadyn_ts[0];
+        const double Rw8_0 = -c8*R0_2 + s8*R0_1;
+        const double Rw8_1 = c8*R0_1 + s8*R0_2;
+        const double Rw8_3 = -c8*R0_5 + s8*R0_4;
+        const double Rw8_4 = c8*R0_4 + s8*R0_5;
+        const double Rw8_6 = -c8*R0_8 + s8*R0_7;
+        const double Rw8_7 = c8*R0_7 + s8*R0_8;
+        const double pw8_0 = R0_0 + q_0;
+        const double pw8_1 = R0_3 + q_1;
+        const double pw8_2 = R0_6 + q_2;
+        R_f[0] = Rw8_0;
+        R_f[1] = Rw8_1;
+        R_f[2] = R0_0;
+        R_f[3] = Rw8_3;
+        R_f[4] = Rw8_4;
+        R_f[5] = R0_3;
+        R_f[6] = Rw8_6;
+        R_f[7] = Rw8_7;
+        R_f[8] = R0_6;
+        p_f[0] = pw8_0;
+        p_f[1] = pw8_1;
+        p_f[2] = pw8_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_RW_Y: {  /* 'rw_y': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[15], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c9 = soadyn_tc[0];
+        const double s9 = soadyn_ts[0];
+        const double Rw9_0 = c9*R0_0 - s9*R0_2;
+        const double Rw9_1 = -c9*R0_2 - s9*R0_0;
+        const double Rw9_3 = c9*R0_3 - s9*R0_5;
+        const double Rw9_4 = -c9*R0_5 - s9*R0_3;
+        const double Rw9_6 = c9*R0_6 - s9*R0_8;
+        const double Rw9_7 = -c9*R0_8 - s9*R0_6;
+        const double pw9_0 = -R0_1 + q_0;
+        const double pw9_1 = -R0_4 + q_1;
+        const double pw9_2 = -R0_7 + q_2;
+        R_f[0] = Rw9_0;
+        R_f[1] = Rw9_1;
+        R_f[2] = R0_1;
+        R_f[3] = Rw9_3;
+        R_f[4] = Rw9_4;
+        R_f[5] = R0_4;
+        R_f[6] = Rw9_6;
+        R_f[7] = Rw9_7;
+        R_f[8] = R0_7;
+        p_f[0] = pw9_0;
+        p_f[1] = pw9_1;
+        p_f[2] = pw9_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[16], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c10 = soadyn_tc[0];
+        const double s10 = soadyn_ts[0];
+        const double Rw10_0 = c10*R0_0 + s10*R0_1;
+        const double Rw10_1 = c10*R0_1 - s10*R0_0;
+        const double Rw10_3 = c10*R0_3 + s10*R0_4;
+        const double Rw10_4 = c10*R0_4 - s10*R0_3;
+        const double Rw10_6 = c10*R0_6 + s10*R0_7;
+        const double Rw10_7 = c10*R0_7 - s10*R0_6;
+        const double pw10_0 = q_0 - t16;
+        const double pw10_1 = q_1 - t17;
+        const double pw10_2 = q_2 - t18;
+        R_f[0] = Rw10_0;
+        R_f[1] = Rw10_1;
+        R_f[2] = R0_2;
+        R_f[3] = Rw10_3;
+        R_f[4] = Rw10_4;
+        R_f[5] = R0_5;
+        R_f[6] = Rw10_6;
+        R_f[7] = Rw10_7;
+        R_f[8] = R0_8;
+        p_f[0] = pw10_0;
+        p_f[1] = pw10_1;
+        p_f[2] = pw10_2;
+        break;
+    }
+    case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 125 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[10], q[11], q[12], q[13]}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double c5 = soadyn_tc[1];
+        const double s5 = soadyn_ts[1];
+        const double c6 = soadyn_tc[2];
+        const double s6 = soadyn_ts[2];
+        const double c7 = soadyn_tc[3];
+        const double s7 = soadyn_ts[3];
+        const double Rw4_0 = c4*Rw3_0 + s4*Rw3_1;
+        const double Rw4_1 = c4*Rw3_1 - s4*Rw3_0;
+        const double Rw4_3 = c4*Rw3_3 + s4*Rw3_4;
+        const double Rw4_4 = c4*Rw3_4 - s4*Rw3_3;
+        const double Rw4_6 = c4*Rw3_6 + s4*Rw3_7;
+        const double Rw4_7 = c4*Rw3_7 - s4*Rw3_6;
+        const double pw4_0 = pw3_0 - 0.87*Rw3_1;
+        const double pw4_1 = pw3_1 - 0.87*Rw3_4;
+        const double pw4_2 = pw3_2 - 0.87*Rw3_7;
+        const double Rw5_0 = c5*Rw4_0 + s5*Rw4_1;
+        const double Rw5_1 = c5*Rw4_1 - s5*Rw4_0;
+        const double Rw5_3 = c5*Rw4_3 + s5*Rw4_4;
+        const double Rw5_4 = c5*Rw4_4 - s5*Rw4_3;
+        const double Rw5_6 = c5*Rw4_6 + s5*Rw4_7;
+        const double Rw5_7 = c5*Rw4_7 - s5*Rw4_6;
+        const double pw5_0 = pw4_0 - t19 - 0.63*Rw4_1;
+        const double pw5_1 = pw4_1 - t20 - 0.63*Rw4_4;
+        const double pw5_2 = pw4_2 - t21 - 0.63*Rw4_7;
+        const double Rw6_0 = c6*Rw5_0 - s6*Rw2_1;
+        const double Rw6_1 = -c6*Rw2_1 - s6*Rw5_0;
+        const double Rw6_3 = c6*Rw5_3 - s6*Rw2_4;
+        const double Rw6_4 = -c6*Rw2_4 - s6*Rw5_3;
+        const double Rw6_6 = c6*Rw5_6 - s6*Rw2_7;
+        const double Rw6_7 = -c6*Rw2_7 - s6*Rw5_6;
+        const double pw6_0 = pw5_0 - 0.36*Rw2_1;
+        const double pw6_1 = pw5_1 - 0.36*Rw2_4;
+        const double pw6_2 = pw5_2 - 0.36*Rw2_7;
+        const double Rw7_0 = -c7*Rw5_1 + s7*Rw6_1;
+        const double Rw7_1 = c7*Rw6_1 + s7*Rw5_1;
+        const double Rw7_3 = -c7*Rw5_4 + s7*Rw6_4;
+        const double Rw7_4 = c7*Rw6_4 + s7*Rw5_4;
+        const double Rw7_6 = -c7*Rw5_7 + s7*Rw6_7;
+        const double Rw7_7 = c7*Rw6_7 + s7*Rw5_7;
+        const double pw7_0 = pw6_0 + 0.16*Rw5_1 + 0.55*Rw6_1;
+        const double pw7_1 = pw6_1 + 0.16*Rw5_4 + 0.55*Rw6_4;
+        const double pw7_2 = pw6_2 + 0.16*Rw5_7 + 0.55*Rw6_7;
+        R_f[0] = Rw7_0;
+        R_f[1] = Rw7_1;
+        R_f[2] = Rw6_0;
+        R_f[3] = Rw7_3;
+        R_f[4] = Rw7_4;
+        R_f[5] = Rw6_3;
+        R_f[6] = Rw7_6;
+        R_f[7] = Rw7_7;
+        R_f[8] = Rw6_6;
+        p_f[0] = pw7_0 + 0.2*Rw6_0 + 0.532*Rw7_1;
+        p_f[1] = pw7_1 + 0.2*Rw6_3 + 0.532*Rw7_4;
+        p_f[2] = pw7_2 + 0.2*Rw6_6 + 0.532*Rw7_7;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int dimitrov_7dof_rw_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f)
+{
+    int i;
+    if (frame < 0 || frame >= DIMITROV_7DOF_RW_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)dimitrov_7dof_rw_frame_pose(q + (long)i * 17, frame, R_f + (long)i * 9, p_f + (long)i * 3);
+    }
+    return 0;
+}
+
+/*
+ * pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order
+ *   in  q[17]
+ *   out R_b[99] (11 x 3 x 3, row-major)
+ *   out p_b[33] (11 x 3, row-major)
+ *   operations: 309 (118 add, 170 mul, 1 div, 0 sqrt, 20 trig, 0 other)
+ */
+void dimitrov_7dof_rw_body_poses(const double *q, double *R_b, double *p_b)
+{
+    /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
+    const double q_0 = q[0];
+    p_b[0] = q_0;
+    const double q_1 = q[1];
+    p_b[1] = q_1;
+    const double q_2 = q[2];
+    p_b[2] = q_2;
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    R_b[4] = R0_4;
+    R_b[86] = R0_4;
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double t10 = 2*t7;
+    R_b[0] = R0_0;
+    R_b[8] = R0_8;
+    R_b[17] = R0_8;
+    R_b[74] = R0_0;
+    R_b[98] = R0_8;
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    R_b[1] = R0_1;
+    R_b[3] = R0_3;
+    R_b[77] = R0_3;
+    R_b[83] = R0_1;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    R_b[2] = R0_2;
+    R_b[6] = R0_6;
+    R_b[11] = R0_2;
+    R_b[80] = R0_6;
+    R_b[92] = R0_2;
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    R_b[5] = R0_5;
+    R_b[7] = R0_7;
+    R_b[14] = R0_5;
+    R_b[89] = R0_7;
+    R_b[95] = R0_5;
+    double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double c4 = soadyn_tc[3];
+    const double s4 = soadyn_ts[3];
+    const double c5 = soadyn_tc[4];
+    const double s5 = soadyn_ts[4];
+    const double c6 = soadyn_tc[5];
+    const double s6 = soadyn_ts[5];
+    const double c7 = soadyn_tc[6];
+    const double s7 = soadyn_ts[6];
+    const double c8 = soadyn_tc[7];
+    const double s8 = soadyn_ts[7];
+    const double c9 = soadyn_tc[8];
+    const double s9 = soadyn_ts[8];
+    const double c10 = soadyn_tc[9];
+    const double s10 = soadyn_ts[9];
+    const double Rw1_0 = c1*R0_0 + s1*R0_1;
+    R_b[9] = Rw1_0;
+    R_b[20] = Rw1_0;
+    const double Rw1_1 = c1*R0_1 - s1*R0_0;
+    R_b[10] = Rw1_1;
+    const double Rw1_3 = c1*R0_3 + s1*R0_4;
+    R_b[12] = Rw1_3;
+    R_b[23] = Rw1_3;
+    const double Rw1_4 = c1*R0_4 - s1*R0_3;
+    R_b[13] = Rw1_4;
+    const double Rw1_6 = c1*R0_6 + s1*R0_7;
+    const double Rw1_7 = c1*R0_7 - s1*R0_6;
+    R_b[15] = Rw1_6;
+    R_b[16] = Rw1_7;
+    R_b[26] = Rw1_6;
+    const double t16 = 0.75*R0_2;
+    const double pw1_0 = q_0 + t16 + 0.65*R0_0;
+    const double pw10_0 = q_0 - t16;
+    p_b[30] = pw10_0;
+    p_b[3] = pw1_0;
+    const double pw2_0 = pw1_0 + 0.35*R0_2;
+    p_b[6] = pw2_0;
+    const double t17 = 0.75*R0_5;
+    const double pw1_1 = q_1 + t17 + 0.65*R0_3;
+    const double pw10_1 = q_1 - t17;
+    p_b[31] = pw10_1;
+    p_b[4] = pw1_1;
+    const double pw2_1 = pw1_1 + 0.35*R0_5;
+    p_b[7] = pw2_1;
+    const double t18 = 0.75*R0_8;
+    const double pw1_2 = q_2 + t18 + 0.65*R0_6;
+    const double pw10_2 = q_2 - t18;
+    p_b[32] = pw10_2;
+    p_b[5] = pw1_2;
+    const double pw2_2 = pw1_2 + 0.35*R0_8;
+    p_b[8] = pw2_2;
+    const double Rw2_0 = -c2*R0_2 + s2*Rw1_1;
+    const double Rw2_1 = c2*Rw1_1 + s2*R0_2;
+    R_b[18] = Rw2_0;
+    R_b[19] = Rw2_1;
+    R_b[29] = Rw2_1;
+    R_b[38] = Rw2_1;
+    R_b[47] = Rw2_1;
+    const double Rw2_3 = -c2*R0_5 + s2*Rw1_4;
+    const double Rw2_4 = c2*Rw1_4 + s2*R0_5;
+    R_b[21] = Rw2_3;
+    R_b[22] = Rw2_4;
+    R_b[32] = Rw2_4;
+    R_b[41] = Rw2_4;
+    R_b[50] = Rw2_4;
+    const double Rw2_6 = -c2*R0_8 + s2*Rw1_7;
+    const double Rw2_7 = c2*Rw1_7 + s2*R0_8;
+    R_b[24] = Rw2_6;
+    R_b[25] = Rw2_7;
+    R_b[35] = Rw2_7;
+    R_b[44] = Rw2_7;
+    R_b[53] = Rw2_7;
+    const double Rw3_0 = c3*Rw1_0 + s3*Rw2_0;
+    const double Rw3_1 = c3*Rw2_0 - s3*Rw1_0;
+    R_b[27] = Rw3_0;
+    R_b[28] = Rw3_1;
+    const double Rw3_3 = c3*Rw1_3 + s3*Rw2_3;
+    const double Rw3_4 = c3*Rw2_3 - s3*Rw1_3;
+    R_b[30] = Rw3_3;
+    R_b[31] = Rw3_4;
+    const double Rw3_6 = c3*Rw1_6 + s3*Rw2_6;
+    const double Rw3_7 = c3*Rw2_6 - s3*Rw1_6;
+    R_b[33] = Rw3_6;
+    R_b[34] = Rw3_7;
+    const double t19 = 0.275*Rw2_1;
+    const double pw3_0 = pw2_0 + t19 + 0.4*Rw1_0;
+    p_b[9] = pw3_0;
+    const double pw4_0 = pw3_0 - 0.87*Rw3_1;
+    p_b[12] = pw4_0;
+    const double t20 = 0.275*Rw2_4;
+    const double pw3_1 = pw2_1 + t20 + 0.4*Rw1_3;
+    p_b[10] = pw3_1;
+    const double pw4_1 = pw3_1 - 0.87*Rw3_4;
+    p_b[13] = pw4_1;
+    const double t21 = 0.275*Rw2_7;
+    const double pw3_2 = pw2_2 + t21 + 0.4*Rw1_6;
+    p_b[11] = pw3_2;
+    const double pw4_2 = pw3_2 - 0.87*Rw3_7;
+    p_b[14] = pw4_2;
+    const double Rw4_0 = c4*Rw3_0 + s4*Rw3_1;
+    const double Rw4_1 = c4*Rw3_1 - s4*Rw3_0;
+    const double pw5_0 = pw4_0 - t19 - 0.63*Rw4_1;
+    R_b[36] = Rw4_0;
+    R_b[37] = Rw4_1;
+    p_b[15] = pw5_0;
+    const double pw6_0 = pw5_0 - 0.36*Rw2_1;
+    p_b[18] = pw6_0;
+    const double Rw4_3 = c4*Rw3_3 + s4*Rw3_4;
+    const double Rw4_4 = c4*Rw3_4 - s4*Rw3_3;
+    const double pw5_1 = pw4_1 - t20 - 0.63*Rw4_4;
+    R_b[39] = Rw4_3;
+    R_b[40] = Rw4_4;
+    p_b[16] = pw5_1;
+    const double pw6_1 = pw5_1 - 0.36*Rw2_4;
+    p_b[19] = pw6_1;
+    const double Rw4_6 = c4*Rw3_6 + s4*Rw3_7;
+    const double Rw4_7 = c4*Rw3_7 - s4*Rw3_6;
+    const double pw5_2 = pw4_2 - t21 - 0.63*Rw4_7;
+    R_b[42] = Rw4_6;
+    R_b[43] = Rw4_7;
+    p_b[17] = pw5_2;
+    const double pw6_2 = pw5_2 - 0.36*Rw2_7;
+    p_b[20] = pw6_2;
+    const double Rw5_0 = c5*Rw4_0 + s5*Rw4_1;
+    const double Rw5_1 = c5*Rw4_1 - s5*Rw4_0;
+    R_b[45] = Rw5_0;
+    R_b[46] = Rw5_1;
+    R_b[56] = Rw5_1;
+    const double Rw5_3 = c5*Rw4_3 + s5*Rw4_4;
+    const double Rw5_4 = c5*Rw4_4 - s5*Rw4_3;
+    R_b[48] = Rw5_3;
+    R_b[49] = Rw5_4;
+    R_b[59] = Rw5_4;
+    const double Rw5_6 = c5*Rw4_6 + s5*Rw4_7;
+    const double Rw5_7 = c5*Rw4_7 - s5*Rw4_6;
+    R_b[51] = Rw5_6;
+    R_b[52] = Rw5_7;
+    R_b[62] = Rw5_7;
+    const double Rw6_0 = c6*Rw5_0 - s6*Rw2_1;
+    const double Rw6_1 = -c6*Rw2_1 - s6*Rw5_0;
+    const double pw7_0 = pw6_0 + 0.16*Rw5_1 + 0.55*Rw6_1;
+    p_b[21] = pw7_0;
+    R_b[54] = Rw6_0;
+    R_b[65] = Rw6_0;
+    R_b[55] = Rw6_1;
+    const double Rw6_3 = c6*Rw5_3 - s6*Rw2_4;
+    const double Rw6_4 = -c6*Rw2_4 - s6*Rw5_3;
+    const double pw7_1 = pw6_1 + 0.16*Rw5_4 + 0.55*Rw6_4;
+    p_b[22] = pw7_1;
+    R_b[57] = Rw6_3;
+    R_b[68] = Rw6_3;
+    R_b[58] = Rw6_4;
+    const double Rw6_6 = c6*Rw5_6 - s6*Rw2_7;
+    const double Rw6_7 = -c6*Rw2_7 - s6*Rw5_6;
+    const double pw7_2 = pw6_2 + 0.16*Rw5_7 + 0.55*Rw6_7;
+    p_b[23] = pw7_2;
+    R_b[60] = Rw6_6;
+    R_b[71] = Rw6_6;
+    R_b[61] = Rw6_7;
+    const double Rw7_0 = -c7*Rw5_1 + s7*Rw6_1;
+    const double Rw7_1 = c7*Rw6_1 + s7*Rw5_1;
+    R_b[63] = Rw7_0;
+    R_b[64] = Rw7_1;
+    const double Rw7_3 = -c7*Rw5_4 + s7*Rw6_4;
+    const double Rw7_4 = c7*Rw6_4 + s7*Rw5_4;
+    R_b[66] = Rw7_3;
+    R_b[67] = Rw7_4;
+    const double Rw7_6 = -c7*Rw5_7 + s7*Rw6_7;
+    const double Rw7_7 = c7*Rw6_7 + s7*Rw5_7;
+    R_b[69] = Rw7_6;
+    R_b[70] = Rw7_7;
+    const double Rw8_0 = -c8*R0_2 + s8*R0_1;
+    R_b[72] = Rw8_0;
+    const double Rw8_1 = c8*R0_1 + s8*R0_2;
+    R_b[73] = Rw8_1;
+    const double Rw8_3 = -c8*R0_5 + s8*R0_4;
+    R_b[75] = Rw8_3;
+    const double Rw8_4 = c8*R0_4 + s8*R0_5;
+    R_b[76] = Rw8_4;
+    const double Rw8_6 = -c8*R0_8 + s8*R0_7;
+    const double Rw8_7 = c8*R0_7 + s8*R0_8;
+    R_b[78] = Rw8_6;
+    R_b[79] = Rw8_7;
+    const double pw8_0 = R0_0 + q_0;
+    p_b[24] = pw8_0;
+    const double pw8_1 = R0_3 + q_1;
+    p_b[25] = pw8_1;
+    const double pw8_2 = R0_6 + q_2;
+    p_b[26] = pw8_2;
+    const double Rw9_0 = c9*R0_0 - s9*R0_2;
+    R_b[81] = Rw9_0;
+    const double Rw9_1 = -c9*R0_2 - s9*R0_0;
+    R_b[82] = Rw9_1;
+    const double Rw9_3 = c9*R0_3 - s9*R0_5;
+    R_b[84] = Rw9_3;
+    const double Rw9_4 = -c9*R0_5 - s9*R0_3;
+    R_b[85] = Rw9_4;
+    const double Rw9_6 = c9*R0_6 - s9*R0_8;
+    const double Rw9_7 = -c9*R0_8 - s9*R0_6;
+    R_b[87] = Rw9_6;
+    R_b[88] = Rw9_7;
+    const double pw9_0 = -R0_1 + q_0;
+    p_b[27] = pw9_0;
+    const double pw9_1 = -R0_4 + q_1;
+    p_b[28] = pw9_1;
+    const double pw9_2 = -R0_7 + q_2;
+    p_b[29] = pw9_2;
+    const double Rw10_0 = c10*R0_0 + s10*R0_1;
+    const double Rw10_1 = c10*R0_1 - s10*R0_0;
+    R_b[90] = Rw10_0;
+    R_b[91] = Rw10_1;
+    const double Rw10_3 = c10*R0_3 + s10*R0_4;
+    const double Rw10_4 = c10*R0_4 - s10*R0_3;
+    R_b[93] = Rw10_3;
+    R_b[94] = Rw10_4;
+    const double Rw10_6 = c10*R0_6 + s10*R0_7;
+    const double Rw10_7 = c10*R0_7 - s10*R0_6;
+    R_b[96] = Rw10_6;
+    R_b[97] = Rw10_7;
+}
+
+void dimitrov_7dof_rw_body_poses_batch(int n, const double *q, double *R_b, double *p_b)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        dimitrov_7dof_rw_body_poses(q + (long)i * 17, R_b + (long)i * 99, p_b + (long)i * 33);
+    }
 }

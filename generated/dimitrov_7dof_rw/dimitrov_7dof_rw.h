@@ -15,7 +15,7 @@
  * a whole batch), as the entries they leave alone are exact zeros for every state.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (dimitrov_7dof_rw_jacobian_local, dimitrov_7dof_rw_jacobian_world, dimitrov_7dof_rw_generalized_jacobian, dimitrov_7dof_rw_momentum_frame_twist) take a frame id `int frame`
+ * Frame families (dimitrov_7dof_rw_jacobian_local, dimitrov_7dof_rw_jacobian_world, dimitrov_7dof_rw_generalized_jacobian, dimitrov_7dof_rw_momentum_frame_twist, dimitrov_7dof_rw_frame_pose) take a frame id `int frame`
  * (enum dimitrov_7dof_rw_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -167,6 +167,14 @@ int dimitrov_7dof_rw_generalized_jacobian_batch(int n, const double *q, int fram
 /* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 689 + the case of the frame ('base' 0, 'link1' 21, 'link2' 21, 'link3' 27, 'link4' 27, 'link5' 52, 'link6' 58, 'link7' 106, 'rw_x' 12, 'rw_y' 12, 'rw_z' 15, 'ee' 136); 1176 in all */
 int dimitrov_7dof_rw_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int dimitrov_7dof_rw_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
+
+/* pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame); operations: shared prefix 127 + the case of the frame ('base' 0, 'link1' 0, 'link2' 0, 'link3' 0, 'link4' 26, 'link5' 55, 'link6' 81, 'link7' 113, 'rw_x' 23, 'rw_y' 23, 'rw_z' 23, 'ee' 125); 596 in all */
+int dimitrov_7dof_rw_frame_pose(const double *q, int frame, double *R_f, double *p_f);
+int dimitrov_7dof_rw_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f);
+
+/* pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order; operations: 309 */
+void dimitrov_7dof_rw_body_poses(const double *q, double *R_b, double *p_b);
+void dimitrov_7dof_rw_body_poses_batch(int n, const double *q, double *R_b, double *p_b);
 
 #ifdef __cplusplus
 }

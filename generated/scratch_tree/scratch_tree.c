@@ -37,6 +37,8 @@
  *   scratch_tree_jacobian_world              413 / 593 / 1 / 0 / 16 / 0 = 1023
  *   scratch_tree_generalized_jacobian        770 / 944 / 7 / 0 / 6 / 0 = 1727
  *   scratch_tree_momentum_frame_twist        347 / 468 / 7 / 0 / 6 / 0 = 828
+ *   scratch_tree_frame_pose                  125 / 164 / 1 / 0 / 6 / 0 = 296
+ *   scratch_tree_body_poses                  96 / 125 / 1 / 0 / 6 / 0 = 228
  */
 #include <math.h>
 #include "scratch_tree.h"
@@ -11051,4 +11053,454 @@ int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double
         (void)scratch_tree_momentum_frame_twist(q + (long)i * 11, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
+}
+
+/*
+ * pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame)
+ *   in  q[11]
+ *   out R_f[9] (3 x 3, row-major)
+ *   out p_f[3]
+ *   operations: 296 (125 add, 164 mul, 1 div, 0 sqrt, 6 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 192 + the frame's case:
+ *     SCRATCH_TREE_FRAME_BASE                  0
+ *     SCRATCH_TREE_FRAME_L1                    0
+ *     SCRATCH_TREE_FRAME_L2                    0
+ *     SCRATCH_TREE_FRAME_L3                    7
+ *     SCRATCH_TREE_FRAME_L4                    29
+ *     SCRATCH_TREE_FRAME_TOOL                  31
+ *     SCRATCH_TREE_FRAME_TCP                   37
+ */
+int scratch_tree_frame_pose(const double *q, int frame, double *R_f, double *p_f)
+{
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_4 = q[4];
+    const double t3 = pow(q_4, 2);
+    const double q_6 = q[6];
+    const double t4 = pow(q_6, 2);
+    const double t5 = -t3 + t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double t16 = 1 - c2;
+    const double t17 = t16*0.24489795918367346;
+    const double t18 = s2*0.5050762722761053;
+    const double R2_0 = t17 - t18;
+    const double t19 = t16*0.4081632653061224;
+    const double t20 = s2*0.3030457633656632;
+    const double R2_1 = t19 + t20;
+    const double R2_2 = c2 + t16*0.653061224489796;
+    const double t21 = t16*0.15306122448979587;
+    const double t22 = s2*0.8081220356417687;
+    const double R2_3 = t21 + t22;
+    const double R2_4 = c2 + t16*0.2551020408163265;
+    const double R2_5 = t19 - t20;
+    const double R2_6 = -(c2 + t16*0.09183673469387753);
+    const double R2_7 = -(t21 - t22);
+    const double R2_8 = -(t17 + t18);
+    const double Rw1_0 = R0_0*R1_0 + R0_1*R1_3 + R0_2*R1_6;
+    const double Rw1_1 = R0_0*R1_1 + R0_1*R1_4 + R0_2*R1_7;
+    const double Rw1_2 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+    const double Rw1_3 = R0_3*R1_0 + R0_4*R1_3 + R0_5*R1_6;
+    const double Rw1_4 = R0_3*R1_1 + R0_4*R1_4 + R0_5*R1_7;
+    const double Rw1_5 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+    const double Rw1_6 = R0_6*R1_0 + R0_7*R1_3 + R0_8*R1_6;
+    const double Rw1_7 = R0_6*R1_1 + R0_7*R1_4 + R0_8*R1_7;
+    const double Rw1_8 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+    const double t23 = 0.5*R0_0;
+    const double q_0 = q[0];
+    const double pw1_0 = q_0 + t23 + 0.1*R0_1 + 0.2*R0_2;
+    const double t24 = 0.5*R0_3;
+    const double q_1 = q[1];
+    const double pw1_1 = q_1 + t24 + 0.1*R0_4 + 0.2*R0_5;
+    const double t25 = 0.5*R0_6;
+    const double q_2 = q[2];
+    const double pw1_2 = q_2 + t25 + 0.1*R0_7 + 0.2*R0_8;
+    const double Rw2_0 = R2_0*Rw1_0 + R2_3*Rw1_1 + R2_6*Rw1_2;
+    const double Rw2_1 = R2_1*Rw1_0 + R2_4*Rw1_1 + R2_7*Rw1_2;
+    const double Rw2_2 = R2_2*Rw1_0 + R2_5*Rw1_1 + R2_8*Rw1_2;
+    const double Rw2_3 = R2_0*Rw1_3 + R2_3*Rw1_4 + R2_6*Rw1_5;
+    const double Rw2_4 = R2_1*Rw1_3 + R2_4*Rw1_4 + R2_7*Rw1_5;
+    const double Rw2_5 = R2_2*Rw1_3 + R2_5*Rw1_4 + R2_8*Rw1_5;
+    const double Rw2_6 = R2_0*Rw1_6 + R2_3*Rw1_7 + R2_6*Rw1_8;
+    const double Rw2_7 = R2_1*Rw1_6 + R2_4*Rw1_7 + R2_7*Rw1_8;
+    const double Rw2_8 = R2_2*Rw1_6 + R2_5*Rw1_7 + R2_8*Rw1_8;
+    const double pw2_0 = pw1_0 + 0.4*Rw1_0;
+    const double pw2_1 = pw1_1 + 0.4*Rw1_3;
+    const double pw2_2 = pw1_2 + 0.4*Rw1_6;
+    const double q_9 = q[9];
+    switch (frame) {
+    case SCRATCH_TREE_FRAME_BASE: {  /* 'base': 0 operations */
+        R_f[0] = R0_0;
+        R_f[1] = R0_1;
+        R_f[2] = R0_2;
+        R_f[3] = R0_3;
+        R_f[4] = R0_4;
+        R_f[5] = R0_5;
+        R_f[6] = R0_6;
+        R_f[7] = R0_7;
+        R_f[8] = R0_8;
+        p_f[0] = q_0;
+        p_f[1] = q_1;
+        p_f[2] = q_2;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L1: {  /* 'l1': 0 operations */
+        R_f[0] = Rw1_0;
+        R_f[1] = Rw1_1;
+        R_f[2] = Rw1_2;
+        R_f[3] = Rw1_3;
+        R_f[4] = Rw1_4;
+        R_f[5] = Rw1_5;
+        R_f[6] = Rw1_6;
+        R_f[7] = Rw1_7;
+        R_f[8] = Rw1_8;
+        p_f[0] = pw1_0;
+        p_f[1] = pw1_1;
+        p_f[2] = pw1_2;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L2: {  /* 'l2': 0 operations */
+        R_f[0] = Rw2_0;
+        R_f[1] = Rw2_1;
+        R_f[2] = Rw2_2;
+        R_f[3] = Rw2_3;
+        R_f[4] = Rw2_4;
+        R_f[5] = Rw2_5;
+        R_f[6] = Rw2_6;
+        R_f[7] = Rw2_7;
+        R_f[8] = Rw2_8;
+        p_f[0] = pw2_0;
+        p_f[1] = pw2_1;
+        p_f[2] = pw2_2;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L3: {  /* 'l3': 7 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double l3_0 = 0.3 + q_9;
+        const double pw3_0 = pw2_0 + l3_0*Rw2_0;
+        const double pw3_1 = pw2_1 + l3_0*Rw2_3;
+        const double pw3_2 = pw2_2 + l3_0*Rw2_6;
+        R_f[0] = Rw2_0;
+        R_f[1] = Rw2_1;
+        R_f[2] = Rw2_2;
+        R_f[3] = Rw2_3;
+        R_f[4] = Rw2_4;
+        R_f[5] = Rw2_5;
+        R_f[6] = Rw2_6;
+        R_f[7] = Rw2_7;
+        R_f[8] = Rw2_8;
+        p_f[0] = pw3_0;
+        p_f[1] = pw3_1;
+        p_f[2] = pw3_2;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_L4: {  /* 'l4': 29 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c4 = soadyn_tc[0];
+        const double s4 = soadyn_ts[0];
+        const double Rw4_0 = c4*R0_0 - s4*R0_2;
+        const double Rw4_2 = c4*R0_2 + s4*R0_0;
+        const double Rw4_3 = c4*R0_3 - s4*R0_5;
+        const double Rw4_5 = c4*R0_5 + s4*R0_3;
+        const double Rw4_6 = c4*R0_6 - s4*R0_8;
+        const double Rw4_8 = c4*R0_8 + s4*R0_6;
+        const double pw4_0 = q_0 - t23 + 0.1*R0_2;
+        const double pw4_1 = q_1 - t24 + 0.1*R0_5;
+        const double pw4_2 = q_2 - t25 + 0.1*R0_8;
+        R_f[0] = Rw4_0;
+        R_f[1] = R0_1;
+        R_f[2] = Rw4_2;
+        R_f[3] = Rw4_3;
+        R_f[4] = R0_4;
+        R_f[5] = Rw4_5;
+        R_f[6] = Rw4_6;
+        R_f[7] = R0_7;
+        R_f[8] = Rw4_8;
+        p_f[0] = pw4_0;
+        p_f[1] = pw4_1;
+        p_f[2] = pw4_2;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_TOOL: {  /* 'tool': 31 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double l3_0 = 0.3 + q_9;
+        const double pw3_0 = pw2_0 + l3_0*Rw2_0;
+        const double pw3_1 = pw2_1 + l3_0*Rw2_3;
+        const double pw3_2 = pw2_2 + l3_0*Rw2_6;
+        const double t26 = Rw2_0*0.9210609940028851 + Rw2_1*0.3894183423086505;
+        const double t27 = -Rw2_0*0.3894183423086505 + Rw2_1*0.9210609940028851;
+        const double t28 = Rw2_3*0.9210609940028851 + Rw2_4*0.3894183423086505;
+        const double t29 = -Rw2_3*0.3894183423086505 + Rw2_4*0.9210609940028851;
+        const double t30 = Rw2_6*0.9210609940028851 + Rw2_7*0.3894183423086505;
+        const double t31 = -Rw2_6*0.3894183423086505 + Rw2_7*0.9210609940028851;
+        R_f[0] = t26;
+        R_f[1] = t27;
+        R_f[2] = Rw2_2;
+        R_f[3] = t28;
+        R_f[4] = t29;
+        R_f[5] = Rw2_5;
+        R_f[6] = t30;
+        R_f[7] = t31;
+        R_f[8] = Rw2_8;
+        p_f[0] = pw3_0 + 0.1*Rw2_0;
+        p_f[1] = pw3_1 + 0.1*Rw2_3;
+        p_f[2] = pw3_2 + 0.1*Rw2_6;
+        break;
+    }
+    case SCRATCH_TREE_FRAME_TCP: {  /* 'tcp': 37 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        const double l3_0 = 0.3 + q_9;
+        const double pw3_0 = pw2_0 + l3_0*Rw2_0;
+        const double pw3_1 = pw2_1 + l3_0*Rw2_3;
+        const double pw3_2 = pw2_2 + l3_0*Rw2_6;
+        const double t26 = Rw2_0*0.9210609940028851 + Rw2_1*0.3894183423086505;
+        const double t27 = -Rw2_0*0.3894183423086505 + Rw2_1*0.9210609940028851;
+        const double t28 = Rw2_3*0.9210609940028851 + Rw2_4*0.3894183423086505;
+        const double t29 = -Rw2_3*0.3894183423086505 + Rw2_4*0.9210609940028851;
+        const double t30 = Rw2_6*0.9210609940028851 + Rw2_7*0.3894183423086505;
+        const double t31 = -Rw2_6*0.3894183423086505 + Rw2_7*0.9210609940028851;
+        R_f[0] = t26;
+        R_f[1] = t27;
+        R_f[2] = Rw2_2;
+        R_f[3] = t28;
+        R_f[4] = t29;
+        R_f[5] = Rw2_5;
+        R_f[6] = t30;
+        R_f[7] = t31;
+        R_f[8] = Rw2_8;
+        p_f[0] = pw3_0 + Rw2_0*0.14605304970014427 + Rw2_1*0.01947091711543253;
+        p_f[1] = pw3_1 + Rw2_3*0.14605304970014427 + Rw2_4*0.01947091711543253;
+        p_f[2] = pw3_2 + Rw2_6*0.14605304970014427 + Rw2_7*0.01947091711543253;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int scratch_tree_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f)
+{
+    int i;
+    if (frame < 0 || frame >= SCRATCH_TREE_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)scratch_tree_frame_pose(q + (long)i * 11, frame, R_f + (long)i * 9, p_f + (long)i * 3);
+    }
+    return 0;
+}
+
+/*
+ * pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order
+ *   in  q[11]
+ *   out R_b[45] (5 x 3 x 3, row-major)
+ *   out p_b[15] (5 x 3, row-major)
+ *   operations: 228 (96 add, 125 mul, 1 div, 0 sqrt, 6 trig, 0 other)
+ */
+void scratch_tree_body_poses(const double *q, double *R_b, double *p_b)
+{
+    /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
+    const double q_0 = q[0];
+    p_b[0] = q_0;
+    const double q_1 = q[1];
+    p_b[1] = q_1;
+    const double q_2 = q[2];
+    p_b[2] = q_2;
+    const double q_5 = q[5];
+    const double t0 = pow(q_5, 2);
+    const double q_3 = q[3];
+    const double t2 = pow(q_3, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t2 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_4 = t7*(-t0 - t2 + t6);
+    R_b[4] = R0_4;
+    R_b[40] = R0_4;
+    const double R0_0 = t7*(-t0 + t2 + t5);
+    const double R0_8 = t7*(t0 - t2 + t5);
+    const double t10 = 2*t7;
+    R_b[0] = R0_0;
+    R_b[8] = R0_8;
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    R_b[1] = R0_1;
+    R_b[3] = R0_3;
+    R_b[37] = R0_1;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    R_b[2] = R0_2;
+    R_b[6] = R0_6;
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    R_b[5] = R0_5;
+    R_b[7] = R0_7;
+    R_b[43] = R0_7;
+    double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
+    const double R1_1 = -c1*0.2750958473182437 - s1*0.9362933635841992;
+    const double R1_3 = c1*0.28962947762551555 + s1*0.9564250858492325;
+    const double R1_4 = c1*0.9564250858492325 - s1*0.28962947762551555;
+    const double R1_6 = -c1*0.19866933079506122 + s1*0.09784339500725571;
+    const double R1_7 = c1*0.09784339500725571 + s1*0.19866933079506122;
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double t16 = 1 - c2;
+    const double t17 = t16*0.24489795918367346;
+    const double t18 = s2*0.5050762722761053;
+    const double R2_0 = t17 - t18;
+    const double R2_8 = -(t17 + t18);
+    const double t19 = t16*0.4081632653061224;
+    const double t20 = s2*0.3030457633656632;
+    const double t22 = s2*0.8081220356417687;
+    const double R2_1 = t19 + t20;
+    const double R2_5 = t19 - t20;
+    const double R2_2 = c2 + t16*0.653061224489796;
+    const double t21 = t16*0.15306122448979587;
+    const double R2_3 = t21 + t22;
+    const double R2_7 = -(t21 - t22);
+    const double R2_4 = c2 + t16*0.2551020408163265;
+    const double R2_6 = -(c2 + t16*0.09183673469387753);
+    const double q_9 = q[9];
+    const double l3_0 = 0.3 + q_9;
+    const double c4 = soadyn_tc[2];
+    const double s4 = soadyn_ts[2];
+    const double Rw1_0 = R0_0*R1_0 + R0_1*R1_3 + R0_2*R1_6;
+    R_b[9] = Rw1_0;
+    const double Rw1_1 = R0_0*R1_1 + R0_1*R1_4 + R0_2*R1_7;
+    R_b[10] = Rw1_1;
+    const double Rw1_2 = R0_0*0.21835066314633444 - R0_1*0.036957013524625076 + R0_2*0.975170327201816;
+    R_b[11] = Rw1_2;
+    const double Rw1_3 = R0_3*R1_0 + R0_4*R1_3 + R0_5*R1_6;
+    const double Rw1_6 = R0_6*R1_0 + R0_7*R1_3 + R0_8*R1_6;
+    R_b[12] = Rw1_3;
+    R_b[15] = Rw1_6;
+    const double Rw1_4 = R0_3*R1_1 + R0_4*R1_4 + R0_5*R1_7;
+    const double Rw1_7 = R0_6*R1_1 + R0_7*R1_4 + R0_8*R1_7;
+    R_b[13] = Rw1_4;
+    R_b[16] = Rw1_7;
+    const double Rw1_5 = R0_3*0.21835066314633444 - R0_4*0.036957013524625076 + R0_5*0.975170327201816;
+    R_b[14] = Rw1_5;
+    const double Rw1_8 = R0_6*0.21835066314633444 - R0_7*0.036957013524625076 + R0_8*0.975170327201816;
+    R_b[17] = Rw1_8;
+    const double t23 = 0.5*R0_0;
+    const double pw1_0 = q_0 + t23 + 0.1*R0_1 + 0.2*R0_2;
+    const double pw4_0 = q_0 - t23 + 0.1*R0_2;
+    p_b[12] = pw4_0;
+    p_b[3] = pw1_0;
+    const double pw2_0 = pw1_0 + 0.4*Rw1_0;
+    p_b[6] = pw2_0;
+    const double t24 = 0.5*R0_3;
+    const double pw1_1 = q_1 + t24 + 0.1*R0_4 + 0.2*R0_5;
+    const double pw4_1 = q_1 - t24 + 0.1*R0_5;
+    p_b[13] = pw4_1;
+    p_b[4] = pw1_1;
+    const double pw2_1 = pw1_1 + 0.4*Rw1_3;
+    p_b[7] = pw2_1;
+    const double t25 = 0.5*R0_6;
+    const double pw1_2 = q_2 + t25 + 0.1*R0_7 + 0.2*R0_8;
+    const double pw4_2 = q_2 - t25 + 0.1*R0_8;
+    p_b[14] = pw4_2;
+    p_b[5] = pw1_2;
+    const double pw2_2 = pw1_2 + 0.4*Rw1_6;
+    p_b[8] = pw2_2;
+    const double Rw2_0 = R2_0*Rw1_0 + R2_3*Rw1_1 + R2_6*Rw1_2;
+    const double pw3_0 = pw2_0 + l3_0*Rw2_0;
+    p_b[9] = pw3_0;
+    R_b[18] = Rw2_0;
+    R_b[27] = Rw2_0;
+    const double Rw2_1 = R2_1*Rw1_0 + R2_4*Rw1_1 + R2_7*Rw1_2;
+    const double Rw2_2 = R2_2*Rw1_0 + R2_5*Rw1_1 + R2_8*Rw1_2;
+    R_b[19] = Rw2_1;
+    R_b[28] = Rw2_1;
+    R_b[20] = Rw2_2;
+    R_b[29] = Rw2_2;
+    const double Rw2_3 = R2_0*Rw1_3 + R2_3*Rw1_4 + R2_6*Rw1_5;
+    const double Rw2_6 = R2_0*Rw1_6 + R2_3*Rw1_7 + R2_6*Rw1_8;
+    const double pw3_1 = pw2_1 + l3_0*Rw2_3;
+    const double pw3_2 = pw2_2 + l3_0*Rw2_6;
+    p_b[10] = pw3_1;
+    p_b[11] = pw3_2;
+    R_b[21] = Rw2_3;
+    R_b[30] = Rw2_3;
+    R_b[24] = Rw2_6;
+    R_b[33] = Rw2_6;
+    const double Rw2_4 = R2_1*Rw1_3 + R2_4*Rw1_4 + R2_7*Rw1_5;
+    const double Rw2_5 = R2_2*Rw1_3 + R2_5*Rw1_4 + R2_8*Rw1_5;
+    const double Rw2_7 = R2_1*Rw1_6 + R2_4*Rw1_7 + R2_7*Rw1_8;
+    const double Rw2_8 = R2_2*Rw1_6 + R2_5*Rw1_7 + R2_8*Rw1_8;
+    R_b[22] = Rw2_4;
+    R_b[31] = Rw2_4;
+    R_b[23] = Rw2_5;
+    R_b[32] = Rw2_5;
+    R_b[25] = Rw2_7;
+    R_b[34] = Rw2_7;
+    R_b[26] = Rw2_8;
+    R_b[35] = Rw2_8;
+    const double Rw4_0 = c4*R0_0 - s4*R0_2;
+    const double Rw4_2 = c4*R0_2 + s4*R0_0;
+    R_b[36] = Rw4_0;
+    R_b[38] = Rw4_2;
+    const double Rw4_3 = c4*R0_3 - s4*R0_5;
+    const double Rw4_5 = c4*R0_5 + s4*R0_3;
+    R_b[39] = Rw4_3;
+    R_b[41] = Rw4_5;
+    const double Rw4_6 = c4*R0_6 - s4*R0_8;
+    const double Rw4_8 = c4*R0_8 + s4*R0_6;
+    R_b[42] = Rw4_6;
+    R_b[44] = Rw4_8;
+}
+
+void scratch_tree_body_poses_batch(int n, const double *q, double *R_b, double *p_b)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        scratch_tree_body_poses(q + (long)i * 11, R_b + (long)i * 45, p_b + (long)i * 15);
+    }
 }

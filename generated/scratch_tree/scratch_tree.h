@@ -15,7 +15,7 @@
  * a whole batch), as the entries they leave alone are exact zeros for every state.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (scratch_tree_jacobian_local, scratch_tree_jacobian_world, scratch_tree_generalized_jacobian, scratch_tree_momentum_frame_twist) take a frame id `int frame`
+ * Frame families (scratch_tree_jacobian_local, scratch_tree_jacobian_world, scratch_tree_generalized_jacobian, scratch_tree_momentum_frame_twist, scratch_tree_frame_pose) take a frame id `int frame`
  * (enum scratch_tree_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -162,6 +162,14 @@ int scratch_tree_generalized_jacobian_batch(int n, const double *q, int frame, d
 /* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 576 + the case of the frame ('base' 0, 'l1' 27, 'l2' 27, 'l3' 48, 'l4' 21, 'tool' 54, 'tcp' 75); 828 in all */
 int scratch_tree_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int scratch_tree_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
+
+/* pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame); operations: shared prefix 192 + the case of the frame ('base' 0, 'l1' 0, 'l2' 0, 'l3' 7, 'l4' 29, 'tool' 31, 'tcp' 37); 296 in all */
+int scratch_tree_frame_pose(const double *q, int frame, double *R_f, double *p_f);
+int scratch_tree_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f);
+
+/* pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order; operations: 228 */
+void scratch_tree_body_poses(const double *q, double *R_b, double *p_b);
+void scratch_tree_body_poses_batch(int n, const double *q, double *R_b, double *p_b);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
  * a whole batch), as the entries they leave alone are exact zeros for every state.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (seed004_dual_arm_jacobian_local, seed004_dual_arm_jacobian_world, seed004_dual_arm_generalized_jacobian, seed004_dual_arm_momentum_frame_twist) take a frame id `int frame`
+ * Frame families (seed004_dual_arm_jacobian_local, seed004_dual_arm_jacobian_world, seed004_dual_arm_generalized_jacobian, seed004_dual_arm_momentum_frame_twist, seed004_dual_arm_frame_pose) take a frame id `int frame`
  * (enum seed004_dual_arm_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -166,6 +166,14 @@ int seed004_dual_arm_generalized_jacobian_batch(int n, const double *q, int fram
 /* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 377 + the case of the frame ('base' 0, 'link1' 15, 'link2' 21, 'link3' 29, 'link4' 15, 'link5' 22, 'link6' 30, 'target' 38, 'ee1' 38, 'ee2' 39, 'grasp2' 50); 674 in all */
 int seed004_dual_arm_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int seed004_dual_arm_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
+
+/* pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame); operations: shared prefix 86 + the case of the frame ('base' 0, 'link1' 0, 'link2' 0, 'link3' 23, 'link4' 23, 'link5' 46, 'link6' 69, 'target' 26, 'ee1' 26, 'ee2' 72, 'grasp2' 53); 424 in all */
+int seed004_dual_arm_frame_pose(const double *q, int frame, double *R_f, double *p_f);
+int seed004_dual_arm_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f);
+
+/* pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order; operations: 178 */
+void seed004_dual_arm_body_poses(const double *q, double *R_b, double *p_b);
+void seed004_dual_arm_body_poses_batch(int n, const double *q, double *R_b, double *p_b);
 
 #ifdef __cplusplus
 }

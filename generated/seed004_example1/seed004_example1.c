@@ -37,6 +37,8 @@
  *   seed004_example1_jacobian_world          24 / 41 / 1 / 0 / 2 / 0 = 68
  *   seed004_example1_generalized_jacobian    60 / 80 / 4 / 0 / 2 / 0 = 146
  *   seed004_example1_momentum_frame_twist    87 / 134 / 7 / 0 / 2 / 0 = 230
+ *   seed004_example1_frame_pose              37 / 50 / 1 / 0 / 4 / 0 = 92
+ *   seed004_example1_body_poses              25 / 35 / 1 / 0 / 2 / 0 = 63
  */
 #include <math.h>
 #include "seed004_example1.h"
@@ -3132,4 +3134,226 @@ int seed004_example1_momentum_frame_twist_batch(int n, const double *q, const do
         (void)seed004_example1_momentum_frame_twist(q + (long)i * 8, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
+}
+
+/*
+ * pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame)
+ *   in  q[8]
+ *   out R_f[9] (3 x 3, row-major)
+ *   out p_f[3]
+ *   operations: 92 (37 add, 50 mul, 1 div, 0 sqrt, 4 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 37 + the frame's case:
+ *     SEED004_EXAMPLE1_FRAME_BASE              0
+ *     SEED004_EXAMPLE1_FRAME_LINK1             26
+ *     SEED004_EXAMPLE1_FRAME_EE                29
+ */
+int seed004_example1_frame_pose(const double *q, int frame, double *R_f, double *p_f)
+{
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double q_0 = q[0];
+    const double q_1 = q[1];
+    const double q_2 = q[2];
+    switch (frame) {
+    case SEED004_EXAMPLE1_FRAME_BASE: {  /* 'base': 0 operations */
+        R_f[0] = R0_0;
+        R_f[1] = R0_1;
+        R_f[2] = R0_2;
+        R_f[3] = R0_3;
+        R_f[4] = R0_4;
+        R_f[5] = R0_5;
+        R_f[6] = R0_6;
+        R_f[7] = R0_7;
+        R_f[8] = R0_8;
+        p_f[0] = q_0;
+        p_f[1] = q_1;
+        p_f[2] = q_2;
+        break;
+    }
+    case SEED004_EXAMPLE1_FRAME_LINK1: {  /* 'link1': 26 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double Rw1_0 = c1*R0_0 + s1*R0_1;
+        const double Rw1_1 = c1*R0_1 - s1*R0_0;
+        const double Rw1_3 = c1*R0_3 + s1*R0_4;
+        const double Rw1_4 = c1*R0_4 - s1*R0_3;
+        const double Rw1_6 = c1*R0_6 + s1*R0_7;
+        const double Rw1_7 = c1*R0_7 - s1*R0_6;
+        const double pw1_0 = q_0 + 0.5*R0_0;
+        const double pw1_1 = q_1 + 0.5*R0_3;
+        const double pw1_2 = q_2 + 0.5*R0_6;
+        R_f[0] = Rw1_0;
+        R_f[1] = Rw1_1;
+        R_f[2] = R0_2;
+        R_f[3] = Rw1_3;
+        R_f[4] = Rw1_4;
+        R_f[5] = R0_5;
+        R_f[6] = Rw1_6;
+        R_f[7] = Rw1_7;
+        R_f[8] = R0_8;
+        p_f[0] = pw1_0;
+        p_f[1] = pw1_1;
+        p_f[2] = pw1_2;
+        break;
+    }
+    case SEED004_EXAMPLE1_FRAME_EE: {  /* 'ee': 29 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c1 = soadyn_tc[0];
+        const double s1 = soadyn_ts[0];
+        const double Rw1_0 = c1*R0_0 + s1*R0_1;
+        const double Rw1_1 = c1*R0_1 - s1*R0_0;
+        const double Rw1_3 = c1*R0_3 + s1*R0_4;
+        const double Rw1_4 = c1*R0_4 - s1*R0_3;
+        const double Rw1_6 = c1*R0_6 + s1*R0_7;
+        const double Rw1_7 = c1*R0_7 - s1*R0_6;
+        const double pw1_0 = q_0 + 0.5*R0_0;
+        const double pw1_1 = q_1 + 0.5*R0_3;
+        const double pw1_2 = q_2 + 0.5*R0_6;
+        R_f[0] = Rw1_0;
+        R_f[1] = Rw1_1;
+        R_f[2] = R0_2;
+        R_f[3] = Rw1_3;
+        R_f[4] = Rw1_4;
+        R_f[5] = R0_5;
+        R_f[6] = Rw1_6;
+        R_f[7] = Rw1_7;
+        R_f[8] = R0_8;
+        p_f[0] = Rw1_0 + pw1_0;
+        p_f[1] = Rw1_3 + pw1_1;
+        p_f[2] = Rw1_6 + pw1_2;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int seed004_example1_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f)
+{
+    int i;
+    if (frame < 0 || frame >= SEED004_EXAMPLE1_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)seed004_example1_frame_pose(q + (long)i * 8, frame, R_f + (long)i * 9, p_f + (long)i * 3);
+    }
+    return 0;
+}
+
+/*
+ * pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order
+ *   in  q[8]
+ *   out R_b[18] (2 x 3 x 3, row-major)
+ *   out p_b[6] (2 x 3, row-major)
+ *   operations: 63 (25 add, 35 mul, 1 div, 0 sqrt, 2 trig, 0 other)
+ */
+void seed004_example1_body_poses(const double *q, double *R_b, double *p_b)
+{
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double Rw1_0 = c1*R0_0 + s1*R0_1;
+    const double Rw1_1 = c1*R0_1 - s1*R0_0;
+    const double Rw1_3 = c1*R0_3 + s1*R0_4;
+    const double Rw1_4 = c1*R0_4 - s1*R0_3;
+    const double Rw1_6 = c1*R0_6 + s1*R0_7;
+    const double Rw1_7 = c1*R0_7 - s1*R0_6;
+    const double q_0 = q[0];
+    const double pw1_0 = q_0 + 0.5*R0_0;
+    const double q_1 = q[1];
+    const double pw1_1 = q_1 + 0.5*R0_3;
+    const double q_2 = q[2];
+    const double pw1_2 = q_2 + 0.5*R0_6;
+    R_b[0] = R0_0;
+    R_b[1] = R0_1;
+    R_b[2] = R0_2;
+    R_b[3] = R0_3;
+    R_b[4] = R0_4;
+    R_b[5] = R0_5;
+    R_b[6] = R0_6;
+    R_b[7] = R0_7;
+    R_b[8] = R0_8;
+    R_b[9] = Rw1_0;
+    R_b[10] = Rw1_1;
+    R_b[11] = R0_2;
+    R_b[12] = Rw1_3;
+    R_b[13] = Rw1_4;
+    R_b[14] = R0_5;
+    R_b[15] = Rw1_6;
+    R_b[16] = Rw1_7;
+    R_b[17] = R0_8;
+    p_b[0] = q_0;
+    p_b[1] = q_1;
+    p_b[2] = q_2;
+    p_b[3] = pw1_0;
+    p_b[4] = pw1_1;
+    p_b[5] = pw1_2;
+}
+
+void seed004_example1_body_poses_batch(int n, const double *q, double *R_b, double *p_b)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        seed004_example1_body_poses(q + (long)i * 8, R_b + (long)i * 18, p_b + (long)i * 6);
+    }
 }

@@ -37,6 +37,8 @@
  *   tian_wu_3dof_jacobian_world              68 / 103 / 1 / 0 / 12 / 0 = 184
  *   tian_wu_3dof_generalized_jacobian        232 / 255 / 4 / 0 / 6 / 0 = 497
  *   tian_wu_3dof_momentum_frame_twist        153 / 209 / 7 / 0 / 6 / 0 = 375
+ *   tian_wu_3dof_frame_pose                  73 / 98 / 1 / 0 / 12 / 0 = 184
+ *   tian_wu_3dof_body_poses                  43 / 59 / 1 / 0 / 6 / 0 = 109
  */
 #include <math.h>
 #include "tian_wu_3dof.h"
@@ -5904,4 +5906,354 @@ int tian_wu_3dof_momentum_frame_twist_batch(int n, const double *q, const double
         (void)tian_wu_3dof_momentum_frame_twist(q + (long)i * 10, h + (long)i * 6, frame, tw + (long)i * 6);
     }
     return 0;
+}
+
+/*
+ * pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame)
+ *   in  q[10]
+ *   out R_f[9] (3 x 3, row-major)
+ *   out p_f[3]
+ *   operations: 184 (73 add, 98 mul, 1 div, 0 sqrt, 12 trig, 0 other)
+ *   frame family: returns 0, or 1 if frame is not a valid frame id (outputs untouched)
+ *   operations per call: shared prefix 63 + the frame's case:
+ *     TIAN_WU_3DOF_FRAME_BASE                  0
+ *     TIAN_WU_3DOF_FRAME_LINK1                 0
+ *     TIAN_WU_3DOF_FRAME_LINK2                 23
+ *     TIAN_WU_3DOF_FRAME_LINK3                 46
+ *     TIAN_WU_3DOF_FRAME_EE                    52
+ */
+int tian_wu_3dof_frame_pose(const double *q, int frame, double *R_f, double *p_f)
+{
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double t10 = 2*t7;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double Rw1_0 = c1*R0_1 - s1*R0_0;
+    const double Rw1_2 = c1*R0_0 + s1*R0_1;
+    const double Rw1_3 = c1*R0_4 - s1*R0_3;
+    const double Rw1_5 = c1*R0_3 + s1*R0_4;
+    const double Rw1_6 = c1*R0_7 - s1*R0_6;
+    const double Rw1_8 = c1*R0_6 + s1*R0_7;
+    const double q_0 = q[0];
+    const double pw1_0 = q_0 + 0.5*R0_0;
+    const double q_1 = q[1];
+    const double pw1_1 = q_1 + 0.5*R0_3;
+    const double q_2 = q[2];
+    const double pw1_2 = q_2 + 0.5*R0_6;
+    switch (frame) {
+    case TIAN_WU_3DOF_FRAME_BASE: {  /* 'base': 0 operations */
+        R_f[0] = R0_0;
+        R_f[1] = R0_1;
+        R_f[2] = R0_2;
+        R_f[3] = R0_3;
+        R_f[4] = R0_4;
+        R_f[5] = R0_5;
+        R_f[6] = R0_6;
+        R_f[7] = R0_7;
+        R_f[8] = R0_8;
+        p_f[0] = q_0;
+        p_f[1] = q_1;
+        p_f[2] = q_2;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_LINK1: {  /* 'link1': 0 operations */
+        R_f[0] = Rw1_0;
+        R_f[1] = R0_2;
+        R_f[2] = Rw1_2;
+        R_f[3] = Rw1_3;
+        R_f[4] = R0_5;
+        R_f[5] = Rw1_5;
+        R_f[6] = Rw1_6;
+        R_f[7] = R0_8;
+        R_f[8] = Rw1_8;
+        p_f[0] = pw1_0;
+        p_f[1] = pw1_1;
+        p_f[2] = pw1_2;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_LINK2: {  /* 'link2': 23 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[8], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c2 = soadyn_tc[0];
+        const double s2 = soadyn_ts[0];
+        const double Rw2_0 = c2*Rw1_0 - s2*Rw1_2;
+        const double Rw2_2 = c2*Rw1_2 + s2*Rw1_0;
+        const double Rw2_3 = c2*Rw1_3 - s2*Rw1_5;
+        const double Rw2_5 = c2*Rw1_5 + s2*Rw1_3;
+        const double Rw2_6 = c2*Rw1_6 - s2*Rw1_8;
+        const double Rw2_8 = c2*Rw1_8 + s2*Rw1_6;
+        const double pw2_0 = Rw1_2 + pw1_0;
+        const double pw2_1 = Rw1_5 + pw1_1;
+        const double pw2_2 = Rw1_8 + pw1_2;
+        R_f[0] = Rw2_0;
+        R_f[1] = R0_2;
+        R_f[2] = Rw2_2;
+        R_f[3] = Rw2_3;
+        R_f[4] = R0_5;
+        R_f[5] = Rw2_5;
+        R_f[6] = Rw2_6;
+        R_f[7] = R0_8;
+        R_f[8] = Rw2_8;
+        p_f[0] = pw2_0;
+        p_f[1] = pw2_1;
+        p_f[2] = pw2_2;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_LINK3: {  /* 'link3': 46 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[8], q[9], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c2 = soadyn_tc[0];
+        const double s2 = soadyn_ts[0];
+        const double c3 = soadyn_tc[1];
+        const double s3 = soadyn_ts[1];
+        const double Rw2_0 = c2*Rw1_0 - s2*Rw1_2;
+        const double Rw2_2 = c2*Rw1_2 + s2*Rw1_0;
+        const double Rw2_3 = c2*Rw1_3 - s2*Rw1_5;
+        const double Rw2_5 = c2*Rw1_5 + s2*Rw1_3;
+        const double Rw2_6 = c2*Rw1_6 - s2*Rw1_8;
+        const double Rw2_8 = c2*Rw1_8 + s2*Rw1_6;
+        const double pw2_0 = Rw1_2 + pw1_0;
+        const double pw2_1 = Rw1_5 + pw1_1;
+        const double pw2_2 = Rw1_8 + pw1_2;
+        const double Rw3_0 = c3*Rw2_0 - s3*Rw2_2;
+        const double Rw3_2 = c3*Rw2_2 + s3*Rw2_0;
+        const double Rw3_3 = c3*Rw2_3 - s3*Rw2_5;
+        const double Rw3_5 = c3*Rw2_5 + s3*Rw2_3;
+        const double Rw3_6 = c3*Rw2_6 - s3*Rw2_8;
+        const double Rw3_8 = c3*Rw2_8 + s3*Rw2_6;
+        const double pw3_0 = Rw2_2 + pw2_0;
+        const double pw3_1 = Rw2_5 + pw2_1;
+        const double pw3_2 = Rw2_8 + pw2_2;
+        R_f[0] = Rw3_0;
+        R_f[1] = R0_2;
+        R_f[2] = Rw3_2;
+        R_f[3] = Rw3_3;
+        R_f[4] = R0_5;
+        R_f[5] = Rw3_5;
+        R_f[6] = Rw3_6;
+        R_f[7] = R0_8;
+        R_f[8] = Rw3_8;
+        p_f[0] = pw3_0;
+        p_f[1] = pw3_1;
+        p_f[2] = pw3_2;
+        break;
+    }
+    case TIAN_WU_3DOF_FRAME_EE: {  /* 'ee': 52 operations */
+        /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+        double soadyn_tx[4] = {q[8], q[9], 0, 0}, soadyn_ts[4], soadyn_tc[4];
+        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        const double c2 = soadyn_tc[0];
+        const double s2 = soadyn_ts[0];
+        const double c3 = soadyn_tc[1];
+        const double s3 = soadyn_ts[1];
+        const double Rw2_0 = c2*Rw1_0 - s2*Rw1_2;
+        const double Rw2_2 = c2*Rw1_2 + s2*Rw1_0;
+        const double Rw2_3 = c2*Rw1_3 - s2*Rw1_5;
+        const double Rw2_5 = c2*Rw1_5 + s2*Rw1_3;
+        const double Rw2_6 = c2*Rw1_6 - s2*Rw1_8;
+        const double Rw2_8 = c2*Rw1_8 + s2*Rw1_6;
+        const double pw2_0 = Rw1_2 + pw1_0;
+        const double pw2_1 = Rw1_5 + pw1_1;
+        const double pw2_2 = Rw1_8 + pw1_2;
+        const double Rw3_0 = c3*Rw2_0 - s3*Rw2_2;
+        const double Rw3_2 = c3*Rw2_2 + s3*Rw2_0;
+        const double Rw3_3 = c3*Rw2_3 - s3*Rw2_5;
+        const double Rw3_5 = c3*Rw2_5 + s3*Rw2_3;
+        const double Rw3_6 = c3*Rw2_6 - s3*Rw2_8;
+        const double Rw3_8 = c3*Rw2_8 + s3*Rw2_6;
+        const double pw3_0 = Rw2_2 + pw2_0;
+        const double pw3_1 = Rw2_5 + pw2_1;
+        const double pw3_2 = Rw2_8 + pw2_2;
+        R_f[0] = Rw3_0;
+        R_f[1] = R0_2;
+        R_f[2] = Rw3_2;
+        R_f[3] = Rw3_3;
+        R_f[4] = R0_5;
+        R_f[5] = Rw3_5;
+        R_f[6] = Rw3_6;
+        R_f[7] = R0_8;
+        R_f[8] = Rw3_8;
+        p_f[0] = pw3_0 + 0.5*Rw3_2;
+        p_f[1] = pw3_1 + 0.5*Rw3_5;
+        p_f[2] = pw3_2 + 0.5*Rw3_8;
+        break;
+    }
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+int tian_wu_3dof_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f)
+{
+    int i;
+    if (frame < 0 || frame >= TIAN_WU_3DOF_N_FRAMES) return 1;
+    for (i = 0; i < n; ++i) {
+        (void)tian_wu_3dof_frame_pose(q + (long)i * 10, frame, R_f + (long)i * 9, p_f + (long)i * 3);
+    }
+    return 0;
+}
+
+/*
+ * pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order
+ *   in  q[10]
+ *   out R_b[36] (4 x 3 x 3, row-major)
+ *   out p_b[12] (4 x 3, row-major)
+ *   operations: 109 (43 add, 59 mul, 1 div, 0 sqrt, 6 trig, 0 other)
+ */
+void tian_wu_3dof_body_poses(const double *q, double *R_b, double *p_b)
+{
+    /* statements in register-pressure order (codegen/schedule.py): the stages interleave, each stage's comment is before its first statement */
+    const double q_0 = q[0];
+    p_b[0] = q_0;
+    const double q_1 = q[1];
+    p_b[1] = q_1;
+    const double q_2 = q[2];
+    p_b[2] = q_2;
+    const double q_3 = q[3];
+    const double t0 = pow(q_3, 2);
+    const double q_5 = q[5];
+    const double t1 = pow(q_5, 2);
+    const double q_6 = q[6];
+    const double t3 = pow(q_6, 2);
+    const double q_4 = q[4];
+    const double t4 = pow(q_4, 2);
+    const double t5 = t3 - t4;
+    const double t6 = t3 + t4;
+    const double t7 = 1/(t0 + t1 + t6);
+    /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
+    const double R0_4 = t7*(-t0 - t1 + t6);
+    R_b[4] = R0_4;
+    const double R0_0 = t7*(t0 - t1 + t5);
+    const double R0_8 = t7*(-t0 + t1 + t5);
+    const double t10 = 2*t7;
+    R_b[0] = R0_0;
+    R_b[8] = R0_8;
+    R_b[16] = R0_8;
+    R_b[25] = R0_8;
+    R_b[34] = R0_8;
+    const double t8 = q_5*q_6;
+    const double t9 = q_3*q_4;
+    const double R0_1 = (-t8 + t9)*t10;
+    const double R0_3 = (t8 + t9)*t10;
+    R_b[1] = R0_1;
+    R_b[3] = R0_3;
+    const double t11 = q_4*q_6;
+    const double t12 = q_3*q_5;
+    const double R0_2 = (t11 + t12)*t10;
+    const double R0_6 = (-t11 + t12)*t10;
+    R_b[2] = R0_2;
+    R_b[6] = R0_6;
+    R_b[10] = R0_2;
+    R_b[19] = R0_2;
+    R_b[28] = R0_2;
+    const double t14 = q_3*q_6;
+    const double t15 = q_4*q_5;
+    const double R0_5 = (-t14 + t15)*t10;
+    const double R0_7 = (t14 + t15)*t10;
+    R_b[5] = R0_5;
+    R_b[7] = R0_7;
+    R_b[13] = R0_5;
+    R_b[22] = R0_5;
+    R_b[31] = R0_5;
+    double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
+    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    const double c1 = soadyn_tc[0];
+    const double s1 = soadyn_ts[0];
+    const double c2 = soadyn_tc[1];
+    const double s2 = soadyn_ts[1];
+    const double c3 = soadyn_tc[2];
+    const double s3 = soadyn_ts[2];
+    const double Rw1_0 = c1*R0_1 - s1*R0_0;
+    const double Rw1_2 = c1*R0_0 + s1*R0_1;
+    const double pw1_0 = q_0 + 0.5*R0_0;
+    R_b[9] = Rw1_0;
+    R_b[11] = Rw1_2;
+    p_b[3] = pw1_0;
+    const double pw2_0 = Rw1_2 + pw1_0;
+    p_b[6] = pw2_0;
+    const double Rw1_3 = c1*R0_4 - s1*R0_3;
+    const double Rw1_5 = c1*R0_3 + s1*R0_4;
+    const double pw1_1 = q_1 + 0.5*R0_3;
+    R_b[12] = Rw1_3;
+    R_b[14] = Rw1_5;
+    p_b[4] = pw1_1;
+    const double pw2_1 = Rw1_5 + pw1_1;
+    p_b[7] = pw2_1;
+    const double Rw1_6 = c1*R0_7 - s1*R0_6;
+    const double Rw1_8 = c1*R0_6 + s1*R0_7;
+    const double pw1_2 = q_2 + 0.5*R0_6;
+    R_b[15] = Rw1_6;
+    R_b[17] = Rw1_8;
+    p_b[5] = pw1_2;
+    const double pw2_2 = Rw1_8 + pw1_2;
+    p_b[8] = pw2_2;
+    const double Rw2_0 = c2*Rw1_0 - s2*Rw1_2;
+    const double Rw2_2 = c2*Rw1_2 + s2*Rw1_0;
+    const double pw3_0 = Rw2_2 + pw2_0;
+    p_b[9] = pw3_0;
+    R_b[18] = Rw2_0;
+    R_b[20] = Rw2_2;
+    const double Rw2_3 = c2*Rw1_3 - s2*Rw1_5;
+    const double Rw2_5 = c2*Rw1_5 + s2*Rw1_3;
+    const double pw3_1 = Rw2_5 + pw2_1;
+    p_b[10] = pw3_1;
+    R_b[21] = Rw2_3;
+    R_b[23] = Rw2_5;
+    const double Rw2_6 = c2*Rw1_6 - s2*Rw1_8;
+    const double Rw2_8 = c2*Rw1_8 + s2*Rw1_6;
+    const double pw3_2 = Rw2_8 + pw2_2;
+    p_b[11] = pw3_2;
+    R_b[24] = Rw2_6;
+    R_b[26] = Rw2_8;
+    const double Rw3_0 = c3*Rw2_0 - s3*Rw2_2;
+    const double Rw3_2 = c3*Rw2_2 + s3*Rw2_0;
+    R_b[27] = Rw3_0;
+    R_b[29] = Rw3_2;
+    const double Rw3_3 = c3*Rw2_3 - s3*Rw2_5;
+    const double Rw3_5 = c3*Rw2_5 + s3*Rw2_3;
+    R_b[30] = Rw3_3;
+    R_b[32] = Rw3_5;
+    const double Rw3_6 = c3*Rw2_6 - s3*Rw2_8;
+    const double Rw3_8 = c3*Rw2_8 + s3*Rw2_6;
+    R_b[33] = Rw3_6;
+    R_b[35] = Rw3_8;
+}
+
+void tian_wu_3dof_body_poses_batch(int n, const double *q, double *R_b, double *p_b)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        tian_wu_3dof_body_poses(q + (long)i * 10, R_b + (long)i * 36, p_b + (long)i * 12);
+    }
 }

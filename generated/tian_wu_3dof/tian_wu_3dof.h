@@ -15,7 +15,7 @@
  * a whole batch), as the entries they leave alone are exact zeros for every state.
  * name_batch(n, ...) evaluates n states stored contiguously (strides = the array sizes).
  *
- * Frame families (tian_wu_3dof_jacobian_local, tian_wu_3dof_jacobian_world, tian_wu_3dof_generalized_jacobian, tian_wu_3dof_momentum_frame_twist) take a frame id `int frame`
+ * Frame families (tian_wu_3dof_jacobian_local, tian_wu_3dof_jacobian_world, tian_wu_3dof_generalized_jacobian, tian_wu_3dof_momentum_frame_twist, tian_wu_3dof_frame_pose) take a frame id `int frame`
  * (enum tian_wu_3dof_frame below) and return int: 0 on success, 1 if frame is not a valid id (the outputs
  * are then left untouched; the batch version checks before evaluating anything).  All other functions
  * return void.  A family evaluates a shared prefix and then only the statements of the requested frame.
@@ -160,6 +160,14 @@ int tian_wu_3dof_generalized_jacobian_batch(int n, const double *q, int frame, d
 /* momentum term J_b H_b^-1 h_o of the frame twist (seed 003 eq. E.6) for the momentum h = [L about the CoM; P] (inertial axes), frame family, inertial axes; operations: shared prefix 266 + the case of the frame ('base' 0, 'link1' 16, 'link2' 22, 'link3' 30, 'ee' 41); 375 in all */
 int tian_wu_3dof_momentum_frame_twist(const double *q, const double *h, int frame, double *tw);
 int tian_wu_3dof_momentum_frame_twist_batch(int n, const double *q, const double *h, int frame, double *tw);
+
+/* pose of a body or named frame (frame family): rotation R (frame to inertial axes) and origin p (inertial frame); operations: shared prefix 63 + the case of the frame ('base' 0, 'link1' 0, 'link2' 23, 'link3' 46, 'ee' 52); 184 in all */
+int tian_wu_3dof_frame_pose(const double *q, int frame, double *R_f, double *p_f);
+int tian_wu_3dof_frame_pose_batch(int n, const double *q, int frame, double *R_f, double *p_f);
+
+/* pose of every body: rotations (body to inertial axes) and origins (inertial frame), body order; operations: 109 */
+void tian_wu_3dof_body_poses(const double *q, double *R_b, double *p_b);
+void tian_wu_3dof_body_poses_batch(int n, const double *q, double *R_b, double *p_b);
 
 #ifdef __cplusplus
 }

@@ -13,10 +13,12 @@ from soadyn.symbolic.algorithms.closed_loop import (
 from soadyn.symbolic.algorithms.decoupled import forward_dynamics_decoupled
 from soadyn.symbolic.algorithms.derivatives import (
                           forward_dynamics_derivatives,
+                          frame_acceleration,
                           frame_acceleration_derivatives,
                           inverse_dynamics_derivatives,
 )
 from soadyn.symbolic.algorithms.forward_dynamics import forward_dynamics
+from soadyn.symbolic.algorithms.frames import body_poses, frame_pose, frame_twist
 from soadyn.symbolic.algorithms.free_floating import (
                           angular_reduced_dynamics,
                           base_inertia,
@@ -50,4 +52,16 @@ __all__ = [
     "kinetic_energy", "link_poses", "mass_matrix", "mass_matrix_inverse", "momentum", "velocities",
     "inverse_dynamics_regressor", "momentum_regressor",
     "inverse_dynamics_derivatives", "forward_dynamics_derivatives", "frame_acceleration_derivatives",
+    "frame_pose", "body_poses", "frame_twist", "frame_acceleration",
 ]
+
+# Mimic couplings: every public algorithm dispatches to its reduced-coordinate form for a coupled robot
+# (soadyn.symbolic.algorithms.coupling); robots without couplings run the functions above unchanged.
+from types import SimpleNamespace as _Namespace  # noqa: E402
+
+from soadyn.symbolic.algorithms.coupling import coupled as _coupled  # noqa: E402
+
+_FULL = _Namespace(**{_n: globals()[_n] for _n in __all__ if not isinstance(globals()[_n], type)})
+for _n in vars(_FULL):
+    globals()[_n] = _coupled(_n, getattr(_FULL, _n), _FULL)
+del _n

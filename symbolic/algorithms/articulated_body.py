@@ -11,6 +11,9 @@
 For the free base (eq. 3.1) D = P, G = I, taubar = 0, P+ = 0.  For a 1-DOF hinge whose H*(k) is a
 coordinate unit vector e_i, ``H(k) P+(k) = 0`` means row and column i of P+ are exactly zero; that
 identity is lost once P is symbolic, so it is imposed by construction.
+
+A joint with an armature I_a (soadyn.symbolic.algorithms.drive) has ``D(k) = H P H* + I_a``; then
+``H P+ H* = D - I_a - (D - I_a)^2 / D != 0`` and the zeroing above is not done.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.symbolic.algorithms.drive import armature
 from soadyn.symbolic.algorithms.kinematics import Kinematics, joint_transforms, unit_hinge_index
 from soadyn.symbolic.algorithms.linalg import LDL, ldl
 from soadyn.symbolic.scalar import ScalarContext
@@ -80,12 +84,13 @@ def articulate_hinge(robot: Any, ctx: ScalarContext, kin: Kinematics, k: int, Pk
     nU, nD, nDinv, nG, nPp = names
     h = kin.hinge(k)
     U = ctx.stage(f"{nU}{k}", Pk @ h)
-    D = ctx.stage(f"{nD}{k}", h @ U)
+    ia = armature(robot, k)    # the drive train: D = H P H* + I_a (soadyn.symbolic.algorithms.drive)
+    D = ctx.stage(f"{nD}{k}", h @ U + ia if ia else h @ U)
     Dinv = ctx.stage(f"{nDinv}{k}", 1 / D)
     G = ctx.stage(f"{nG}{k}", U * Dinv)
     Pp = Pk - np.outer(G, U)
     i = unit_hinge_index(robot, k)
-    if i is not None:          # H P+ = 0 exactly (P+ H* = P H* - U = 0)
+    if i is not None and not ia:   # H P+ = 0 exactly (P+ H* = P H* - U = 0); not with an armature
         Pp[i, :] = 0
         Pp[:, i] = 0
     return U, D, Dinv, G, ctx.stage_symmetric(f"{nPp}{k}", Pp)

@@ -264,7 +264,7 @@ def closed_loop_forward_dynamics(
         Pi[i, :] = -W[rr, :]
         rho[i] = r[rr]
     H = mass_matrix_from(kin)
-    c = _newton_euler(kin, vt, ctx.zeros(robot.nv))
+    c = _newton_euler(kin, vt, ctx.zeros(robot.nv), v)
     HPi = ctx.stage("clHPi", H @ Pi)
     M = ctx.stage_symmetric("clM", Pi.T @ HPi)
     rhs_red = ctx.stage("clrhs", Pi.T @ (tau - c - H @ rho))

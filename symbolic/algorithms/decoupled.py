@@ -46,6 +46,7 @@ from soadyn.symbolic.algorithms.dual import (
     dual_articulated_body,
     dual_residual_forces,
 )
+from soadyn.symbolic.algorithms.forward_dynamics import net_torques
 from soadyn.symbolic.algorithms.kinematics import gravity_acceleration, joint_transforms, velocities
 from soadyn.symbolic.algorithms.linalg import ldl
 from soadyn.symbolic.scalar import ScalarContext
@@ -60,6 +61,7 @@ def _decoupled(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray, tau
             marks[name] = len(getattr(ctx, "program", ()))
 
     mark("kinematics")
+    tau = net_torques(robot, ctx, v, tau)
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
     mark("P")

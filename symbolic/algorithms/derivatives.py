@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from soadyn.symbolic.algorithms.articulated_body import articulated_body
-from soadyn.symbolic.algorithms.forward_dynamics import accelerations, residual_forces
+from soadyn.symbolic.algorithms.drive import add_damping_derivative
+from soadyn.symbolic.algorithms.forward_dynamics import accelerations, net_torques, residual_forces
 from soadyn.symbolic.algorithms.innovations import mass_matrix_inverse_from
 from soadyn.symbolic.algorithms.kinematics import (
     gravity_acceleration,
@@ -72,15 +73,16 @@ def inverse_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     coordinates (:mod:`soadyn.symbolic.algorithms.rnea_derivatives`); ``method="forward"``: forward mode
     over the staged body-frame recursions (kept for the operation-count comparison).
     """
-    if method == "analytic":      # a plain recursion: runs on any context
-        return rnea_derivatives(joint_transforms(robot, ctx, q), v, a, f_ext)
+    if method == "analytic":      # a plain recursion: runs on any context; plus the drive's d tau_p / dv
+        dq, dv = rnea_derivatives(joint_transforms(robot, ctx, q), v, a, f_ext)
+        return dq, add_damping_derivative(robot, ctx, v, dv)
     if not _stages(ctx):          # forward mode differentiates a staged program
         return _float_run("inverse_dynamics_derivatives", robot, (q, v, a), f_ext, ctx.parameters,
                           method=method)
     kin = joint_transforms(robot, ctx, q)
     if method != "forward":
         raise ValueError(f"method must be 'analytic' or 'forward', got {method!r}")
-    tau = _newton_euler(kin, velocities(kin, v, f_ext), a)
+    tau = _newton_euler(kin, velocities(kin, v, f_ext), a, v)
     seeds, over, n = _qv_seeds(robot, ctx, q, v)
     (J,) = jacobians(ctx, [tau], seeds, n, over, name="dtau")
     nv = robot.nv
@@ -104,7 +106,7 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
     ab = articulated_body(robot, ctx, q, kin)
-    _, _, nu = residual_forces(ab, tau, vt.a, vt.b)
+    _, _, nu = residual_forces(ab, net_torques(robot, ctx, v, tau), vt.a, vt.b)
     qdd, _ = accelerations(ab, nu, vt.a, with_gravity=True)
     if method == "direct":
         seeds, over, _ = _qv_seeds(robot, ctx, q, v)
@@ -115,10 +117,11 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         raise ValueError(f"method must be 'inverse', 'inverse-forward' or 'direct', got {method!r}")
     acc = ctx.stage("afd", qdd)
     if method == "inverse":
-        J = np.concatenate(rnea_derivatives(kin, v, acc, f_ext, base_q=not robot.is_free), axis=1)
+        dq, dv = rnea_derivatives(kin, v, acc, f_ext, base_q=not robot.is_free)
+        J = np.concatenate([dq, add_damping_derivative(robot, ctx, v, dv)], axis=1)
     else:
         held = {s for s in acc if not s.is_Number}
-        tau_id = _newton_euler(kin, vt, acc)
+        tau_id = _newton_euler(kin, vt, acc, v)
         seeds, over, n = _qv_seeds(robot, ctx, q, v)
         (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
     Minv = mass_matrix_inverse_from(ab, loop=False)   # M^-1 is the next product's left factor

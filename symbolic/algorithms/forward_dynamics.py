@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body, solve_D
+from soadyn.symbolic.algorithms.drive import passive_torques
 from soadyn.symbolic.algorithms.kinematics import gravity_acceleration, joint_transforms, velocities
 from soadyn.symbolic.scalar import ScalarContext
 
@@ -94,6 +95,13 @@ def forward_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarra
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
     ab = articulated_body(robot, ctx, q, kin)
-    _, _, nu = residual_forces(ab, tau, vt.a, vt.b)
+    _, _, nu = residual_forces(ab, net_torques(robot, ctx, v, tau), vt.a, vt.b)
     qdd, _ = accelerations(ab, nu, vt.a, with_gravity=True)
     return qdd
+
+
+def net_torques(robot: Any, ctx: ScalarContext, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """``tau - tau_p(v)``: the applied forces less the drive train's damping and friction
+    (:func:`~soadyn.symbolic.algorithms.drive.passive_torques`); ``tau`` itself for ideal joints."""
+    tp = passive_torques(robot, ctx, v)
+    return tau if tp is None else tau - tp

@@ -92,7 +92,7 @@ def _mass_and_bias(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray,
                    f_ext: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
-    c = _newton_euler(kin, vt, ctx.zeros(robot.nv))
+    c = _newton_euler(kin, vt, ctx.zeros(robot.nv), v)
     return mass_matrix_from(kin), c
 
 
@@ -148,7 +148,7 @@ def coupling_inertia_rate(robot: Any, ctx: ScalarContext, q: np.ndarray, qd: np.
     kin = joint_transforms(r0, ctx, q)
     v = np.concatenate([ctx.zeros(6), np.asarray(qd)])
     vt = velocities(kin, v, None)
-    tau = _newton_euler(kin, vt, ctx.zeros(robot.nv))
+    tau = _newton_euler(kin, vt, ctx.zeros(robot.nv), v)
     return tau[:6]
 
 

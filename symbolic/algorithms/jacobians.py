@@ -56,6 +56,8 @@ def base_block_times(pf: np.ndarray, X: np.ndarray) -> np.ndarray:
     top, bottom = X[:3], X[3:]
     if top.ndim == 1:
         return np.concatenate([top, bottom - cross(pf, top)])
+    if top.shape[1] == 0:                # no columns (a free base without joints)
+        return np.concatenate([top, bottom])
     return np.concatenate([top, bottom - np.stack([cross(pf, top[:, c]) for c in range(top.shape[1])],
                                                     axis=1)])
 

@@ -24,6 +24,8 @@ class LDL:
     def solve(self, b: np.ndarray, name: str = "ldl") -> np.ndarray:
         """x = A^-1 b for a vector or a matrix of columns."""
         if b.ndim == 2:
+            if b.shape[1] == 0:          # no columns (a free base without joints): nothing to solve
+                return np.empty(b.shape, dtype=b.dtype)
             return np.stack([self.solve(b[:, j], f"{name}c{j}") for j in range(b.shape[1])], axis=1)
         ctx, L, n = self.ctx, self.L, len(b)
         y = np.empty(n, dtype=b.dtype if b.dtype != float else float)

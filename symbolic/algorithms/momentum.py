@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.symbolic.algorithms.drive import armature
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, velocities
 from soadyn.symbolic.parameters import body_inertia, total_mass
 from soadyn.symbolic.scalar import ScalarContext
@@ -70,11 +71,15 @@ def momentum(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray) -> np
 
 
 def kinetic_energy(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarray) -> Any:
-    """1/2 sum_k V(k)* M(k) V(k)."""
+    """1/2 sum_k V(k)* M(k) V(k), plus the rotors' 1/2 I_a qd^2 (drive train armature)."""
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, need_b=False)
     T = 0
     for k in range(robot.n_bodies):
         V = vt.V[k]
         T = T + V @ kin.inertia_times(k, V)
+        ia = armature(robot, k)
+        if ia:
+            qd = v[robot.v_index(k)][0]
+            T = T + ia * (qd * qd)
     return 0.5 * T

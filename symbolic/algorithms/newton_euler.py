@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.symbolic.algorithms.drive import add_armature, drive_torques
 from soadyn.symbolic.algorithms.kinematics import (
     Kinematics,
     gravity_acceleration,
@@ -37,10 +38,12 @@ def inverse_dynamics(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.ndarra
     """
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
-    return _newton_euler(kin, vt, a)
+    return _newton_euler(kin, vt, a, v)
 
 
-def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
+def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Algorithm 1 from the velocity terms ``vt`` of ``v``; plus the drive train's ``I_a qdd + tau_p(v)``
+    (:func:`~soadyn.symbolic.algorithms.drive.drive_torques`) when the robot has one."""
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
     alpha = body_accelerations(kin, vt, a)
@@ -53,7 +56,8 @@ def _newton_euler(kin: Kinematics, vt: Any, a: np.ndarray) -> np.ndarray:
         f[k] = ctx.stage(f"f{k}", fk)
         if k > 0 or robot.is_free:
             tau[robot.v_index(k)] = _hinge_force(kin, k, f[k])
-    return tau
+    drive = drive_torques(robot, ctx, v, a)
+    return tau if drive is None else tau + drive
 
 
 def body_accelerations(kin: Kinematics, vt: Any, a: np.ndarray) -> list[np.ndarray]:
@@ -102,6 +106,7 @@ def mass_matrix_from(kin: Kinematics) -> np.ndarray:
 
 
 def _mass_matrix(kin: Kinematics) -> np.ndarray:
+    """Eq. 2.4a by composite bodies, plus the drive train's armature on the diagonal."""
     robot, ctx = kin.robot, kin.ctx
     Rc = composite_inertias(kin)
     M = ctx.zeros((robot.nv, robot.nv))
@@ -121,7 +126,7 @@ def _mass_matrix(kin: Kinematics) -> np.ndarray:
             blk = _hinge_rows(kin, i, F)
             M[si, sj] = blk
             M[sj, si] = blk.T
-    return M
+    return add_armature(robot, M)
 
 
 def _hinge_rows(kin: Kinematics, k: int, F: np.ndarray) -> np.ndarray:

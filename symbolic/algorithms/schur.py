@@ -234,9 +234,13 @@ def forward_dynamics_schur(robot: Any, ctx: ScalarContext, q: np.ndarray, v: np.
                            f_ext: np.ndarray | None = None) -> np.ndarray:
     """betadot by the CF algorithm (seed 002 section IV, steps 1-5): Newton-Euler bias forces, then
     ``M^-1 (tau - C)`` through the Schur-complement factorisation.  Same result as ``forward_dynamics``."""
+    if any(j is not None and j.armature for j in robot.joints):
+        raise ValueError(f"forward_dynamics_schur: robot {robot.name!r} has joint armature, which the "
+                         "constraint-force factorisation of the rigid bodies does not model; use "
+                         "forward_dynamics")
     kin = joint_transforms(robot, ctx, q)
     vt = velocities(kin, v, f_ext)
-    bias = _newton_euler(kin, vt, ctx.zeros(robot.nv))
+    bias = _newton_euler(kin, vt, ctx.zeros(robot.nv), v)   # with the drive's damping and friction
     F = ctx.array([ctx.stage(f"CfF{i}", tau[i] - bias[i]) for i in range(robot.nv)])
     return schur_solve(kin, F)
 

@@ -1,0 +1,332 @@
+"""What the CasADi and JAX bindings share: the C functions of a compiled module and the derivatives with
+respect to the raw configuration q.
+
+A compiled module (``soadyn.load``/``soadyn.compile``) is described by its header (the prototypes: names and
+argument order) and its Python functions (the shapes of the outputs, found by one call on a neutral state).
+
+**Derivatives with respect to the raw q.**  The generated derivative functions differentiate along the
+tangent ``q (+) delta`` of ``docs/conventions.md`` (``delta`` of size nv: base attitude ``R exp(delta_w~)``,
+position ``p + R delta_v``, joints ``q_j + delta_j``).  CasADi and JAX differentiate with respect to the raw
+input q of size nq, whose base quaternion need not have unit length (the generated code divides its norm
+out).  The chain rule with the map ``T(q) = d delta / d q`` (nv x nq) converts them exactly::
+
+    delta_v = R^T dp,   delta_w = (2 / |quat|^2) vec(conj(quat) (x) dquat)
+            = (2 / |quat|^2) [w I - e~, -e] dquat       (quat = [e; w] = [x, y, z, w]),
+
+joints the identity.  The radial part of ``dquat`` (a change of norm) gives ``delta_w = 0``, as it leaves R
+unchanged.  :func:`raw_q_jacobian` applies it; the generated CasADi wrappers apply the same formulas in C.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+#: the C functions that write only part of their output (they need a zeroed buffer): not wrapped
+_PARTIAL = ("_nz", "_upper")
+_PROTO = re.compile(r"^(void|int)\s+(\w+)\s*\(([^)]*)\)\s*;", re.M)
+_ARG = re.compile(r"^(const\s+)?(double|int)\s*\*?\s*(?:restrict\s+|__restrict\s+)?(\w+)$")
+
+
+@dataclass(frozen=True)
+class CFunction:
+    """One generated C function of a module: ``symbol`` (full C name), the public Python function ``api``
+    it backs with the keyword arguments that select it (``world_aligned``, ``f_ext``), the inputs and
+    outputs as ``(name, shape)`` in C argument order, and whether it is a frame family (``int frame``)."""
+
+    symbol: str
+    cname: str
+    api: str
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    outputs: tuple[tuple[str, tuple[int, ...]], ...]
+    family: bool
+    world_aligned: bool | None = None
+    fext: bool = False
+
+
+def module_dir(module: ModuleType) -> Path:
+    """Directory of a compiled module (its ``__init__.py``)."""
+    f = getattr(module, "__file__", None)
+    if not f or not hasattr(module, "module_name") or not hasattr(module, "nq"):
+        raise TypeError(f"expected a compiled soadyn module (soadyn.compile(...) or soadyn.load(...)), got "
+                        f"{type(module).__name__} {str(module)[:60]!r}")
+    return Path(f).resolve().parent
+
+
+def input_shapes(module: ModuleType) -> dict[str, tuple[int, ...]]:
+    """Shape of every named input array of a module's C functions."""
+    nq, nv, nb = module.nq, module.nv, module.n_bodies
+    nj = nv - 6 if module.base == "free" else nv
+    return {"q": (nq,), "v": (nv,), "a": (nv,), "tau": (nv,), "f_ext": (nb, 6), "qd": (nj,), "h": (6,),
+            "params": (len(module.param_bodies), 10)}
+
+
+def neutral_q(module: ModuleType) -> np.ndarray:
+    q = np.zeros(module.nq)
+    if module.base == "free":
+        q[6] = 1.0
+    return q
+
+
+def _api_of(module: ModuleType, cname: str) -> tuple[str, bool | None, bool] | None:
+    """(api, world_aligned, f_ext) of a C function name (without the module prefix), None when the module
+    has no public function for it."""
+    if cname.endswith(_PARTIAL):
+        return None
+    if cname in ("jacobian_local", "jacobian_world"):
+        return "jacobian", cname == "jacobian_world", False
+    fext = cname.endswith("_fext")
+    api = cname[:-5] if fext else cname
+    if api in getattr(module, "__all__", ()) and callable(getattr(module, api, None)):
+        return api, None, fext
+    return None
+
+
+_TABLES: dict[tuple[str, str], list[CFunction]] = {}
+
+
+def c_functions(module: ModuleType) -> list[CFunction]:
+    """Every C function of ``module`` that a binding can call (full-writing, public), in header order
+    (read once per module build: cached by directory and cache key)."""
+    d = module_dir(module)
+    key = (str(d), str(getattr(module, "cache_key", "")))
+    if key not in _TABLES:
+        _TABLES[key] = _read_functions(module, d)
+    return list(_TABLES[key])
+
+
+def _read_functions(module: ModuleType, d: Path) -> list[CFunction]:
+    prefix = module.module_name + "_"
+    header = (d / f"{module.module_name}.h").read_text(encoding="utf-8")
+    shapes = input_shapes(module)
+    out: list[CFunction] = []
+    for _ret, symbol, args in _PROTO.findall(header):
+        if not symbol.startswith(prefix) or symbol.endswith("_batch"):
+            continue
+        cname = symbol[len(prefix):]
+        which = _api_of(module, cname)
+        if which is None:
+            continue
+        api, world, fext = which
+        ins: list[str] = []
+        outs: list[str] = []
+        family = False
+        for a in (x.strip() for x in args.split(",")):
+            m = _ARG.match(a)
+            if m is None:
+                raise ValueError(f"{d}: cannot read the prototype of {symbol} ({a!r})")
+            const, typ, name = m.groups()
+            if typ == "int":
+                family = True
+            elif const:
+                ins.append(name)
+            else:
+                outs.append(name)
+        if any(n not in shapes for n in ins):
+            continue
+        kwargs: dict[str, Any] = {n: _probe_value(module, n, shapes[n]) for n in ins}
+        if family:
+            kwargs["frame"] = module.body_names[0]
+        if world is not None:
+            kwargs["world_aligned"] = world
+        try:
+            res = getattr(module, api)(**kwargs)
+        except Exception:   # noqa: BLE001 - a function that cannot be probed is not wrapped
+            continue
+        res = res if isinstance(res, tuple) else (res,)
+        if len(res) != len(outs):
+            continue
+        out.append(CFunction(symbol, cname, api, tuple((n, shapes[n]) for n in ins),
+                             tuple((n, tuple(np.shape(r))) for n, r in zip(outs, res)), family, world, fext))
+    return out
+
+
+def _probe_value(module: ModuleType, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    if name == "q":
+        return neutral_q(module)
+    if name == "params":
+        return module.default_params()
+    return np.zeros(shape)
+
+
+def find_function(module: ModuleType, api: str, frame: str | None = None, world_aligned: bool = False,
+                  f_ext: bool = False) -> tuple[CFunction, int | None]:
+    """The C function behind ``module.<api>`` with these options, and the frame id (families)."""
+    funcs = c_functions(module)
+    have = sorted({f.api for f in funcs})
+    cands = [f for f in funcs if f.api == api]
+    if not cands:
+        raise ValueError(f"{module.module_name} has no function {api!r}; it has: {', '.join(have)} "
+                         f"(build others with soadyn.compile(..., functions=[...]))")
+    cands = [f for f in cands if f.fext == bool(f_ext)]
+    if not cands:
+        raise ValueError(f"{api}: {'no' if f_ext else 'only a'} variant with external wrenches f_ext; "
+                         f"call it with f_ext={not f_ext}")
+    if cands[0].family:
+        cands = [f for f in cands if f.world_aligned in (None, bool(world_aligned))]
+        if frame is None:
+            raise ValueError(f"{api} needs a frame: one of {list(module.frame_ids)}")
+        if frame not in module.frame_ids:
+            raise ValueError(f"{api}: unknown frame {str(frame)[:80]!r}; valid: {list(module.frame_ids)}")
+        return cands[0], module.frame_ids[frame]
+    if frame is not None:
+        raise ValueError(f"{api} takes no frame")
+    return cands[0], None
+
+
+# ---- derivatives with respect to the raw q ---------------------------------------------------------
+def raw_q_map(q: np.ndarray, free: bool, nv: int) -> np.ndarray:
+    """``T(q) = d delta / d q`` (nv x nq, or (N, nv, nq) for a batch): the tangent perturbation of
+    ``docs/conventions.md`` produced by a raw perturbation of q (module docstring)."""
+    q = np.asarray(q, dtype=float)
+    if not free:
+        return np.broadcast_to(np.eye(nv), q.shape[:-1] + (nv, nv)).copy()
+    lead = q.shape[:-1]
+    T = np.zeros(lead + (nv, nv + 1))
+    e, w = q[..., 3:6], q[..., 6]
+    n2 = (q[..., 3:7] ** 2).sum(-1)
+    T[..., 3:6, 0:3] = np.swapaxes(quaternion_matrix(q[..., 3:7]), -1, -2)      # delta_v = R^T dp
+    sk = np.zeros(lead + (3, 3))
+    sk[..., 0, 1], sk[..., 0, 2], sk[..., 1, 2] = -e[..., 2], e[..., 1], -e[..., 0]
+    sk[..., 1, 0], sk[..., 2, 0], sk[..., 2, 1] = e[..., 2], -e[..., 1], e[..., 0]
+    c = (2.0 / n2)[..., None, None]
+    T[..., 0:3, 3:6] = c * (w[..., None, None] * np.eye(3) - sk)
+    T[..., 0:3, 6] = c[..., 0] * -e
+    T[..., 6:, 7:] = np.eye(nv - 6)
+    return T
+
+
+def quaternion_matrix(quat: np.ndarray) -> np.ndarray:
+    """``R = ((w^2 - e.e) I + 2 e e^T + 2 w e~) / |quat|^2`` of quaternions [x, y, z, w] (any norm)."""
+    e, w = quat[..., :3], quat[..., 3]
+    n2 = (quat ** 2).sum(-1)
+    ee = (e ** 2).sum(-1)
+    R = (w ** 2 - ee)[..., None, None] * np.eye(3) + 2 * e[..., :, None] * e[..., None, :]
+    sk = np.zeros(quat.shape[:-1] + (3, 3))
+    sk[..., 0, 1], sk[..., 0, 2], sk[..., 1, 2] = -e[..., 2], e[..., 1], -e[..., 0]
+    sk[..., 1, 0], sk[..., 2, 0], sk[..., 2, 1] = e[..., 2], -e[..., 1], e[..., 0]
+    return (R + 2 * w[..., None, None] * sk) / n2[..., None, None]
+
+
+def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool) -> np.ndarray:
+    """The derivative with respect to the raw q (rows x nq) from the tangent one ``D`` (rows x nv)."""
+    return D @ raw_q_map(q, free, D.shape[-1])
+
+
+#: public functions whose Jacobian the generated functions give -> the module functions it needs
+DERIVATIVES = {
+    "inverse_dynamics": ("inverse_dynamics_derivatives", "mass_matrix"),
+    "forward_dynamics": ("forward_dynamics_derivatives",),
+    "frame_pose": ("jacobian",),
+    "body_poses": ("jacobian",),
+    "frame_twist": ("frame_acceleration_derivatives", "jacobian"),
+    "frame_acceleration": ("frame_acceleration_derivatives", "jacobian"),
+}
+
+
+def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
+    """"" when the Jacobian of ``module.<api>`` (``fext``: its variant with external wrenches) is
+    available, else why not (one line)."""
+    if api not in DERIVATIVES:
+        return (f"{api} has no generated derivative yet (soadyn differentiates "
+                f"{', '.join(DERIVATIVES)})")
+    if fext and api not in ("inverse_dynamics", "forward_dynamics"):
+        return f"{api} with f_ext: no generated derivative"
+    need = DERIVATIVES[api] + (("jacobian",) if fext else ())
+    missing = [n for n in need if not callable(getattr(module, n, None))]
+    if missing:
+        have = ", ".join(map(repr, (api, *need)))
+        return (f"{module.module_name} was built without {', '.join(missing)}, which the derivatives of "
+                f"{api} need: compile it with functions=[{have}, ...]")
+    if getattr(module, "param_bodies", None) and api in ("inverse_dynamics", "forward_dynamics"):
+        return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
+    return ""
+
+
+def _rotation_rows(Jw: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """d R / d delta (9 x nv, R row-major) from the angular rows of the world-aligned Jacobian:
+    ``dR = (Jw[0:3] delta)~ R``, column c of R turns as ``w x R[:, c]``."""
+    w = Jw[..., 0:3, :]                                        # (..., 3, nv)
+    out = np.empty(R.shape[:-2] + (3, 3, w.shape[-1]))
+    for c in range(3):
+        r = R[..., :, c][..., :, None]                         # (..., 3, 1)
+        out[..., 0, c, :] = w[..., 1, :] * r[..., 2, :] - w[..., 2, :] * r[..., 1, :]
+        out[..., 1, c, :] = w[..., 2, :] * r[..., 0, :] - w[..., 0, :] * r[..., 2, :]
+        out[..., 2, c, :] = w[..., 0, :] * r[..., 1, :] - w[..., 1, :] * r[..., 0, :]
+    return out.reshape(R.shape[:-2] + (9, w.shape[-1]))
+
+
+def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
+                   frame: str | None = None) -> tuple[np.ndarray, ...]:
+    """Jacobian of ``module.<api>(*args[, frame])``: one block per input (the outputs flattened row-major
+    and stacked, rows x input size), q raw (the tangent derivatives converted with
+    :func:`raw_q_jacobian`); a leading batch dimension is allowed."""
+    fext = api in ("inverse_dynamics", "forward_dynamics") and len(args) == 4
+    why = derivative_support(module, api, fext)
+    if why:
+        raise ValueError(why)
+    q = args[0]
+    free = module.base == "free"
+    m = module
+    kw = {"f_ext": args[3]} if fext else {}
+    if api == "inverse_dynamics":
+        dq, dv = m.inverse_dynamics_derivatives(*args[:3], **kw)
+        blocks = [raw_q_jacobian(dq, q, free), dv, m.mass_matrix(q)]
+    elif api == "forward_dynamics":
+        dq, dv, dtau = m.forward_dynamics_derivatives(*args[:3], **kw)
+        blocks = [raw_q_jacobian(dq, q, free), dv, dtau]
+    if api in ("inverse_dynamics", "forward_dynamics"):
+        if fext:
+            # tau = ID - sum_k J_k^T f_k (J_k: body k's Jacobian in its own axes, f_k at its origin), so
+            # dtau/df_k = -J_k^T and da/df_k = M^-1 J_k^T; columns in the row-major order of f_ext (nb, 6)
+            JT = [np.swapaxes(m.jacobian(q, b), -1, -2) for b in m.body_names]
+            blocks.append(np.concatenate([-J if api == "inverse_dynamics" else blocks[2] @ J for J in JT],
+                                         axis=-1))
+        return tuple(blocks)
+    if api == "frame_pose":
+        Jw = m.jacobian(q, frame, world_aligned=True)
+        R, _ = m.frame_pose(q, frame)
+        D = np.concatenate([_rotation_rows(Jw, R), Jw[..., 3:6, :]], axis=-2)
+        return (raw_q_jacobian(D, q, free),)
+    if api == "body_poses":
+        R, _ = m.body_poses(q)
+        Js = [m.jacobian(q, b, world_aligned=True) for b in m.body_names]
+        Dr = [_rotation_rows(J, R[..., k, :, :]) for k, J in enumerate(Js)]
+        D = np.concatenate([*Dr, *(J[..., 3:6, :] for J in Js)], axis=-2)
+        return (raw_q_jacobian(D, q, free),)
+    Jw = m.jacobian(q, frame, world_aligned=True)
+    if api == "frame_twist":
+        _, _, dVq, _, _ = m.frame_acceleration_derivatives(q, args[1], np.zeros_like(args[1]), frame)
+        return raw_q_jacobian(dVq, q, free), Jw
+    # frame_acceleration: outputs V, A; inputs q, v, a
+    _, _, dVq, dAq, dAv = m.frame_acceleration_derivatives(*args, frame)
+    zero = np.zeros_like(Jw)
+    return (raw_q_jacobian(np.concatenate([dVq, dAq], axis=-2), q, free),
+            np.concatenate([Jw, dAv], axis=-2), np.concatenate([zero, Jw], axis=-2))
+
+
+def random_inputs(module: ModuleType, names: list[str], states: int, seed: int) -> list[np.ndarray]:
+    """Random inputs (wide ranges, base quaternions of random norm) for pattern probing and tests."""
+    rng = np.random.default_rng(seed)
+    shapes = input_shapes(module)
+    out = []
+    for n in names:
+        x = rng.normal(size=(states,) + shapes[n]) * (2.0 if n == "q" else 1.0)
+        out.append(x)
+    return out
+
+
+def jacobian_pattern(module: ModuleType, api: str, names: list[str], frame: str | None = None,
+                     states: int = 12, seed: int = 0) -> np.ndarray:
+    """Boolean sparsity (outputs flattened row-major) x (inputs) of the Jacobian of ``api``: the entries
+    that are nonzero at any of ``states`` random states.  The generated code writes a structural zero as a
+    literal 0.0 (its symbolic expression is zero), so an entry outside the pattern is zero for every state
+    of this robot (inertias and gravity are constants of the module); tests check it on other states."""
+    args = tuple(random_inputs(module, names, states, seed))
+    blocks = dense_jacobian(module, api, args, frame)
+    return np.any(np.concatenate(blocks, axis=-1) != 0.0, axis=0)

@@ -1,0 +1,161 @@
+"""JAX binding (soadyn.jax): jit, vmap through the batched C entry point, grad/jacfwd/jacrev from the
+generated derivatives (modules of tests/binding_modules.py: the test arm, free and fixed base)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from binding_modules import arm_module, central, state
+from conftest import TEST_ARM, module_cache_dir
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+from jax.test_util import check_grads  # noqa: E402
+
+import soadyn.jax as sj  # noqa: E402
+from soadyn._bindings import dense_jacobian  # noqa: E402
+from soadyn.codegen.pipeline import compile_robot, resolve_robot  # noqa: E402
+
+
+@pytest.fixture(scope="module", params=["free", "fixed"])
+def arm(request, tmp_path_factory):
+    m = arm_module(request, tmp_path_factory, request.param)
+    return m, sj.wrap(m)
+
+
+_states = state
+
+
+@pytest.mark.parametrize("api", ["forward_dynamics", "inverse_dynamics"])
+def test_check_grads(arm, rng, api):
+    m, w = arm
+    for _ in range(2):
+        check_grads(getattr(w, api), _states(m, rng), order=1, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("api", ["forward_dynamics", "inverse_dynamics"])
+def test_jacobians_are_the_generated_ones(arm, rng, api):
+    m, w = arm
+    x = _states(m, rng)
+    ref = dense_jacobian(m, api, x)
+    for jac in (jax.jacfwd, jax.jacrev):
+        got = jax.jit(jac(getattr(w, api), argnums=(0, 1, 2)))(*x)
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(np.asarray(g), r, rtol=1e-13, atol=1e-13)
+    # a scalar loss: jax.grad through the transposed JVP equals the chain rule by hand
+    y = getattr(m, api)(*x)
+    g = jax.grad(lambda q: jnp.sum(getattr(w, api)(q, x[1], x[2]) ** 2))(x[0])
+    np.testing.assert_allclose(np.asarray(g), 2 * y @ ref[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("api", ["frame_pose", "frame_twist", "frame_acceleration", "body_poses"])
+def test_kinematics_gradients(arm, rng, api):
+    m, w = arm
+    q, v, x = _states(m, rng)
+    args = {"frame_pose": (q,), "frame_twist": (q, v), "frame_acceleration": (q, v, x),
+            "body_poses": (q,)}[api]
+    f = getattr(w, api)
+    g = (lambda *a: f(*a, "tcp")) if api != "body_poses" else f
+    check_grads(g, args, order=1, modes=("fwd", "rev"))
+    # against central differences of the module itself
+    sizes = [len(a) for a in args]
+
+    def flat(z):
+        parts = np.split(z, np.cumsum(sizes)[:-1])
+        r = getattr(m, api)(*parts, "tcp") if api != "body_poses" else m.body_poses(*parts)
+        return np.concatenate([np.ravel(p) for p in (r if isinstance(r, tuple) else (r,))])
+
+    Jfd = central(flat, np.concatenate(args))
+    J = jax.jacfwd(lambda z: jnp.concatenate([jnp.ravel(p) for p in jax.tree_util.tree_leaves(
+        g(*jnp.split(z, np.cumsum(sizes)[:-1])))]))(jnp.asarray(np.concatenate(args)))
+    assert np.abs(np.asarray(J) - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
+
+
+def test_vmap_is_one_batched_call(arm, rng):
+    m, w = arm
+    Q, V, T = _states(m, rng, 1000)
+    before = w.stats["callbacks"]
+    A = jax.jit(jax.vmap(w.forward_dynamics))(Q, V, T)
+    assert w.stats["callbacks"] - before == 1         # the module's batch entry point, not 1,000 calls
+    np.testing.assert_array_equal(np.asarray(A), m.forward_dynamics(Q, V, T))
+    # nested vmap and vmap of a gradient
+    A2 = jax.vmap(jax.vmap(w.forward_dynamics))(Q.reshape(10, 100, -1), V.reshape(10, 100, -1),
+                                                  T.reshape(10, 100, -1))
+    np.testing.assert_array_equal(np.asarray(A2).reshape(1000, -1), m.forward_dynamics(Q, V, T))
+    G = jax.vmap(jax.jacfwd(w.inverse_dynamics))(Q[:50], V[:50], T[:50])
+    ref = dense_jacobian(m, "inverse_dynamics", (Q[:50], V[:50], T[:50]))[0]
+    np.testing.assert_allclose(np.asarray(G), ref, rtol=1e-13, atol=1e-13)
+
+
+def test_other_functions_and_frames(arm, rng):
+    m, w = arm
+    q, v, _ = _states(m, rng)
+    np.testing.assert_array_equal(np.asarray(jax.jit(w.mass_matrix)(q)), m.mass_matrix(q))
+    np.testing.assert_array_equal(np.asarray(w.momentum(q, v)), m.momentum(q, v))
+    fe = rng.normal(size=(m.n_bodies, 6))
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda q, v, t, f: w.forward_dynamics(q, v, t, f_ext=f))(
+        q, v, v, fe)), m.forward_dynamics(q, v, v, f_ext=fe))
+    for api in ("forward_dynamics", "inverse_dynamics"):
+        check_grads(lambda q, v, t, f, api=api: getattr(w, api)(q, v, t, f_ext=f), (q, v, v, fe), order=1,
+                    modes=("fwd", "rev"))
+    with pytest.raises(ValueError, match="mass_matrix has no generated derivative"):
+        jax.jacfwd(w.mass_matrix)(q)
+    for world in (False, True):
+        J = jax.jit(lambda q, world=world: w.jacobian(q, "tcp", world_aligned=world))(q)
+        np.testing.assert_array_equal(np.asarray(J), m.jacobian(q, "tcp", world_aligned=world))
+
+
+def test_bad_input(arm, rng):
+    m, w = arm
+    q, v, tau = _states(m, rng)
+    with pytest.raises(ValueError, match=r"forward_dynamics: tau must have shape"):
+        w.forward_dynamics(q, v, tau[:-1])
+    bad = tau.copy()
+    bad[1] = np.nan
+    with pytest.raises(ValueError, match="forward_dynamics: input tau holds NaN or inf"):
+        w.forward_dynamics(q, v, bad)
+    with pytest.raises(Exception, match="forward_dynamics: input tau holds NaN or inf"):
+        jax.jit(w.forward_dynamics)(q, v, bad)                   # raised from the callback
+    with pytest.raises(ValueError, match="mass_matrix: cannot differentiate: mass_matrix has no generated"):
+        jax.grad(lambda q: jnp.sum(w.mass_matrix(q)))(q)
+    with pytest.raises(ValueError, match="unknown frame"):
+        w.jacobian(q, "nope")
+
+
+def test_module_without_derivatives(request, tmp_path_factory, rng):
+    d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
+    robot, _ = resolve_robot(TEST_ARM, "fixed")
+    m = compile_robot(robot, d, functions=["forward_dynamics"], progress=False)
+    assert not hasattr(m, "forward_dynamics_derivatives")
+    w = sj.wrap(m)
+    q, v, tau = _states(m, rng)
+    np.testing.assert_array_equal(np.asarray(w.forward_dynamics(q, v, tau)), m.forward_dynamics(q, v, tau))
+    with pytest.raises(ValueError, match="built without forward_dynamics_derivatives"):
+        jax.grad(lambda t: jnp.sum(w.forward_dynamics(q, v, t)))(tau)
+
+
+def _run(code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=env).stdout
+
+
+def test_float64_is_required():
+    code = ("import jax\nimport soadyn.jax as sj\n"
+            "try:\n sj._check_x64(False)\nexcept ValueError as e:\n print(e)\n"
+            "sj._check_x64(True); print(jax.config.jax_enable_x64)")
+    out = _run(code).splitlines()
+    assert out == ["soadyn.jax needs float64: call jax.config.update('jax_enable_x64', True) before "
+                   "soadyn.jax.wrap(module), or call soadyn.jax.wrap(module, enable_x64=True)", "True"]
+
+
+def test_import_without_jax_says_what_to_install():
+    out = _run("import sys; sys.modules['jax'] = None\n"
+               "try:\n import soadyn.jax\nexcept ImportError as e:\n print(e)")
+    assert out.strip() == "soadyn.jax needs JAX: pip install 'soadyn[jax]' (or: pip install jax)"
