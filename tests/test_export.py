@@ -111,7 +111,7 @@ def test_closed_loop_robot(tmp_path):
     """A grappled arm (loop closure): the partition-dependent functions are checked for status and
     finiteness, the constraint rows against the reference; the output named ``status`` of the
     closed-loop functions does not clash with the library's own locals."""
-    from soadyn.model import load_robot
+    from soadyn import load_robot
     from soadyn.model.robot import Placement
     from soadyn.reference.kinematics import frame_motion
     from soadyn.structure import operations as st
