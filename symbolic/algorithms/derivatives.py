@@ -125,7 +125,13 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         seeds, over, n = _qv_seeds(robot, ctx, q, v)
         (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
     Minv = mass_matrix_inverse_from(ab, loop=False)   # M^-1 is the next product's left factor
-    da = -ctx.matmul("dadx", Minv, J)           # a loop over the stored factors in the generated C
+    da = ctx.zeros((nv, 2 * nv))
+    # one product per block of columns of dtau/dx with the same rows (loops over the stored factors in
+    # the generated C): only the rows the tree lets be non-zero, only the rows of M^-1 they reach
+    for g, (c0, c1, rows, out) in enumerate(product_blocks(robot, skip_base_q=method == "inverse")):
+        A = Minv if len(rows) == nv and len(out) == nv else Minv[np.ix_(out, rows)]
+        name = "dadx" if g == 0 else f"dadx{g}"
+        da[np.ix_(out, range(c0, c1))] = -ctx.matmul(name, A, J[np.ix_(rows, range(c0, c1))])
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
@@ -133,6 +139,64 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         grav = gravity_acceleration(kin)[3:]
         da[3:6, 0:3] = -skew(grav)              # column m: e_m x grav
     return da[:, :nv], da[:, nv:], Minv
+
+
+def _hinge_bodies(robot: Any) -> list[list[int]]:
+    """The bodies moved by each velocity coordinate (more than one where couplings share one)."""
+    by: list[list[int]] = [[] for _ in range(robot.nv)]
+    for k in range(robot.n_bodies):
+        for c in range(robot.nv)[robot.v_index(k)]:
+            by[c].append(k)
+    return by
+
+
+def product_blocks(robot: Any, skip_base_q: bool = False) -> list[tuple[int, int, list[int], list[int]]]:
+    """The blocks of ``-M^-1 [dtau/dq, dtau/dv]`` worth a product each: ``(c0, c1, rows, out)`` for the
+    columns ``c0:c1`` (of the nv x 2nv matrix) whose non-zero rows of dtau/dx are ``rows`` and whose
+    product with M^-1 is non-zero in the rows ``out``; the other entries of ``da/dx`` are exact zeros.
+
+    The tree's zeros (Carpentier & Mansard 2018; :mod:`~soadyn.symbolic.algorithms.rnea_derivatives`):
+    ``dtau_i/dx_j`` vanishes unless bodies i and j are on one path to the base; ``M^-1(a, b)`` (seed 000
+    eq. 2.10c) unless a and b have a moving body inboard of (or at) both.  ``skip_base_q``: the free
+    base's configuration columns are left out (given in closed form by the caller).  Contiguous columns
+    with the same rows and result rows form one block, so a chain is one block per half."""
+    nv = robot.nv
+    bodies = _hinge_bodies(robot)
+
+    def inboard(k: int) -> set[int]:
+        out = set()
+        while k >= 0:
+            out.add(k)
+            k = robot.parent[k]
+        return out
+
+    path = [inboard(k) for k in range(robot.n_bodies)]
+    moving = {k for ks in bodies for k in ks}
+
+    def related(i: int, j: int) -> bool:          # one on the path of the other
+        return i in path[j] or j in path[i]
+
+    def reach(i: int, j: int) -> bool:            # a moving body inboard of both
+        return bool(path[i] & path[j] & moving)
+
+    rows_of = [[r for r in range(nv) if any(related(i, j) for i in bodies[r] for j in bodies[c])]
+               for c in range(nv)]
+    out_of = [[a for a in range(nv) if any(reach(i, j) for i in bodies[a] for r in rows_of[c]
+                                           for j in bodies[r])] for c in range(nv)]
+    blocks: list[tuple[int, int, list[int], list[int]]] = []
+    for half in (0, 1):
+        for c in range(nv):
+            if half == 0 and skip_base_q and c < robot.base_nv or not rows_of[c] or not out_of[c]:
+                continue
+            key = (rows_of[c], out_of[c])
+            col = half * nv + c
+            full = len(key[0]) == nv and len(key[1]) == nv     # M^-1 itself: one product in place
+            if (blocks and blocks[-1][1] == col and (blocks[-1][2], blocks[-1][3]) == key
+                    and (full or c > 0)):             # a block of rows stays in one half
+                blocks[-1] = (blocks[-1][0], col + 1, *key)
+            else:
+                blocks.append((col, col + 1, *key))
+    return blocks
 
 
 def frame_acceleration(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,
