@@ -16,10 +16,13 @@ Derivatives with respect to q are taken along the tangent ``q (+) delta`` of doc
   with ``a`` from Algorithm 3, ``dtau/dx`` the analytic derivatives above at that ``a``, and ``M^-1`` from
   the innovations factorisation (eq. 2.10c) of the same articulated-body run (Carpentier & Mansard 2018
   use the same identity).  The product is ``ctx.matmul``: one scalar expression per entry on a plain
-  symbolic context, a loop over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
-  ``Product``).  For a free base the attitude columns are in closed form: the attitude only
+  symbolic context, loops over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
+  ``Product``), one per block of columns of ``dtau/dx`` with the rows the tree lets be non-zero
+  (:func:`product_blocks`).  For a free base the attitude columns are in closed form: the attitude only
   turns gravity, which enters as a base acceleration, so ``da/d delta_w = -[0; e_m x g_b; 0]`` and the
-  position columns vanish.  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
+  position columns vanish; so are the linear base velocity columns: a uniform velocity added to every
+  body changes no force, and in base axes ``d/dt (R^T u) = -w x R^T u``, so ``da/dv_lin = -[0; w~; 0]``.
+  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
   ``method="direct"`` differentiates Algorithms 2-3 in forward mode (both kept for the operation-count
   comparison in ``docs/conventions.md``).
 * ``frame_acceleration_derivatives``: a frame's twist ``V = [w; v_o]`` and its time derivative
@@ -128,7 +131,8 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     da = ctx.zeros((nv, 2 * nv))
     # one product per block of columns of dtau/dx with the same rows (loops over the stored factors in
     # the generated C): only the rows the tree lets be non-zero, only the rows of M^-1 they reach
-    for g, (c0, c1, rows, out) in enumerate(product_blocks(robot, skip_base_q=method == "inverse")):
+    closed = method == "inverse"                 # the free base's closed-form columns (below)
+    for g, (c0, c1, rows, out) in enumerate(product_blocks(robot, skip_base=closed)):
         A = Minv if len(rows) == nv and len(out) == nv else Minv[np.ix_(out, rows)]
         name = "dadx" if g == 0 else f"dadx{g}"
         da[np.ix_(out, range(c0, c1))] = -ctx.matmul(name, A, J[np.ix_(rows, range(c0, c1))])
@@ -138,6 +142,9 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         # and the position columns are zero.
         grav = gravity_acceleration(kin)[3:]
         da[3:6, 0:3] = -skew(grav)              # column m: e_m x grav
+        # A uniform velocity added to every body (a Galilean boost) changes no force: in base axes only
+        # the base's turning shows, d/dt (R^T u) = -w x R^T u, so da/dv_lin = -[0; w~; 0]
+        da[3:6, nv + 3:nv + 6] = -skew(v[0:3])
     return da[:, :nv], da[:, nv:], Minv
 
 
@@ -150,15 +157,16 @@ def _hinge_bodies(robot: Any) -> list[list[int]]:
     return by
 
 
-def product_blocks(robot: Any, skip_base_q: bool = False) -> list[tuple[int, int, list[int], list[int]]]:
+def product_blocks(robot: Any, skip_base: bool = False) -> list[tuple[int, int, list[int], list[int]]]:
     """The blocks of ``-M^-1 [dtau/dq, dtau/dv]`` worth a product each: ``(c0, c1, rows, out)`` for the
     columns ``c0:c1`` (of the nv x 2nv matrix) whose non-zero rows of dtau/dx are ``rows`` and whose
     product with M^-1 is non-zero in the rows ``out``; the other entries of ``da/dx`` are exact zeros.
 
     The tree's zeros (Carpentier & Mansard 2018; :mod:`~soadyn.symbolic.algorithms.rnea_derivatives`):
     ``dtau_i/dx_j`` vanishes unless bodies i and j are on one path to the base; ``M^-1(a, b)`` (seed 000
-    eq. 2.10c) unless a and b have a moving body inboard of (or at) both.  ``skip_base_q``: the free
-    base's configuration columns are left out (given in closed form by the caller).  Contiguous columns
+    eq. 2.10c) unless a and b have a moving body inboard of (or at) both.  ``skip_base``: the free
+    base's configuration columns and linear velocity columns are left out (given in closed form by the
+    caller).  Contiguous columns
     with the same rows and result rows form one block, so a chain is one block per half."""
     nv = robot.nv
     bodies = _hinge_bodies(robot)
@@ -186,7 +194,7 @@ def product_blocks(robot: Any, skip_base_q: bool = False) -> list[tuple[int, int
     blocks: list[tuple[int, int, list[int], list[int]]] = []
     for half in (0, 1):
         for c in range(nv):
-            if half == 0 and skip_base_q and c < robot.base_nv or not rows_of[c] or not out_of[c]:
+            if skip_base and c < robot.base_nv and (half == 0 or c >= 3) or not rows_of[c] or not out_of[c]:
                 continue
             key = (rows_of[c], out_of[c])
             col = half * nv + c
