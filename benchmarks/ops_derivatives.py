@@ -4,7 +4,7 @@
     python benchmarks/ops_derivatives.py [--json out.json]
 
 Robots (none used by the tests): xArm7 on a free base (nv 13), UR10 fixed (nv 6), Unitree B1 + Z1 arm
-on a free base, gripper locked (nv 24).  Prints, per robot, the total operations of
+on a free base, gripper locked (nv 24); gravity -9.81 along z.  Prints, per robot, the total operations of
 ``inverse_dynamics_derivatives`` and ``forward_dynamics_derivatives`` as the generated program counts
 them (the figure in the module header).
 """
@@ -16,6 +16,8 @@ import json
 import sys
 import sysconfig
 from pathlib import Path
+
+import numpy as np
 
 
 def erd() -> Path:
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         robot = load_robot(erd() / rel, base=base, mimic="independent")
         if lock:
             robot = lock_joints(robot, lock)
+        robot = robot.replace(gravity=np.array([0.0, 0.0, -9.81]))   # the URDFs have none
         gen = generate(robot, functions=list(FUNCS))
         ops = {k.removeprefix(gen.module_name + "_"): v["total"] for k, v in gen.op_counts().items()}
         out[name] = {f: ops[f] for f in FUNCS}
