@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", choices=("free", "fixed"), default="free")
+    ap.add_argument("--urdf", help="another robot than the Panda preset (a held-out URDF)")
+    ap.add_argument("--lock", nargs="*", default=[], help="with --urdf: joint names to lock at 0")
+    ap.add_argument("--frame", help="with --urdf: frame of frame_acceleration_derivatives (default: last)")
     ap.add_argument("--flags", default=" ".join(bp.DEFAULT_FLAGS), help="C/C++ flags, both sides")
     ap.add_argument("--states", type=int, default=1000)
     ap.add_argument("--workdir", default=str(HERE / "build"))
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     preset = bp.PRESETS["panda"]
     path, lock, frame = preset["urdf"](), preset["lock"], preset["frame"]
+    if args.urdf:
+        path, lock, frame = Path(args.urdf), args.lock, args.frame
     flags = args.flags.split()
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -182,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     module_dir = Path(mod.__file__).parent
     stamp = json.loads((module_dir / "soadyn_stamp.json").read_text())
     p, nq, nv, nb = mod.module_name, mod.nq, mod.nv, mod.n_bodies
+    frame = frame or list(mod.frame_ids)[-1]
     fid = mod.frame_ids[frame]
     sizes = {
         f"{p}_inverse_dynamics_derivatives": [("q", nq), ("v", nv), ("a", nv), ("dtau_dq", nv * nv, "out"),

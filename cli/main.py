@@ -85,10 +85,12 @@ def _print_latex(robot: Any, function: str, symbolic: str) -> int:
 
 from soadyn.cli.campaign import add_campaign  # noqa: E402
 from soadyn.cli.commands import add_compile, add_verify  # noqa: E402
+from soadyn.cli.export import add_export  # noqa: E402
 from soadyn.cli.simulate import add_simulate_parser  # noqa: E402
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, add_compile, add_verify,
                                                                    add_simulate_parser, add_campaign]
+SUBCOMMANDS.append(add_export)
 
 
 def build_parser() -> argparse.ArgumentParser:

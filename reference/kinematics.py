@@ -20,11 +20,11 @@ inertial origin acceleration is ``R0 (a[3:6] + w x v)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from soadyn.model.motion import FrameMotion
 from soadyn.model.robot import Robot, state_vector
 from soadyn.model.rotations import cross, quaternion_to_matrix
 
@@ -71,27 +71,6 @@ def body_motion(
             wd[k] = wd[par]
             ao[k] = base_acc + 2 * cross(wp, s * qdk) + s * qddk
     return R, p, w, vo, wd, ao
-
-
-@dataclass(frozen=True)
-class FrameMotion:
-    """Pose, velocity and acceleration of a frame, all in inertial coordinates (origin quantities)."""
-
-    R: np.ndarray
-    p: np.ndarray
-    w: np.ndarray
-    v: np.ndarray
-    wdot: np.ndarray
-    vdot: np.ndarray
-
-    def body_twist(self) -> np.ndarray:
-        """``[w; v]`` in the frame's own coordinates."""
-        return np.concatenate([self.R.T @ self.w, self.R.T @ self.v])
-
-    def body_acceleration(self) -> np.ndarray:
-        """Time derivative of :meth:`body_twist` (the free-base acceleration convention)."""
-        wb, vb = self.R.T @ self.w, self.R.T @ self.v
-        return np.concatenate([self.R.T @ self.wdot, self.R.T @ self.vdot - cross(wb, vb)])
 
 
 def frame_motion(

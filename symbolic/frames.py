@@ -17,43 +17,19 @@ compiled module); the dense path :mod:`soadyn.reference` is an oracle for tests 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from soadyn.model.motion import FrameMotion
 from soadyn.model.robot import Robot, state_vector
 from soadyn.symbolic.algorithms.coupling import expand_q, expand_v
 from soadyn.symbolic.algorithms.derivatives import frame_acceleration
 from soadyn.symbolic.algorithms.jacobians import _frame_pose
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
 from soadyn.symbolic.scalar import NUMERIC
-from soadyn.symbolic.spatial import cross
 
 __all__ = ["FrameMotion", "frame_motion", "frame_pose"]
-
-
-@dataclass(frozen=True)
-class FrameMotion:
-    """Pose, velocity and acceleration of a frame, all in inertial coordinates (origin quantities):
-    rotation ``R`` (frame to inertial), origin ``p``, angular velocity ``w``, origin velocity ``v`` and
-    their inertial time derivatives ``wdot``, ``vdot`` (without gravity)."""
-
-    R: np.ndarray
-    p: np.ndarray
-    w: np.ndarray
-    v: np.ndarray
-    wdot: np.ndarray
-    vdot: np.ndarray
-
-    def body_twist(self) -> np.ndarray:
-        """``[w; v]`` in the frame's own axes (the convention of the free base's ``v[:6]``)."""
-        return np.concatenate([self.R.T @ self.w, self.R.T @ self.v])
-
-    def body_acceleration(self) -> np.ndarray:
-        """Time derivative of :meth:`body_twist` (the convention of the free base's ``a[:6]``)."""
-        wb, vb = self.R.T @ self.w, self.R.T @ self.v
-        return np.concatenate([self.R.T @ self.wdot, self.R.T @ self.vdot - cross(wb, vb)])
 
 
 def _poses(robot: Robot, q: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -257,3 +257,85 @@ def test_quaternion_seed_without_staged_attitude():
     for i in range(3):
         assert np.abs(Jv[:, :, i] - R @ skew(np.eye(3)[i])).max() < 1e-14
     assert np.all(Jv[:, :, 3:] == 0.0)
+
+
+# ---- the product -M^-1 dtau/dx in blocks (issue 26) -----------------------------------------------
+def _two_branch_doc(base: str) -> dict:
+    """A base with two 5-joint branches (a leg-and-arm tree): blocks large enough to be loops."""
+    rng = np.random.default_rng(5)
+    bodies = [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
+               "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
+    for b in range(2):
+        parent = "base"
+        for i in range(5):
+            axis = np.eye(3)[i % 3] if i % 2 else rng.normal(size=3)
+            name = f"b{b}_{i}"
+            bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 3.0)),
+                           "com": rng.normal(0, 0.1, 3).tolist(),
+                           "inertia": {"ixx": 0.03, "iyy": 0.04, "izz": 0.05, "ixz": 0.002},
+                           "joint": {"name": f"j{b}_{i}", "type": "revolute",
+                                     "axis": (axis / np.linalg.norm(axis)).tolist(),
+                                     "xyz": rng.normal(0, 0.3, 3).tolist(),
+                                     "rpy": rng.uniform(-3, 3, 3).tolist()}})
+            parent = name
+    return {"name": f"two_branch_{base}", "base": base, "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
+
+
+@pytest.mark.parametrize("base", ["free", "fixed"])
+def test_product_blocks_cover_every_nonzero(tmp_path, base):
+    """Every entry of dtau/dx (dense reference, by differences) that is not zero lies in a block's rows and
+    columns, and every row of M^-1 it reaches in the block's result rows; the blocks hold fewer entries than
+    the dense product on a tree."""
+    for robot in (resolve_robot(TEST_ARM, base)[0], _robot(tmp_path, _two_branch_doc(base))):
+        robot = with_gravity(robot, GRAVITY)
+        Q, V, A, _ = _states(robot, 1, 31)
+        nv = robot.nv
+        J = np.concatenate(fd.inverse_dynamics_derivatives(robot, Q[0], V[0], A[0]), axis=1)
+        Minv = dense.mass_matrix_inverse(robot, Q[0])
+        covered = np.zeros_like(J, dtype=bool)
+        reached = np.zeros((nv, 2 * nv), dtype=bool)
+        blocks = alg.product_blocks(robot, skip_base=True)
+        for c0, c1, rows, out in blocks:
+            covered[np.ix_(rows, range(c0, c1))] = True
+            reached[np.ix_(out, range(c0, c1))] = True
+        J[:, :robot.base_nv] = 0.0          # the free base's configuration and linear velocity
+        J[:, nv + 3:nv + robot.base_nv] = 0.0   # columns: closed form
+        assert not np.any((np.abs(J) > 1e-9) & ~covered)
+        reach = np.abs(Minv) @ (np.abs(J) > 1e-9)
+        assert not np.any((reach > 1e-9) & ~reached)
+        assert sum(len(r) * (c1 - c0) for c0, c1, r, _ in blocks) < nv * 2 * nv
+
+
+def _robot(tmp_path, doc):
+    path = tmp_path / f"{doc['name']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_robot(path)
+
+
+@pytest.mark.parametrize("base", ["free", "fixed"])
+def test_block_products_in_generated_c(tmp_path, deriv_dir, base):
+    """The two-branch tree's forward-dynamics derivatives: the products are loops over the blocks' rows only
+    (fewer than nv), and the C agrees with the differences and with the float run."""
+    from soadyn.codegen.derive import derive
+    from soadyn.codegen.functions import function_table
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc(base)), GRAVITY)
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    program = derive(robot, spec)
+    if robot.is_free:     # one block of each branch's columns: base and branch rows, a loop
+        inner = sorted(p.inner for p in program.products)
+        assert inner and min(inner) < robot.nv, inner
+    else:                 # the two branches do not reach each other: exact zeros, no product entry
+        da_dq = np.array(dict(program.outputs)["da_dq"], dtype=object).reshape(robot.nv, robot.nv)
+        assert all(e == 0 for e in da_dq[5:, :5].ravel()) and all(e == 0 for e in da_dq[:5, 5:].ravel())
+        assert not any(e == 0 for e in da_dq[:5, :5].ravel())
+        assert all(p.m < robot.nv for p in program.products)     # no product over every row of M^-1
+    mod = compile_robot(robot, deriv_dir, functions=["forward_dynamics_derivatives"], progress=False)
+    Q, V, T, _ = _states(robot, 2, 32)
+    for i in range(len(Q)):
+        got = mod.forward_dynamics_derivatives(Q[i], V[i], T[i])
+        for g, r, f in zip(got, fd.forward_dynamics_derivatives(robot, Q[i], V[i], T[i]),
+                           alg.forward_dynamics_derivatives(robot, CTX, Q[i], V[i], T[i])):
+            assert rel_err(g, r) <= FD_TOL
+            assert rel_err(g, f) <= C_TOL

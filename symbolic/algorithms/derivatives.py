@@ -16,10 +16,13 @@ Derivatives with respect to q are taken along the tangent ``q (+) delta`` of doc
   with ``a`` from Algorithm 3, ``dtau/dx`` the analytic derivatives above at that ``a``, and ``M^-1`` from
   the innovations factorisation (eq. 2.10c) of the same articulated-body run (Carpentier & Mansard 2018
   use the same identity).  The product is ``ctx.matmul``: one scalar expression per entry on a plain
-  symbolic context, a loop over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
-  ``Product``).  For a free base the attitude columns are in closed form: the attitude only
+  symbolic context, loops over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
+  ``Product``), one per block of columns of ``dtau/dx`` with the rows the tree lets be non-zero
+  (:func:`product_blocks`).  For a free base the attitude columns are in closed form: the attitude only
   turns gravity, which enters as a base acceleration, so ``da/d delta_w = -[0; e_m x g_b; 0]`` and the
-  position columns vanish.  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
+  position columns vanish; so are the linear base velocity columns: a uniform velocity added to every
+  body changes no force, and in base axes ``d/dt (R^T u) = -w x R^T u``, so ``da/dv_lin = -[0; w~; 0]``.
+  ``method="inverse-forward"`` uses forward-mode ``dtau/dx``;
   ``method="direct"`` differentiates Algorithms 2-3 in forward mode (both kept for the operation-count
   comparison in ``docs/conventions.md``).
 * ``frame_acceleration_derivatives``: a frame's twist ``V = [w; v_o]`` and its time derivative
@@ -125,14 +128,83 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         seeds, over, n = _qv_seeds(robot, ctx, q, v)
         (J,) = jacobians(ctx, [tau_id], seeds, n, over, held=held, name="dtau")
     Minv = mass_matrix_inverse_from(ab, loop=False)   # M^-1 is the next product's left factor
-    da = -ctx.matmul("dadx", Minv, J)           # a loop over the stored factors in the generated C
+    da = ctx.zeros((nv, 2 * nv))
+    # one product per block of columns of dtau/dx with the same rows (loops over the stored factors in
+    # the generated C): only the rows the tree lets be non-zero, only the rows of M^-1 they reach
+    closed = method == "inverse"                 # the free base's closed-form columns (below)
+    for g, (c0, c1, rows, out) in enumerate(product_blocks(robot, skip_base=closed)):
+        A = Minv if len(rows) == nv and len(out) == nv else Minv[np.ix_(out, rows)]
+        name = "dadx" if g == 0 else f"dadx{g}"
+        da[np.ix_(out, range(c0, c1))] = -ctx.matmul(name, A, J[np.ix_(rows, range(c0, c1))])
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
         # and the position columns are zero.
         grav = gravity_acceleration(kin)[3:]
         da[3:6, 0:3] = -skew(grav)              # column m: e_m x grav
+        # A uniform velocity added to every body (a Galilean boost) changes no force: in base axes only
+        # the base's turning shows, d/dt (R^T u) = -w x R^T u, so da/dv_lin = -[0; w~; 0]
+        da[3:6, nv + 3:nv + 6] = -skew(v[0:3])
     return da[:, :nv], da[:, nv:], Minv
+
+
+def _hinge_bodies(robot: Any) -> list[list[int]]:
+    """The bodies moved by each velocity coordinate (more than one where couplings share one)."""
+    by: list[list[int]] = [[] for _ in range(robot.nv)]
+    for k in range(robot.n_bodies):
+        for c in range(robot.nv)[robot.v_index(k)]:
+            by[c].append(k)
+    return by
+
+
+def product_blocks(robot: Any, skip_base: bool = False) -> list[tuple[int, int, list[int], list[int]]]:
+    """The blocks of ``-M^-1 [dtau/dq, dtau/dv]`` worth a product each: ``(c0, c1, rows, out)`` for the
+    columns ``c0:c1`` (of the nv x 2nv matrix) whose non-zero rows of dtau/dx are ``rows`` and whose
+    product with M^-1 is non-zero in the rows ``out``; the other entries of ``da/dx`` are exact zeros.
+
+    The tree's zeros (Carpentier & Mansard 2018; :mod:`~soadyn.symbolic.algorithms.rnea_derivatives`):
+    ``dtau_i/dx_j`` vanishes unless bodies i and j are on one path to the base; ``M^-1(a, b)`` (seed 000
+    eq. 2.10c) unless a and b have a moving body inboard of (or at) both.  ``skip_base``: the free
+    base's configuration columns and linear velocity columns are left out (given in closed form by the
+    caller).  Contiguous columns
+    with the same rows and result rows form one block, so a chain is one block per half."""
+    nv = robot.nv
+    bodies = _hinge_bodies(robot)
+
+    def inboard(k: int) -> set[int]:
+        out = set()
+        while k >= 0:
+            out.add(k)
+            k = robot.parent[k]
+        return out
+
+    path = [inboard(k) for k in range(robot.n_bodies)]
+    moving = {k for ks in bodies for k in ks}
+
+    def related(i: int, j: int) -> bool:          # one on the path of the other
+        return i in path[j] or j in path[i]
+
+    def reach(i: int, j: int) -> bool:            # a moving body inboard of both
+        return bool(path[i] & path[j] & moving)
+
+    rows_of = [[r for r in range(nv) if any(related(i, j) for i in bodies[r] for j in bodies[c])]
+               for c in range(nv)]
+    out_of = [[a for a in range(nv) if any(reach(i, j) for i in bodies[a] for r in rows_of[c]
+                                           for j in bodies[r])] for c in range(nv)]
+    blocks: list[tuple[int, int, list[int], list[int]]] = []
+    for half in (0, 1):
+        for c in range(nv):
+            if skip_base and c < robot.base_nv and (half == 0 or c >= 3) or not rows_of[c] or not out_of[c]:
+                continue
+            key = (rows_of[c], out_of[c])
+            col = half * nv + c
+            full = len(key[0]) == nv and len(key[1]) == nv     # M^-1 itself: one product in place
+            if (blocks and blocks[-1][1] == col and (blocks[-1][2], blocks[-1][3]) == key
+                    and (full or c > 0)):             # a block of rows stays in one half
+                blocks[-1] = (blocks[-1][0], col + 1, *key)
+            else:
+                blocks.append((col, col + 1, *key))
+    return blocks
 
 
 def frame_acceleration(robot: Any, ctx: Any, q: np.ndarray, v: np.ndarray, a: np.ndarray,

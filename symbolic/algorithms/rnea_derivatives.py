@@ -20,7 +20,8 @@ i, and what is left is the change of the velocities and accelerations relative t
 
     u_j     = S_j x v_lambda                 (d v_k / d q_j = S_j x v_k - u_j)
     alpha_j = S_j x a_lambda - u_j x v_lambda
-    beta_j  = S_j x (v_j + v_lambda)         (d a_k / d qd_j = S_j x v_k - beta_j)
+    beta_j  = S_j x (v_j + v_lambda)         (d a_k / d qd_j = S_j x v_k - beta_j; = 2 u_j for a
+                                              one-column joint, v_j = v_lambda + S_j qd_j, S_j x S_j = 0)
     phi_j   = S_j x* F_j - Ic_j alpha_j - BCc_j u_j
     psi_j   = BCc_j S_j - Ic_j beta_j
 
@@ -205,7 +206,10 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
         for s in S[j]:
             u = ctx.stage(f"u{j}", motion_cross(s, vl))
             alpha = ctx.stage(f"al{j}", motion_cross(s, al) - motion_cross(u, vl))
-            beta = ctx.stage(f"be{j}", motion_cross(s, V[j] + vl))
+            if p < 0:           # the free base: six columns of S_0 = I6
+                beta = ctx.stage(f"be{j}", motion_cross(s, V[j] + vl))
+            else:               # one column: S_j x (2 v_lambda + S_j qd_j) = 2 u_j, as S_j x S_j = 0
+                beta = 2 * u
             phi = psi = None
             if has_anc:
                 phi = ctx.stage(f"phi{j}", force_cross(s, F[j]) - inertia_apply(Ic[j], alpha)

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Operation counts of the derivative functions on held-out example-robot-data robots (no compile).
+
+    python benchmarks/ops_derivatives.py [--json out.json]
+
+Robots (none used by the tests): xArm7 on a free base (nv 13), UR10 fixed (nv 6), Unitree B1 + Z1 arm
+on a free base, gripper locked (nv 24); gravity -9.81 along z.  Prints, per robot, the total operations of
+``inverse_dynamics_derivatives`` and ``forward_dynamics_derivatives`` as the generated program counts
+them (the figure in the module header).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+
+
+def erd() -> Path:
+    cands = [Path(sysconfig.get_paths()["purelib"])]
+    try:
+        import pinocchio
+
+        here = Path(pinocchio.__file__).resolve()
+        cands += [here.parents[4], here.parents[5]]
+    except Exception:  # pragma: no cover
+        pass
+    for base in cands:
+        p = base / "cmeel.prefix/share/example-robot-data/robots"
+        if p.is_dir():
+            return p
+    sys.exit("example-robot-data not found")
+
+
+ROBOTS = {
+    "xarm7_free": ("xarm_description/urdf/xarm7.urdf", "free", []),
+    "ur10_fixed": ("ur_description/urdf/ur10_robot.urdf", "fixed", []),
+    "b1z1_free": ("b1_description/urdf/b1-z1.urdf", "free", ["jointGripper"]),
+}
+FUNCS = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from soadyn import load_robot
+    from soadyn.codegen.pipeline import generate
+    from soadyn.structure.operations import lock_joints
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--robots", nargs="*", default=list(ROBOTS))
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    out: dict[str, dict[str, int]] = {}
+    for name in args.robots:
+        rel, base, lock = ROBOTS[name]
+        robot = load_robot(erd() / rel, base=base, mimic="independent")
+        if lock:
+            robot = lock_joints(robot, lock)
+        robot = robot.replace(gravity=np.array([0.0, 0.0, -9.81]))   # the URDFs have none
+        gen = generate(robot, functions=list(FUNCS))
+        ops = {k.removeprefix(gen.module_name + "_"): v["total"] for k, v in gen.op_counts().items()}
+        out[name] = {f: ops[f] for f in FUNCS}
+        print(f"{name} (nv {robot.nv}): " + ", ".join(f"{f} {ops[f]}" for f in FUNCS), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

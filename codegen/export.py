@@ -1,0 +1,391 @@
+"""Robot -> standalone C99 flight library (issue 24): ``soadyn export ROBOT --c-library -o DIR``.
+
+The library is the soadyn module's C without Python: the functions come from the pipeline step that
+emits the module's C (:func:`soadyn.codegen.pipeline.generate`, i.e.
+:func:`~soadyn.codegen.emit.emit_functions` with the sin/cos kernels of :mod:`soadyn.codegen.trig`),
+printed once by the module's printer and never re-read as text here; they become ``static`` functions
+behind a public API that checks its inputs and results and returns a status code (the convention is in
+the generated header).  Files written to ``DIR``::
+
+    <name>.h, <name>.c          the library (freestanding C99: no libm, no heap, no globals)
+    CMakeLists.txt              static library, install() rules, test program registered with ctest
+    <name>Config.cmake          find_package(<name>) -> <name>::<name>
+    test_<name>.c               test vectors of the independent reference path + bad-input statuses
+    freestanding/string.h       memcpy/memset declarations for a toolchain without C library headers
+
+The worst-case stack use per function in the header is measured by compiling the library with
+``gcc -O2 -fcallgraph-info=su`` (own frame + the deepest chain of callees; no recursion, no
+dynamic allocation) when gcc is available, and stated as not measured otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefix, render
+from soadyn.codegen.functions import FunctionSpec, expand_family, frame_enum
+from soadyn.codegen.pipeline import generate, resolve_robot
+from soadyn.codegen.printer import CPrinter, FloatPrinter
+from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
+from soadyn.codegen.trig import fuse_trig
+from soadyn.model.names import c_comment, c_identifier
+from soadyn.model.robot import Robot
+
+#: precisions of :func:`export_c_library`
+PRECISIONS = ("double", "float")
+#: input limits printed into the header (see its status convention)
+QUAT_NORM_MIN, QUAT_NORM_MAX, JOINT_Q_MAX = "1.0e-3", "1.0e3", "1.0e5"
+#: the flags the stack use is measured with (those of the exported CMakeLists.txt, at -O2)
+STACK_FLAGS = ("-std=c99", "-O2", "-ffreestanding", "-fno-math-errno", "-ffp-contract=off")
+#: relative tolerance of the test program's reference vectors: double, that of ``soadyn verify``; float,
+#: the bound docs/flight-c.md documents (measured worst 1e-6 .. 1e-5 on the example and held-out robots)
+TEST_TOL = {"double": 1e-10, "float": 1e-4}
+#: the error is divided by max(max|ref|, TEST_FLOOR): a reference of roundoff size (the loop residual
+#: at the configuration the loop was closed at) is compared absolutely
+TEST_FLOOR = 1e-3
+TEST_STATES = 2
+TEST_SEED = 0
+
+
+class ExportError(ValueError):
+    """An export that cannot be made (one line: what and how to fix it)."""
+
+
+#: the flight source's math for a float library: sqrtf a builtin; sinf/cosf the double kernels of
+#: :data:`~soadyn.codegen.trig.PRELUDE` rounded once to float (within 1 ulp of float; no libm)
+FLOAT_MATH = """/* float math: the double sin/cos kernels above rounded once to float (no libm) */
+#if defined(__GNUC__) || defined(__clang__)
+#define sqrtf(x) __builtin_sqrtf(x)
+#endif
+#define powf(x, y) soadyn_flight_pow(x, y)
+#define sinf(x) ((float)soadyn_sin((double)(x)))
+#define cosf(x) ((float)soadyn_cos((double)(x)))
+"""
+
+
+@dataclass(frozen=True)
+class FlightTarget:
+    """What a precision changes in the exported C: the statement printer of
+    :mod:`soadyn.codegen.printer` (``CPrinter`` for double, ``FloatPrinter`` for float), the scalar
+    type and its literals, and whether the module's trig fusion applies (its kernels are double)."""
+
+    printer: Any
+    scalar: str
+    zero: str
+    two: str
+    prelude: str
+    fuse: bool
+    #: of a floating-point literal
+    suffix: str = ""
+
+    def functions(self, robot: Robot, impl_name: str, functions: Any) -> tuple[list[FunctionSpec],
+                                                                              list[EmittedFunction]]:
+        """The specs and emitted (typed, unprinted) functions of the pipeline step the module uses."""
+        gen = generate(robot, impl_name, functions=functions)
+        return gen.specs, gen.functions
+
+    def body(self, f: EmittedFunction, family: bool) -> list[str]:
+        """The C lines of an emitted function's statements, printed once by this target's printer.
+        A frame family keeps the per-statement sin/cos (fusing declares the kernels' arrays again in each
+        case block: ``-Wshadow``); the kernel arithmetic is the same, so the results are too."""
+        stmts = fuse_trig(f.body) if self.fuse and not family else f.body
+        return self.printer.lines(stmts)
+
+
+def printer_for(precision: str) -> FlightTarget:
+    """The flight target of ``precision``: 'double' (the module's printer: bit-identical results) or
+    'float' (the same statements printed by the float printer)."""
+    if precision == "double":
+        return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True)
+    if precision == "float":
+        return FlightTarget(FloatPrinter(), "float", "0.0f", "2.0f", TRIG_PRELUDE + "\n" + FLOAT_MATH, False,
+                            "f")
+    raise ExportError(f"--precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+
+
+@dataclass
+class ExportResult:
+    name: str
+    directory: Path
+    files: list[Path]
+    stack: dict[str, int | None]
+
+
+# --------------------------------------------------------------------------------------------------
+# the public API around the emitted functions
+# --------------------------------------------------------------------------------------------------
+def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_prefix: str,
+               scalar: str) -> dict[str, Any]:
+    """Template data of the public function of ``spec`` (which calls ``core``)."""
+    ins = [f"const {scalar} *{a.name}" for a in spec.inputs]
+    outs = [f"{scalar} *{a.name}" for a in spec.outputs]
+    family = spec.is_family
+    params = ins + (["int frame"] if family else []) + outs
+    pointers = [a.name for a in spec.inputs] + [a.name for a in spec.outputs]
+    args = [a.name for a in spec.inputs] + (["frame"] if family else []) + [a.name for a in spec.outputs]
+    call = f"{impl_prefix}{spec.name}({', '.join(args)})"
+    return dict(
+        name=spec.name, cname=prefix + spec.name, doc=c_comment(spec.doc), inputs=list(spec.inputs),
+        outputs=list(spec.outputs), family=family, ops=core.ops,
+        prototype=f"int {prefix}{spec.name}({', '.join(params)})",
+        null_test=" || ".join(f"({p} == NULL)" for p in pointers),
+        finite_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.inputs) or "1",
+        result_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.outputs),
+        has_q=any(a.name == "q" for a in spec.inputs),
+        call=("(void)" if family else "") + call, stack="n/a")
+
+
+def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str,
+                    target: FlightTarget) -> list[dict[str, Any]]:
+    """The emitted functions of ``specs`` (not the structured variants of the Python API), printed by
+    ``target`` (:meth:`FlightTarget.body`), the product helpers before them.  A function that calls its
+    ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already."""
+    by_name = {f.cname: f for f in funcs}
+    out = []
+    for s in specs:
+        f = by_name[impl_prefix + s.name]
+        helpers = [] if s.zero_fext_call else f.helpers
+        body = None
+        if helpers and target.scalar != "double" and f.lanes_body is not None:
+            # the product loops (double C text) as the statements they stand for: the same operations
+            # in the same order (EmittedFunction.lanes_body), printed in this precision
+            helpers, body = [], target.printer.lines(f.lanes_body)
+        if helpers and target.scalar != "double":
+            raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
+                              "out with --functions or export with --precision double")
+        real = target.scalar
+        params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])
+                  + [f"{real} *{a.name}" for a in s.outputs])
+        signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
+        out.append(dict(doc=f.doc, ops=f.ops, signature=signature, unused=f.unused,
+                        body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# test vectors (the reference path: an oracle, reached through the registry as soadyn verify does)
+# --------------------------------------------------------------------------------------------------
+def _c_values(x: Any) -> str:
+    vals = np.asarray(x, dtype=float).ravel()
+    if not np.all(np.isfinite(vals)):
+        raise ExportError("a test vector is not finite: the reference path failed on a random state")
+    return ", ".join(repr(float(v)) for v in vals)
+
+
+def _test_cases(robot: Robot, specs: list[FunctionSpec], prefix: str, enum_by_frame: dict[str, str],
+                first_joint: int) -> tuple[list[dict[str, Any]], list[str]]:
+    from soadyn.codegen.verify import _state_robot, random_inputs, reference_function
+
+    ins = random_inputs(robot, TEST_STATES, np.random.default_rng(TEST_SEED))
+    P = prefix.upper()
+    cases: list[dict[str, Any]] = []
+    unreferenced: list[str] = []
+    for spec in specs:
+        ref_fn = reference_function(spec.registration)
+        if ref_fn is None:
+            unreferenced.append(spec.name)
+        for e in expand_family(spec):
+            kw = dict(e.kwargs)
+            frame = kw.get("frame")
+            for i in range(TEST_STATES if ref_fn is not None else 1):
+                inputs = [dict(name=a.name, size=a.size, data=_c_values(ins[a.name][i])) for a in e.inputs]
+                refs: list[Any] = [None] * len(e.outputs)
+                if ref_fn is not None:
+                    robot_i, _ = _state_robot(robot, e, ins, i)
+                    pos = [ins[a.name][i] for a in e.inputs if a.name not in ("f_ext", "params")]
+                    rkw = dict(kw)
+                    if e.fext_input:
+                        rkw["f_ext"] = ins["f_ext"][i]
+                    got = ref_fn(robot_i, *pos, **rkw)
+                    refs = [got] if len(e.outputs) == 1 else list(got)
+                outputs = [dict(name=a.name, size=a.size, ref=None if r is None else _c_values(r))
+                           for a, r in zip(e.outputs, refs)]
+                frame_arg = [enum_by_frame[frame]] if frame is not None else []
+                names = [a.name for a in e.inputs]
+                outs = [a.name for a in e.outputs]
+
+                def call(args: list[str], fr: list[str] = frame_arg, outs: list[str] = outs,
+                         fn: str = prefix + spec.name) -> str:
+                    return f"{fn}({', '.join(args + fr + outs)})"
+
+                bad: list[dict[str, Any]] = []
+                if i == 0 and (frame is None or frame == spec.frames[0]):
+                    bad = _bad_inputs(robot, e, names, call, P, first_joint)
+                # a label is printed in C strings: the frame as an identifier (no quote, no backslash)
+                where = f"[{c_identifier(frame, 60)}]" if frame is not None else ""
+                label = f"{spec.name}{where} state {i}"
+                cases.append(dict(label=label, inputs=inputs, outputs=outputs, call=call(names), bad=bad))
+    return cases, unreferenced
+
+
+def _bad_inputs(robot: Robot, spec: FunctionSpec, names: list[str], call: Any, P: str,
+                first_joint: int) -> list[dict[str, Any]]:
+    """Bad-input cases of one function: (setup, call, restore, expected status)."""
+    first, last = spec.inputs[0], spec.inputs[-1]
+    out = [dict(what="NaN input", setup=f"saved[0] = {first.name}[0]; {first.name}[0] = NAN;",
+                call=call(names), restore=f"{first.name}[0] = saved[0];", status=f"{P}ERR_NONFINITE"),
+           dict(what="infinite input", setup=f"saved[0] = {last.name}[{last.size - 1}]; "
+                f"{last.name}[{last.size - 1}] = -INFINITY;", call=call(names),
+                restore=f"{last.name}[{last.size - 1}] = saved[0];", status=f"{P}ERR_NONFINITE"),
+           dict(what="NULL input", setup="", call=call(["NULL"] + names[1:]), restore="",
+                status=f"{P}ERR_NULL")]
+    if "q" in names and robot.is_free:
+        out.append(dict(what="zero quaternion", setup="for (k = 0; k < 4; ++k) { saved[k] = q[3 + k]; "
+                        "q[3 + k] = 0; }", call=call(names),
+                        restore="for (k = 0; k < 4; ++k) q[3 + k] = saved[k];", status=f"{P}ERR_QUATERNION"))
+    if "q" in names and first_joint < robot.nq:
+        out.append(dict(what="joint coordinate out of range",
+                        setup=f"saved[0] = q[{first_joint}]; q[{first_joint}] = 2 * {P}JOINT_Q_MAX;",
+                        call=call(names), restore=f"q[{first_joint}] = saved[0];", status=f"{P}ERR_RANGE"))
+    if dict(spec.kwargs).get("frame") is not None:
+        outs = [a.name for a in spec.outputs]
+        for fr in ("-1", f"{P}N_FRAMES"):
+            out.append(dict(what=f"frame {fr}", setup="", call=call(names, [fr], outs), restore="",
+                            status=f"{P}ERR_FRAME"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# stack use (gcc -fcallgraph-info=su)
+# --------------------------------------------------------------------------------------------------
+_CI_NODE = re.compile(r'^node: \{ title: "([^"]+)" label: ".*?\\n(\d+) bytes \(([^)]*)\)')
+_CI_EDGE = re.compile(r'^edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
+
+
+def parse_callgraph(text: str) -> tuple[dict[str, tuple[int, str]], dict[str, list[str]]]:
+    """Nodes (title -> (bytes, qualifier)) and edges (caller -> callees) of a gcc ``.ci`` file (this is
+    gcc's report, not generated C)."""
+    nodes: dict[str, tuple[int, str]] = {}
+    edges: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = _CI_NODE.match(line)
+        if m:
+            nodes[m.group(1)] = (int(m.group(2)), m.group(3))
+            continue
+        m = _CI_EDGE.match(line)
+        if m:
+            edges.setdefault(m.group(1), []).append(m.group(2))
+    return nodes, edges
+
+
+def worst_stack(nodes: dict[str, tuple[int, str]], edges: dict[str, list[str]], root: str) -> int | None:
+    """Bytes of the deepest call chain from ``root`` (None: a dynamic frame or recursion)."""
+    memo: dict[str, int | None] = {}
+
+    def depth(n: str, path: tuple[str, ...]) -> int | None:
+        if n in path:
+            return None
+        if n in memo:
+            return memo[n]
+        size, kind = nodes.get(n, (0, "static"))     # external (memcpy, memset): not ours, counted 0
+        if kind not in ("static", "dynamic,bounded"):   # gcc: "dynamic" alone is unbounded
+            memo[n] = None
+            return None
+        best = 0
+        for c in edges.get(n, []):
+            d = depth(c, path + (n,))
+            if d is None:
+                memo[n] = None
+                return None
+            best = max(best, d)
+        memo[n] = size + best
+        return memo[n]
+
+    return depth(root, ())
+
+
+def measure_stack(source: Path, names: list[str]) -> tuple[dict[str, int | None], str]:
+    """Worst-case stack bytes of the public functions ``names`` of ``source`` (gcc), and how measured."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return {n: None for n in names}, "not measured (no gcc at export time)"
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "lib.o"
+        r = subprocess.run([gcc, *STACK_FLAGS, "-fcallgraph-info=su", "-c", str(source), "-o", str(obj)],
+                           capture_output=True, text=True, cwd=tmp)
+        if r.returncode != 0:
+            raise ExportError(f"gcc cannot compile the exported {source.name}: {r.stderr.strip()[:400]}")
+        ci = next(Path(tmp).glob("*.ci"))
+        nodes, edges = parse_callgraph(ci.read_text())
+    ver = subprocess.run([gcc, "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
+    mach = subprocess.run([gcc, "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    how = (f"measured with gcc {ver} ({mach}) {' '.join(STACK_FLAGS)} -fcallgraph-info=su: the "
+           "function's frame plus its deepest chain of callees (bytes; other compilers and targets differ)")
+    return {n: worst_stack(nodes, edges, n) for n in names}, how
+
+
+# --------------------------------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------------------------------
+def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike,
+                     precision: str = "double", functions: list[str] | tuple[str, ...] | str | None = None,
+                     base: str | None = None, **load_kw: Any) -> ExportResult:
+    """Write the standalone C99 library of a robot into ``out_dir`` (see the module docstring).
+
+    ``functions``: public API names (default: every function of the robot's table); ``base`` overrides
+    the robot file's base.  The files are written into a temporary directory first and moved into
+    ``out_dir`` when all of them exist (an error leaves ``out_dir`` as it was)."""
+    printer = printer_for(precision)
+    robot, name = resolve_robot(robot_or_path, base, **load_kw)
+    impl_name = f"{name}_impl"
+    prefix, impl_prefix = module_prefix(name), module_prefix(impl_name)
+    P = prefix.upper()
+    specs, funcs = printer.functions(robot, impl_name, functions)
+    first_joint = 7 if robot.is_free else 0
+    api = [_api_entry(s, next(f for f in funcs if f.cname == impl_prefix + s.name), prefix, impl_prefix,
+                      printer.scalar) for s in specs]
+    enum = frame_enum(robot, name) if any(s.is_family for s in specs) else []
+    common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
+                  fingerprint=robot.fingerprint(), header_name=f"{name}.h", source_name=f"{name}.c",
+                  scalar=printer.scalar, zero=printer.zero, two=printer.two, p=prefix, P=P, name=name)
+    core = _core_functions(specs, funcs, impl_prefix, printer)
+    source = render("clib_source.c.j2", prelude=printer.prelude, core=core, api=api, first_joint=first_joint,
+                    enum=frame_enum(robot, impl_name) if enum else [], **common)
+
+    def header(note: str) -> str:
+        return render("clib_header.h.j2", guard=f"SOADYN_FLIGHT_{c_identifier(name).upper()}_H", api=api,
+                      enum=enum, quat_min=QUAT_NORM_MIN + printer.suffix,
+                      quat_max=QUAT_NORM_MAX + printer.suffix, joint_max=JOINT_Q_MAX + printer.suffix,
+                      stack_note=note, **common)
+
+    cases, unreferenced = _test_cases(robot, specs, prefix, {fr: e for fr, e, _ in enum}, first_joint)
+    version = re.sub(r"[^0-9.]", "", generator_version().split("+")[0]) or "0"
+    files = {
+        f"{name}.c": source,
+        "CMakeLists.txt": render("clib_CMakeLists.txt.j2", cmake_version=version, **common),
+        f"{name}Config.cmake": render("clib_Config.cmake.j2", **common),
+        f"test_{name}.c": render("clib_test.c.j2", cases=cases, unreferenced=unreferenced,
+                                 tol=repr(TEST_TOL[printer.scalar]), floor=repr(TEST_FLOOR), seed=TEST_SEED,
+                                 first_joint=first_joint, enum=enum, **common),
+        "freestanding/string.h": render("clib_string.h.j2", **common),
+    }
+    out = Path(out_dir).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        (tmp / "freestanding").mkdir()
+        files[f"{name}.h"] = header("not measured")
+        for rel, text in files.items():
+            (tmp / rel).write_text(text, encoding="utf-8", newline="\n")
+        stack, how = measure_stack(tmp / f"{name}.c", [a["cname"] for a in api])
+        for a in api:
+            a["stack"] = "n/a" if stack[a["cname"]] is None else stack[a["cname"]]
+        (tmp / f"{name}.h").write_text(header(how), encoding="utf-8", newline="\n")
+        written = []
+        for rel in sorted(files):
+            dst = out / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp / rel, dst)
+            written.append(dst)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ExportResult(name, out, written, stack)
