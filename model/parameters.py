@@ -126,14 +126,63 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
     return f"inertia about the centre of mass {problem}"
 
 
+def clearly_consistent(rows: np.ndarray) -> np.ndarray:
+    """Vectorised screen of :func:`parameter_problem` over rows (shape (k, 10)): True where the row is
+    accepted with a wide margin, so that :func:`parameter_problem` (whose rule this restates) accepts it
+    too; False where it refuses the row *or* where the row is near one of its boundaries (then
+    :func:`parameter_problem` decides).
+
+    Same rule, elementwise over the rows: finite, ``m > 0``, the inertia about the CoM
+    ``I_c = J + (h h^T - |h|^2 1) / m`` (= ``J + h~h~/m``) finite, its principal moments (closed form of a
+    symmetric 3x3 matrix, O. K. Smith, Comm. ACM 4(4), 1961) positive with the smallest above ``1e-6``
+    times the largest (the loader's bound is ``1e-12``), the triangle inequality held with a margin
+    ``1e-6 * trace`` (the loader's tolerance is ``-TRIANGLE_TOL * trace``), and the rounding error of
+    ``J + h~h~/m`` below ``1e-6`` of the smallest moment.  The margins (>= 1e-6 relative) are far wider
+    than the closed form's rounding error (~1e-15 relative), so no row this accepts is refused by
+    :func:`parameter_problem`; massless rows are always left to it.
+    """
+    m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
+    with np.errstate(all="ignore"):
+        inv = 1.0 / m
+        hh = hx * hx
+        hh += hy * hy
+        hh += hz * hz
+        a11 = j11 + (hx * hx - hh) * inv
+        a22 = j22 + (hy * hy - hh) * inv
+        a33 = j33 + (hz * hz - hh) * inv
+        a12 = j12 + hx * hy * inv
+        a13 = j13 + hx * hz * inv
+        a23 = j23 + hy * hz * inv
+        tr = a11 + a22 + a33
+        q = tr / 3.0
+        d1, d2, d3 = a11 - q, a22 - q, a33 - q
+        pp = np.sqrt((d1 * d1 + d2 * d2 + d3 * d3 + 2.0 * (a12 * a12 + a13 * a13 + a23 * a23)) / 6.0)
+        det = d1 * (d2 * d3 - a23 * a23) - a12 * (a12 * d3 - a23 * a13) + a13 * (a12 * a23 - d2 * a13)
+        r = np.clip(det / (2.0 * pp * pp * pp), -1.0, 1.0)
+        r[~(pp > 0.0)] = 0.0
+        phi = np.arccos(r) / 3.0
+        big = q + 2.0 * pp * np.cos(phi)
+        small = q + 2.0 * pp * np.cos(phi + 2.0 * np.pi / 3.0)
+        jmax = np.maximum.reduce([np.abs(x) for x in (j11, j12, j13, j22, j23, j33)])
+        noise = 8.0 * np.finfo(float).eps * (jmax + hh * inv)
+        margin = 1e-6
+        # NaN or inf in any input reaches a compared value (m itself, or I_c through d1..d3 and pp) as NaN or
+        # inf, and fails a comparison (each test is "x > bound" or "x < inf")
+        return ((m > 0.0) & (m < np.inf) & (small > margin * big) & (small > 0.0) & (big < np.inf)
+                & (tr - 2.0 * big >= margin * tr)          # a + b - c >= margin (a + b + c), c the largest
+                & (noise < margin * small))
+
+
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
     """(index, why) of the first row of ``rows`` (shape (k, 10); row i belongs to the body
     ``moving[i % len(moving)]`` says moves or not) that :func:`parameter_problem` refuses, or None.
-    Identical rows are checked once."""
+    Rows :func:`clearly_consistent` accepts (vectorised) are not looked at again; the others go through
+    :func:`parameter_problem`, identical rows once."""
     rows = np.asarray(rows, dtype=float).reshape(-1, 10)
     nb = len(moving)
     seen: dict[tuple[bytes, bool], str | None] = {}
-    for i, row in enumerate(rows):
+    for i in np.flatnonzero(~clearly_consistent(rows)).tolist():
+        row = rows[i]
         key = (row.tobytes(), bool(moving[i % nb]))
         if key not in seen:
             seen[key] = parameter_problem(row, key[1])
