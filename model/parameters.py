@@ -126,27 +126,39 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
     return f"inertia about the centre of mass {problem}"
 
 
+def _det3(d1: np.ndarray, d2: np.ndarray, d3: np.ndarray, o12: np.ndarray, o13: np.ndarray,
+          o23: np.ndarray) -> np.ndarray:
+    """det [[d1, o12, o13], [o12, d2, o23], [o13, o23, d3]] (symmetric 3x3), elementwise."""
+    return d1 * (d2 * d3 - o23 * o23) - o12 * (o12 * d3 - o23 * o13) + o13 * (o12 * o23 - d2 * o13)
+
+
+#: relative margin of :func:`clearly_consistent` (far above the rounding of I_c, far inside the loader's
+#: bounds 1e-12 (positive definite) and ``TRIANGLE_TOL`` (triangle inequality))
+SCREEN_MARGIN = 1e-6
+
+
 def clearly_consistent(rows: np.ndarray) -> np.ndarray:
     """Vectorised screen of :func:`parameter_problem` over rows (shape (k, 10)): True where the row is
     accepted with a wide margin, so that :func:`parameter_problem` (whose rule this restates) accepts it
     too; False where it refuses the row *or* where the row is near one of its boundaries (then
     :func:`parameter_problem` decides).
 
-    Same rule, elementwise over the rows: finite, ``m > 0``, the inertia about the CoM
-    ``I_c = J + (h h^T - |h|^2 1) / m`` (= ``J + h~h~/m``) finite, its principal moments (closed form of a
-    symmetric 3x3 matrix, O. K. Smith, Comm. ACM 4(4), 1961) positive with the smallest above ``1e-6``
-    times the largest (the loader's bound is ``1e-12``), the triangle inequality held with a margin
-    ``1e-6 * trace`` (the loader's tolerance is ``-TRIANGLE_TOL * trace``), and the rounding error of
-    ``J + h~h~/m`` below ``1e-6`` of the smallest moment.  The margins (>= 1e-6 relative) are far wider
-    than the closed form's rounding error (~1e-15 relative), so no row this accepts is refused by
-    :func:`parameter_problem`; massless rows are always left to it.
+    Same rule, elementwise over the rows, with ``mu = SCREEN_MARGIN`` and ``t = trace(I_c)``: ``m > 0``
+    finite; the inertia about the CoM ``I_c = J + (h h^T - |h|^2 1) / m`` (= ``J + h~h~/m``) with
+    ``I_c - mu t 1`` positive definite (smallest principal moment above ``mu t``, so above ``mu`` times
+    the largest; the loader's bound is ``1e-12``) and ``(1 - mu) t / 2 1 - I_c`` positive definite (the
+    largest moment C below ``(1 - mu) t / 2``, i.e. ``A + B - C > mu (A + B + C)``; the loader allows
+    ``-TRIANGLE_TOL``), both by Sylvester's criterion (leading minors > 0); and the rounding error of
+    ``J + h~h~/m`` (``8 eps (max|J| + |h|^2/m)``) below ``0.1 mu t``.  Rounding in these tests can only
+    misjudge a matrix within a few ulps of a shifted boundary, which is still ``~mu`` inside the loader's,
+    so no row this accepts is refused by :func:`parameter_problem`.  NaN or inf anywhere fails a comparison
+    (massless rows are always left to :func:`parameter_problem`).
     """
     m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
+    mu = SCREEN_MARGIN
     with np.errstate(all="ignore"):
         inv = 1.0 / m
-        hh = hx * hx
-        hh += hy * hy
-        hh += hz * hz
+        hh = hx * hx + hy * hy + hz * hz
         a11 = j11 + (hx * hx - hh) * inv
         a22 = j22 + (hy * hy - hh) * inv
         a33 = j33 + (hz * hz - hh) * inv
@@ -154,23 +166,16 @@ def clearly_consistent(rows: np.ndarray) -> np.ndarray:
         a13 = j13 + hx * hz * inv
         a23 = j23 + hy * hz * inv
         tr = a11 + a22 + a33
-        q = tr / 3.0
-        d1, d2, d3 = a11 - q, a22 - q, a33 - q
-        pp = np.sqrt((d1 * d1 + d2 * d2 + d3 * d3 + 2.0 * (a12 * a12 + a13 * a13 + a23 * a23)) / 6.0)
-        det = d1 * (d2 * d3 - a23 * a23) - a12 * (a12 * d3 - a23 * a13) + a13 * (a12 * a23 - d2 * a13)
-        r = np.clip(det / (2.0 * pp * pp * pp), -1.0, 1.0)
-        r[~(pp > 0.0)] = 0.0
-        phi = np.arccos(r) / 3.0
-        big = q + 2.0 * pp * np.cos(phi)
-        small = q + 2.0 * pp * np.cos(phi + 2.0 * np.pi / 3.0)
+        s = mu * tr                                # I_c - s 1 positive definite
+        b11, b22, b33 = a11 - s, a22 - s, a33 - s
+        t = (0.5 - 0.5 * mu) * tr                  # t 1 - I_c positive definite
+        k11, k22, k33 = t - a11, t - a22, t - a33
         jmax = np.maximum.reduce([np.abs(x) for x in (j11, j12, j13, j22, j23, j33)])
         noise = 8.0 * np.finfo(float).eps * (jmax + hh * inv)
-        margin = 1e-6
-        # NaN or inf in any input reaches a compared value (m itself, or I_c through d1..d3 and pp) as NaN or
-        # inf, and fails a comparison (each test is "x > bound" or "x < inf")
-        return ((m > 0.0) & (m < np.inf) & (small > margin * big) & (small > 0.0) & (big < np.inf)
-                & (tr - 2.0 * big >= margin * tr)          # a + b - c >= margin (a + b + c), c the largest
-                & (noise < margin * small))
+        return ((m > 0.0) & (m < np.inf) & (noise < 0.1 * s)
+                & (b11 > 0.0) & (b11 * b22 - a12 * a12 > 0.0) & (_det3(b11, b22, b33, a12, a13, a23) > 0.0)
+                & (k11 > 0.0) & (k11 * k22 - a12 * a12 > 0.0)
+                & (_det3(k11, k22, k33, -a12, -a13, -a23) > 0.0))
 
 
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
