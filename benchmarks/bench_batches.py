@@ -105,14 +105,15 @@ def main(argv: list[str] | None = None) -> int:
         return ps * (1.0 + 1e-9 * count[0])
 
     g, gc = mp.inverse_dynamics, mc.inverse_dynamics
+    q0, v0, a0 = q[0], v[0], a[0]
     rows = {
-        "single, constant module": best_ns(lambda: [gc(q[0], v[0], a[0]) for _ in range(k)], k),
-        "single, params default": best_ns(lambda: [g(q[0], v[0], a[0]) for _ in range(k)], k),
-        "single, params= one set (repeated)": best_ns(lambda: [g(q[0], v[0], a[0], params=p0)
+        "single, constant module": best_ns(lambda: [gc(q0, v0, a0) for _ in range(k)], k),
+        "single, params default": best_ns(lambda: [g(q0, v0, a0) for _ in range(k)], k),
+        "single, params= one set (repeated)": best_ns(lambda: [g(q0, v0, a0, params=p0)
                                                                for _ in range(k)], k),
-        "single, params= check_params=False": best_ns(lambda: [g(q[0], v[0], a[0], params=p0,
+        "single, params= check_params=False": best_ns(lambda: [g(q0, v0, a0, params=p0,
                                                                  check_params=False) for _ in range(k)], k),
-        "single, params= new set each call": best_ns(lambda: [g(q[0], v[0], a[0], params=ps[i])
+        "single, params= new set each call": best_ns(lambda: [g(q0, v0, a0, params=ps[i])
                                                               for i in range(k)], k, reps=3),
         "batch, constant module": best_ns(lambda: gc(q, v, a, threads=1), n),
         "batch, one set for all states": best_ns(lambda: g(q, v, a, params=p0, threads=1), n),
