@@ -359,6 +359,12 @@ def test_params_batch_check_names_the_state_and_check_params_false_is_the_caller
     np.testing.assert_array_equal(a1, a[3])
     with pytest.raises(ValueError, match="triangle"):           # checked again when asked
         m.forward_dynamics(q[3], v[3], t[3], params=P[3])
+    P0 = m.default_params() * 1.5                            # accepted once: the same numbers in another
+    m.forward_dynamics(q[0], v[0], t[0], params=P0)          # shape are still refused by the call
+    with pytest.raises(ValueError, match="shape"):
+        m.forward_dynamics(q[0], v[0], t[0], params=P0.ravel())
+    np.testing.assert_array_equal(m.forward_dynamics(q[:1], v[:1], t[:1], params=P0[None])[0],
+                                  m.forward_dynamics(q[0], v[0], t[0], params=P0))
     P[3, k, 0] = np.nan                                      # never skipped: finiteness and shape
     with pytest.raises(ValueError, match="non-finite"):
         m.forward_dynamics(q, v, t, params=P, check_params=False)
