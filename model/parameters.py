@@ -126,14 +126,68 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
     return f"inertia about the centre of mass {problem}"
 
 
+def _det3(d1: np.ndarray, d2: np.ndarray, d3: np.ndarray, o12: np.ndarray, o13: np.ndarray,
+          o23: np.ndarray) -> np.ndarray:
+    """det [[d1, o12, o13], [o12, d2, o23], [o13, o23, d3]] (symmetric 3x3), elementwise."""
+    return d1 * (d2 * d3 - o23 * o23) - o12 * (o12 * d3 - o23 * o13) + o13 * (o12 * o23 - d2 * o13)
+
+
+#: relative margin of :func:`clearly_consistent` (far above the rounding of I_c, far inside the loader's
+#: bounds 1e-12 (positive definite) and ``TRIANGLE_TOL`` (triangle inequality))
+SCREEN_MARGIN = 1e-6
+
+
+def clearly_consistent(rows: np.ndarray) -> np.ndarray:
+    """Vectorised screen of :func:`parameter_problem` over rows (shape (k, 10)): True where the row is
+    accepted with a wide margin, so that :func:`parameter_problem` (whose rule this restates) accepts it
+    too; False where it refuses the row *or* where the row is near one of its boundaries (then
+    :func:`parameter_problem` decides).
+
+    Same rule, elementwise over the rows, with ``mu = SCREEN_MARGIN`` and ``t = trace(I_c)``: ``m > 0``
+    finite; the inertia about the CoM ``I_c = J + (h h^T - |h|^2 1) / m`` (= ``J + h~h~/m``) with
+    ``I_c - mu t 1`` positive definite (smallest principal moment above ``mu t``, so above ``mu`` times
+    the largest; the loader's bound is ``1e-12``) and ``(1 - mu) t / 2 1 - I_c`` positive definite (the
+    largest moment C below ``(1 - mu) t / 2``, i.e. ``A + B - C > mu (A + B + C)``; the loader allows
+    ``-TRIANGLE_TOL``), both by Sylvester's criterion (leading minors > 0); and the rounding error of
+    ``J + h~h~/m`` (``8 eps (max|J| + |h|^2/m)``) below ``0.1 mu t``.  Rounding in these tests can only
+    misjudge a matrix within a few ulps of a shifted boundary, which is still ``~mu`` inside the loader's,
+    so no row this accepts is refused by :func:`parameter_problem`.  NaN or inf anywhere fails a comparison
+    (massless rows are always left to :func:`parameter_problem`).
+    """
+    m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
+    mu = SCREEN_MARGIN
+    with np.errstate(all="ignore"):
+        inv = 1.0 / m
+        hh = hx * hx + hy * hy + hz * hz
+        a11 = j11 + (hx * hx - hh) * inv
+        a22 = j22 + (hy * hy - hh) * inv
+        a33 = j33 + (hz * hz - hh) * inv
+        a12 = j12 + hx * hy * inv
+        a13 = j13 + hx * hz * inv
+        a23 = j23 + hy * hz * inv
+        tr = a11 + a22 + a33
+        s = mu * tr                                # I_c - s 1 positive definite
+        b11, b22, b33 = a11 - s, a22 - s, a33 - s
+        t = (0.5 - 0.5 * mu) * tr                  # t 1 - I_c positive definite
+        k11, k22, k33 = t - a11, t - a22, t - a33
+        jmax = np.maximum.reduce([np.abs(x) for x in (j11, j12, j13, j22, j23, j33)])
+        noise = 8.0 * np.finfo(float).eps * (jmax + hh * inv)
+        return ((m > 0.0) & (m < np.inf) & (noise < 0.1 * s)
+                & (b11 > 0.0) & (b11 * b22 - a12 * a12 > 0.0) & (_det3(b11, b22, b33, a12, a13, a23) > 0.0)
+                & (k11 > 0.0) & (k11 * k22 - a12 * a12 > 0.0)
+                & (_det3(k11, k22, k33, -a12, -a13, -a23) > 0.0))
+
+
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
     """(index, why) of the first row of ``rows`` (shape (k, 10); row i belongs to the body
     ``moving[i % len(moving)]`` says moves or not) that :func:`parameter_problem` refuses, or None.
-    Identical rows are checked once."""
+    Rows :func:`clearly_consistent` accepts (vectorised) are not looked at again; the others go through
+    :func:`parameter_problem`, identical rows once."""
     rows = np.asarray(rows, dtype=float).reshape(-1, 10)
     nb = len(moving)
     seen: dict[tuple[bytes, bool], str | None] = {}
-    for i, row in enumerate(rows):
+    for i in np.flatnonzero(~clearly_consistent(rows)).tolist():
+        row = rows[i]
         key = (row.tobytes(), bool(moving[i % nb]))
         if key not in seen:
             seen[key] = parameter_problem(row, key[1])

@@ -367,6 +367,24 @@ def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkey
             monkeypatch.setattr(m, name, m._nofast)
     assert fast == {k: _outcome(f) for k, f in cases.items()}
     assert fast["T"][1] is np.float64 and fast["LD"][1] is tuple
+    # several outputs: the C entry takes an out tuple (not one overlapping an input or another out), and a
+    # batch's new results (C entry, and the Python path with threads) equal the single calls' values
+    monkeypatch.undo()
+    assert m._fx_innovations_factors(q, (L, D)) == (L, D) and m._fx_innovations_factors(q, [L, D]) is None
+    assert m._fx_innovations_factors(q, (L, L)) is None and m._fx_innovations_factors(q, (L,)) is None
+    qL = np.empty(robot.nv * robot.nv + q.size)                   # an out that overlaps the input q
+    qL[:q.size] = q
+    assert m._fx_innovations_factors(qL[:q.size], (qL[q.size - 1:-1].reshape(L.shape), D)) is None
+    assert m._fx_innovations_factors(qL[:q.size], (qL[q.size:].reshape(L.shape), D)) is not None
+    per_state = [m.innovations_factors(x) for x in Q]
+    for batch in (m.innovations_factors(Q), m.innovations_factors(Q, threads=1),
+                  m.innovations_factors(Q, threads=2)):
+        assert all(b.shape == (len(Q), robot.nv, robot.nv) and b.flags.c_contiguous and b.flags.writeable
+                   for b in batch)
+        for i, one in enumerate(per_state):
+            assert all(np.array_equal(b[i], o) for b, o in zip(batch, one))
+        batch[0][...] = 0.0                                       # views of one block, but apart
+        assert np.array_equal(batch[1][0], per_state[0][1])
 
 
 def test_wrapper_flags_lower_only_the_optimisation_level():

@@ -18,7 +18,9 @@ from soadyn.codegen.pipeline import compile_robot, generate
 from soadyn.model.parameters import (
     PARAMETER_NAMES,
     check_params,
+    clearly_consistent,
     default_params,
+    first_parameter_problem,
     inertia_to_vector,
     parameter_problem,
     random_params,
@@ -251,3 +253,49 @@ def test_single_calls_with_params_in_c_change_no_outcome(arm_params, rng, monkey
         if name.startswith("_fx_"):
             monkeypatch.setattr(mod, name, mod._nofast)
     assert fast == {k: outcome(f) for k, f in cases.items()}
+
+
+def _screen_cases() -> tuple[np.ndarray, np.ndarray]:
+    """Rows (k, 10) around every boundary of parameter_problem, and which are far inside (expected
+    accepted by the vectorised screen)."""
+    rng = np.random.default_rng(7)
+    rows, inside = [], []
+
+    def add(I, c, m=2.0, far=False):
+        rows.append(inertia_to_vector(Inertia(m, np.asarray(c, float), np.asarray(I, float))))
+        inside.append(far)
+
+    for _ in range(200):                       # random rigid bodies: principal moments from point masses
+        R, _r = np.linalg.qr(rng.normal(size=(3, 3)))
+        x, y, z = rng.uniform(0.05, 1.0, size=3)
+        d = np.array([y + z, x + z, x + y])    # moments of a box-like density: strictly triangle-feasible
+        add(R @ np.diag(d) @ R.T, rng.normal(size=3) * 0.3, m=rng.uniform(0.1, 10.0), far=True)
+    for eps in (1e-3, 1e-7, 1e-10, 1e-13, 0.0, -1e-13, -1e-7, -1e-3):
+        add(np.diag([0.5 * (1 + eps), 0.3, 0.2]), [0.1, 0.0, 0.0])          # triangle A + B = C edge
+        add(np.diag([eps, 0.5, 0.5]), [0.1, 0.2, 0.0])                      # positive-definite edge
+    add(np.diag([0.01, 0.012, 0.015]), [4e4, 0, 0], m=1e-2)                 # far from the origin
+    add(np.diag([0.01, 0.012, 0.015]), [4e7, 0, 0], m=1e-2)                 # rounding decides I_c
+    for row in (np.zeros(10), np.r_[-1.0, np.zeros(9)], np.r_[2.0, np.nan, np.zeros(8)],   # massless,
+                np.r_[2.0, 1e300, 1e300, 0, 1, 0, 0, 1, 0, 1],     # negative mass, NaN, I_c overflows,
+                np.r_[np.inf, 0, 0, 0, 1, 0, 0, 1, 0, 1], np.r_[2.0, 0, 0, 0, np.inf, 0, 0, 1, 0, 1],   # inf
+                np.r_[2.0, 0, 0, 0, 1, -np.inf, 0, 1, 0, 1]):
+        rows.append(row)
+        inside.append(False)
+    return np.array(rows), np.array(inside)
+
+
+def test_vectorised_screen_agrees_with_parameter_problem():
+    """clearly_consistent never accepts a row parameter_problem refuses, accepts the well-inside ones, and
+    first_parameter_problem (screen + scalar rule) finds the same first refused row as the scalar rule."""
+    rows, inside = _screen_cases()
+    ok = clearly_consistent(rows)
+    verdict = [parameter_problem(r) for r in rows]
+    assert not any(o and v is not None for o, v in zip(ok, verdict))
+    assert ok[inside].all()
+    assert sum(v is not None for v in verdict) >= 10           # the edges include refused rows
+    for moving in ([True], [False], [True, False, True]):
+        for start in range(0, len(rows), 37):
+            sub = rows[start:]
+            want = next(((i, v) for i, r in enumerate(sub)
+                         if (v := parameter_problem(r, moving[i % len(moving)])) is not None), None)
+            assert first_parameter_problem(sub, moving) == want

@@ -338,6 +338,40 @@ def test_params_zero_row_allowed_only_where_the_loader_allows_mass_0(arm):
         assert np.all(np.isfinite(m.forward_dynamics(q, v, t, params=P)))
 
 
+
+def test_params_batch_check_names_the_state_and_check_params_false_is_the_callers_promise(arm):
+    """A batch of parameter sets is checked row by row (the vectorised screen, then the loader's rule on
+    the rows it leaves), naming state and body; check_params=False skips only the physical check."""
+    robot, m = arm
+    q, v, t = _state(robot, n=5)
+    P = np.repeat(m.default_params()[None], 5, axis=0)
+    k = P.shape[1] - 1                                       # a body on a moving joint
+    tri = _body(2.0, [0.1, 0, 0], np.diag([0.1, 0.1, 0.5]))  # breaks the triangle inequality
+    P[3, k] = tri
+    with pytest.raises(ValueError, match=rf"params\[3, {k}\].*triangle"):
+        m.forward_dynamics(q, v, t, params=P)
+    # the caller's promise: no physical check, the C runs on the given numbers (a triangle violation
+    # still gives a finite acceleration, the same as a consistent module on the same numbers would)
+    a = m.forward_dynamics(q, v, t, params=P, check_params=False)
+    assert a.shape == (5, robot.nv) and np.all(np.isfinite(a))
+    np.testing.assert_array_equal(a[:3], m.forward_dynamics(q[:3], v[:3], t[:3], params=P[:3]))
+    a1 = m.forward_dynamics(q[3], v[3], t[3], params=P[3], check_params=False)
+    np.testing.assert_array_equal(a1, a[3])
+    with pytest.raises(ValueError, match="triangle"):           # checked again when asked
+        m.forward_dynamics(q[3], v[3], t[3], params=P[3])
+    P0 = m.default_params() * 1.5                            # accepted once: the same numbers in another
+    m.forward_dynamics(q[0], v[0], t[0], params=P0)          # shape are still refused by the call
+    with pytest.raises(ValueError, match="shape"):
+        m.forward_dynamics(q[0], v[0], t[0], params=P0.ravel())
+    np.testing.assert_array_equal(m.forward_dynamics(q[:1], v[:1], t[:1], params=P0[None])[0],
+                                  m.forward_dynamics(q[0], v[0], t[0], params=P0))
+    P[3, k, 0] = np.nan                                      # never skipped: finiteness and shape
+    with pytest.raises(ValueError, match="non-finite"):
+        m.forward_dynamics(q, v, t, params=P, check_params=False)
+    with pytest.raises(ValueError, match="shape"):
+        m.forward_dynamics(q, v, t, params=P[:, :-1], check_params=False)
+
+
 # ---- verify --tol (issue 21 item 13) ---------------------------------------------------------------------
 @pytest.mark.parametrize("tol", ["nan", "-1", "0", "inf", "-inf"])
 def test_verify_refuses_a_tolerance_that_is_not_positive_and_finite(tol, tmp_path, capsys):
