@@ -8,12 +8,16 @@ behind a public API that checks its inputs and results and returns a status code
 the generated header).  Files written to ``DIR``::
 
     <name>.h, <name>.c          the library (freestanding C99: no libm, no heap, no globals)
+    <name>_stack.txt            worst-case stack per function, measured by this machine's gcc (the only
+                                machine-dependent file: every other file's bytes depend only on the
+                                robot file, the options and the soadyn version)
     CMakeLists.txt              static library, install() rules, test program registered with ctest
     <name>Config.cmake          find_package(<name>) -> <name>::<name>
     test_<name>.c               test vectors of the independent reference path + bad-input statuses
     freestanding/string.h       memcpy/memset declarations for a toolchain without C library headers
 
-The worst-case stack use per function in the header is measured by compiling the library with
+The worst-case stack use per function in ``<name>_stack.txt`` (the header refers to it) is measured by
+compiling the library with
 ``gcc -O2 -fcallgraph-info=su`` (own frame + the deepest chain of callees; no recursion, no
 dynamic allocation) when gcc is available, and stated as not measured otherwise.
 """
@@ -351,15 +355,16 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     source = render("clib_source.c.j2", prelude=printer.prelude, core=core, api=api, first_joint=first_joint,
                     enum=frame_enum(robot, impl_name) if enum else [], **common)
 
-    def header(note: str) -> str:
-        return render("clib_header.h.j2", guard=f"SOADYN_FLIGHT_{c_identifier(name).upper()}_H", api=api,
-                      enum=enum, quat_min=QUAT_NORM_MIN + printer.suffix,
-                      quat_max=QUAT_NORM_MAX + printer.suffix, joint_max=JOINT_Q_MAX + printer.suffix,
-                      stack_note=note, **common)
+    stack_name = f"{name}_stack.txt"
+    header = render("clib_header.h.j2", guard=f"SOADYN_FLIGHT_{c_identifier(name).upper()}_H", api=api,
+                    enum=enum, quat_min=QUAT_NORM_MIN + printer.suffix,
+                    quat_max=QUAT_NORM_MAX + printer.suffix, joint_max=JOINT_Q_MAX + printer.suffix,
+                    stack_name=stack_name, **common)
 
     cases, unreferenced = _test_cases(robot, specs, prefix, {fr: e for fr, e, _ in enum}, first_joint)
     version = re.sub(r"[^0-9.]", "", generator_version().split("+")[0]) or "0"
     files = {
+        f"{name}.h": header,
         f"{name}.c": source,
         "CMakeLists.txt": render("clib_CMakeLists.txt.j2", cmake_version=version, **common),
         f"{name}Config.cmake": render("clib_Config.cmake.j2", **common),
@@ -373,13 +378,13 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     try:
         (tmp / "freestanding").mkdir()
-        files[f"{name}.h"] = header("not measured")
         for rel, text in files.items():
             (tmp / rel).write_text(text, encoding="utf-8", newline="\n")
         stack, how = measure_stack(tmp / f"{name}.c", [a["cname"] for a in api])
         for a in api:
             a["stack"] = "n/a" if stack[a["cname"]] is None else stack[a["cname"]]
-        (tmp / f"{name}.h").write_text(header(how), encoding="utf-8", newline="\n")
+        files[stack_name] = render("clib_stack.txt.j2", api=api, stack_note=how, **common)
+        (tmp / stack_name).write_text(files[stack_name], encoding="utf-8", newline="\n")
         written = []
         for rel in sorted(files):
             dst = out / rel
