@@ -160,6 +160,9 @@ def test_cmake_build_install_ctest(export_dir, tmp_path):
     assert list((tmp_path / "inst").glob(f"lib*/lib{name}.a"))
     assert list((tmp_path / "inst").glob(f"lib*/cmake/{name}/{name}Config.cmake"))
     assert list((tmp_path / "inst").glob(f"lib*/cmake/{name}/{name}Targets.cmake"))
+    if (d / f"{name}_stack.txt").is_file():   # written where gcc measured it
+        installed = tmp_path / "inst/share" / name / f"{name}_stack.txt"
+        assert installed.read_bytes() == (d / f"{name}_stack.txt").read_bytes()
 
 
 # --------------------------------------------------------------------------------------------------
