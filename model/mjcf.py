@@ -49,7 +49,14 @@ from soadyn.model.robot import (
     resolve_mimics,
     snap,
 )
-from soadyn.model.robotfile import MassCheck, RobotFileError, check_base, drive_problem, read_bytes
+from soadyn.model.robotfile import (
+    MassCheck,
+    RobotFileError,
+    check_base,
+    drive_problem,
+    read_bytes,
+    unique_name,
+)
 
 
 def _quat_wxyz_to_matrix(qw: np.ndarray) -> np.ndarray:
@@ -228,7 +235,7 @@ def parse_mjcf(path: str | Path, base: str | None = None, *, check: MassCheck | 
             else:
                 X = Placement(np.eye(3), snap(a - prev_anchor))
             last = n_i == len(joints) - 1
-            this = name if last else _fresh(f"{name}__{jname(i)}", names_used)
+            this = name if last else unique_name(f"{name}__{jname(i)}", names_used)
             inert = _inertia(I_c, a) if last else Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
             axis = snap(np.asarray(m.jnt_axis[i], float) / np.linalg.norm(m.jnt_axis[i]))
             specs.append(BodySpec(this, prev_name, Joint(jname(i), jtype, axis, X, **drive,
@@ -269,12 +276,3 @@ def _inertia(I_c: Inertia | tuple, anchor: np.ndarray) -> Inertia:
         return I_c
     mass, com, I = I_c
     return Inertia(mass, com - anchor, 0.5 * (I + I.T))
-
-
-def _fresh(name: str, used: set[str]) -> str:
-    out, i = name, 2
-    while out in used:
-        out = f"{name}_{i}"
-        i += 1
-    used.add(out)
-    return out

@@ -25,6 +25,7 @@ from soadyn.model.motion import FrameMotion
 from soadyn.model.robot import Robot, state_vector
 from soadyn.symbolic.algorithms.coupling import expand_q, expand_v
 from soadyn.symbolic.algorithms.derivatives import frame_acceleration
+from soadyn.symbolic.algorithms.frames import frame_pose as algorithm_frame_pose
 from soadyn.symbolic.algorithms.jacobians import _frame_pose
 from soadyn.symbolic.algorithms.kinematics import joint_transforms, link_poses
 from soadyn.symbolic.scalar import NUMERIC
@@ -53,8 +54,7 @@ def frame_pose(robot: Robot, q: Any, frame: str) -> tuple[np.ndarray, np.ndarray
     """
     q = state_vector(q, robot.nq, "q", f"frame_pose({robot.name!r})")
     robot, q = _uncoupled(robot, q)
-    Rw, pw = _poses(robot, q)
-    _, R, p = _frame_pose(robot, NUMERIC, Rw, pw, frame)
+    R, p = algorithm_frame_pose(robot, NUMERIC, q, frame)
     return np.array(R, dtype=float), np.array(p, dtype=float)
 
 
