@@ -63,6 +63,10 @@ class Product:
     accumulate: bool = False
     #: ``A B`` is symmetric (m = n): the loops compute its upper triangle and store each entry twice
     symmetric: bool = False
+    #: a general product whose ``A`` is read in place from an output ``(output, row stride, rows, cols)``:
+    #: ``A[i, c] = output[stride * rows[i] + cols[c]]`` (a block of M^-1, not copied); ``left`` then holds
+    #: ``B`` only
+    source: tuple[str, int, tuple[int, ...], tuple[int, ...]] | None = None
 
     @property
     def columns(self) -> int:
@@ -148,6 +152,8 @@ class _Deferred:
     B: np.ndarray
     position: int
     symmetric: bool = False
+    #: ``A`` is the block ``(rows, cols)`` of this matrix (``ctx.matmul``'s ``left_of``)
+    left_of: tuple[np.ndarray, list[int], list[int]] | None = None
 
 
 @dataclass
@@ -159,7 +165,8 @@ class CodegenSymbolic(Symbolic):
 
     deferred: list[_Deferred] = field(default_factory=list)
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
         A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
         if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
             raise DerivationError(f"matmul {name!r}: shapes {A.shape} and {B.shape} do not multiply")
@@ -170,7 +177,7 @@ class CodegenSymbolic(Symbolic):
                      dtype=object).reshape(A.shape[0], B.shape[1])
         if symmetric:                     # one symbol per entry of the upper triangle
             P = mirror_upper(P)
-        self.deferred.append(_Deferred(base, P, A, B, len(self.program), symmetric))
+        self.deferred.append(_Deferred(base, P, A, B, len(self.program), symmetric, left_of))
         return P
 
 
@@ -197,7 +204,7 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     if len(signs) > 1:
         return None
     targets = {w[0] for w in where.values()}
-    left = next((n for n, es in outputs.items() if shapes[n] == (m, m) and n not in targets
+    left = next((n for n, es in outputs.items() if shapes.get(n) == (m, m) and n not in targets
                  and all(es[i * m + j] == se.sympify(d.A[i, j]) for i in range(m) for j in range(m))), None)
     if left is None:
         return None
@@ -297,11 +304,31 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     if scratch in outputs:
         return None
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
+    source = _left_source(d, outputs, shapes, name)
     product = Product(d.name, scratch, m, signs.pop(), ((name, shape[1], col0, n),), k=k, row0=row0,
-                      accumulate=accumulate, symmetric=d.symmetric)
+                      accumulate=accumulate, symmetric=d.symmetric, source=source)
     stores = {(h[0], h[1]): h[3] for h in hits}
-    stores.update({(scratch, i): se.sympify(e) for i, e in enumerate([*d.A.ravel(), *d.B.ravel()])})
+    factors = [*d.B.ravel()] if source else [*d.A.ravel(), *d.B.ravel()]
+    stores.update({(scratch, i): se.sympify(e) for i, e in enumerate(factors)})
     return product, stores
+
+
+def _left_source(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
+                 target: str) -> tuple[str, int, tuple[int, ...], tuple[int, ...]] | None:
+    """Where a general product reads ``A`` in place: an output other than its result ``target`` holding
+    the whole matrix of ``ctx.matmul``'s ``left_of`` (row-major), so that the loops read the block from it
+    instead of a copy (``Product.source``); None otherwise."""
+    if d.left_of is None:
+        return None
+    W = np.asarray(d.left_of[0], dtype=object)
+    rows, cols = tuple(int(r) for r in d.left_of[1]), tuple(int(c) for c in d.left_of[2])
+    if W.ndim != 2 or (len(rows), len(cols)) != d.A.shape:
+        return None
+    flat = [se.sympify(e) for e in W.ravel()]
+    for name, es in outputs.items():
+        if name != target and shapes.get(name) == W.shape and es == flat:
+            return name, W.shape[1], rows, cols
+    return None
 
 
 def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]]],
@@ -325,7 +352,7 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
             continue
         product, stores = found
         if product.k:
-            outs[product.left] = [se.Integer(0)] * (product.m * product.k + product.k * product.columns)
+            outs[product.left] = [se.Integer(0)] * scratch_size(product)
         for (name, flat), e in stores.items():
             outs[name][flat] = e
         products.append(product)
@@ -336,6 +363,11 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
                                               if not d.symmetric or ij[0] <= ij[1]]
     scratch = [(p.left, outs[p.left]) for p in products if p.k]
     return [(n, outs[n]) for n, _ in outputs] + scratch, products
+
+
+def scratch_size(p: Product) -> int:
+    """Entries of a general product's scratch array: ``A`` (unless read in place, ``p.source``) and ``B``."""
+    return (0 if p.source else p.m * p.k) + p.k * p.columns
 
 
 #: separator between an output's name and its case (frame id) in the program of a frame family

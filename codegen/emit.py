@@ -27,7 +27,7 @@ import symengine as se
 import soadyn.codegen.cprogram as cp
 from soadyn._version import __version__
 from soadyn.codegen.cprogram import Expr, Stmt, sink_loads
-from soadyn.codegen.derive import DerivationError, Program
+from soadyn.codegen.derive import DerivationError, Program, scratch_size
 from soadyn.codegen.functions import FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.printer import CPrinter, ExpressionPrinter
@@ -303,7 +303,7 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
         f.helpers.append(text)
         f.epilogue += call
         if p.k:                        # the scratch array of a general product's factors
-            f.scratch.append((p.left, p.m * p.k + p.k * p.columns))
+            f.scratch.append((p.left, scratch_size(p)))
     if program.products and all(p.k for p in program.products):
         f.lanes_body = expanded_products(body, program.products)
     f.body = [Stmt(cp.SCRATCH, n, index=size) for n, size in f.scratch] + body + f.epilogue

@@ -60,16 +60,18 @@ def _product_vector_lines(p: Product, width: int) -> list[str]:
     return out + _product_copies(p, "prod_r.d", load=False, width=width) + ["}"]
 
 
-def _accumulate_row(nvec: int, k: int, row: str, indent: str = "    ") -> list[str]:
+def _accumulate_row(nvec: int, k: int, row: str, indent: str = "    ", a: str = "prod_a[{}]") -> list[str]:
     """Row ``prod_i`` of a product, ``nvec`` vectors wide, into ``row``: blocks of at most
-    :data:`PRODUCT_BLOCK` vector accumulators, ``c = a[0] B[0] + a[1] B[1] + ...`` (left to right)."""
+    :data:`PRODUCT_BLOCK` vector accumulators, ``c = a[0] B[0] + a[1] B[1] + ...`` (left to right);
+    ``a``: how entry ``{}`` of the left factor's row is read."""
+    a0, ak = a.format(0), a.format("prod_k")
     out = []
     for b0 in range(0, nvec, PRODUCT_BLOCK):
         acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
         out += [f"{indent}{{",
-                f"{indent}    " + " ".join(f"prod_v prod_c{v} = prod_a[0] * prod_B[0].v[{v}];" for v in acc),
+                f"{indent}    " + " ".join(f"prod_v prod_c{v} = {a0} * prod_B[0].v[{v}];" for v in acc),
                 f"{indent}    for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
-                f"{indent}        " + " ".join(f"prod_c{v} += prod_a[prod_k] * prod_B[prod_k].v[{v}];"
+                f"{indent}        " + " ".join(f"prod_c{v} += {ak} * prod_B[prod_k].v[{v}];"
                                                for v in acc),
                 f"{indent}    }}",
                 f"{indent}    " + " ".join(f"{row}.v[{v}] = prod_c{v};" for v in acc),
@@ -115,8 +117,11 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
     sign = "-" if p.scale < 0 and not p.accumulate else ""
     first = "prod_i" if p.symmetric else "0"
-    head = [f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
-            f"    const double *prod_a = {p.left} + {k} * prod_i;",
+    boff = 0 if p.source else m * k             # B's offset in the scratch array
+    index, row_a, a = _left_rows(p)
+    head = [*index,
+            f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
+            f"    const double *prod_a = {row_a};",
             f"    double *prod_o = {name} + {stride} * ({p.row0} + prod_i) + {col};"]
     mirror = ([f"    for (prod_j = prod_i + 1; prod_j < {n}; ++prod_j) "
                f"prod_o[{stride} * (prod_j - prod_i) + prod_i] = prod_o[prod_j];"]
@@ -124,13 +129,13 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     if width == 1:
         return [f"double prod_r[{n}];",
                 "int prod_i, prod_j, prod_k;",
-                f"const double *prod_b = {p.left} + {m * k};",
+                f"const double *prod_b = {p.left} + {boff};",
                 *head,
                 f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
-                "prod_r[prod_j] = prod_a[0] * prod_b[prod_j];",
+                f"prod_r[prod_j] = {a.format(0)} * prod_b[prod_j];",
                 f"    for (prod_k = 1; prod_k < {k}; ++prod_k)",
                 f"        for (prod_j = {first}; prod_j < {n}; ++prod_j) "
-                f"prod_r[prod_j] += prod_a[prod_k] * prod_b[{n} * prod_k + prod_j];",
+                f"prod_r[prod_j] += {a.format('prod_k')} * prod_b[{n} * prod_k + prod_j];",
                 f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
                 f"prod_o[prod_j] {op} {sign}prod_r[prod_j];",
                 *mirror, "}"]
@@ -141,7 +146,7 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
            "int prod_i, prod_j, prod_k;",
            f"for (prod_k = 0; prod_k < {k}; ++prod_k) {{",
            f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
-           f"prod_B[prod_k].d[prod_j] = {p.left}[{m * k} + {n} * prod_k + prod_j];"]
+           f"prod_B[prod_k].d[prod_j] = {p.left}[{boff} + {n} * prod_k + prod_j];"]
     if nvec * width > n:
         out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
                    "prod_B[prod_k].d[prod_j] = 0.0;")
@@ -154,12 +159,31 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
                 "        prod_u.v[prod_j] = prod_c;",
                 "    }"]
     else:
-        out += _accumulate_row(nvec, k, "prod_u")
+        out += _accumulate_row(nvec, k, "prod_u", a=a)
     # whole (unaligned) vectors of the row, then its last entries one by one
     out += [f"    for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
             f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
             f"    for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
     return out + mirror + ["}"]
+
+
+def _left_rows(p: Product) -> tuple[list[str], str, str]:
+    """How a general product's loops read ``A``: index arrays to declare, the start of row ``prod_i``
+    (``prod_a``) and the entry ``{}`` of that row.  From the scratch array, or in place from the output
+    ``p.source`` (a contiguous run of rows or columns is read without an index array)."""
+    if p.source is None:
+        return [], f"{p.left} + {p.k} * prod_i", "prod_a[{}]"
+    src, stride, rows, cols = p.source
+    index = []
+    if rows == tuple(range(rows[0], rows[0] + len(rows))):
+        row = f"{src} + {stride} * ({rows[0]} + prod_i)"
+    else:
+        index.append(f"const int prod_ri[{len(rows)}] = {{{', '.join(map(str, rows))}}};")
+        row = f"{src} + {stride} * prod_ri[prod_i]"
+    if cols == tuple(range(cols[0], cols[0] + len(cols))):
+        return index, f"{row} + {cols[0]}", "prod_a[{}]"
+    index.append(f"const int prod_ci[{len(cols)}] = {{{', '.join(map(str, cols))}}};")
+    return index, row, "prod_a[prod_ci[{}]]"
 
 
 def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
@@ -176,16 +200,20 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
     name = f"{cname}_prod_{p.name}"
     if p.k:
         lines = functools.partial(_general_product_lines, p)
-        args = [p.left, p.runs[0][0]]
+        args = [p.left, *([p.source[0]] if p.source else []), p.runs[0][0]]
         how = "added to" if p.accumulate else "stored into"
-        head = (f"{name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), A and B from {p.left}, {how} "
-                f"rows {p.row0}.. of {args[1]}")
+        where = (f"A read in place from {p.source[0]}, B from {p.left}" if p.source
+                 else f"A and B from {p.left}")
+        head = (f"{name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), {where}, {how} "
+                f"rows {p.row0}.. of {args[-1]}")
     else:
         lines = functools.partial(_product_vector_lines, p)
         args = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
         head = (f"{name} = {sign}{p.left} B, ({p.m} x {p.m}) by ({p.m} x {p.columns}), B read back from the "
                 "outputs")
-    params = ", ".join([f"const double *{args[0]}"] + [f"double *{o}" for o in args[1:]])
+    n_const = 2 if p.k and p.source else 1          # the factors' arrays are read only
+    params = ", ".join([f"const double *{o}" for o in args[:n_const]]
+                       + [f"double *{o}" for o in args[n_const:]])
     ind = "    "
     body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
              "#if defined(__AVX__)"]
@@ -200,9 +228,11 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
 
 def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
     """``body`` (the statements, stores included) with its general products as expressions: a factor's
-    scratch entry becomes a local ``<scratch>_<i>``, and each result entry ``C + s (a_i0 b_0j + ...)`` is
-    stored after the statements, summed left to right like the loops (a symmetric product's entry
-    (i, j), i <= j, also at (j, i)), so that every lane rounds exactly as the scalar function."""
+    scratch entry becomes a local ``<scratch>_<i>`` (an entry of ``A`` read in place from an output,
+    ``Product.source``, the local ``<output>_s<i>`` stored there), and each result entry
+    ``C + s (a_i0 b_0j + ...)`` is stored after the statements, summed left to right like the loops (a
+    symmetric product's entry (i, j), i <= j, also at (j, i)), so that every lane rounds exactly as the
+    scalar function."""
     blocks: dict[tuple[str, int], tuple[Product, int, int]] = {}
     for p in products:
         name, stride, col, n = p.runs[0]
@@ -210,6 +240,8 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
             for j in range(n):
                 blocks[name, stride * (p.row0 + i) + col + j] = (p, i, j)
     factors = {p.left for p in products}
+    read = {(p.source[0], p.source[1] * r + c) for p in products if p.source
+            for r in p.source[2] for c in p.source[3]}
     rest: dict[tuple[str, int, int], str] = {}
     out = []
     for s in body:
@@ -218,16 +250,28 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
         elif s.kind == cp.STORE and (s.target, s.index) in blocks:
             p, i, j = blocks[s.target, s.index]
             rest[p.name, i, j] = s.expr.text
+        elif s.kind == cp.STORE and (s.target, s.index) in read:
+            local = f"{s.target}_s{s.index}"
+            out += [cp.value(local, s.expr), cp.store(s.target, s.index, Expr.of(local))]
         else:
             out.append(s)
+    stored = {(s.target, s.index) for s in out if s.kind == cp.STORE}
+
+    def left(p: Product, i: int, c: int) -> str:
+        if p.source is None:
+            return f"{p.left}_{p.k * i + c}"
+        src, stride, rows, cols = p.source
+        at = stride * rows[i] + cols[c]
+        return f"{src}_s{at}" if (src, at) in stored else "0"   # an exact zero is not stored
     for p in products:
         name, stride, col, n = p.runs[0]
         m_, k = p.m, p.k
+        boff = 0 if p.source else m_ * k
         for i in range(m_):
             for j in range(n):
                 if p.symmetric and j < i:
                     continue
-                terms = " + ".join(f"{p.left}_{k * i + c}*{p.left}_{m_ * k + n * c + j}" for c in range(k))
+                terms = " + ".join(f"{left(p, i, c)}*{p.left}_{boff + n * c + j}" for c in range(k))
                 out.append(cp.value(f"{p.left}_r{i}_{j}", Expr.of(terms)))
                 sign, op = ("-", "-") if p.scale < 0 else ("", "+")
                 for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):

@@ -82,10 +82,13 @@ class ScalarContext(Protocol):
         """Stage a symmetric matrix, upper triangle named, lower mirrored."""
         ...
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
         """The dense product ``A @ B`` of two matrices, named ``name``.  A code generator may evaluate it
         as a loop over the stored factors instead of one scalar expression per entry.  ``symmetric``: the
-        caller knows ``A @ B`` is symmetric; only its upper triangle is computed, and mirrored."""
+        caller knows ``A @ B`` is symmetric; only its upper triangle is computed, and mirrored.
+        ``left_of = (W, rows, cols)``: ``A`` is the block ``W[rows][:, cols]`` of a matrix ``W`` (a code
+        generator may read it from ``W`` in place instead of copying it)."""
         ...
 
 
@@ -148,7 +151,8 @@ class Numeric:
     def is_zero(self, x: Any) -> bool:
         return False
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
         R = np.asarray(A) @ np.asarray(B)
         return mirror_upper(R) if symmetric else R
 
@@ -282,7 +286,8 @@ class Symbolic:
                                                         arr[i, j], name)
         return out
 
-    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
+    def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
         """``A @ B`` as one expression per entry (:class:`soadyn.codegen.derive.CodegenSymbolic` defers it to
         a loop in the generated C instead)."""
         R = np.asarray(A) @ np.asarray(B)

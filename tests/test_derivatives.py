@@ -260,14 +260,14 @@ def test_quaternion_seed_without_staged_attitude():
 
 
 # ---- the product -M^-1 dtau/dx in blocks (issue 26) -----------------------------------------------
-def _two_branch_doc(base: str) -> dict:
-    """A base with two 5-joint branches (a leg-and-arm tree): blocks large enough to be loops."""
+def _two_branch_doc(base: str, joints: int = 5) -> dict:
+    """A base with two branches of ``joints`` joints (a leg-and-arm tree): blocks large enough to be loops."""
     rng = np.random.default_rng(5)
     bodies = [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
                "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
     for b in range(2):
         parent = "base"
-        for i in range(5):
+        for i in range(joints):
             axis = np.eye(3)[i % 3] if i % 2 else rng.normal(size=3)
             name = f"b{b}_{i}"
             bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 3.0)),
@@ -278,7 +278,8 @@ def _two_branch_doc(base: str) -> dict:
                                      "xyz": rng.normal(0, 0.3, 3).tolist(),
                                      "rpy": rng.uniform(-3, 3, 3).tolist()}})
             parent = name
-    return {"name": f"two_branch_{base}", "base": base, "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
+    name = f"two_branch_{base}" + ("" if joints == 5 else f"_{joints}")
+    return {"name": name, "base": base, "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
 
 
 @pytest.mark.parametrize("base", ["free", "fixed"])
@@ -326,6 +327,8 @@ def test_block_products_in_generated_c(tmp_path, deriv_dir, base):
     if robot.is_free:     # one block of each branch's columns: base and branch rows, a loop
         inner = sorted(p.inner for p in program.products)
         assert inner and min(inner) < robot.nv, inner
+        # ... reading its block of M^-1 in place from da_dtau (not copied into a scratch array)
+        assert all(p.source[0] == "da_dtau" for p in program.products if p.inner < robot.nv)
     else:                 # the two branches do not reach each other: exact zeros, no product entry
         da_dq = np.array(dict(program.outputs)["da_dq"], dtype=object).reshape(robot.nv, robot.nv)
         assert all(e == 0 for e in da_dq[5:, :5].ravel()) and all(e == 0 for e in da_dq[:5, 5:].ravel())
@@ -339,3 +342,39 @@ def test_block_products_in_generated_c(tmp_path, deriv_dir, base):
                            alg.forward_dynamics_derivatives(robot, CTX, Q[i], V[i], T[i])):
             assert rel_err(g, r) <= FD_TOL
             assert rel_err(g, f) <= C_TOL
+
+
+def test_block_products_read_in_place_give_the_same_bits(cc, tmp_path, deriv_dir):
+    """The two-branch free tree's loops read their blocks of M^-1 in place from da_dtau, through a list of
+    columns (base and branch): vectors of the compiler's default target, -march=native and scalar loops
+    give the same bits."""
+    from test_products import _build_variants, _same_bits
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("free")), GRAVITY)
+    mod = compile_robot(robot, deriv_dir, functions=["forward_dynamics_derivatives"], progress=False)
+    src = next(Path(mod.__file__).parent.glob("*.c"))
+    assert "A read in place from da_dtau" in src.read_text() and "prod_ci[" in src.read_text()
+    Q, V, T, _ = _states(robot, 1, 33)
+    _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_forward_dynamics_derivatives",
+               (Q[0], V[0], T[0]), mod.forward_dynamics_derivatives(Q[0], V[0], T[0]), robot.nv)
+
+
+def test_block_products_read_in_place_in_the_simd_batch(tmp_path, deriv_dir):
+    """A fixed base with two 8-joint branches: only block products (each branch's 8 x 8 block of M^-1, read
+    in place), so the SIMD batch evaluates them as expressions of the stored M^-1 entries: every state of
+    the batch has the bits of the single call, which agrees with the differences."""
+    from soadyn.codegen.pipeline import generate
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("fixed", joints=8)), GRAVITY)
+    gen = generate(robot, functions=["forward_dynamics_derivatives"])
+    f = next(x for x in gen.functions if x.cname.endswith("_forward_dynamics_derivatives"))
+    assert f.lanes_body is not None and any("da_dtau_s" in repr(x) for x in f.lanes_body)
+    mod = compile_robot(robot, deriv_dir, functions=["forward_dynamics_derivatives"], progress=False)
+    Q, V, T, _ = _states(robot, 5, 34)
+    batch = mod.forward_dynamics_derivatives(Q, V, T)
+    for i in range(len(Q)):
+        single = mod.forward_dynamics_derivatives(Q[i], V[i], T[i])
+        for b, s1 in zip(batch, single):
+            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64))
+    for g, r in zip(single, fd.forward_dynamics_derivatives(robot, Q[-1], V[-1], T[-1])):
+        assert rel_err(g, r) <= FD_TOL

@@ -48,7 +48,11 @@ def _apply(product, values: dict[str, np.ndarray]) -> None:
     if product.k:
         k, n = product.k, product.columns
         f = values[product.left]
-        R = product.scale * (f[:m * k].reshape(m, k) @ f[m * k:].reshape(k, n))
+        if product.source:                  # A read in place from an output, B alone in the scratch
+            src, stride, rows, cols = product.source
+            R = product.scale * (values[src].reshape(-1, stride)[np.ix_(rows, cols)] @ f.reshape(k, n))
+        else:
+            R = product.scale * (f[:m * k].reshape(m, k) @ f[m * k:].reshape(k, n))
         name, stride, col, _ = product.runs[0]
         out = values[name].reshape(-1, stride)
         block = out[product.row0:product.row0 + m, col:col + n]
@@ -139,6 +143,35 @@ def test_general_product_added_to_a_block_of_an_output():
     want[1:m + 1, 2:p + 2] = xv[:, :1] * yv[:1, :] + (2 * xv) @ (yv + 1)
     want[0, 0] = xv[0, 0]
     np.testing.assert_allclose(values["R"].reshape(out.shape), want, rtol=1e-14, atol=1e-14)
+
+
+def test_general_product_reads_a_block_of_an_output_in_place():
+    """A left factor that is a block (rows and columns not contiguous) of another output W: the loops read
+    it from W (``Product.source``), the scratch array holds B alone; without ``left_of``, or when W is not
+    an output, A is copied into the scratch array."""
+    m, k, p = 9, 4, 8                                           # >= GENERAL_PRODUCT_MIN entries
+    ctx, W, B = _toy(11, p)
+    rows, cols = [0, 1, 2, 3, 5, 6, 7, 9, 10], [1, 4, 5, 8]
+    A = W[np.ix_(rows, cols)]
+    Bk = B[:k]
+    for left_of, with_w in (((W, rows, cols), True), (None, True), ((W, rows, cols), False)):
+        ctx.deferred.clear()
+        P = -ctx.matmul("P", A, Bk, left_of=left_of)
+        outs = [("R", list(P.ravel()))] + ([("W", list(W.ravel()))] if with_w else [])
+        new_outputs, (prod,) = place_products(ctx, outs, {"R": (m, p), "W": W.shape})
+        if left_of is not None and with_w:
+            assert prod.source == ("W", 11, tuple(rows), tuple(cols))
+            assert len(dict(new_outputs)[prod.left]) == k * p
+        else:
+            assert prod.source is None and len(dict(new_outputs)[prod.left]) == m * k + k * p
+        rng = np.random.default_rng(12)            # its own draws: the other tests' data stay as they were
+        xv, yv = rng.normal(size=(11, 11)), rng.normal(size=(11, p))
+        values = {n: v.copy() for (n, _), v in zip(new_outputs, _run(ctx, new_outputs, xv, yv))}
+        if not with_w:
+            values["W"] = (xv + xv.T).ravel()
+        _apply(prod, values)
+        want = -(xv + xv.T)[np.ix_(rows, cols)] @ (2 * yv[:k])
+        np.testing.assert_allclose(values["R"].reshape(m, p), want, rtol=1e-13, atol=1e-13)
 
 
 def test_symmetric_product_computes_the_upper_triangle():

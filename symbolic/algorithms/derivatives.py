@@ -18,7 +18,9 @@ Derivatives with respect to q are taken along the tangent ``q (+) delta`` of doc
   use the same identity).  The product is ``ctx.matmul``: one scalar expression per entry on a plain
   symbolic context, loops over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
   ``Product``), one per block of columns of ``dtau/dx`` with the rows the tree lets be non-zero
-  (:func:`product_blocks`).  For a free base the attitude columns are in closed form: the attitude only
+  (:func:`product_blocks`); a block's rows and columns of M^-1 are read in place from ``da_dtau``
+  (``left_of``), not copied (B1 + Z1 forward-dynamics derivatives: 4,837-5,038 -> 4,617-4,722 ns).
+  For a free base the attitude columns are in closed form: the attitude only
   turns gravity, which enters as a base acceleration, so ``da/d delta_w = -[0; e_m x g_b; 0]`` and the
   position columns vanish; so are the linear base velocity columns: a uniform velocity added to every
   body changes no force, and in base axes ``d/dt (R^T u) = -w x R^T u``, so ``da/dv_lin = -[0; w~; 0]``.
@@ -133,9 +135,13 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     # the generated C): only the rows the tree lets be non-zero, only the rows of M^-1 they reach
     closed = method == "inverse"                 # the free base's closed-form columns (below)
     for g, (c0, c1, rows, out) in enumerate(product_blocks(robot, skip_base=closed)):
-        A = Minv if len(rows) == nv and len(out) == nv else Minv[np.ix_(out, rows)]
         name = "dadx" if g == 0 else f"dadx{g}"
-        da[np.ix_(out, range(c0, c1))] = -ctx.matmul(name, A, J[np.ix_(rows, range(c0, c1))])
+        B = J[np.ix_(rows, range(c0, c1))]
+        if len(rows) == nv and len(out) == nv:
+            P = ctx.matmul(name, Minv, B)
+        else:             # a block of M^-1: the generated loops read it from da_dtau in place
+            P = ctx.matmul(name, Minv[np.ix_(out, rows)], B, left_of=(Minv, out, rows))
+        da[np.ix_(out, range(c0, c1))] = -P
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
