@@ -265,10 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {bp.machine_info()}; {bp._compiler_version(bp._compiler('c'))}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     jobs = []
-    for label in labels:
-        jobs.append(prepare(label, work, args.states, args.batch, flags))
-        print(f"{label}: compiled in {jobs[-1]['info']['wall']:.1f} s (load {os.getloadavg()[0]:.1f})",
-              flush=True)
+    try:
+        for label in labels:
+            jobs.append(prepare(label, work, args.states, args.batch, flags))
+            print(f"{label}: compiled in {jobs[-1]['info']['wall']:.1f} s (load {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    except bp.BenchError as e:           # no Pinocchio/Eigen headers, a compiler failure: one line
+        print(f"bench_round3: {e}", file=sys.stderr)
+        return 1
     best: dict[str, dict] = {j["label"]: {} for j in jobs}
     loads = []
     for r in range(args.rounds):
