@@ -446,20 +446,27 @@ def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7, cycling: bo
 _PROTO = re.compile(r"^(void|int) (\w+)\(([^)]*)\);$", re.M)
 
 
-def prototypes(mod) -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """``{C name: (return type, [(kind, argument name), ...])}`` of the module's single-state functions, read
-    from its header: kind ``in`` (``const double *``), ``out`` (``double *``) or ``frame`` (``int``)."""
-    header = (Path(mod.__file__).parent / f"{mod.module_name}.h").read_text()
+def prototypes(mod) -> dict[str, tuple[str, list[tuple[str, str, int]]]]:
+    """``{C name: (return type, [(kind, argument name, doubles per state), ...])}`` of the module's
+    single-state functions: kinds and names from its header (``in``: ``const double *``, ``out``:
+    ``double *``, ``frame``: ``int``), sizes from the call of the function in its batched entry's loop in the
+    module's source (``x + (long)i * N``)."""
+    d = Path(mod.__file__).parent
+    header, source = (d / f"{mod.module_name}.h").read_text(), (d / f"{mod.module_name}.c").read_text()
     out = {}
     for ret, name, args in _PROTO.findall(header):
         parts = [a.strip() for a in args.split(",")]
         if parts and parts[0] == "int n":
             continue                                 # a batched entry point
+        batch = source[source.index(f" {name}_batch(int n"):]
+        call = re.search(rf"\b{name}\(([^;]*)\);", batch[batch.index("{"):])
+        sizes = [int(m.group(1)) if m else 0 for m in (re.search(r"\(long\)i \* (\d+)$", a.strip())
+                                                       for a in call.group(1).split(","))]
         kinds = []
-        for a in parts:
+        for a, size in zip(parts, sizes):
             arg = a.rsplit("*", 1)[-1].split()[-1]
             kinds.append(("in" if a.startswith("const double") else "out" if a.startswith("double") else "frame",
-                          arg))
+                          arg, size))
         out[name] = (ret, kinds)
     return out
 
@@ -472,10 +479,10 @@ def _any_harness(protos: dict, workdir: Path) -> ctypes.CDLL:
              "static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); "
              "return t.tv_sec + 1e-9 * t.tv_nsec; }", "volatile double soadyn_bench_sink;"]
     for i, (ret, kinds) in enumerate(protos.values()):
-        types = ", ".join("const double *" if k == "in" else "double *" if k == "out" else "int" for k, _ in kinds)
+        types = ", ".join("const double *" if k == "in" else "double *" if k == "out" else "int" for k, *_ in kinds)
         ins = outs = 0
         call = []
-        for k, _ in kinds:
+        for k, *_ in kinds:
             if k == "in":
                 call.append(f"in[{ins}] + (long)i * stride[{ins}]")
                 ins += 1
@@ -499,21 +506,25 @@ def _any_harness(protos: dict, workdir: Path) -> ctypes.CDLL:
 
 
 def time_module_functions(mod, names: list[str], inputs: dict[str, np.ndarray], workdir: Path, frame_id: int = 0,
-                          reps: int = 7, out_size: int | None = None) -> dict[str, float]:
+                          reps: int = 7) -> dict[str, float]:
     """ns per call of the module's own compiled single-state functions ``names`` (C names without the module
-    prefix, any signature of its header) in a C loop over the states of ``inputs`` (argument name -> (n, size)
-    array), each output into one reused buffer; min over ``reps`` repetitions of ~30 ms."""
+    prefix, any signature of its header: :func:`prototypes`) in a C loop over the states of ``inputs``
+    (argument name -> (n, size) array), each output into one reused buffer of its size; min over ``reps``
+    repetitions of ~30 ms."""
     ffi, lib, p = mod._ffi, mod._lib, mod.module_name
     allp = prototypes(mod)
     protos = {f"{p}_{f}": allp[f"{p}_{f}"] for f in names if f"{p}_{f}" in allp}
     workdir.mkdir(parents=True, exist_ok=True)
     h = _any_harness(protos, workdir)
     n = len(inputs["q"])
-    size = out_size or 64 * (mod.nv + mod.n_bodies) ** 2
     res = {}
     for i, (cname, (_, kinds)) in enumerate(protos.items()):
-        arrs = [np.ascontiguousarray(inputs[a]) for k, a in kinds if k == "in"]
-        outs = [np.zeros(size) for k, _ in kinds if k == "out"]
+        arrs = [np.ascontiguousarray(inputs[a]) for k, a, _ in kinds if k == "in"]
+        bad = [(a, x.shape[1], size) for (k, a, size), x in zip([k for k in kinds if k[0] == "in"], arrs)
+               if x.shape[1] != size]
+        if bad:
+            raise ValueError(f"{cname}: input width differs from the C function's (name, given, C): {bad}")
+        outs = [np.zeros(size) for k, _, size in kinds if k == "out"]
         ptrs = (ctypes.c_void_p * max(1, len(arrs)))(*[a.ctypes.data for a in arrs])
         strides = (ctypes.c_int * max(1, len(arrs)))(*[a.shape[1] for a in arrs])
         optrs = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
