@@ -78,7 +78,8 @@ def batch_row(g: Callable, batch: list[np.ndarray], k: int) -> tuple[int, tuple[
 TARGETS = {"ID single, params= one set (checked)": "<= 1.2",
            "ID batch, one set per state (checked)": "<= 1.3",
            "ID batch, one set per state, check_params=False": "<= 1.3",
-           "regressor: single (left) vs batch (right)": "< 1"}
+           "regressor: single (left) vs batch (right)": "< 1",
+           "regressor: single vs batch of 256 states": "< 1"}
 
 
 def _span(xs: list[float]) -> str:
@@ -135,9 +136,21 @@ def params_table(const, out_dir: Path, n: int, rounds: int) -> None:
          batch(lambda: g(q, v, a, params=ps, threads=1, check_params=False))),
         ("ID batch, one set per state, new each call", batch(lambda: gc(q, v, a, threads=1)),
          batch(lambda: g(q, v, a, params=fresh(), threads=1), reps=3)),
+        ("ID batch, C only (no Python, no checks)", batch(lambda: c_const(n, *c_args, c_tau)),
+         batch(lambda: c_params(n, *c_args, c_ps, c_tau))),
+        ("ID batch of 256 states, C only", lambda: best_ns(lambda: c_const(256, *c_args, c_tau), 256, 20),
+         lambda: best_ns(lambda: c_params(256, *c_args, c_ps, c_tau), 256, 20)),
         ("regressor: single (left) vs batch (right)", single(lambda: reg(q0, v0, a0)),
          batch(lambda: reg(q, v, a, threads=1))),
+        ("regressor: single vs batch of 256 states", single(lambda: reg(q0, v0, a0)),
+         lambda: best_ns(lambda: reg(q[:256], v[:256], a[:256], threads=1), 256, 20)),
     ]
+    # the C batch entries themselves (cffi, no Python checks): where the time goes
+    fb, tau = mc._ffi.from_buffer, np.empty((n, const.nv))
+    c_args = [fb("double[]", x) for x in (q, v, a)]
+    c_ps, c_tau = fb("double[]", ps), fb("double[]", tau, True)
+    c_const = getattr(mc._lib, f"{mc.module_name}_inverse_dynamics_batch")
+    c_params = getattr(mp._lib, f"{mp.module_name}_inverse_dynamics_batch")
     g(q, v, a, params=ps)               # the repeated batch: accepted once before timing
     times: dict[str, tuple[list[float], list[float]]] = {r[0]: ([], []) for r in rows}
     for _ in range(rounds):
