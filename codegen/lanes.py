@@ -19,10 +19,11 @@ from soadyn.codegen.trig import C_COS, C_SIN
 
 #: a lanes transposition with more computed entries than this is a loop over a table of them
 UNROLLED_STORES = 32
-#: inputs that a SIMD batch reads lane-major (:func:`transposed_input`: one block transposition per
-#: ``lanes`` entries at the start) instead of gathering each entry where it is used: the run-time
-#: inertial parameters, ten per body, as many as the state's entries several times over.  Gathered, they
-#: made the parameterised inverse dynamics' batch 1.5x the constant module's (Panda, 80 parameters, issue 26)
+#: inputs that a SIMD batch reads lane-major (:func:`transposed_block`: one block transposition per
+#: ``lanes`` entries, where the first of them is read; the states' rows prefetched at the start)
+#: instead of gathering each entry where it is used: the run-time inertial parameters, ten per body, as
+#: many as the state's entries several times over.  Gathered, they made the parameterised inverse
+#: dynamics' batch of 2,000 states 1.45x the constant module's (Panda, 80 parameters, issue 26)
 TRANSPOSED_INPUTS = frozenset({"params"})
 
 _VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
@@ -99,21 +100,34 @@ def _transposer(lanes: int) -> str:
     return "\n".join(shuf) + "\n" + head + body + "}"
 
 
-def transposed_input(name: str, size: int, lanes: int) -> list[str]:
-    """Lines declaring ``T_<name>``, the input ``name`` (``size`` entries per state) of the ``lanes``
-    states in lane-major order (``T_<name>[k]``: entry k of every state), by ``soadyn_tr`` blocks and
+def transposed_block(name: str, size: int, lanes: int, block: int) -> list[str]:
+    """Lines filling block ``block`` of ``T_<name>``, the input ``name`` (``size`` entries per state) of the
+    ``lanes`` states in lane-major order (``T_<name>[k]``: entry k of every state): one ``soadyn_tr``, or
     gathers for the last ``size % lanes`` entries."""
-    whole = size - size % lanes
-    out = [f"{vector_type(lanes)} T_{name}[{size}];"]
-    if whole:
-        out.append(f"for (int k = 0; k < {whole}; k += {lanes}) soadyn_tr(T_{name} + k, {name} + k, {size});")
-    out += [f"T_{name}[{k}] = SOADYN_LD({name}, {k}, {size});" for k in range(whole, size)]
+    lo = block * lanes
+    if lo + lanes <= size:
+        return [f"soadyn_tr(T_{name} + {lo}, {name} + {lo}, {size});"]
+    return [f"T_{name}[{k}] = SOADYN_LD({name}, {k}, {size});" for k in range(lo, size)]
+
+
+def _blocks_first_used(expr: Expr, transposed: dict[str, tuple[int, set[int]]], lanes: int) -> list[str]:
+    """Lines transposing the blocks of ``transposed`` inputs (name -> (size, blocks done)) that ``expr``
+    reads for the first time (marked done): each block is transposed where it is first needed, between
+    the operations, rather than all at the start (measured: all at the start cost 3-4 % in cache)."""
+    out: list[str] = []
+    for t in expr.tokens:
+        if cp.is_element(t):
+            name, k = cp.element(t)
+            if name in transposed:
+                size, done = transposed[name]
+                if k // lanes not in done:
+                    done.add(k // lanes)
+                    out += transposed_block(name, size, lanes, k // lanes)
     return out
 
 
-
 def _vexpr(expr: Expr, inputs: dict[str, int], lanes: int = 0,
-           transposed: frozenset[str] = frozenset()) -> str:
+           transposed: dict | frozenset = frozenset()) -> str:
     """A scalar expression for ``lanes`` states (``lanes`` 0: no constant broadcast): input elements
     gathered (or read from the lane-major ``T_<name>`` of a ``transposed`` input), math calls by their
     vector versions, a constant broadcast to a vector."""
@@ -169,13 +183,15 @@ def _sincos_pairs(stmts: list[Stmt]) -> dict[str, int]:
 
 def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int], lanes: int,
               rename: dict[str, str], slots: dict[str, dict[int, int]] | None = None,
-              transposed: frozenset[str] = frozenset()) -> list[str] | None:
+              transposed: dict[str, tuple[int, set[int]]] | None = None) -> list[str] | None:
     """The statements of a straight-line body printed for ``lanes`` states at once (None if one cannot
     be: a switch, a run of zeros, a call of something else than a stage).  ``inputs``/``outputs``: array
     parameters and their sizes (state strides); ``rename``: called functions (stages) -> their vector
     versions; ``slots``: output entry -> its slot in the lane-major buffer (an entry without a slot, a
-    constant, is not stored there); ``transposed``: inputs read from their lane-major ``T_<name>``
-    (:func:`transposed_input`; passed to the stages as such)."""
+    constant, is not stored there); ``transposed``: inputs read from their lane-major ``T_<name>``, name ->
+    (size, blocks already transposed: shared by the stages of a function, vectorised in the order they
+    run), each block transposed where it is first read (:func:`transposed_block`)."""
+    transposed = {} if transposed is None else transposed
     vd = vector_type(lanes)
     # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
     pairs = _sincos_pairs(stmts)
@@ -185,6 +201,7 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
         k = s.kind
         if k in cp.VALUES:
             expr = s.expr
+            out += _blocks_first_used(expr, transposed, lanes)
             here = {a for _, a, _ in expr.trig_args()} & pairs.keys()
             for a in sorted(here, key=_natural):
                 j = pairs[a]
@@ -202,13 +219,14 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
                 if j not in slots[s.target]:
                     continue
                 j = slots[s.target][j]
+            out += _blocks_first_used(s.expr, transposed, lanes)
             out.append(f"o_{s.target}[{j}] = {_vexpr(s.expr, inputs, lanes, transposed)};")
         elif k == cp.WORK:
             out.append(f"w[{s.index}] = {s.target};")
         elif k == cp.SCRATCH and s.target == "w" and not s.zero:
             out.append(f"{vd} w[{s.index}];")
         elif k == cp.CALL and s.target in rename:
-            args = ", ".join(f"o_{a}" if a in outputs else f"T_{a}" if a in transposed else a
+            args = ", ".join(f"o_{a}" if a in outputs else f"{a}, T_{a}" if a in transposed else a
                              for a in s.args)
             out.append(f"{rename[s.target]}({args});")
         elif k == cp.VOID:
@@ -287,9 +305,11 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     decl = ", ".join(f"{t}{p}" for t, p in params)
     vdecl = ", ".join([f"const double *{a.name}" for a in f.inputs]
                       + [f"{vd} *o_{a.name}" for a in f.outputs])
-    transposed = frozenset(a.name for a in f.inputs if a.name in TRANSPOSED_INPUTS)
-    sdecl = ", ".join([f"const {vd} *T_{a.name}" if a.name in transposed else f"const double *{a.name}"
-                       for a in f.inputs] + [f"{vd} *o_{a.name}" for a in f.outputs])
+    transposed: dict[str, tuple[int, set[int]]] = {a.name: (a.size, set()) for a in f.inputs
+                                                    if a.name in TRANSPOSED_INPUTS}
+    sdecl = ", ".join([f"const double *{a.name}, {vd} *T_{a.name}" if a.name in transposed
+                       else f"const double *{a.name}" for a in f.inputs]
+                      + [f"{vd} *o_{a.name}" for a in f.outputs])
     rename = {}
     vpieces, vprotos = [], []
     if staged is not None:
@@ -305,8 +325,14 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     vbody = vectorise(main, inputs, outputs, lanes, rename, slots, transposed)
     if vbody is None:
         return
+    # the lane-major buffers, filled block by block where first read; the lanes' rows of the inputs
+    # prefetched (one per 64-byte line) first: in cache as fast as gathers, and on 2,000 states (out of
+    # cache) 1.27-1.29x the constant module instead of 1.45 (Panda, xArm7; transposed all at the start:
+    # 1.18x in cache, 1.27 out of it)
     vbody = [x for a in f.inputs if a.name in transposed
-             for x in transposed_input(a.name, a.size, lanes)] + vbody
+             for x in (f"{vd} T_{a.name}[{a.size}];",
+                       f"for (int k = 0; k < {lanes * a.size}; k += 8) __builtin_prefetch({a.name} + k);")
+             ] + vbody
     if f.core:   # a function whose SIMD computation a delegating function reuses
         core = f"{vname}_core"
         vprotos.append(f"void {core}({vdecl});")

@@ -302,16 +302,23 @@ def test_vectorised_screen_agrees_with_parameter_problem():
 
 
 # ---- parameters in batches: SIMD lanes, one set for a batch, the accepted sets (issue 26) ------------
-@pytest.mark.parametrize("profile", ["fast", "portable"])
+@pytest.mark.parametrize("profile", ["fast", "portable", "staged"])
 def test_parameter_batches_through_the_lanes_equal_single_calls(module_dir, rng, profile):
     """Per-state parameter sets in a batch go through the SIMD lanes (read lane-major, codegen/lanes.py
     TRANSPOSED_INPUTS; 4 lanes in 'fast', 2 in 'portable'; 50 parameters: a tail of 2 past the 4-lane
     blocks) and, from Python, in chunks of 32 states (fastcalls.c.j2): every state's result equals the
     single call with its own set (the scalar C), bit for bit, and the reference path within rounding; one
     set for the whole batch (tiled in C) equals the same set given per state.  A set read by the wrong
-    lane, or a block transposed wrongly, gives another state's parameters and fails."""
+    lane, or a block transposed wrongly (or used before its transposition: 'staged' splits the functions
+    into stages of ~150 operations, each block transposed in the stage that first reads it), gives another
+    state's parameters and fails."""
+    from soadyn.codegen.profiles import Profile, get_profile
+
     robot = with_param_bodies(load_robot(TEST_ARM), "all").replace(name=f"scratch_tree_lanes_{profile}")
-    mod = compile_robot(robot, module_dir, functions=["inverse_dynamics", "mass_matrix"], profile=profile,
+    prof = get_profile("fast" if profile == "staged" else profile)
+    if profile == "staged":
+        prof = Profile("staged", prof.cflags, 150, prof.lanes, prof.native)
+    mod = compile_robot(robot, module_dir, functions=["inverse_dynamics", "mass_matrix"], profile=prof,
                         progress=False)
     n = 37                                    # one 32-state chunk, then 5: four lanes and one scalar state
     P = np.array([random_params(robot, rng, spread=0.5) for _ in range(n)])
