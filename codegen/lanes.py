@@ -319,6 +319,8 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
             vbody = vectorise(body, inputs, outputs, lanes, {}, slots, transposed)
             if vbody is None:
                 return
+            # a stage may read only blocks an earlier stage transposed, or none
+            vbody = [x for n in sorted(transposed) for x in (f"(void){n};", f"(void)T_{n};")] + vbody
             sig = f"void {vstage}({sdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(guarded(lanes, block(f"SOADYN_STAGE {sig}", vbody)))
