@@ -113,7 +113,8 @@ def transposed_block(name: str, size: int, lanes: int, block: int) -> list[str]:
 def _blocks_first_used(expr: Expr, transposed: dict[str, tuple[int, set[int]]], lanes: int) -> list[str]:
     """Lines transposing the blocks of ``transposed`` inputs (name -> (size, blocks done)) that ``expr``
     reads for the first time (marked done): each block is transposed where it is first needed, between
-    the operations, rather than all at the start (measured: all at the start cost 3-4 % in cache)."""
+    the operations, rather than all at the start (measured on the inverse dynamics' batch of 256 states,
+    in cache: 1.18x the constant module all at the start, 1.09-1.11x where first read)."""
     out: list[str] = []
     for t in expr.tokens:
         if cp.is_element(t):
