@@ -158,8 +158,13 @@ class CodegenSymbolic(Symbolic):
     expands it where its result is not an output of the right form."""
 
     deferred: list[_Deferred] = field(default_factory=list)
+    #: products expanded into expressions instead (forward-mode tangents differentiate staged entries:
+    #: :func:`soadyn.symbolic.algorithms.derivatives.plain_products`)
+    expand_products: bool = False
 
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False) -> np.ndarray:
+        if self.expand_products:
+            return super().matmul(name, A, B, symmetric)
         A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
         if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
             raise DerivationError(f"matmul {name!r}: shapes {A.shape} and {B.shape} do not multiply")
