@@ -577,8 +577,7 @@ def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
 
 def tangent_name(spec: FunctionSpec) -> str:
     """C name of the forward-mode derivatives of ``spec``: ``<api>_derivatives`` followed by what the
-    spec's name adds to its api (``jacobian_local`` -> ``jacobian_derivatives_local``, ``generalized_bias_fext``
-    -> ``generalized_bias_derivatives_fext``)."""
+    spec's name adds to its api (``jacobian_local`` -> ``jacobian_derivatives_local``)."""
     rest = spec.name[len(spec.api):] if spec.name.startswith(spec.api) else ""
     return spec.api + TANGENT_SUFFIX + rest
 

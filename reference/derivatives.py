@@ -109,7 +109,8 @@ def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[s
     for mod in (dense, free_floating, invariant):
         fn = fn or getattr(mod, of, None)
     if fn is None:
-        raise ValueError(f"no reference function {of!r} in soadyn.reference.dense, free_floating or invariant")
+        raise ValueError(f"no reference function {of!r} in soadyn.reference (dense, free_floating, "
+                         "invariant)")
     names = [n for n in inputs if n != "f_ext"]
     if "params" in names:
         raise ValueError(f"{of}: no reference derivatives with respect to run-time parameters")
