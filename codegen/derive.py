@@ -347,6 +347,30 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
 CASE_SEP = "@"
 
 
+def nonzero_patterns(program: Program) -> dict[str, str]:
+    """The structural sparsity of every output of ``program`` (``<output>`` or ``<output>@<case>``): the
+    entries, row-major, that are not an exact zero of the program, as a hex string of bits (entry ``i`` is
+    bit ``i % 4`` of character ``i // 4``).  An entry outside the pattern is zero for every input of this
+    robot (its expression is the number 0); the entries a product loop writes count as non-zero."""
+    nonzero = {name: [not (e.is_Number and e == 0) for e in es] for name, es in program.outputs}
+    for pr in program.products:
+        for name, stride, col0, ncol in pr.runs:
+            bits = nonzero[name]
+            rows = range(pr.row0, pr.row0 + pr.m) if pr.k else range(len(bits) // stride)
+            for r in rows:
+                for c in range(col0, col0 + ncol):
+                    bits[r * stride + c] = True
+        if pr.k:
+            nonzero.pop(pr.left, None)         # the product's scratch array, not an output
+    out = {}
+    for name, bits in nonzero.items():
+        chars = []
+        for i in range(0, len(bits), 4):
+            chars.append("0123456789abcdef"[sum(1 << j for j, b in enumerate(bits[i:i + 4]) if b)])
+        out[name] = "".join(chars)
+    return out
+
+
 def derive(robot: Robot, spec: FunctionSpec) -> Program:
     """Run ``spec.algorithm`` symbolically on ``robot`` and return the raw staged program.
 

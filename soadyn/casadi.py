@@ -51,6 +51,7 @@ from soadyn._bindings import (
     find_function,
     jacobian_pattern,
     module_dir,
+    tangent_function,
 )
 from soadyn.codegen.casadi_abi import AbiArg, AbiFunction, AbiJacobian, build_library, emit_abi
 
@@ -90,16 +91,18 @@ def casadi_rows(shapes: list[tuple[int, ...]]) -> np.ndarray:
 
 
 def _abi_jacobian(module: ModuleType, f: CFunction, frame: str | None, fid: int | None) -> AbiJacobian | None:
-    if f.api not in DERIVATIVES or derivative_support(module, f.api, f.fext):
-        return None
-    if f.world_aligned is not None:
+    if derivative_support(module, f.api, f.fext):
         return None
     names = [n for n, _ in f.inputs]
-    pattern = jacobian_pattern(module, f.api, names, frame)
+    pattern = jacobian_pattern(module, f.api, names, frame, f.world_aligned, f.fext)
     pattern = pattern[casadi_rows([s for _, s in f.outputs])][:, casadi_rows([s for _, s in f.inputs])]
-    return AbiJacobian(f.api, module.module_name + "_", module.nq, module.nv,
+    kind, tangent = f.api, ""
+    if f.api not in DERIVATIVES:
+        kind, tangent = "tangent", module.module_name + "_" + tangent_function(f)
+    return AbiJacobian(kind, module.module_name + "_", module.nq, module.nv,
                        tuple(tuple(bool(x) for x in row) for row in pattern), fid,
-                       module.n_bodies if f.fext or f.api == "body_poses" else 0)
+                       module.n_bodies if f.fext or f.api == "body_poses" else 0, tangent,
+                       tuple(_arg(n, s) for n, s in f.inputs), tuple(_arg(n, s) for n, s in f.outputs))
 
 
 def _abi_functions(module: ModuleType) -> list[AbiFunction]:

@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from soadyn._bindings import DERIVATIVES, c_functions, dense_jacobian, derivative_support, module_dir
+from soadyn._bindings import c_functions, dense_jacobian, derivative_support, module_dir
 
 __all__ = ["wrap", "Wrapped"]
 
@@ -196,12 +196,14 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
             outs = [s for _, s in cf.outputs]
             why = derivative_support(module, api, cf.fext)
             jac = None
-            if not why and api in DERIVATIVES:
+            if not why:
                 frame = key[0] if family else None
+                world = kw.get("world_aligned")
 
-                def jac(*xs, _api=api, _frame=frame):
+                def jac(*xs, _api=api, _frame=frame, _world=world):
                     y = bound(*xs)
-                    return (*(y if isinstance(y, tuple) else (y,)), *dense_jacobian(module, _api, xs, _frame))
+                    return (*(y if isinstance(y, tuple) else (y,)),
+                            *dense_jacobian(module, _api, xs, _frame, _world))
             g = cache[key] = _make(w, api, bound, ins, outs, jac, why)
         return g
 
