@@ -214,9 +214,33 @@ def quaternion_matrix(quat: np.ndarray) -> np.ndarray:
     return (R + 2 * w[..., None, None] * sk) / n2[..., None, None]
 
 
-def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool) -> np.ndarray:
-    """The derivative with respect to the raw q (rows x nq) from the tangent one ``D`` (rows x nv)."""
-    return D @ raw_q_map(q, free, D.shape[-1])
+def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """The derivative with respect to the raw q (rows x nq) from the tangent one ``D`` (rows x nv): ``D``
+    times :func:`raw_q_map`, by its blocks (position ``R^T``, attitude 3 x 4, joints shifted by one column:
+    a dense product with the map was the largest Python cost of a batched JAX Jacobian); written into
+    ``out`` when given."""
+    D = np.asarray(D, dtype=float)
+    nv = D.shape[-1]
+    if out is None:
+        out = np.empty(np.broadcast_shapes(D.shape[:-2], np.shape(q)[:-1]) + D.shape[-2:-1]
+                       + (nv + 1 if free else nv,))
+    if not free:
+        out[...] = D
+        return out
+    q = np.asarray(q, dtype=float)
+    quat = q[..., 3:7]
+    e, w = quat[..., :3], quat[..., 3]
+    c = 2.0 / (quat ** 2).sum(-1)
+    G = np.empty(quat.shape[:-1] + (3, 4))                 # delta_w = c [w I - e~, -e] dquat
+    G[..., 0:3, 0:3] = w[..., None, None] * np.eye(3)
+    G[..., 0, 1], G[..., 0, 2], G[..., 1, 2] = e[..., 2], -e[..., 1], e[..., 0]
+    G[..., 1, 0], G[..., 2, 0], G[..., 2, 1] = -e[..., 2], e[..., 1], -e[..., 0]
+    G[..., :, 3] = -e
+    G *= c[..., None, None]
+    np.matmul(D[..., 3:6], np.swapaxes(quaternion_matrix(quat), -1, -2), out=out[..., 0:3])  # R^T dp
+    np.matmul(D[..., 0:3], G, out=out[..., 3:7])
+    out[..., 7:] = D[..., 6:]
+    return out
 
 
 #: public functions whose Jacobian comes from dedicated generated functions -> the module functions it
@@ -288,10 +312,18 @@ def _rotation_rows(Jw: np.ndarray, R: np.ndarray) -> np.ndarray:
 
 
 def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
-                   frame: str | None = None, world_aligned: bool | None = None) -> tuple[np.ndarray, ...]:
+                   frame: str | None = None, world_aligned: bool | None = None,
+                   joined: bool = False) -> Any:
     """Jacobian of ``module.<api>(*args[, frame, world_aligned])``: one block per input (the outputs
     flattened row-major and stacked, rows x input size), q raw (the tangent derivatives converted with
-    :func:`raw_q_jacobian`); a leading batch dimension is allowed."""
+    :func:`raw_q_jacobian`); a leading batch dimension is allowed.  ``joined``: the blocks side by side in
+    one array (rows x all inputs)."""
+    blocks = _dense_jacobian(module, api, args, frame, world_aligned)
+    return np.concatenate(blocks, axis=-1) if joined else blocks
+
+
+def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], frame: str | None,
+                    world_aligned: bool | None) -> tuple[np.ndarray, ...]:
     fext = api in ("inverse_dynamics", "forward_dynamics") and len(args) == 4
     why = derivative_support(module, api, fext)
     if why:

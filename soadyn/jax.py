@@ -131,14 +131,16 @@ def _make(w: Wrapped, name: str, fn: Callable, in_shapes: list[tuple[str, tuple[
     f = jax.custom_jvp(primal)
     if jac is not None:
         n_out = sum(int(np.prod(s)) for s in out_shapes)
-        blocks = [(n_out, int(np.prod(s))) for _, s in in_shapes]
-        jhost = _callback(w, name, jac, in_shapes, [*out_shapes, *blocks])
-        jtypes = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in [*out_shapes, *blocks])
+        n_in = sum(int(np.prod(s)) for _, s in in_shapes)
+        jhost = _callback(w, name, jac, in_shapes, [*out_shapes, (n_out, n_in)])
+        jtypes = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in [*out_shapes, (n_out, n_in)])
 
         def rule(primals, tangents):
             res = jax.pure_callback(jhost, jtypes, *primals, vmap_method="broadcast_all")
-            outs, J = res[:len(out_shapes)], res[len(out_shapes):]
-            flat = sum(B @ jnp.ravel(dx) for B, dx in zip(J, tangents))      # outputs stacked row-major
+            outs, J = res[:len(out_shapes)], res[-1]
+            # one product with the inputs' tangents stacked: under jax.jacfwd (a vmap over the basis of
+            # the tangents) a product per input block and their sum cost 3x more (benchmarks/README.md)
+            flat = J @ jnp.concatenate([jnp.ravel(dx) for dx in tangents])   # outputs stacked row-major
             touts, k = [], 0
             for s in out_shapes:
                 size = int(np.prod(s))
@@ -203,7 +205,7 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
                 def jac(*xs, _api=api, _frame=frame, _world=world):
                     y = bound(*xs)
                     return (*(y if isinstance(y, tuple) else (y,)),
-                            *dense_jacobian(module, _api, xs, _frame, _world))
+                            dense_jacobian(module, _api, xs, _frame, _world, joined=True))
             g = cache[key] = _make(w, api, bound, ins, outs, jac, why)
         return g
 
