@@ -19,10 +19,14 @@
   (base quaternion of any non-zero norm; :mod:`soadyn._bindings`): ``inverse_dynamics`` and
   ``forward_dynamics`` (``*_derivatives``, ``mass_matrix`` for dtau/da; with ``f_ext``, ``-J_k^T`` and
   ``M^-1 J_k^T`` from ``jacobian``), ``frame_pose`` and ``body_poses`` (``jacobian``), ``frame_twist``
-  and ``frame_acceleration`` (``frame_acceleration_derivatives`` and ``jacobian``).  The tangent map is
-  linear in the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse mode).  First
-  order only: differentiating the derivative (a Hessian) raises.  Every other function has no generated
-  derivative yet: differentiating it raises one ValueError naming the function.
+  and ``frame_acceleration`` (``frame_acceleration_derivatives`` and ``jacobian``), every other function
+  ``f`` from its forward-mode derivatives ``f_derivatives`` (build it with ``functions=["f",
+  "f_derivatives", ...]``).  The rule's callback returns the Jacobian joined (outputs x all inputs) and
+  multiplies it once by the stacked tangents: ``jax.jacfwd`` pushes the whole identity basis through it
+  (a vmap over the tangents), so that product is its main cost beyond the module's (``benchmarks/README.md``).
+  The tangent map is linear in the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse
+  mode).  First order only: differentiating the derivative (a Hessian) raises.  A function without
+  generated derivatives in the module raises one ValueError naming the ``functions=[...]`` that add them.
 * Bad input: a wrong shape raises ValueError when the function is traced; NaN or inf in an input raises
   ValueError from the callback (under ``jit`` JAX re-raises it as a runtime error carrying the message).
 """
