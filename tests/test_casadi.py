@@ -18,7 +18,8 @@ from conftest import TEST_ARM, module_cache_dir
 ca = pytest.importorskip("casadi")
 
 import soadyn.casadi as sc  # noqa: E402
-from soadyn._bindings import c_functions, dense_jacobian  # noqa: E402
+from soadyn._bindings import c_functions, dense_jacobian, find_function, raw_q_jacobian  # noqa: E402
+from soadyn.casadi import casadi_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["free", "fixed"])
@@ -238,9 +239,6 @@ def test_forward_mode_jacobians(arm, rng, api, names, frame, world):
     against the module's derivatives converted in Python, and its sparsity never hides a non-zero."""
     fn = sc.function(arm, api, frame=frame, world_aligned=world, jacobian=True)
     sizes = [{"q": arm.nq, "v": arm.nv}[n] for n in names]
-    from soadyn.casadi import casadi_rows
-    from soadyn._bindings import find_function
-
     cf, _ = find_function(arm, api, frame, world)
     perm = casadi_rows([s for _, s in cf.outputs])
     for _ in range(3):
@@ -281,7 +279,6 @@ def test_forward_mode_sparsity_has_the_tree_zeros(arm, rng):
     for _ in range(10):
         q, _, _ = _state(arm, rng)
         dM = arm.mass_matrix_derivatives(q)              # (nv, nv, nv) along the tangent
-        from soadyn._bindings import raw_q_jacobian
         D = raw_q_jacobian(np.swapaxes(dM, 0, 1).reshape(nv * nv, nv), q, arm.base == "free")
         assert np.all(D[~P] == 0.0)                      # rows: M column-major = (M^T) row-major = M
 
