@@ -123,7 +123,8 @@ TANGENT_CASES = [
     ("jacobian", ("q",), {"frame": "l4"}, False),
     ("forward_dynamics_schur", ("q", "v", "tau"), {}, False),
     ("generalized_bias", ("q", "v"), {}, True), ("operational_space_inertias", ("q",), {}, True),
-    ("momentum_frame_twist", ("q", "h"), {"frame": "tcp"}, True), ("base_velocity", ("q", "qd", "h"), {}, True),
+    ("momentum_frame_twist", ("q", "h"), {"frame": "tcp"}, True),
+    ("base_velocity", ("q", "qd", "h"), {}, True),
 ]
 
 
