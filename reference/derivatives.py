@@ -104,7 +104,8 @@ def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[s
                         f_ext: ArrayLike | None = None, **kw: object) -> tuple[np.ndarray, ...]:
     """The derivatives of the reference of ``of`` (:mod:`dense`, :mod:`free_floating`, :mod:`invariant`)
     with respect to each input of ``inputs`` (q along ``q (+) delta``), outputs major: ``dy/dx`` of shape
-    ``y.shape + x.shape`` (the layout of the generated ``<of>_derivatives``), by central differences."""
+    ``y.shape + x.shape`` (the layout of the generated ``<of>_derivatives``; one array alone), by central
+    differences."""
     fn = _SAME_QUANTITY.get(of)
     for mod in (dense, free_floating, invariant):
         fn = fn or getattr(mod, of, None)
@@ -138,4 +139,5 @@ def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[s
                                     x0.ravel())
                 d = d.reshape(d.shape[:-1] + x0.shape)
             blocks[k].append(d)
-    return tuple(b for bs in blocks for b in bs)
+    out = tuple(b for bs in blocks for b in bs)
+    return out if len(out) > 1 else out[0]

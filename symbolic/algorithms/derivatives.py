@@ -270,7 +270,8 @@ def tangent_derivatives(robot: Any, ctx: Any, fn: Any, *args: np.ndarray, of: st
     ``params`` when listed), q along the tangent ``q (+) delta`` (size nv, docs/conventions.md).
 
     Returns, for every output ``y`` of ``fn`` and every input ``x`` (outputs major): ``dy/dx`` of shape
-    ``y.shape + x.shape`` (``y.shape + (nv,)`` for q), exact zeros where the derivative vanishes
+    ``y.shape + x.shape`` (``y.shape + (nv,)`` for q; one array alone, not a tuple), exact zeros where the
+    derivative vanishes
     identically (the tangents are sparse, :mod:`soadyn.symbolic.tangent`).  ``kw`` (``frame``,
     ``world_aligned``) goes to ``fn``.  Called as ``soadyn.symbolic.algorithms.tangent_derivatives(robot,
     ctx, *args, of=name, inputs=...)`` (the package resolves ``of``)."""
@@ -308,8 +309,9 @@ def tangent_derivatives(robot: Any, ctx: Any, fn: Any, *args: np.ndarray, of: st
         blocks.append((n, shape))
         n += int(np.prod(shape))
     Js = jacobians(ctx, outs, seeds, n, over, name="dy")
-    return tuple(J[..., c0:c0 + int(np.prod(shape))].reshape(y.shape + shape)
-                 for y, J in zip(outs, Js) for c0, shape in blocks)
+    res = tuple(J[..., c0:c0 + int(np.prod(shape))].reshape(y.shape + shape)
+                for y, J in zip(outs, Js) for c0, shape in blocks)
+    return res if len(res) > 1 else res[0]
 
 
 @contextlib.contextmanager
@@ -361,6 +363,7 @@ def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
         if bodies:
             ctx.parameters = dict(zip(bodies, ctx.input("params", (len(bodies), 10))))
         outs = (algorithm or globals()[name])(robot, ctx, *sym, **extra)
+        outs = outs if isinstance(outs, tuple) else (outs,)
         fn = python_function(list(ctx.inputs.items()), ctx.program, list(outs))
         _FLOAT_RUNS[key] = fn
     vals = [np.ravel(np.asarray(x, dtype=float)) for x in args]
@@ -368,4 +371,5 @@ def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
         vals.append(np.ravel(np.asarray(f_ext, dtype=float)))
     if bodies:
         vals.append(np.ravel(np.array([params[k] for k in bodies], dtype=float)))
-    return tuple(fn(*vals))
+    out = tuple(fn(*vals))
+    return out[0] if name == "tangent_derivatives" and len(out) == 1 else out
