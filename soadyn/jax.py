@@ -46,9 +46,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from soadyn._bindings import c_functions, dense_jacobian, derivative_support, module_dir
+from soadyn._bindings import c_functions, dense_jacobian, derivative_support, find_function, module_dir
 
-__all__ = ["wrap", "Wrapped"]
+__all__ = ["wrap", "Wrapped", "jacobian"]
 
 _F64 = np.float64
 
@@ -259,4 +259,47 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
             parameters=[p for p in sig.parameters.values() if p.name not in ("out", "threads")])
     except (TypeError, ValueError):  # pragma: no cover
         pass
+    return call
+
+
+def jacobian(w: Wrapped, name: str, *, frame: str | None = None, world_aligned: bool = False,
+             f_ext: bool = False) -> Callable:
+    """The Jacobian of ``w.<name>`` as a JAX function of the same arrays (``f_ext``: the variant with
+    external wrenches, an extra input after the others), what ``jax.jacfwd(f, argnums=<all inputs>)``
+    gives: for each input x, ``dy/dx`` of shape ``y.shape + x.shape`` (q raw, nq columns); a tuple of such
+    tuples, one per output, when the function has several.  One callback of the generated derivatives, under
+    ``jax.jit`` and ``jax.vmap`` (the batched C entry point); unlike ``jax.jacfwd`` it does not multiply the
+    Jacobian by the identity basis of the tangents (``n_out (nq + ...)^2`` multiply-adds per state, most of
+    a batched ``vmap(jacfwd(f))`` on a free base: ``benchmarks/README.md``).  Not differentiable itself."""
+    module = w.module
+    cf, _ = find_function(module, name, frame, world_aligned, f_ext)
+    why = derivative_support(module, name, cf.fext)
+    if why:
+        raise ValueError(f"soadyn.jax.jacobian({name!r}): {why}")
+    ins = list(cf.inputs)
+    outs = [s for _, s in cf.outputs]
+    shapes = [s + x for s in outs for _, x in ins]
+    world = cf.world_aligned
+
+    def blocks(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
+        J = dense_jacobian(module, name, xs, frame, world)       # per input: outputs stacked, row-major
+        res, r0 = [], 0
+        for s in outs:
+            size = int(np.prod(s))
+            res += [b[..., r0:r0 + size, :] for b in J]
+            r0 += size
+        return tuple(res)
+
+    host = _callback(w, name, blocks, ins, shapes)
+    types = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in shapes)
+
+    def call(*args):
+        res = jax.pure_callback(host, types, *_checked(f"jacobian({name!r})", args, ins),
+                                vmap_method="broadcast_all")
+        per = [tuple(res[k * len(ins):(k + 1) * len(ins)]) for k in range(len(outs))]
+        return per[0] if len(outs) == 1 else tuple(per)
+
+    call.__name__ = f"jacobian_{name}"
+    call.__doc__ = (f"Jacobian of {name}({', '.join(n for n, _ in ins)}) of {module.module_name} (one block "
+                    "per input, q raw) from the generated derivatives")
     return call

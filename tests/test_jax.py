@@ -103,6 +103,32 @@ def test_forward_mode_derivatives_check_grads(arm, rng, api):
         np.testing.assert_allclose(np.asarray(g).reshape(r.shape), r, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("api", ["forward_dynamics", "mass_matrix", "jacobian"])
+def test_direct_jacobian_equals_jacfwd(arm, rng, api):
+    """soadyn.jax.jacobian: jacfwd's blocks (same numbers, bit for bit: the same generated derivatives) from
+    one callback, batched under vmap; and a function without derivatives is refused in one line."""
+    m, w = arm
+    Q, V, T = _states(m, rng, 30)
+    if api == "jacobian":
+        f, J = (lambda q: w.jacobian(q, "tcp")), sj.jacobian(w, "jacobian", frame="tcp")
+        args, argnums = (Q,), 0
+    elif api == "mass_matrix":
+        f, J, args, argnums = w.mass_matrix, sj.jacobian(w, api), (Q,), 0
+    else:
+        f, J, args, argnums = w.forward_dynamics, sj.jacobian(w, api), (Q, V, T), (0, 1, 2)
+    ref = jax.jit(jax.vmap(jax.jacfwd(f, argnums=argnums)))(*args)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    before = w.stats["callbacks"]
+    got = jax.jit(jax.vmap(J))(*args)
+    assert w.stats["callbacks"] - before == 1
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
+    with pytest.raises(ValueError, match=r"^soadyn.jax.jacobian\('momentum'\): .* built without momentum_"):
+        sj.jacobian(w, "momentum")
+
+
 def test_vmap_is_one_batched_call(arm, rng):
     m, w = arm
     Q, V, T = _states(m, rng, 1000)
