@@ -27,6 +27,8 @@
   The tangent map is linear in the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse
   mode).  First order only: differentiating the derivative (a Hessian) raises.  A function without
   generated derivatives in the module raises one ValueError naming the ``functions=[...]`` that add them.
+* :func:`jacobian` (``soadyn.jax.jacobian(w, "forward_dynamics")``): the blocks ``jax.jacfwd`` gives, from
+  one callback, without its product with the identity basis: the fast way to batched first derivatives.
 * Bad input: a wrong shape raises ValueError when the function is traced; NaN or inf in an input raises
   ValueError from the callback (under ``jit`` JAX re-raises it as a runtime error carrying the message).
 """
