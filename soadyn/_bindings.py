@@ -437,8 +437,11 @@ def raw_q_pattern(D: np.ndarray, free: bool) -> np.ndarray:
 
 def _rotation_pattern(Jw: np.ndarray) -> np.ndarray:
     """Pattern of d R / d delta (9 x nv, R row-major; :func:`_rotation_rows`) from the world-aligned
-    Jacobian's: every entry of R moves along a column whose angular rows are not all zero."""
-    return np.repeat(np.any(Jw[0:3], axis=0)[None, :], 9, axis=0)
+    Jacobian's: ``dR[r, c] = (w x R[:, c])[r] = w[r+1] R[r+2, c] - w[r+2] R[r+1, c]`` (indices mod 3), so
+    row r of R moves along a column where angular row r+1 or r+2 of the Jacobian is not zero."""
+    w = Jw[0:3]
+    rows = [w[(r + 1) % 3] | w[(r + 2) % 3] for r in range(3)]
+    return np.array([rows[r] for r in range(3) for _ in range(3)])
 
 
 def jacobian_pattern(module: ModuleType, api: str, names: list[str], frame: str | None = None,
