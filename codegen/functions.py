@@ -575,11 +575,12 @@ def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
     return out
 
 
-def tangent_name(spec: FunctionSpec) -> str:
-    """C name of the forward-mode derivatives of ``spec``: ``<api>_derivatives`` followed by what the
-    spec's name adds to its api (``jacobian_local`` -> ``jacobian_derivatives_local``)."""
-    rest = spec.name[len(spec.api):] if spec.name.startswith(spec.api) else ""
-    return spec.api + TANGENT_SUFFIX + rest
+def tangent_name(name: str, api: str) -> str:
+    """C name (without the module prefix) of the forward-mode derivatives of the C function ``name`` of
+    the public function ``api``: ``<api>_derivatives`` followed by what the name adds to its api
+    (``jacobian_local`` -> ``jacobian_derivatives_local``)."""
+    rest = name[len(api):] if name.startswith(api) else ""
+    return api + TANGENT_SUFFIX + rest
 
 
 def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]:
@@ -597,8 +598,8 @@ def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]
         outputs = tuple(Arg(f"d{y.name}_d{x.name}", y.shape + ((robot.nv,) if x.name == "q" else x.shape))
                         for y in s.outputs for x in s.inputs)
         kwargs = (("of", s.algorithm), ("inputs", tuple(x.name for x in s.inputs)), *s.kwargs)
-        out.append(FunctionSpec(tangent_name(s), "tangent_derivatives", s.inputs, outputs, api, kwargs=kwargs,
-                                variant=s.variant, free_only=s.free_only, fext_input=s.fext_input,
+        out.append(FunctionSpec(tangent_name(s.name, s.api), "tangent_derivatives", s.inputs, outputs, api,
+                                kwargs=kwargs, variant=s.variant, free_only=s.free_only, fext_input=s.fext_input,
                                 frames=s.frames, doc=f"derivatives of {s.name} with respect to "
                                 f"{', '.join(x.name for x in s.inputs)} (forward mode; q along the tangent "
                                 "q (+) delta)"))

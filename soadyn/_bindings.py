@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.codegen.functions import NO_TANGENT, tangent_name
+from soadyn.codegen.functions import TANGENT_SUFFIX as TANGENT
+
 #: the C functions that write only part of their output (they need a zeroed buffer): not wrapped
 _PARTIAL = ("_nz", "_upper")
 _PROTO = re.compile(r"^(void|int)\s+(\w+)\s*\(([^)]*)\)\s*;", re.M)
@@ -256,18 +259,14 @@ DERIVATIVES = {
 }
 
 
-#: the suffix of the forward-mode derivatives of a public function (soadyn.codegen.functions.TANGENT_SUFFIX)
-TANGENT = "_derivatives"
-#: public functions that have no generated derivatives of any kind (soadyn.codegen.functions.NO_TANGENT
-#: less the ones of :data:`DERIVATIVES`)
-NOT_DIFFERENTIABLE = ("closed_loop_forward_dynamics", "closed_loop_dependent_velocities",
-                      "closed_loop_constraints")
+#: public functions that have no generated derivatives of any kind
+NOT_DIFFERENTIABLE = NO_TANGENT - set(DERIVATIVES)
 
 
 def tangent_function(f: CFunction) -> str:
-    """The C name (without the module prefix) of the forward-mode derivatives of ``f``
-    (soadyn.codegen.functions.tangent_name): ``jacobian_world`` -> ``jacobian_derivatives_world``."""
-    return f.api + TANGENT + f.cname[len(f.api):]
+    """The C name (without the module prefix) of the forward-mode derivatives of ``f``:
+    ``jacobian_world`` -> ``jacobian_derivatives_world``."""
+    return tangent_name(f.cname, f.api)
 
 
 def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
