@@ -599,8 +599,8 @@ def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]
                         for y in s.outputs for x in s.inputs)
         kwargs = (("of", s.algorithm), ("inputs", tuple(x.name for x in s.inputs)), *s.kwargs)
         out.append(FunctionSpec(tangent_name(s.name, s.api), "tangent_derivatives", s.inputs, outputs, api,
-                                kwargs=kwargs, variant=s.variant, free_only=s.free_only, fext_input=s.fext_input,
-                                frames=s.frames, doc=f"derivatives of {s.name} with respect to "
+                                kwargs=kwargs, variant=s.variant, free_only=s.free_only,
+                                fext_input=s.fext_input, frames=s.frames, doc=f"derivatives of {s.name} with respect to "
                                 f"{', '.join(x.name for x in s.inputs)} (forward mode; q along the tangent "
                                 "q (+) delta)"))
     return out
