@@ -598,11 +598,11 @@ def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]
         outputs = tuple(Arg(f"d{y.name}_d{x.name}", y.shape + ((robot.nv,) if x.name == "q" else x.shape))
                         for y in s.outputs for x in s.inputs)
         kwargs = (("of", s.algorithm), ("inputs", tuple(x.name for x in s.inputs)), *s.kwargs)
+        doc = (f"derivatives of {s.name} with respect to {', '.join(x.name for x in s.inputs)} (forward "
+               "mode; q along the tangent q (+) delta)")
         out.append(FunctionSpec(tangent_name(s.name, s.api), "tangent_derivatives", s.inputs, outputs, api,
                                 kwargs=kwargs, variant=s.variant, free_only=s.free_only,
-                                fext_input=s.fext_input, frames=s.frames, doc=f"derivatives of {s.name} with respect to "
-                                f"{', '.join(x.name for x in s.inputs)} (forward mode; q along the tangent "
-                                "q (+) delta)"))
+                                fext_input=s.fext_input, frames=s.frames, doc=doc))
     return out
 
 
