@@ -227,10 +227,10 @@ def test_worst_stack_follows_the_deepest_chain():
 # --------------------------------------------------------------------------------------------------
 # bit for bit against the cffi module; statuses
 # --------------------------------------------------------------------------------------------------
-def _shared_library(d: Path, tmp: Path) -> ctypes.CDLL:
+def _shared_library(d: Path, tmp: Path, extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     name = _name(d)
     so = tmp / f"lib{name}_flight.so"
-    r = _run(["gcc", *STRICT, *LIB_FLAGS, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+    r = _run(["gcc", *STRICT, *LIB_FLAGS, *extra, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
     assert r.returncode == 0, r.stderr[-3000:]
     return ctypes.CDLL(str(so))
 
@@ -251,16 +251,19 @@ def _call_flight(lib, prefix: str, spec, args: list[np.ndarray], frame: int | No
     return status, outs
 
 
-@pytest.mark.parametrize("robot, base, functions", [
-    (TIAN_WU, None, None),
-    (PANDA_URDF, "free", HELD_OUT),
-], ids=["tian_wu", "panda_free"])
+@pytest.mark.parametrize("robot, base, functions, extra", [
+    (TIAN_WU, None, None, ()),
+    (PANDA_URDF, "free", HELD_OUT, ()),
+    (PANDA_URDF, "free", HELD_OUT, ("-DSOADYN_NO_SIMD",)),
+], ids=["tian_wu", "panda_free", "panda_free_scalar_path"])
 def test_bit_identical_to_the_cffi_module(request, tmp_path_factory, export_dir, tmp_path, robot, base,
-                                         functions):
+                                         functions, extra):
+    """The double library (its vector sin/cos and product loops, and the scalar path of a compiler
+    without vector extensions, ``SOADYN_NO_SIMD``) returns the cffi module's bits."""
     if robot is None:
         pytest.skip("example-robot-data is not installed")
     d = export_dir(robot, base, functions)
-    lib = _shared_library(d, tmp_path)
+    lib = _shared_library(d, tmp_path, extra)
     cache = module_cache_dir(request, tmp_path_factory, "soadyn_export_modules")
     module = compile_robot(robot, cache, base, functions, progress=False, mimic="independent")
     r, name = resolve_robot(robot, base, mimic="independent")
@@ -306,6 +309,15 @@ def test_bad_input_statuses(export_dir, tmp_path):
         st, (a,) = _call_flight(lib, name + "_", spec, [qq, vv, tau])
         cases.append((what, st))
         assert st == want and np.all(a == 0.0), (what, st, a)
+    # a non-finite entry at any position of any input (the check multiplies in blocks of eight, the
+    # last block overlapping: every entry must be in one)
+    for k, arr in enumerate((q, v, tau)):
+        for i in range(arr.size):
+            for bad in (np.nan, np.inf, -np.inf):
+                args = [q, v, tau]
+                args[k] = np.where(np.arange(arr.size) == i, bad, arr)
+                st, (a,) = _call_flight(lib, name + "_", spec, args)
+                assert st == 3 and np.all(a == 0.0), (k, i, bad, st)
     # a scaled quaternion is fine (the code divides its norm out)
     st, (a,) = _call_flight(lib, name + "_", spec, [np.concatenate([q[:3], 3 * q[3:7], q[7:]]), v, tau])
     assert st == 0 and np.all(np.isfinite(a))
