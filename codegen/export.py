@@ -35,12 +35,15 @@ from typing import Any
 
 import numpy as np
 
+import soadyn.codegen.cprogram as cp
+from soadyn.codegen.cprogram import Stmt
 from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefix, render
 from soadyn.codegen.functions import FunctionSpec, expand_family, frame_enum
 from soadyn.codegen.pipeline import generate, resolve_robot
 from soadyn.codegen.printer import CPrinter, FloatPrinter
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.trig import fuse_trig
+from soadyn.codegen.units import STAGE_OPS, finish_function
 from soadyn.model.names import c_comment, c_identifier
 from soadyn.model.robot import Robot
 
@@ -90,6 +93,9 @@ class FlightTarget:
     fuse: bool
     #: of a floating-point literal
     suffix: str = ""
+    #: operations per stage function (:mod:`soadyn.codegen.stages`, as the module's build profiles cut
+    #: them; 0: no stages).  Double only: the stages are printed by the double printer.
+    stage_ops: int = 0
 
     def functions(self, robot: Robot, impl_name: str, functions: Any) -> tuple[list[FunctionSpec],
                                                                               list[EmittedFunction]]:
@@ -98,18 +104,32 @@ class FlightTarget:
         return gen.specs, gen.functions
 
     def body(self, f: EmittedFunction, family: bool) -> list[str]:
-        """The C lines of an emitted function's statements, printed once by this target's printer.
-        A frame family keeps the per-statement sin/cos (fusing declares the kernels' arrays again in each
-        case block: ``-Wshadow``); the kernel arithmetic is the same, so the results are too."""
-        stmts = fuse_trig(f.body) if self.fuse and not family else f.body
+        """The C lines of an emitted function's statements, printed once by this target's printer, with
+        the module's fused sines and cosines (:func:`~soadyn.codegen.trig.fuse_trig`; a long frame
+        family is staged before, and its stages fuse their own).  A frame family whose shared prefix and
+        cases would both declare the kernels' arrays keeps the per-statement sin/cos (the cases'
+        declarations would shadow the prefix's: ``-Wshadow``); the kernel arithmetic is the same, so the
+        results are too."""
+        if not self.fuse:
+            return self.printer.lines(f.body)
+        stmts = fuse_trig(f.body)
+        if family and _shadowing(stmts):
+            stmts = f.body
         return self.printer.lines(stmts)
+
+
+def _shadowing(body: list[Stmt]) -> bool:
+    """Whether ``body`` declares the fused kernels' arrays both before a ``switch`` and in its cases."""
+    outer = any(s.kind == cp.SINCOS for s in body)
+    inner = any(t.kind == cp.SINCOS for s in body if s.kind == cp.SWITCH for c in s.cases for t in c.body)
+    return outer and inner
 
 
 def printer_for(precision: str) -> FlightTarget:
     """The flight target of ``precision``: 'double' (the module's printer: bit-identical results) or
     'float' (the same statements printed by the float printer)."""
     if precision == "double":
-        return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True)
+        return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True, stage_ops=STAGE_OPS)
     if precision == "float":
         return FlightTarget(FloatPrinter(), "float", "0.0f", "2.0f", TRIG_PRELUDE + "\n" + FLOAT_MATH, False,
                             "f")
@@ -166,6 +186,12 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         if helpers and target.scalar != "double":
             raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
                               "out with --functions or export with --precision double")
+        if target.stage_ops > 0 and body is None and not s.zero_fext_call:
+            # the module's stage functions (a long body cut where the module's build cuts it; a frame
+            # family: its prefix and one function per case, each with its sines and cosines fused): the
+            # same code as the module's, static here (SOADYN_STAGE of the source)
+            finish_function(f, target.stage_ops, 1, by_name)
+            helpers = helpers + list(f.extra.pieces)
         real = target.scalar
         params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])
                   + [f"{real} *{a.name}" for a in s.outputs])
