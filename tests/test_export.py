@@ -318,6 +318,10 @@ def test_bad_input_statuses(export_dir, tmp_path):
                 args[k] = np.where(np.arange(arr.size) == i, bad, arr)
                 st, (a,) = _call_flight(lib, name + "_", spec, args)
                 assert st == 3 and np.all(a == 0.0), (k, i, bad, st)
+    # the inverse dynamics checks its result inside the computation (checked_body): an overflow there too
+    idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
+    st, (t,) = _call_flight(lib, name + "_", idspec, [q, v * 1e200, tau])
+    assert st == 6 and np.all(t == 0.0), (st, t)
     # a scaled quaternion is fine (the code divides its norm out)
     st, (a,) = _call_flight(lib, name + "_", spec, [np.concatenate([q[:3], 3 * q[3:7], q[7:]]), v, tau])
     assert st == 0 and np.all(np.isfinite(a))
@@ -351,6 +355,25 @@ def test_cli_export(tmp_path, capsys):
     rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "g"), "--functions", "bogus"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "bogus" in err and not (tmp_path / "g").exists()
+
+
+def test_checked_body_multiplies_each_distinct_stored_value():
+    import soadyn.codegen.cprogram as cp
+    from soadyn.codegen.export import CHECK, checked_body
+    from soadyn.codegen.functions import Arg
+
+    E = cp.Expr.of
+    body = [cp.load("x", "q", 0), cp.value("a", E("x*2")), cp.store("M", 0, E("a")), cp.store("M", 1, E("a")),
+            cp.store("M", 2, E("0")), cp.Stmt(cp.ZEROS, "M", index=3, end=5), cp.store("M", 5, E("a + x"))]
+    got = checked_body(body, [Arg("M", (2, 3))])
+    assert got is not None
+    chains = [s for s in got if s.kind == cp.ARITH and s.target[len(CHECK):].isdigit()]
+    assert [s.expr.text for s in chains] == ["0.0*a", f"0.0*{CHECK}_v1"]      # a once; no constant
+    stores = {s.index: s.expr.text for s in got if s.kind == cp.STORE and s.target == "M"}
+    assert stores == {0: "a", 1: "a", 2: "0", 5: f"{CHECK}_v1"}
+    assert got[-1].kind == cp.STORE and got[-1].target == CHECK
+    assert checked_body(body[:-1], [Arg("M", (2, 3))]) is None          # M[5] not written
+    assert checked_body(body + [cp.call("f", ["q"])], [Arg("M", (2, 3))]) is None
 
 
 def test_flight_targets_use_the_printers():
