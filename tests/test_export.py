@@ -309,15 +309,6 @@ def test_bad_input_statuses(export_dir, tmp_path):
         st, (a,) = _call_flight(lib, name + "_", spec, [qq, vv, tau])
         cases.append((what, st))
         assert st == want and np.all(a == 0.0), (what, st, a)
-    # a non-finite entry at any position of any input (the check multiplies in blocks of eight, the
-    # last block overlapping: every entry must be in one)
-    for k, arr in enumerate((q, v, tau)):
-        for i in range(arr.size):
-            for bad in (np.nan, np.inf, -np.inf):
-                args = [q, v, tau]
-                args[k] = np.where(np.arange(arr.size) == i, bad, arr)
-                st, (a,) = _call_flight(lib, name + "_", spec, args)
-                assert st == 3 and np.all(a == 0.0), (k, i, bad, st)
     # the inverse dynamics checks its result inside the computation (checked_body): an overflow there too
     idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
     st, (t,) = _call_flight(lib, name + "_", idspec, [q, v * 1e200, tau])
@@ -355,6 +346,33 @@ def test_cli_export(tmp_path, capsys):
     rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "g"), "--functions", "bogus"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "bogus" in err and not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("robot, base, functions", [
+    (TIAN_WU, None, "forward_dynamics"),                                    # q 10, v and tau 9 entries
+    (EXAMPLES / "test_arm.yaml", "fixed", None),                            # 4
+    (UR5_URDF, "fixed", HELD_OUT),                                          # 6
+    (EXAMPLES / "seed004_example1.yaml", "fixed", "forward_dynamics"),      # 1
+], ids=["tian_wu", "test_arm_fixed", "ur5_fixed", "one_joint_fixed"])
+def test_nonfinite_entry_at_every_position(export_dir, tmp_path, robot, base, functions):
+    """A NaN or infinite entry at any position of any input gives ERR_NONFINITE and zeroed outputs (the
+    check multiplies in blocks of eight or four, the last block overlapping: every entry is in one)."""
+    if robot is None:
+        pytest.skip("example-robot-data is not installed")
+    lib = _shared_library(export_dir(robot, base, functions), tmp_path)
+    r, name = resolve_robot(robot, base, mimic="independent")
+    spec = next(s for s in function_table(r) if s.name == "forward_dynamics")
+    ins = random_inputs(r, 1, np.random.default_rng(0))
+    q, v, tau = ins["q"][0], ins["v"][0], ins["tau"][0]
+    st, (a,) = _call_flight(lib, name + "_", spec, [q, v, tau])
+    assert st == 0 and np.all(np.isfinite(a))
+    for k, arr in enumerate((q, v, tau)):
+        for i in range(arr.size):
+            for bad in (np.nan, np.inf, -np.inf):
+                args = [q, v, tau]
+                args[k] = np.where(np.arange(arr.size) == i, bad, arr)
+                st, (a,) = _call_flight(lib, name + "_", spec, args)
+                assert st == 3 and np.all(a == 0.0), (k, i, bad, st)
 
 
 def test_checked_body_multiplies_each_distinct_stored_value():
