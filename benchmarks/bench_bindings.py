@@ -20,7 +20,9 @@ finite-difference derivatives (issue 23, "Checks").
    Jacobians: module ``forward_dynamics_derivatives`` (da/dq, da/dv, da/dtau) and, for the inverse
    dynamics, ``inverse_dynamics_derivatives`` + ``mass_matrix`` (dtau/da); CasADi ``f.jacobian()`` (its
    inputs include the nominal output; batch: ``f.jacobian().map(N)``); JAX ``jax.jit(jax.jacfwd(f,
-   argnums=(0, 1, 2)))`` (batch: ``jit(vmap(jacfwd(f)))``).  The bindings differentiate with respect to the
+   argnums=(0, 1, 2)))`` (batch: ``jit(vmap(jacfwd(f)))``, and ``jit(vmap(soadyn.jax.jacobian(w, api)))``,
+   the same values without jacfwd's product of the Jacobian with the identity basis of the tangents).
+   The bindings differentiate with respect to the
    raw q (nq columns; the module's derivatives are in the tangent space, nv columns): that conversion is
    part of what the bindings cost.  Each binding's values are checked against the module first (printed).
 
@@ -112,6 +114,8 @@ def cases(m, ca, sc, jax, w, N: int, rng: np.random.Generator) -> list[dict]:
     """The timed calls of one robot: dicts with function, case, per (states) and the three callables."""
     import jax.numpy as jnp
 
+    import soadyn.jax as sj
+
     Q, V, T = states(m, N, rng)
     q, v, t = Q[0], V[0], T[0]
 
@@ -171,6 +175,14 @@ def cases(m, ca, sc, jax, w, N: int, rng: np.random.Generator) -> list[dict]:
                     "module": lambda mder=mder: mder(Q, V, T, threads=1),
                     "casadi": lambda g=bat_J, AN=AN: g(DQ, DV, DT, AN),
                     "jax": lambda g=jacN: jblock(g(JQ, JV, JT))})
+        # JAX without jacfwd's product with the identity basis: soadyn.jax.jacobian (same values)
+        dirN = jax.jit(jax.vmap(sj.jacobian(w, api)))
+        same = max(_maxdiff(x, y) for x, y in zip(dirN(JQ, JV, JT), jacN(JQ, JV, JT)))
+        out.append({"function": api + " Jacobian, JAX soadyn.jax.jacobian", "case": f"{N:,} states",
+                    "per": N, "check": {"casadi": check["casadi"], "jax": same},
+                    "module": lambda mder=mder: mder(Q, V, T, threads=1),
+                    "casadi": lambda g=bat_J, AN=AN: g(DQ, DV, DT, AN),
+                    "jax": lambda g=dirN: jblock(g(JQ, JV, JT))})
         return out
 
     def floor() -> list[dict]:

@@ -21,7 +21,8 @@ Usage::
     python benchmarks/bench_derivatives.py --base fixed
 
 Pinocchio's header-only derivative build takes minutes; ``--workdir`` (default ``benchmarks/build``)
-keeps the binary between runs.
+keeps the binary between runs.  The program reads the model at run time (``bench_pinocchio.model_text``),
+so one build serves every robot (``bench_round3.py`` times five with it).
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ DERIVATIVE_FUNCTIONS = ("inverse_dynamics_derivatives", "forward_dynamics_deriva
 _CPP = (bp.CPP_PRELUDE.replace("#include <pinocchio/algorithm/frames.hpp>",
                                 "#include <pinocchio/algorithm/rnea-derivatives.hpp>\n"
                                 "#include <pinocchio/algorithm/aba-derivatives.hpp>")
-        + bp.CPP_MAIN_HEAD + "{{MODEL}}\n" + bp.CPP_READ_STATES + r"""  if (check) {
+        + bp.CPP_MAIN_HEAD + r"""  if (argc < 7) { std::fprintf(stderr, "model file missing\n"); return 2; }
+  pinocchio::Model model;
+  pinocchio::FrameIndex frame_id;
+  if (!read_model(argv[6], model, frame_id)) { std::fprintf(stderr, "bad model file %s\n", argv[6]); return 2; }
+  (void)frame_id;
+""" + bp.CPP_READ_STATES + r"""  if (check) {
     std::printf("{\n  \"nq\": %d, \"nv\": %d,\n", nq, nv);
     pinocchio::computeRNEADerivatives(model, data, q(0), v(0), a(0));
     put("dtau_dq", data.dtau_dq, false);
@@ -100,28 +106,41 @@ def compile_args() -> list[str]:
         "-DBOOST_MPL_CFG_NO_PREPROCESSED_HEADERS", "-DBOOST_FUSION_INVOKE_MAX_ARITY=12"]
 
 
-def bench_pinocchio_derivatives(model, flags, n_states: int, seed: int, workdir: Path) -> dict:
-    """Compile (or reuse) and run the header-only Pinocchio derivative program on ``model``."""
-    import pinocchio as pin
-
+def build_derivative_program(flags, workdir: Path) -> Path:
+    """Compile (or reuse from ``workdir``) the Pinocchio derivative timing program.  It reads the model at run
+    time (``bench_pinocchio.model_text``), so one build serves every robot."""
     cxx = bp._compiler("c++")
     workdir.mkdir(parents=True, exist_ok=True)
     src, exe, stamp = workdir / "bench_pin_deriv.cpp", workdir / "bench_pin_deriv", workdir / "bench_pin_deriv.cmd"
-    text = _CPP.replace("{{MODEL}}", bp.model_cpp(model, None))
     cmd = [cxx, bp.CXX_STD, *flags, *compile_args(), str(src), "-o", str(exe)]
-    t0 = time.perf_counter()
-    if not (exe.exists() and src.exists() and src.read_text() == text and stamp.exists()
+    if not (exe.exists() and src.exists() and src.read_text() == _CPP and stamp.exists()
             and stamp.read_text() == " ".join(cmd)):
-        src.write_text(text)
+        src.write_text(_CPP)
         bp._run(cmd, "compiling the Pinocchio derivative benchmark")
         stamp.write_text(" ".join(cmd))
+    return exe
+
+
+def bench_pinocchio_derivatives(model, flags, n_states: int, seed: int, workdir: Path,
+                                states: dict | None = None, tag: str = "") -> dict:
+    """Check the Pinocchio derivative program on ``model`` against Python ``pin`` (state 0) and return the
+    command that times it (``timing_command``).  ``states``: Pinocchio states (default
+    ``bench_pinocchio.random_states(model, n_states, seed)``); ``tag`` names this robot's state and model
+    files in ``workdir`` (several robots can share one build)."""
+    import pinocchio as pin
+
+    t0 = time.perf_counter()
+    exe = build_derivative_program(flags, workdir)
     compile_s = time.perf_counter() - t0
-    st = bp.random_states(model, n_states, seed)
-    states = workdir / "states.bin"
-    with open(states, "wb") as fh:
+    st = bp.random_states(model, n_states, seed) if states is None else states
+    n_states = len(st["q"])
+    states_file, model_file = workdir / f"states{tag}.bin", workdir / f"model{tag}.txt"
+    with open(states_file, "wb") as fh:
         for key in ("q", "v", "a", "tau"):
             np.ascontiguousarray(st[key], dtype=np.float64).tofile(fh)
-    got = json.loads(bp._run([str(exe), str(states), str(n_states), "1", "1", "check"], "check run"))
+    model_file.write_text(bp.model_text(model, None))
+    got = json.loads(bp._run([str(exe), str(states_file), str(n_states), "1", "1", "check", str(model_file)],
+                             "check run"))
     data = model.createData()
     q, v, a, tau = st["q"][0], st["v"][0], st["a"][0], st["tau"][0]
     ref = dict(zip(("dtau_dq", "dtau_dv"), (x.copy() for x in pin.computeRNEADerivatives(model, data, q, v, a))))
@@ -131,14 +150,16 @@ def bench_pinocchio_derivatives(model, flags, n_states: int, seed: int, workdir:
     diffs = {k: float(np.max(np.abs(np.asarray(got[k]) - ref[k])) / max(1.0, float(np.max(np.abs(ref[k])))))
              for k in ref}
     return {"pinocchio_version": pin.__version__, "compile_s": compile_s, "check_max_rel_diff": diffs,
-            "reference_state0": ref, "compiler": bp._compiler_version(cxx), "flags": list(flags), "states": st,
-            "timing_command": [str(exe), str(states), str(n_states), "7", "50", "time"]}
+            "reference_state0": ref, "compiler": bp._compiler_version(bp._compiler("c++")), "flags": list(flags),
+            "states": st,
+            "timing_command": [str(exe), str(states_file), str(n_states), "7", "50", "time", str(model_file)]}
 
 
-def time_pinocchio(command: list[str]) -> dict[str, float]:
-    """ns per call (median of 7 repetitions) of each Pinocchio function, one run of the compiled program."""
+def time_pinocchio(command: list[str], stat: str = "ns_median") -> dict[str, float]:
+    """ns per call (``stat``: ``ns_median`` or ``ns_min`` of 7 repetitions) of each Pinocchio function, one run
+    of the compiled program."""
     timings = json.loads(bp._run(command, "timing run"))
-    return {k: v["ns_median"] for k, v in timings.items()}
+    return {k: v[stat] for k, v in timings.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     pin_res = None
     inputs = None
     if not args.no_pinocchio:
-        pin_res = bench_pinocchio_derivatives(model, flags, args.states, 0, work / f"pin_deriv_panda_{args.base}")
+        pin_res = bench_pinocchio_derivatives(model, flags, args.states, 0, work / "pin_deriv")
         st = pin_res.pop("states")
         pm = PinocchioMap(robot, model)
         ours_st = {"q": np.array([pm.q_from_pin(x) for x in st["q"]]),

@@ -35,6 +35,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -442,6 +443,102 @@ def time_shipped(h, mod, states: dict, frame_id: int, reps: int = 7, cycling: bo
     return out
 
 
+_PROTO = re.compile(r"^(void|int) (\w+)\(([^)]*)\);$", re.M)
+
+
+def prototypes(mod) -> dict[str, tuple[str, list[tuple[str, str, int]]]]:
+    """``{C name: (return type, [(kind, argument name, doubles per state), ...])}`` of the module's
+    single-state functions: kinds and names from its header (``in``: ``const double *``, ``out``:
+    ``double *``, ``frame``: ``int``), sizes from the call of the function in its batched entry's loop in the
+    module's source (``x + (long)i * N``)."""
+    d = Path(mod.__file__).parent
+    header, source = (d / f"{mod.module_name}.h").read_text(), (d / f"{mod.module_name}.c").read_text()
+    out = {}
+    for ret, name, args in _PROTO.findall(header):
+        parts = [a.strip() for a in args.split(",")]
+        if parts and parts[0] == "int n":
+            continue                                 # a batched entry point
+        batch = source[source.index(f" {name}_batch(int n"):]
+        call = re.search(rf"\b{name}\(([^;]*)\);", batch[batch.index("{"):])
+        sizes = [int(m.group(1)) if m else 0 for m in (re.search(r"\(long\)i \* (\d+)$", a.strip())
+                                                       for a in call.group(1).split(","))]
+        kinds = []
+        for a, size in zip(parts, sizes):
+            arg = a.rsplit("*", 1)[-1].split()[-1]
+            kinds.append(("in" if a.startswith("const double") else "out" if a.startswith("double") else "frame",
+                          arg, size))
+        out[name] = (ret, kinds)
+    return out
+
+
+def _any_harness(protos: dict, workdir: Path) -> ctypes.CDLL:
+    """A shared library with ``t_<i>(fn, n, reps, passes, in, stride, out, frame)`` per prototype: ``fn``
+    called through its exact type, inputs per state, every output into one reused buffer, min over reps of
+    ns per call (process CPU time)."""
+    lines = ["#define _POSIX_C_SOURCE 199309L", "#include <time.h>",
+             "static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); "
+             "return t.tv_sec + 1e-9 * t.tv_nsec; }", "volatile double soadyn_bench_sink;"]
+    for i, (ret, kinds) in enumerate(protos.values()):
+        types = ", ".join("const double *" if k == "in" else "double *" if k == "out" else "int" for k, *_ in kinds)
+        ins = outs = 0
+        call = []
+        for k, *_ in kinds:
+            if k == "in":
+                call.append(f"in[{ins}] + (long)i * stride[{ins}]")
+                ins += 1
+            elif k == "out":
+                call.append(f"out[{outs}]")
+                outs += 1
+            else:
+                call.append("frame")
+        lines += [f"double t_{i}(void *fn, int n, int reps, int passes, const double **in, const int *stride, "
+                  "double **out, int frame) {",
+                  f"  typedef {ret} (*F)({types}); double best = 1e300;",
+                  "  for (int r = 0; r < reps; ++r) { double t0 = cpu();",
+                  "    for (int p = 0; p < passes; ++p) for (int i = 0; i < n; ++i) "
+                  f"{{ ((F)fn)({', '.join(call)}); soadyn_bench_sink += out[0][0]; }}",
+                  "    double dt = (cpu() - t0) / ((double)n * passes) * 1e9; if (dt < best) best = dt; }",
+                  "  return best; }"]
+    src, lib = workdir / "harness_any.c", workdir / "harness_any.so"
+    src.write_text("\n".join(lines) + "\n")
+    subprocess.run([os.environ.get("CC", "gcc"), "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    return ctypes.CDLL(str(lib))
+
+
+def time_module_functions(mod, names: list[str], inputs: dict[str, np.ndarray], workdir: Path, frame_id: int = 0,
+                          reps: int = 7) -> dict[str, float]:
+    """ns per call of the module's own compiled single-state functions ``names`` (C names without the module
+    prefix, any signature of its header: :func:`prototypes`) in a C loop over the states of ``inputs``
+    (argument name -> (n, size) array), each output into one reused buffer of its size; min over ``reps``
+    repetitions of ~30 ms."""
+    ffi, lib, p = mod._ffi, mod._lib, mod.module_name
+    allp = prototypes(mod)
+    protos = {f"{p}_{f}": allp[f"{p}_{f}"] for f in names if f"{p}_{f}" in allp}
+    workdir.mkdir(parents=True, exist_ok=True)
+    h = _any_harness(protos, workdir)
+    n = len(inputs["q"])
+    res = {}
+    for i, (cname, (_, kinds)) in enumerate(protos.items()):
+        arrs = [np.ascontiguousarray(inputs[a]) for k, a, _ in kinds if k == "in"]
+        bad = [(a, x.shape[1], size) for (k, a, size), x in zip([k for k in kinds if k[0] == "in"], arrs)
+               if x.shape[1] != size]
+        if bad:
+            raise ValueError(f"{cname}: input width differs from the C function's (name, given, C): {bad}")
+        outs = [np.zeros(size) for k, _, size in kinds if k == "out"]
+        ptrs = (ctypes.c_void_p * max(1, len(arrs)))(*[a.ctypes.data for a in arrs])
+        strides = (ctypes.c_int * max(1, len(arrs)))(*[a.shape[1] for a in arrs])
+        optrs = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
+        t = getattr(h, f"t_{i}")
+        t.restype = ctypes.c_double
+        t.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                      ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+        fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, cname)))
+        t1 = t(fn, n, 1, 1, ptrs, strides, optrs, frame_id)
+        passes = max(1, int(30e6 / max(t1 * n, 1.0)))
+        res[cname.removeprefix(p + "_")] = t(fn, n, reps, passes, ptrs, strides, optrs, frame_id)
+    return res
+
+
 def _py_us(fn, args, kw=None, repeat: int = 20000, reps: int = 5) -> float:
     kw = kw or {}
     fn(*args, **kw)
@@ -488,11 +585,13 @@ from soadyn import load_robot
 from soadyn.structure.operations import lock_joints
 from soadyn.codegen import compile
 path, base, lock, out, profile = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
-functions = sys.argv[6] or None
+functions, rigid = sys.argv[6] or None, sys.argv[7] == "rigid"
 t0 = time.perf_counter()
 robot = load_robot(path, base=None if base == "file" else base, mimic="independent")
 if lock:
     robot = lock_joints(robot, lock)
+if rigid:
+    robot = robot.rigid()
 m = compile(robot, out_dir=out, functions=functions, force=True, progress=False, profile=profile)
 wall = time.perf_counter() - t0
 print(json.dumps({"wall": wall, "module_dir": str(__import__("pathlib").Path(m.__file__).parent),
@@ -502,12 +601,14 @@ print(json.dumps({"wall": wall, "module_dir": str(__import__("pathlib").Path(m._
 
 
 def fresh_compile(path: Path, base: str, lock: list[str], workdir: Path, profile: str,
-                  functions: str | None = None) -> dict:
+                  functions: str | None = None, rigid: bool = False) -> dict:
+    """A first compile in a child process (no object cache); ``rigid``: the robot's joints made ideal
+    (``Robot.rigid``: no armature, damping or friction, as in a Pinocchio model)."""
     out = workdir / "modules"
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, SOADYN_OBJECT_CACHE="off")   # a first compile: no object reused
     res = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, str(path), base, json.dumps(lock), str(out), profile,
-                          functions or ""], capture_output=True, text=True, check=False, env=env)
+                          functions or "", "rigid" if rigid else ""], capture_output=True, text=True, check=False, env=env)
     if res.returncode != 0:
         raise SystemExit(f"compile failed:\n{res.stderr[-3000:]}")
     info = json.loads(res.stdout.strip().splitlines()[-1])

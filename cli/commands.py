@@ -58,7 +58,8 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
                         "forward_dynamics,mass_matrix,jacobian")
     p.add_argument("--target", choices=("python", "casadi"), default="python",
                    help="casadi: also build the CasADi external-function library (soadyn.casadi; without "
-                        "--functions the inverse/forward-dynamics derivatives are added for exact Jacobians)")
+                        "--functions the inverse/forward-dynamics derivatives are added for exact Jacobians; "
+                        "name f_derivatives in --functions for the Jacobian of another function f)")
     p.set_defaults(func=cmd_compile)
 
 

@@ -68,6 +68,12 @@ class AbiJacobian:
     #: the number of bodies: of the variant with external wrenches (its f_ext is input 3) and of
     #: ``body_poses``; 0 otherwise
     fext_bodies: int = 0
+    #: ``kind == "tangent"``: the C function of the forward-mode derivatives (``<prefix><api>_derivatives``:
+    #: for each output y and input x, ``d<y>_d<x>``, row-major ``y.shape + x.shape``, q along the tangent
+    #: (nv)), and the function's inputs and outputs (q first)
+    tangent: str = ""
+    inputs: tuple[AbiArg, ...] = ()
+    outputs: tuple[AbiArg, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -218,6 +224,26 @@ def _jacobian_body(j: AbiJacobian, nrow: int, start: int) -> tuple[list[str], in
         if j.kind == "frame_acceleration":
             lines += [f"soadyn_ca_block(J, {nrow}, 6, {nq}, Dv, 6, {nv});",
                       f"soadyn_ca_block(J, {nrow}, 6, {nq + nv}, Jw, 6, {nv});"]
+    elif j.kind == "tangent":      # outputs major: d y_k / d x_i, then the raw-q columns from the tangent
+        ds = [[buf(f"D{k}_{i}", o.size * (nv if i == 0 else x.size)) for i, x in enumerate(j.inputs)]
+              for k, o in enumerate(j.outputs)]
+        buf("Dq", nrow * nv)
+        frame = f"{fid}, " if fid is not None else ""
+        args = ", ".join([*(f"x[{i}]" for i in range(len(j.inputs)))])
+        call = f"{j.tangent}({args}, {frame}{', '.join(d for row in ds for d in row)})"
+        lines = [f"if ({call}) return 1;" if fid is not None else f"{call};"]
+        r0 = 0
+        for k, o in enumerate(j.outputs):
+            c0 = nq
+            for i, x in enumerate(j.inputs):
+                if i == 0:
+                    lines.append(f"soadyn_ca_trows(Dq, {nv}, {r0}, {ds[k][i]}, {o.rows}, {o.cols});")
+                else:
+                    lines.append(f"soadyn_ca_tblock(J, {nrow}, {r0}, {c0}, {ds[k][i]}, {o.rows}, {o.cols}, "
+                                 f"{x.rows}, {x.cols});")
+                    c0 += x.size
+            r0 += o.size
+        lines.append(f"soadyn_ca_qcols(J, {nrow}, Dq, x[0], {nv});")
     else:
         raise ValueError(f"no C Jacobian for {j.kind!r}")
     return [*bufs, *lines], off

@@ -164,9 +164,14 @@ class CodegenSymbolic(Symbolic):
     expands it where its result is not an output of the right form."""
 
     deferred: list[_Deferred] = field(default_factory=list)
+    #: products expanded into expressions instead (forward-mode tangents differentiate staged entries:
+    #: :func:`soadyn.symbolic.algorithms.derivatives.plain_products`)
+    expand_products: bool = False
 
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
                left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
+        if self.expand_products:
+            return super().matmul(name, A, B, symmetric, left_of)
         A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
         if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
             raise DerivationError(f"matmul {name!r}: shapes {A.shape} and {B.shape} do not multiply")
@@ -372,6 +377,30 @@ def scratch_size(p: Product) -> int:
 
 #: separator between an output's name and its case (frame id) in the program of a frame family
 CASE_SEP = "@"
+
+
+def nonzero_patterns(program: Program) -> dict[str, str]:
+    """The structural sparsity of every output of ``program`` (``<output>`` or ``<output>@<case>``): the
+    entries, row-major, that are not an exact zero of the program, as a hex string of bits (entry ``i`` is
+    bit ``i % 4`` of character ``i // 4``).  An entry outside the pattern is zero for every input of this
+    robot (its expression is the number 0); the entries a product loop writes count as non-zero."""
+    nonzero = {name: [not (e.is_Number and e == 0) for e in es] for name, es in program.outputs}
+    for pr in program.products:
+        for name, stride, col0, ncol in pr.runs:
+            bits = nonzero[name]
+            rows = range(pr.row0, pr.row0 + pr.m) if pr.k else range(len(bits) // stride)
+            for r in rows:
+                for c in range(col0, col0 + ncol):
+                    bits[r * stride + c] = True
+        if pr.k:
+            nonzero.pop(pr.left, None)         # the product's scratch array, not an output
+    out = {}
+    for name, bits in nonzero.items():
+        chars = []
+        for i in range(0, len(bits), 4):
+            chars.append("0123456789abcdef"[sum(1 << j for j, b in enumerate(bits[i:i + 4]) if b)])
+        out[name] = "".join(chars)
+    return out
 
 
 def derive(robot: Robot, spec: FunctionSpec) -> Program:

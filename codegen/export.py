@@ -29,18 +29,21 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import soadyn.codegen.cprogram as cp
+from soadyn.codegen.cprogram import Stmt
 from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefix, render
-from soadyn.codegen.functions import FunctionSpec, expand_family, frame_enum
+from soadyn.codegen.functions import Arg, FunctionSpec, expand_family, frame_enum
 from soadyn.codegen.pipeline import generate, resolve_robot
 from soadyn.codegen.printer import CPrinter, FloatPrinter
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.trig import fuse_trig
+from soadyn.codegen.units import STAGE_OPS, finish_function
 from soadyn.model.names import c_comment, c_identifier
 from soadyn.model.robot import Robot
 
@@ -90,6 +93,9 @@ class FlightTarget:
     fuse: bool
     #: of a floating-point literal
     suffix: str = ""
+    #: operations per stage function (:mod:`soadyn.codegen.stages`, as the module's build profiles cut
+    #: them; 0: no stages).  Double only: the stages are printed by the double printer.
+    stage_ops: int = 0
 
     def functions(self, robot: Robot, impl_name: str, functions: Any) -> tuple[list[FunctionSpec],
                                                                               list[EmittedFunction]]:
@@ -98,18 +104,32 @@ class FlightTarget:
         return gen.specs, gen.functions
 
     def body(self, f: EmittedFunction, family: bool) -> list[str]:
-        """The C lines of an emitted function's statements, printed once by this target's printer.
-        A frame family keeps the per-statement sin/cos (fusing declares the kernels' arrays again in each
-        case block: ``-Wshadow``); the kernel arithmetic is the same, so the results are too."""
-        stmts = fuse_trig(f.body) if self.fuse and not family else f.body
+        """The C lines of an emitted function's statements, printed once by this target's printer, with
+        the module's fused sines and cosines (:func:`~soadyn.codegen.trig.fuse_trig`; a long frame
+        family is staged before, and its stages fuse their own).  A frame family whose shared prefix and
+        cases would both declare the kernels' arrays keeps the per-statement sin/cos (the cases'
+        declarations would shadow the prefix's: ``-Wshadow``); the kernel arithmetic is the same, so the
+        results are too."""
+        if not self.fuse:
+            return self.printer.lines(f.body)
+        stmts = fuse_trig(f.body)
+        if family and _shadowing(stmts):
+            stmts = f.body
         return self.printer.lines(stmts)
+
+
+def _shadowing(body: list[Stmt]) -> bool:
+    """Whether ``body`` declares the fused kernels' arrays both before a ``switch`` and in its cases."""
+    outer = any(s.kind == cp.SINCOS for s in body)
+    inner = any(t.kind == cp.SINCOS for s in body if s.kind == cp.SWITCH for c in s.cases for t in c.body)
+    return outer and inner
 
 
 def printer_for(precision: str) -> FlightTarget:
     """The flight target of ``precision``: 'double' (the module's printer: bit-identical results) or
     'float' (the same statements printed by the float printer)."""
     if precision == "double":
-        return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True)
+        return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True, stage_ops=STAGE_OPS)
     if precision == "float":
         return FlightTarget(FloatPrinter(), "float", "0.0f", "2.0f", TRIG_PRELUDE + "\n" + FLOAT_MATH, False,
                             "f")
@@ -145,7 +165,7 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
         finite_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.inputs) or "1",
         result_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.outputs),
         has_q=any(a.name == "q" for a in spec.inputs),
-        call=("(void)" if family else "") + call, stack="n/a")
+        call=("(void)" if family else "") + call, stack="n/a", check_init=None)
 
 
 def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str,
@@ -154,6 +174,7 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
     ``target`` (:meth:`FlightTarget.body`), the product helpers before them.  A function that calls its
     ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already."""
     by_name = {f.cname: f for f in funcs}
+    checked_names: set[str] = set()
     out = []
     for s in specs:
         f = by_name[impl_prefix + s.name]
@@ -166,12 +187,89 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         if helpers and target.scalar != "double":
             raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
                               "out with --functions or export with --precision double")
+        checked = checked_body(f.body, f.outputs) if body is None and not s.is_family else None
+        if s.zero_fext_call and impl_prefix + s.zero_fext_call in checked_names:
+            # the twin checks its result inside: pass the check through
+            checked = [replace(t, args=(*t.args, CHECK)) if t.kind == cp.CALL else t for t in f.body]
+        if checked is not None:
+            checked_names.add(f.cname)
+            f.body = checked
+            f.outputs = [*f.outputs, Arg(CHECK, (1,))]
+        if target.stage_ops > 0 and body is None and not s.zero_fext_call:
+            # the module's stage functions (a long body cut where the module's build cuts it; a frame
+            # family: its prefix and one function per case, each with its sines and cosines fused): the
+            # same code as the module's, static here (SOADYN_STAGE of the source)
+            finish_function(f, target.stage_ops, 1, by_name)
+            helpers = helpers + list(f.extra.pieces)
         real = target.scalar
         params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])
-                  + [f"{real} *{a.name}" for a in s.outputs])
+                  + [f"{real} *{a.name}" for a in s.outputs] + ([f"{real} *{CHECK}"] if checked else []))
         signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
-        out.append(dict(doc=f.doc, ops=f.ops, signature=signature, unused=f.unused,
+        out.append(dict(name=s.name, checked=checked is not None, doc=f.doc, ops=f.ops, signature=signature,
+                        unused=f.unused,
                         body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
+    return out
+
+
+#: the impl function's extra output of an in-body result check (:func:`checked_body`)
+CHECK = "soadyn_check"
+_CHECKABLE = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT, cp.VOID})
+
+
+def checked_body(body: list[Stmt], outputs: list[Arg]) -> list[Stmt] | None:
+    """``body`` computing also, into ``CHECK[0]``, a product that is (+-)0 when every output entry is
+    finite and NaN otherwise: each distinct stored value that is not a constant is multiplied, where it
+    is computed, into one of eight products that start at 0 (``x*0`` is NaN for an infinite or NaN
+    ``x``).  The public function then tests one number instead of reading every output entry back
+    (Panda mass matrix: 98 multiplications inside the computation instead of 225 loads after it).  The
+    stored values and their roundings are unchanged (a stored expression becomes a local first).  None
+    when the body is not one straight-line block whose stores (and runs of zeros) write every output
+    entry: the caller checks the outputs after the call then."""
+    if any(s.kind not in _CHECKABLE for s in body):
+        return None
+    sizes = {a.name: a.size for a in outputs}
+    covered: dict[str, set[int]] = {n: set() for n in sizes}
+    out: list[Stmt] = []
+    seen: set[str] = set()
+    chains: list[str] = []
+    for s in body:
+        if s.kind not in (cp.STORE, cp.ZEROS):
+            out.append(s)
+            continue
+        if s.target not in covered:
+            return None
+        if s.kind == cp.ZEROS:
+            covered[s.target].update(range(s.index, s.end))
+            out.append(s)
+            continue
+        covered[s.target].add(s.index)
+        text = s.expr.text
+        if cp.is_constant(s.expr) or text in seen:
+            out.append(s)
+            continue
+        seen.add(text)
+        if not (len(s.expr.tokens) == 1 and cp.is_name(text)):
+            local = f"{CHECK}_v{len(chains)}"
+            out.append(cp.value(local, s.expr))
+            out.append(cp.store(s.target, s.index, cp.Expr.of(local)))
+            text = local
+        else:
+            out.append(s)
+        prev = chains[-8] if len(chains) >= 8 else "0.0"
+        chains.append(f"{CHECK}{len(chains)}")
+        out.append(Stmt(cp.ARITH, chains[-1], cp.Expr.of(f"{prev}*{text}")))
+    if not chains or any(len(covered[n]) != sizes[n] for n in sizes):
+        return None
+    last = chains[-8:]
+    k = 0
+    while len(last) > 1:
+        pairs = []
+        for i in range(0, len(last) - 1, 2):
+            pairs.append(f"{CHECK}_t{k}")
+            out.append(Stmt(cp.ARITH, pairs[-1], cp.Expr.of(f"{last[i]}*{last[i + 1]}")))
+            k += 1
+        last = pairs + last[len(last) - len(last) % 2:]
+    out.append(cp.store(CHECK, 0, cp.Expr.of(last[0])))
     return out
 
 
@@ -352,6 +450,11 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
                   fingerprint=robot.fingerprint(), header_name=f"{name}.h", source_name=f"{name}.c",
                   scalar=printer.scalar, zero=printer.zero, two=printer.two, p=prefix, P=P, name=name)
     core = _core_functions(specs, funcs, impl_prefix, printer)
+    for a, c in zip(api, core):
+        if c["checked"]:      # the result check inside the computation (checked_body)
+            a["call"] = a["call"][:-1] + f", &{CHECK})"
+            a["result_test"] = f"{CHECK} == {printer.zero}"
+            a["check_init"] = f"{printer.scalar} {CHECK} = 1.0{printer.suffix};"
     source = render("clib_source.c.j2", prelude=printer.prelude, core=core, api=api, first_joint=first_joint,
                     enum=frame_enum(robot, impl_name) if enum else [], **common)
 

@@ -10,6 +10,7 @@ what differs between entries.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 from soadyn.codegen.emit import module_prefix, render
@@ -22,20 +23,38 @@ def _dims(a: dict[str, Any]) -> str:
     return f"[{max(len(a['dims']), 1)}] = {{{', '.join(map(str, a['dims'])) or '0'}}};"
 
 
+def _size(a: dict[str, Any]) -> int:
+    return prod(a["dims"])
+
+
 def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
            quat: bool, frame: bool) -> dict[str, Any]:
-    """What the template needs of one entry ``fx_<name>(inputs..., [frame id,] out)``: inputs with one
-    leading dimension run ``<cfunc>_batch``."""
+    """What the template needs of one entry ``fx_<name>(inputs..., [frame id,] out[, check])``: inputs
+    with one leading dimension run ``<cfunc>_batch``; ``check`` (entries with ``params`` only): True to
+    run only on a parameter set the module accepted before (``fx_known``), False to skip that check."""
     iq = next((i for i, a in enumerate(inputs) if a["name"] == "q"), 0)
+    ip = next((i for i, a in enumerate(inputs) if a["name"] == "params"), None)
     m = len(outputs)
+    if ip == 0:
+        raise ValueError(f"{cfunc}: params must follow the state inputs (the batch size is read from "
+                         "the first)")
+    rest = [i for i in range(len(inputs)) if i != ip]
     return dict(
         name=name, cfunc=cfunc, in_dims=[_dims(a) for a in inputs], out_dims=[_dims(o) for o in outputs],
         k_out=len(inputs) + (1 if frame else 0), n_in=len(inputs), nd0=len(inputs[0]["dims"]),
-        checks=" || ".join(f"!fx_ok(args[{i}], n, {len(a['dims'])}, d{i})" for i, a in enumerate(inputs)),
-        # a non-finite input: the module's Python code refuses it (issue 21)
-        finite=" || ".join(f"!fx_finite(args[{i}])" for i in range(len(inputs))),
+        checks=" || ".join(f"!fx_ok(args[{i}], n, {len(inputs[i]['dims'])}, d{i})" for i in rest) or "0",
+        # a non-finite input: the module's Python code refuses it (issue 21); params: below
+        finite=" || ".join(f"!fx_finite(args[{i}])" for i in rest) or "0",
+        ip=ip, p_size=_size(inputs[ip]) if ip is not None else 0,
+        p_nd=len(inputs[ip]["dims"]) if ip is not None else 0,
         quat=quat, iq=iq, nq=inputs[iq]["dims"][0] if quat else 0, frame=frame,
         ins="".join(f"FX_D(args[{i}]), " for i in range(len(inputs))), fid="fid, " if frame else "",
+        # one parameter set for a batch: the batch entry on chunks of states, params tiled (fx_tile)
+        ins_chunk="".join("tile, " if i == ip else f"FX_D(args[{i}]) + i0 * {_size(a)}, "
+                          for i, a in enumerate(inputs)),
+        ins_chunk_ps="".join(f"FX_D(args[{i}]) + i0 * {_size(a)}, " for i, a in enumerate(inputs)),
+        out_chunk=f"FX_D(r) + i0 * {_size(outputs[0])}",
+        outs_chunk=", ".join(f"FX_D(o[{j}]) + i0 * {_size(o)}" for j, o in enumerate(outputs)),
         m=m, nd=len(outputs[0]["dims"]), outs=", ".join(f"FX_D(o[{j}])" for j in range(m)),
         e_list=", ".join(f"e{j}" for j in range(m)), nd_list=", ".join(str(len(o["dims"])) for o in outputs))
 
@@ -46,5 +65,7 @@ def emit_fastcalls(robot: Robot, module_name: str, ext_name: str, specs: list[Fu
     and numpy's headers); ``<ext_name>_fastcalls()`` returns them in a dict."""
     entries = fast_entries(python_api(specs, module_prefix(module_name)), robot.is_free)
     names = [e[0] for e in entries] + (["quaternions_nonzero"] if robot.is_free else [])
+    params = bool(robot.param_bodies)
+    names += ["params_known", "params_accept"] if params else []
     return render("fastcalls.c.j2", header=header_name, entries=[_entry(*e) for e in entries],
-                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name)
+                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name, params=params)

@@ -174,6 +174,12 @@ def _registrations() -> dict[str, Registration]:
              ("frame_twist", "any", "soadyn.reference.frames.frame_twist"),
              ("frame_acceleration", "any", "soadyn.reference.frames.frame_acceleration")]
     regs = {api: Registration(api, api, when, ref, "" if ref else loop_why) for api, when, ref in rows}
+    # forward-mode derivatives of the other functions (opt-in, tangent_derivatives): same applicability,
+    # checked against central differences of the function's own reference
+    regs.update({api + TANGENT_SUFFIX: Registration(
+        api + TANGENT_SUFFIX, "tangent_derivatives", when, "soadyn.reference.derivatives.tangent_derivatives",
+        reference_tol=1e-6, max_states=2) for api, when, ref in rows if ref and api not in NO_TANGENT})
+
     # derivatives (opt-in): central differences on the manifold (soadyn.reference.derivatives), tol 1e-6
     for api in ("inverse_dynamics_derivatives", "forward_dynamics_derivatives",
                 "frame_acceleration_derivatives"):
@@ -181,6 +187,16 @@ def _registrations() -> dict[str, Registration]:
                                  reference_tol=1e-6, max_states=3)
     return regs
 
+
+#: the name of the forward-mode derivatives of a public function: ``<api>_derivatives``
+TANGENT_SUFFIX = "_derivatives"
+#: public functions without forward-mode derivatives: the inverse and forward dynamics (analytic
+#: derivatives of their own), the frame kinematics (differentiated from the frame Jacobian and
+#: ``frame_acceleration_derivatives``), the closed-loop functions (a status output and a generation-time
+#: partition) and the derivatives themselves
+NO_TANGENT = frozenset({"inverse_dynamics", "forward_dynamics", "frame_pose", "body_poses", "frame_twist",
+                        "frame_acceleration", "closed_loop_forward_dynamics",
+                        "closed_loop_dependent_velocities", "closed_loop_constraints"})
 
 #: every public function a compiled module can have, by API name (see the module docstring)
 REGISTRY: dict[str, Registration] = _registrations()
@@ -381,6 +397,8 @@ def function_table(robot: Robot, derivatives: bool = False) -> list[FunctionSpec
                 "h = [L about the CoM; P] (inertial axes), frame family, inertial axes"))
     specs.extend(_kinematics_specs(robot, frames, optional=derivatives))
     specs = with_parameter_inputs(robot, specs)
+    if derivatives:
+        specs.extend(tangent_specs(robot, specs))
     if robot.is_coupled:                   # mimic couplings: only the functions with a reduced form
         specs = [s for s in specs if registration(s.api).applies(robot)]
     names = [s.name for s in specs]
@@ -554,6 +572,37 @@ def _derivative_specs(robot: Robot) -> list[FunctionSpec]:
         doc="twist Vf = [w; v] of a body or named frame (origin velocity) and its time derivative Af "
             "(classical acceleration, no gravity), inertial axes, with dVf/dq, dAf/dq, dAf/dv (frame family; "
             "dVf/dv = dAf/da is jacobian(q, frame, world_aligned=True))"))
+    return out
+
+
+def tangent_name(name: str, api: str) -> str:
+    """C name (without the module prefix) of the forward-mode derivatives of the C function ``name`` of
+    the public function ``api``: ``<api>_derivatives`` followed by what the name adds to its api
+    (``jacobian_local`` -> ``jacobian_derivatives_local``)."""
+    rest = name[len(api):] if name.startswith(api) else ""
+    return api + TANGENT_SUFFIX + rest
+
+
+def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]:
+    """The forward-mode derivatives (``tangent_derivatives``) of every function of ``specs`` that has
+    none of its own (:data:`NO_TANGENT`): for each output ``y`` and input ``x``, ``d<y>_d<x>`` of shape
+    ``y.shape + x.shape``, q along the tangent ``q (+) delta`` (``y.shape + (nv,)``, docs/conventions.md).
+    Not for the variants with external wrenches, nor for a robot with run-time inertial parameters."""
+    out: list[FunctionSpec] = []
+    if robot.param_bodies:             # derivatives with respect to run-time parameters: not generated
+        return out
+    for s in specs:
+        api = s.api + TANGENT_SUFFIX
+        if s.api in NO_TANGENT or s.fext_input or api not in REGISTRY or not REGISTRY[api].applies(robot):
+            continue                   # (a variant's outputs are the api's: f_ext would add one)
+        outputs = tuple(Arg(f"d{y.name}_d{x.name}", y.shape + ((robot.nv,) if x.name == "q" else x.shape))
+                        for y in s.outputs for x in s.inputs)
+        kwargs = (("of", s.algorithm), ("inputs", tuple(x.name for x in s.inputs)), *s.kwargs)
+        doc = (f"derivatives of {s.name} with respect to {', '.join(x.name for x in s.inputs)} (forward "
+               "mode; q along the tangent q (+) delta)")
+        out.append(FunctionSpec(tangent_name(s.name, s.api), "tangent_derivatives", s.inputs, outputs, api,
+                                kwargs=kwargs, variant=s.variant, free_only=s.free_only,
+                                fext_input=s.fext_input, frames=s.frames, doc=doc))
     return out
 
 

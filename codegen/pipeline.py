@@ -6,7 +6,7 @@ Layout of a compiled module ``<out_dir>/<module>/`` (``<module>`` = the robot na
     <module>.c, <module>.h          generated C99 (the part to reuse in other projects)
     _soadyn_<key>.<EXT_SUFFIX>      cffi extension (compiled <module>.c + wrapper)
     __init__.py                     Python functions (numpy in/out, optional batch dimension)
-    soadyn_stamp.json               cache key, timings and operation counts
+    soadyn_stamp.json               cache key, timings, operation counts, structural nonzeros of the outputs
 
 The cache key hashes the robot fingerprint (every parameter that affects the dynamics, the base type
 included), the robot file's sha256 (a comment-only change rebuilds too), the generator version, the source
@@ -41,7 +41,7 @@ from typing import Any
 import soadyn.codegen.build as _build
 import soadyn.codegen.cache as _cache
 import soadyn.codegen.objcache as objcache
-from soadyn.codegen.derive import Program, algorithm, derive, rename_reserved
+from soadyn.codegen.derive import Program, algorithm, derive, nonzero_patterns, rename_reserved
 from soadyn.codegen.emit import emit_functions, emit_module, generator_version
 from soadyn.codegen.fastcalls import emit_fastcalls
 from soadyn.codegen.functions import FunctionSpec, api_names, function_table, select_functions
@@ -68,6 +68,8 @@ class Generated:
     cdef: str
     functions: list
     timings: dict[str, float] = field(default_factory=dict)
+    #: C function name (without the module prefix) -> :func:`~soadyn.codegen.derive.nonzero_patterns`
+    patterns: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def source_name(self) -> str:
@@ -155,7 +157,8 @@ def generate(robot: Robot, module_name: str | None = None, progress: bool = Fals
     files, cdef, funcs = emit_module(robot, module_name, specs, programs, *finish,
                                      emitted=emitted if on_function is not None else None)
     timings = {"derive": t_derive, "optimise": t_opt, "emit": t_emit + time.perf_counter() - t0}
-    return Generated(robot, module_name, specs, files, cdef, funcs, timings)
+    patterns = {spec.name: nonzero_patterns(p) for spec, p in zip(specs, programs)}
+    return Generated(robot, module_name, specs, files, cdef, funcs, timings, patterns)
 
 
 def _derivation_order(specs: list[FunctionSpec]) -> list[FunctionSpec]:
@@ -406,7 +409,8 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
                  "fingerprint": robot.fingerprint(), "robot_sha256": robot.source_hash,
                  "version": generator_version(), "extension": ext.name, **prof.stamp(),
                  "functions": selected, "files": _cache.file_digests(tmp),
-                 "timings": {k: round(v, 3) for k, v in gen.timings.items()}, "ops": gen.op_counts()}
+                 "timings": {k: round(v, 3) for k, v in gen.timings.items()}, "ops": gen.op_counts(),
+                 "nonzeros": gen.patterns}
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _swap_into_place(tmp, target)
     except BaseException:

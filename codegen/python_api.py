@@ -66,7 +66,11 @@ def python_api(specs: list[FunctionSpec], prefix: str,
         if first.is_family:
             by_world = {s.kwargs_dict().get("world_aligned", False): prefix + s.name for s in group}
             names = [a.name for a in first.inputs if a.name != "params"]
-            if api == "jacobian":
+            if api == "jacobian_derivatives":
+                params = ", ".join([*names, "frame", "world_aligned=False", *tail])
+                doc = (f"{first.doc[:1].upper()}{first.doc[1:]} (frame by name; world_aligned: the "
+                       f"Jacobian's axes, as jacobian): returns {shapes}.")
+            elif api == "jacobian":
                 params = ", ".join([*names, "frame", "world_aligned=False", *tail])
                 doc = (f"Geometric Jacobian J {first.outputs[0].shape} of a body or named frame (by name): "
                        "its spatial velocity [w; v] = J v. world_aligned=False: frame axes; True: inertial "

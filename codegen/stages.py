@@ -165,13 +165,15 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
         # across the whole stage (a preamble of loads would be, as the stores to w may alias them)
         remote = {u: f"{loads[u].array}[{loads[u].index}]" for u in needed_loads}
         remote.update({u: f"w[{slot[u]}]" for u in used - mine - needed_loads if u in slot})
+        uses_w = any(u in slot for u in used - mine - needed_loads)
         for s in chunk:
             if s.kind == cp.LOAD:
                 continue
             lines.append(cp.renamed(s, remote) if remote and not remote.keys().isdisjoint(s.reads()) else s)
             if s.target in slot and s.defines is not None:
                 lines.append(Stmt(cp.WORK, s.target, index=slot[s.target]))
-        if n_slots == 0:
+                uses_w = True
+        if not uses_w:     # (a frame's case that reads nothing from the prefix: -Wunused-parameter)
             lines.append(Stmt(cp.VOID, "w"))
         proto = f"void {name}({decl})"
         staged.names.append(name)

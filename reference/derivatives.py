@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 
 from soadyn.model.configuration import retract
 from soadyn.model.robot import Robot
-from soadyn.reference import dense
+from soadyn.reference import dense, free_floating, invariant
 
 #: relative tolerance of ``soadyn verify`` for the derivative functions against these differences
 FD_TOLERANCE = 1e-6
@@ -93,3 +93,51 @@ def frame_acceleration_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, a: 
     dAq = tangent_jacobian(robot, lambda x: frame_acceleration(robot, x, v, a, frame), q)
     dAv = vector_jacobian(lambda x: frame_acceleration(robot, q, x, a, frame), v)
     return V, A, dV, dAq, dAv
+
+
+#: the reference of an algorithm whose name the reference path does not share
+_SAME_QUANTITY = {"forward_dynamics_schur": dense.forward_dynamics,
+                  "forward_dynamics_decoupled": dense.forward_dynamics}
+
+
+def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[str, ...],
+                        f_ext: ArrayLike | None = None, **kw: object) -> tuple[np.ndarray, ...]:
+    """The derivatives of the reference of ``of`` (:mod:`dense`, :mod:`free_floating`, :mod:`invariant`)
+    with respect to each input of ``inputs`` (q along ``q (+) delta``), outputs major: ``dy/dx`` of shape
+    ``y.shape + x.shape`` (the layout of the generated ``<of>_derivatives``; one array alone), by central
+    differences."""
+    fn = _SAME_QUANTITY.get(of)
+    for mod in (dense, free_floating, invariant):
+        fn = fn or getattr(mod, of, None)
+    if fn is None:
+        raise ValueError(f"no reference function {of!r} in soadyn.reference (dense, free_floating, "
+                         "invariant)")
+    names = [n for n in inputs if n != "f_ext"]
+    if "params" in names:
+        raise ValueError(f"{of}: no reference derivatives with respect to run-time parameters")
+    values = dict(zip(names, (np.asarray(a, dtype=float) for a in args)))
+    if "f_ext" in inputs:
+        values["f_ext"] = np.asarray(f_ext, dtype=float)
+
+    def call(**change: np.ndarray) -> list[np.ndarray]:
+        x = {**values, **change}
+        extra = dict(kw)
+        if "f_ext" in x:
+            extra["f_ext"] = x["f_ext"]
+        res = fn(robot, *(x[n] for n in names), **extra)
+        return [np.asarray(r, dtype=float) for r in (res if isinstance(res, tuple) else (res,))]
+
+    n_out = len(call())
+    blocks: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    for name in inputs:
+        x0 = values[name]
+        for k in range(n_out):
+            if name == "q":
+                d = tangent_jacobian(robot, lambda q, k=k: call(q=q)[k], x0)
+            else:
+                d = vector_jacobian(lambda x, k=k, name=name, x0=x0: call(**{name: x.reshape(x0.shape)})[k],
+                                    x0.ravel())
+                d = d.reshape(d.shape[:-1] + x0.shape)
+            blocks[k].append(d)
+    out = tuple(b for bs in blocks for b in bs)
+    return out if len(out) > 1 else out[0]

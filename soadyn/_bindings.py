@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from soadyn.codegen.functions import NO_TANGENT, tangent_name
+from soadyn.codegen.functions import TANGENT_SUFFIX as TANGENT
+
 #: the C functions that write only part of their output (they need a zeroed buffer): not wrapped
 _PARTIAL = ("_nz", "_upper")
 _PROTO = re.compile(r"^(void|int)\s+(\w+)\s*\(([^)]*)\)\s*;", re.M)
@@ -78,8 +81,9 @@ def _api_of(module: ModuleType, cname: str) -> tuple[str, bool | None, bool] | N
     has no public function for it."""
     if cname.endswith(_PARTIAL):
         return None
-    if cname in ("jacobian_local", "jacobian_world"):
-        return "jacobian", cname == "jacobian_world", False
+    for family in ("jacobian", "jacobian" + TANGENT):
+        if cname in (family + "_local", family + "_world"):
+            return family, cname.endswith("_world"), False
     fext = cname.endswith("_fext")
     api = cname[:-5] if fext else cname
     if api in getattr(module, "__all__", ()) and callable(getattr(module, api, None)):
@@ -213,12 +217,38 @@ def quaternion_matrix(quat: np.ndarray) -> np.ndarray:
     return (R + 2 * w[..., None, None] * sk) / n2[..., None, None]
 
 
-def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool) -> np.ndarray:
-    """The derivative with respect to the raw q (rows x nq) from the tangent one ``D`` (rows x nv)."""
-    return D @ raw_q_map(q, free, D.shape[-1])
+def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """The derivative with respect to the raw q (rows x nq) from the tangent one ``D`` (rows x nv): ``D``
+    times :func:`raw_q_map`, by its blocks (position ``R^T``, attitude 3 x 4, joints shifted by one column:
+    a dense product with the map was the largest Python cost of a batched JAX Jacobian); written into
+    ``out`` when given."""
+    D = np.asarray(D, dtype=float)
+    nv = D.shape[-1]
+    if out is None:
+        out = np.empty(np.broadcast_shapes(D.shape[:-2], np.shape(q)[:-1]) + D.shape[-2:-1]
+                       + (nv + 1 if free else nv,))
+    if not free:
+        out[...] = D
+        return out
+    q = np.asarray(q, dtype=float)
+    quat = q[..., 3:7]
+    e, w = quat[..., :3], quat[..., 3]
+    c = 2.0 / (quat ** 2).sum(-1)
+    G = np.empty(quat.shape[:-1] + (3, 4))                 # delta_w = c [w I - e~, -e] dquat
+    G[..., 0:3, 0:3] = w[..., None, None] * np.eye(3)
+    G[..., 0, 1], G[..., 0, 2], G[..., 1, 2] = e[..., 2], -e[..., 1], e[..., 0]
+    G[..., 1, 0], G[..., 2, 0], G[..., 2, 1] = -e[..., 2], e[..., 1], -e[..., 0]
+    G[..., :, 3] = -e
+    G *= c[..., None, None]
+    np.matmul(D[..., 3:6], np.swapaxes(quaternion_matrix(quat), -1, -2), out=out[..., 0:3])  # R^T dp
+    np.matmul(D[..., 0:3], G, out=out[..., 3:7])
+    out[..., 7:] = D[..., 6:]
+    return out
 
 
-#: public functions whose Jacobian the generated functions give -> the module functions it needs
+#: public functions whose Jacobian comes from dedicated generated functions -> the module functions it
+#: needs; every other function ``f`` is differentiated by its forward-mode derivatives ``f_derivatives``
+#: (:func:`tangent_function`)
 DERIVATIVES = {
     "inverse_dynamics": ("inverse_dynamics_derivatives", "mass_matrix"),
     "forward_dynamics": ("forward_dynamics_derivatives",),
@@ -229,12 +259,31 @@ DERIVATIVES = {
 }
 
 
+#: public functions that have no generated derivatives of any kind
+NOT_DIFFERENTIABLE = NO_TANGENT - set(DERIVATIVES)
+
+
+def tangent_function(f: CFunction) -> str:
+    """The C name (without the module prefix) of the forward-mode derivatives of ``f``:
+    ``jacobian_world`` -> ``jacobian_derivatives_world``."""
+    return tangent_name(f.cname, f.api)
+
+
 def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
     """"" when the Jacobian of ``module.<api>`` (``fext``: its variant with external wrenches) is
-    available, else why not (one line)."""
+    available, else why not (one line, naming the fix)."""
     if api not in DERIVATIVES:
-        return (f"{api} has no generated derivative yet (soadyn differentiates "
-                f"{', '.join(DERIVATIVES)})")
+        if api.endswith(TANGENT) or api.endswith("_regressor") or api in NOT_DIFFERENTIABLE:
+            return f"{api} has no generated derivative (first derivatives only)" if api.endswith(TANGENT) \
+                else f"{api} has no generated derivative"
+        if fext:
+            return f"{api} with f_ext: no generated derivative (its derivatives are without f_ext)"
+        if getattr(module, "param_bodies", None):
+            return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
+        if not callable(getattr(module, api + TANGENT, None)):
+            return (f"{module.module_name} was built without {api}{TANGENT}, the derivatives of {api}: "
+                    f"compile it with functions=[{api!r}, '{api}{TANGENT}', ...]")
+        return ""
     if fext and api not in ("inverse_dynamics", "forward_dynamics"):
         return f"{api} with f_ext: no generated derivative"
     need = DERIVATIVES[api] + (("jacobian",) if fext else ())
@@ -262,10 +311,18 @@ def _rotation_rows(Jw: np.ndarray, R: np.ndarray) -> np.ndarray:
 
 
 def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
-                   frame: str | None = None) -> tuple[np.ndarray, ...]:
-    """Jacobian of ``module.<api>(*args[, frame])``: one block per input (the outputs flattened row-major
-    and stacked, rows x input size), q raw (the tangent derivatives converted with
-    :func:`raw_q_jacobian`); a leading batch dimension is allowed."""
+                   frame: str | None = None, world_aligned: bool | None = None,
+                   joined: bool = False) -> Any:
+    """Jacobian of ``module.<api>(*args[, frame, world_aligned])``: one block per input (the outputs
+    flattened row-major and stacked, rows x input size), q raw (the tangent derivatives converted with
+    :func:`raw_q_jacobian`); a leading batch dimension is allowed.  ``joined``: the blocks side by side in
+    one array (rows x all inputs)."""
+    blocks = _dense_jacobian(module, api, args, frame, world_aligned)
+    return np.concatenate(blocks, axis=-1) if joined else blocks
+
+
+def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], frame: str | None,
+                    world_aligned: bool | None) -> tuple[np.ndarray, ...]:
     fext = api in ("inverse_dynamics", "forward_dynamics") and len(args) == 4
     why = derivative_support(module, api, fext)
     if why:
@@ -273,6 +330,8 @@ def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
     q = args[0]
     free = module.base == "free"
     m = module
+    if api not in DERIVATIVES:
+        return _tangent_jacobian(module, api, args, frame, world_aligned)
     kw = {"f_ext": args[3]} if fext else {}
     if api == "inverse_dynamics":
         dq, dv = m.inverse_dynamics_derivatives(*args[:3], **kw)
@@ -310,6 +369,142 @@ def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
             np.concatenate([Jw, dAv], axis=-2), np.concatenate([zero, Jw], axis=-2))
 
 
+def _tangent_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], frame: str | None,
+                      world_aligned: bool | None) -> tuple[np.ndarray, ...]:
+    """:func:`dense_jacobian` from the forward-mode derivatives ``<api>_derivatives`` (outputs major:
+    ``d<y>_d<x>`` of shape ``lead + y.shape + x.shape``)."""
+    kw: dict[str, Any] = {}
+    if frame is not None:
+        kw["frame"] = frame
+    if world_aligned is not None:
+        kw["world_aligned"] = world_aligned
+    res = getattr(module, api + TANGENT)(*args, **kw)
+    res = res if isinstance(res, tuple) else (res,)
+    q = np.asarray(args[0])
+    lead = q.shape[:-1]
+    n_in = len(args)
+    shapes = [np.shape(a)[len(lead):] for a in args]
+    blocks = []
+    for i, shape in enumerate(shapes):
+        size = module.nv if i == 0 else int(np.prod(shape))
+        parts = [np.reshape(res[k * n_in + i], lead + (-1, size)) for k in range(len(res) // n_in)]
+        D = np.concatenate(parts, axis=-2)
+        blocks.append(raw_q_jacobian(D, q, module.base == "free") if i == 0 else D)
+    return tuple(blocks)
+
+
+# ---- structural sparsity (from the generated program's exact zeros) ---------------------------------
+_STAMPS: dict[tuple[str, str], dict] = {}
+
+
+def nonzeros(module: ModuleType, cname: str, output: str, shape: tuple[int, ...],
+             case: int | None = None) -> np.ndarray:
+    """Boolean array (``shape``) of the entries of output ``output`` of the C function ``cname`` (frame
+    case ``case`` of a family) that are not an exact zero of its generated program (the module's stamp,
+    ``nonzeros``: soadyn.codegen.derive.nonzero_patterns).  Entries outside it are zero for every input."""
+    import json
+
+    d = module_dir(module)
+    key = (str(d), str(getattr(module, "cache_key", "")))
+    if key not in _STAMPS:
+        stamp = d / "soadyn_stamp.json"
+        _STAMPS[key] = json.loads(stamp.read_text(encoding="utf-8")).get("nonzeros", {}) \
+            if stamp.is_file() else {}
+    name = output if case is None else f"{output}@{case}"
+    text = _STAMPS[key].get(cname, {}).get(name)
+    size = int(np.prod(shape))
+    if text is None:
+        raise ValueError(f"{module.module_name}: no structural pattern of {cname}.{name} in its stamp: "
+                         "rebuild the module (soadyn.compile(..., force=True))")
+    bits = [bool(int(ch, 16) >> j & 1) for ch in text for j in range(4)][:size]
+    return np.array(bits, dtype=bool).reshape(shape)
+
+
+def raw_q_pattern(D: np.ndarray, free: bool) -> np.ndarray:
+    """The structural pattern with respect to the raw q (rows x nq) of a tangent pattern ``D`` (rows x
+    nv): :func:`raw_q_map` mixes the position columns among themselves (``R^T``), the attitude columns into
+    the four quaternion columns, and shifts the joints by one."""
+    if not free:
+        return D.copy()
+    nv = D.shape[-1]
+    T = np.zeros((nv, nv + 1), dtype=bool)
+    T[0:3, 3:7] = True
+    T[3:6, 0:3] = True
+    T[np.arange(6, nv), np.arange(7, nv + 1)] = True
+    return (D.astype(int) @ T.astype(int)) > 0
+
+
+def _rotation_pattern(Jw: np.ndarray) -> np.ndarray:
+    """Pattern of d R / d delta (9 x nv, R row-major; :func:`_rotation_rows`) from the world-aligned
+    Jacobian's: ``dR[r, c] = (w x R[:, c])[r] = w[r+1] R[r+2, c] - w[r+2] R[r+1, c]`` (indices mod 3), so
+    row r of R moves along a column where angular row r+1 or r+2 of the Jacobian is not zero."""
+    w = Jw[0:3]
+    rows = [w[(r + 1) % 3] | w[(r + 2) % 3] for r in range(3)]
+    return np.array([rows[r] for r in range(3) for _ in range(3)])
+
+
+def jacobian_pattern(module: ModuleType, api: str, names: list[str], frame: str | None = None,
+                     world_aligned: bool | None = None, fext: bool = False) -> np.ndarray:
+    """Boolean sparsity (outputs flattened row-major) x (inputs, q raw) of the Jacobian of ``api`` that
+    :func:`dense_jacobian` computes, from the structural zeros of the generated programs it is made of
+    (:func:`nonzeros`): a pattern that never hides a non-zero, with the zeros the tree's structure makes."""
+    m = module
+    nv, free = m.nv, m.base == "free"
+    fid = None if frame is None else m.frame_ids[frame]
+    sfx = "_fext" if fext else ""
+
+    def nz(cname: str, out: str, shape: tuple[int, ...], case: int | None = None) -> np.ndarray:
+        return nonzeros(m, cname, out, shape, case)
+
+    def hstack(blocks: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate([b.reshape(b.shape[0], -1) for b in blocks], axis=1)
+
+    sq = (nv, nv)
+    if api in ("inverse_dynamics", "forward_dynamics"):
+        if api == "inverse_dynamics":
+            c = "inverse_dynamics_derivatives" + sfx
+            blocks = [raw_q_pattern(nz(c, "dtau_dq", sq), free), nz(c, "dtau_dv", sq),
+                      nz("mass_matrix", "M", sq)]
+        else:
+            c = "forward_dynamics_derivatives" + sfx
+            blocks = [raw_q_pattern(nz(c, "da_dq", sq), free), nz(c, "da_dv", sq), nz(c, "da_dtau", sq)]
+        if fext:
+            JT = [nz("jacobian_local", "J", (6, nv), k).T for k in range(m.n_bodies)]
+            blocks.append(np.concatenate([J if api == "inverse_dynamics" else (blocks[2].astype(int) @ J) > 0
+                                          for J in JT], axis=1))
+        return hstack(blocks)
+    if api in ("frame_pose", "body_poses", "frame_twist", "frame_acceleration"):
+        def Jw(case: int) -> np.ndarray:
+            return nz("jacobian_world", "J", (6, nv), case)
+        if api == "frame_pose":
+            J = Jw(fid)
+            return raw_q_pattern(np.concatenate([_rotation_pattern(J), J[3:6]]), free)
+        if api == "body_poses":
+            Js = [Jw(k) for k in range(m.n_bodies)]
+            return raw_q_pattern(np.concatenate([*map(_rotation_pattern, Js), *(J[3:6] for J in Js)]), free)
+        c = "frame_acceleration_derivatives"
+        dVq = nz(c, "dVf_dq", (6, nv), fid)
+        J = Jw(fid)
+        if api == "frame_twist":
+            return hstack([raw_q_pattern(dVq, free), J])
+        dAq, dAv = nz(c, "dAf_dq", (6, nv), fid), nz(c, "dAf_dv", (6, nv), fid)
+        return hstack([raw_q_pattern(np.concatenate([dVq, dAq]), free), np.concatenate([J, dAv]),
+                       np.concatenate([np.zeros_like(J), J])])
+    # forward-mode derivatives: the outputs d<y>_d<x> of <api>_derivatives, outputs major
+    f, _ = find_function(m, api, frame, bool(world_aligned), fext)
+    cname = tangent_function(f)
+    shapes = input_shapes(m)
+    blocks = []
+    for x in names:
+        rows = []
+        for y, yshape in f.outputs:
+            cols = (nv,) if x == "q" else shapes[x]
+            rows.append(nz(cname, f"d{y}_d{x}", yshape + cols, fid).reshape(-1, int(np.prod(cols))))
+        D = np.concatenate(rows)
+        blocks.append(raw_q_pattern(D, free) if x == "q" else D)
+    return hstack(blocks)
+
+
 def random_inputs(module: ModuleType, names: list[str], states: int, seed: int) -> list[np.ndarray]:
     """Random inputs (wide ranges, base quaternions of random norm) for pattern probing and tests."""
     rng = np.random.default_rng(seed)
@@ -319,14 +514,3 @@ def random_inputs(module: ModuleType, names: list[str], states: int, seed: int) 
         x = rng.normal(size=(states,) + shapes[n]) * (2.0 if n == "q" else 1.0)
         out.append(x)
     return out
-
-
-def jacobian_pattern(module: ModuleType, api: str, names: list[str], frame: str | None = None,
-                     states: int = 12, seed: int = 0) -> np.ndarray:
-    """Boolean sparsity (outputs flattened row-major) x (inputs) of the Jacobian of ``api``: the entries
-    that are nonzero at any of ``states`` random states.  The generated code writes a structural zero as a
-    literal 0.0 (its symbolic expression is zero), so an entry outside the pattern is zero for every state
-    of this robot (inertias and gravity are constants of the module); tests check it on other states."""
-    args = tuple(random_inputs(module, names, states, seed))
-    blocks = dense_jacobian(module, api, args, frame)
-    return np.any(np.concatenate(blocks, axis=-1) != 0.0, axis=0)

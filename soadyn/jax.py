@@ -19,10 +19,16 @@
   (base quaternion of any non-zero norm; :mod:`soadyn._bindings`): ``inverse_dynamics`` and
   ``forward_dynamics`` (``*_derivatives``, ``mass_matrix`` for dtau/da; with ``f_ext``, ``-J_k^T`` and
   ``M^-1 J_k^T`` from ``jacobian``), ``frame_pose`` and ``body_poses`` (``jacobian``), ``frame_twist``
-  and ``frame_acceleration`` (``frame_acceleration_derivatives`` and ``jacobian``).  The tangent map is
-  linear in the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse mode).  First
-  order only: differentiating the derivative (a Hessian) raises.  Every other function has no generated
-  derivative yet: differentiating it raises one ValueError naming the function.
+  and ``frame_acceleration`` (``frame_acceleration_derivatives`` and ``jacobian``), every other function
+  ``f`` from its forward-mode derivatives ``f_derivatives`` (build it with ``functions=["f",
+  "f_derivatives", ...]``).  The rule's callback returns the Jacobian joined (outputs x all inputs) and
+  multiplies it once by the stacked tangents: ``jax.jacfwd`` pushes the whole identity basis through it
+  (a vmap over the tangents), so that product is its main cost beyond the module's (``benchmarks/README.md``).
+  The tangent map is linear in the tangents, so JAX transposes it for ``jax.grad``/``jax.jacrev`` (reverse
+  mode).  First order only: differentiating the derivative (a Hessian) raises.  A function without
+  generated derivatives in the module raises one ValueError naming the ``functions=[...]`` that add them.
+* :func:`jacobian` (``soadyn.jax.jacobian(w, "forward_dynamics")``): the blocks ``jax.jacfwd`` gives, from
+  one callback, without its product with the identity basis: the fast way to batched first derivatives.
 * Bad input: a wrong shape raises ValueError when the function is traced; NaN or inf in an input raises
   ValueError from the callback (under ``jit`` JAX re-raises it as a runtime error carrying the message).
 """
@@ -42,9 +48,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from soadyn._bindings import DERIVATIVES, c_functions, dense_jacobian, derivative_support, module_dir
+from soadyn._bindings import c_functions, dense_jacobian, derivative_support, find_function, module_dir
 
-__all__ = ["wrap", "Wrapped"]
+__all__ = ["wrap", "Wrapped", "jacobian"]
 
 _F64 = np.float64
 
@@ -131,14 +137,16 @@ def _make(w: Wrapped, name: str, fn: Callable, in_shapes: list[tuple[str, tuple[
     f = jax.custom_jvp(primal)
     if jac is not None:
         n_out = sum(int(np.prod(s)) for s in out_shapes)
-        blocks = [(n_out, int(np.prod(s))) for _, s in in_shapes]
-        jhost = _callback(w, name, jac, in_shapes, [*out_shapes, *blocks])
-        jtypes = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in [*out_shapes, *blocks])
+        n_in = sum(int(np.prod(s)) for _, s in in_shapes)
+        jhost = _callback(w, name, jac, in_shapes, [*out_shapes, (n_out, n_in)])
+        jtypes = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in [*out_shapes, (n_out, n_in)])
 
         def rule(primals, tangents):
             res = jax.pure_callback(jhost, jtypes, *primals, vmap_method="broadcast_all")
-            outs, J = res[:len(out_shapes)], res[len(out_shapes):]
-            flat = sum(B @ jnp.ravel(dx) for B, dx in zip(J, tangents))      # outputs stacked row-major
+            outs, J = res[:len(out_shapes)], res[-1]
+            # one product with the inputs' tangents stacked: under jax.jacfwd (a vmap over the basis of
+            # the tangents) a product per input block and their sum cost 3x more (benchmarks/README.md)
+            flat = J @ jnp.concatenate([jnp.ravel(dx) for dx in tangents])   # outputs stacked row-major
             touts, k = [], 0
             for s in out_shapes:
                 size = int(np.prod(s))
@@ -196,12 +204,14 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
             outs = [s for _, s in cf.outputs]
             why = derivative_support(module, api, cf.fext)
             jac = None
-            if not why and api in DERIVATIVES:
+            if not why:
                 frame = key[0] if family else None
+                world = kw.get("world_aligned")
 
-                def jac(*xs, _api=api, _frame=frame):
+                def jac(*xs, _api=api, _frame=frame, _world=world):
                     y = bound(*xs)
-                    return (*(y if isinstance(y, tuple) else (y,)), *dense_jacobian(module, _api, xs, _frame))
+                    return (*(y if isinstance(y, tuple) else (y,)),
+                            dense_jacobian(module, _api, xs, _frame, _world, joined=True))
             g = cache[key] = _make(w, api, bound, ins, outs, jac, why)
         return g
 
@@ -251,4 +261,47 @@ def _api_function(w: Wrapped, module: ModuleType, api: str, cfs: list) -> Callab
             parameters=[p for p in sig.parameters.values() if p.name not in ("out", "threads")])
     except (TypeError, ValueError):  # pragma: no cover
         pass
+    return call
+
+
+def jacobian(w: Wrapped, name: str, *, frame: str | None = None, world_aligned: bool = False,
+             f_ext: bool = False) -> Callable:
+    """The Jacobian of ``w.<name>`` as a JAX function of the same arrays (``f_ext``: the variant with
+    external wrenches, an extra input after the others), what ``jax.jacfwd(f, argnums=<all inputs>)``
+    gives: for each input x, ``dy/dx`` of shape ``y.shape + x.shape`` (q raw, nq columns); a tuple of such
+    tuples, one per output, when the function has several.  One callback of the generated derivatives, under
+    ``jax.jit`` and ``jax.vmap`` (the batched C entry point); unlike ``jax.jacfwd`` it does not multiply the
+    Jacobian by the identity basis of the tangents (``n_out (nq + ...)^2`` multiply-adds per state, most of
+    a batched ``vmap(jacfwd(f))`` on a free base: ``benchmarks/README.md``).  Not differentiable itself."""
+    module = w.module
+    cf, _ = find_function(module, name, frame, world_aligned, f_ext)
+    why = derivative_support(module, name, cf.fext)
+    if why:
+        raise ValueError(f"soadyn.jax.jacobian({name!r}): {why}")
+    ins = list(cf.inputs)
+    outs = [s for _, s in cf.outputs]
+    shapes = [s + x for s in outs for _, x in ins]
+    world = cf.world_aligned
+
+    def blocks(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
+        J = dense_jacobian(module, name, xs, frame, world)       # per input: outputs stacked, row-major
+        res, r0 = [], 0
+        for s in outs:
+            size = int(np.prod(s))
+            res += [b[..., r0:r0 + size, :] for b in J]
+            r0 += size
+        return tuple(res)
+
+    host = _callback(w, name, blocks, ins, shapes)
+    types = tuple(jax.ShapeDtypeStruct(s, jnp.float64) for s in shapes)
+
+    def call(*args):
+        res = jax.pure_callback(host, types, *_checked(f"jacobian({name!r})", args, ins),
+                                vmap_method="broadcast_all")
+        per = [tuple(res[k * len(ins):(k + 1) * len(ins)]) for k in range(len(outs))]
+        return per[0] if len(outs) == 1 else tuple(per)
+
+    call.__name__ = f"jacobian_{name}"
+    call.__doc__ = (f"Jacobian of {name}({', '.join(n for n, _ in ins)}) of {module.module_name} (one block "
+                    "per input, q raw) from the generated derivatives")
     return call

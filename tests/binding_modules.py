@@ -1,7 +1,8 @@
 """The compiled modules the binding tests share (tests/test_casadi.py, test_jax.py, test_frames.py): the
 test arm (a 4-DOF tree: j1-j2-j3 and j4 on the base, a named frame tcp) with a free and a fixed base,
 gravity on (it exercises the attitude columns), with the dynamics, the kinematics of frames and their
-derivatives; cached like the other compiled test modules."""
+derivatives, and the forward-mode derivatives of a few other functions; cached like the other compiled test
+modules."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from soadyn.codegen.pipeline import compile_robot, resolve_robot
 
 FUNCS = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "forward_dynamics_derivatives",
          "inverse_dynamics_derivatives", "jacobian", "center_of_mass", "momentum", "frame_pose", "body_poses",
-         "frame_twist", "frame_acceleration", "frame_acceleration_derivatives"]
+         "frame_twist", "frame_acceleration", "frame_acceleration_derivatives",
+         # forward-mode derivatives of other functions (momentum deliberately without: the error case)
+         "mass_matrix_derivatives", "center_of_mass_derivatives", "jacobian_derivatives",
+         "bias_forces", "bias_forces_derivatives"]
 GRAVITY = np.array([0.7, -1.3, -9.81])
 
 

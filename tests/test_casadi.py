@@ -18,7 +18,8 @@ from conftest import TEST_ARM, module_cache_dir
 ca = pytest.importorskip("casadi")
 
 import soadyn.casadi as sc  # noqa: E402
-from soadyn._bindings import c_functions, dense_jacobian  # noqa: E402
+from soadyn._bindings import c_functions, dense_jacobian, find_function, raw_q_jacobian  # noqa: E402
+from soadyn.casadi import casadi_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["free", "fixed"])
@@ -186,11 +187,100 @@ def test_sparsity_is_the_structural_one(arm, rng):
 
 
 def test_no_derivative_is_an_error_naming_the_function(arm):
-    mm = sc.function(arm, "mass_matrix")
-    with pytest.raises(RuntimeError, match="mass_matrix"):
-        mm.jacobian()
-    assert "no generated derivative" in sc.has_jacobian(arm, "mass_matrix")
+    mo = sc.function(arm, "momentum")                  # built without momentum_derivatives
+    with pytest.raises(RuntimeError, match="momentum"):
+        mo.jacobian()
+    why = sc.has_jacobian(arm, "momentum")
+    assert why == (f"{arm.module_name} was built without momentum_derivatives, the derivatives of momentum: "
+                   "compile it with functions=['momentum', 'momentum_derivatives', ...]")
+    with pytest.raises(ValueError, match=r"^soadyn.casadi.function\('momentum', jacobian=True\): .* was "
+                                         r"built without momentum_derivatives.*functions=\['momentum'") as e:
+        sc.function(arm, "momentum", jacobian=True)
+    assert "\n" not in str(e.value)
+    assert "first derivatives only" in sc.has_jacobian(arm, "inverse_dynamics_derivatives")
     assert sc.has_jacobian(arm, "forward_dynamics") == ""
+    assert sc.has_jacobian(arm, "mass_matrix") == ""
+    sc.function(arm, "mass_matrix", jacobian=True)
+
+
+#: forward-mode derivatives (``<api>_derivatives``): (function, inputs, frame, world_aligned)
+TANGENT_APIS = [("mass_matrix", ["q"], None, False), ("center_of_mass", ["q"], None, False),
+                ("bias_forces", ["q", "v"], None, False), ("jacobian", ["q"], "tcp", False),
+                ("jacobian", ["q"], "l4", True)]
+
+
+def _casadi_jacobian(fn, args):
+    """CasADi's Jacobian of ``fn`` at ``args`` (rows: the outputs' entries in CasADi's column-major order,
+    stacked; columns: the inputs) and its sparsity pattern (dense boolean)."""
+    outs = fn(*args)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    jac = fn.jacobian()
+    blocks = jac(*args, *outs)
+    blocks = blocks if isinstance(blocks, (list, tuple)) else [blocks]
+    per = fn.n_in()
+    J = np.vstack([np.hstack([np.asarray(ca.DM(b).full()) for b in blocks[k * per:(k + 1) * per]])
+                   for k in range(fn.n_out())])
+    P = np.vstack([np.hstack([np.asarray(ca.DM(jac.sparsity_out(k * per + i), 1).full()) != 0
+                              for i in range(per)]) for k in range(fn.n_out())])
+    return J, P
+
+
+def _flat_casadi(fn, sizes):
+    def f(z):
+        res = fn(*np.split(z, np.cumsum(sizes)[:-1]))
+        res = res if isinstance(res, (list, tuple)) else [res]
+        return np.concatenate([np.asarray(ca.vec(r)).ravel() for r in res])
+    return f
+
+
+@pytest.mark.parametrize("api,names,frame,world", TANGENT_APIS)
+def test_forward_mode_jacobians(arm, rng, api, names, frame, world):
+    """jac_<name> from the generated forward-mode derivatives: against central differences of the function,
+    against the module's derivatives converted in Python, and its sparsity never hides a non-zero."""
+    fn = sc.function(arm, api, frame=frame, world_aligned=world, jacobian=True)
+    sizes = [{"q": arm.nq, "v": arm.nv}[n] for n in names]
+    cf, _ = find_function(arm, api, frame, world)
+    perm = casadi_rows([s for _, s in cf.outputs])
+    for _ in range(3):
+        q, v, _x = _state(arm, rng)
+        args = [{"q": q, "v": v}[n] for n in names]
+        J, P = _casadi_jacobian(fn, args)
+        Jfd = _central(_flat_casadi(fn, sizes), np.concatenate(args))
+        scale = max(1.0, np.abs(Jfd).max())
+        assert np.abs(J - Jfd).max() <= 1e-6 * scale, (api, np.abs(J - Jfd).max())
+        assert np.abs(Jfd[~P]).max(initial=0.0) <= 1e-7 * scale     # nothing outside the pattern moves
+        assert np.all(J[~P] == 0.0)
+        kw = {} if frame is None else {"frame": frame, "world_aligned": world}
+        ref = np.hstack(dense_jacobian(arm, api, tuple(args), **kw))[perm]
+        np.testing.assert_allclose(J, ref, rtol=1e-12, atol=1e-12)
+    assert P.all() == (api == "center_of_mass" and arm.base == "free")    # structural zeros in the pattern
+
+
+def test_forward_mode_sparsity_has_the_tree_zeros(arm, rng):
+    """The pattern comes from the generated program's exact zeros: the test arm's joint j4 is on another
+    branch than j1-j3 (tcp on l3), so dM[j1, j4]/dq and d J_tcp / d q_j4 are structurally zero."""
+    joints = arm.joint_names
+    off = 6 if arm.base == "free" else 0
+    qoff = 7 if arm.base == "free" else 0
+    j1, j4 = off + joints.index("j1"), off + joints.index("j4")
+    mm = sc.function(arm, "mass_matrix").jacobian().sparsity_out(0)      # dM/dq, rows M column-major
+    P = np.asarray(ca.DM(mm, 1).full()) != 0
+    nv = arm.nv
+    assert not P[j1 + nv * j4].any() and not P[j4 + nv * j1].any()       # M[j1, j4] = 0 for every q
+    assert P[j1 + nv * j1].any() or arm.base == "fixed"
+    assert not P[off + nv * off:, qoff + joints.index("j1")].all()
+    jt = sc.function(arm, "jacobian", frame="tcp").jacobian().sparsity_out(0)
+    PJ = np.asarray(ca.DM(jt, 1).full()) != 0
+    assert not PJ[:, qoff + joints.index("j4")].any()   # the tcp does not move with j4
+    assert PJ[:, qoff + joints.index("j2")].any()
+    if arm.base == "free":
+        assert not P[:, 0:3].any()                      # M in base axes: no base position
+    # never hides a non-zero: the module's own derivatives on other states are zero outside it
+    for _ in range(10):
+        q, _, _ = _state(arm, rng)
+        dM = arm.mass_matrix_derivatives(q)              # (nv, nv, nv) along the tangent
+        D = raw_q_jacobian(np.swapaxes(dM, 0, 1).reshape(nv * nv, nv), q, arm.base == "free")
+        assert np.all(D[~P] == 0.0)                      # rows: M column-major = (M^T) row-major = M
 
 
 def test_bad_input(arm, rng):

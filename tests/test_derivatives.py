@@ -113,6 +113,51 @@ def test_sparsity_survives(arm):
             assert dq[robot.v_index(m).start, j] == 0.0
 
 
+#: forward-mode derivatives (tangent_derivatives) checked in floats against the dense reference: (function,
+#: inputs, keyword arguments, free base only)
+TANGENT_CASES = [
+    ("mass_matrix", ("q",), {}, False), ("center_of_mass", ("q",), {}, False),
+    ("bias_forces", ("q", "v"), {}, False), ("mass_matrix_inverse", ("q",), {}, False),
+    ("kinetic_energy", ("q", "v"), {}, False), ("momentum", ("q", "v"), {}, False),
+    ("jacobian", ("q",), {"frame": "tcp", "world_aligned": True}, False),
+    ("jacobian", ("q",), {"frame": "l4"}, False),
+    ("forward_dynamics_schur", ("q", "v", "tau"), {}, False),
+    ("generalized_bias", ("q", "v"), {}, True), ("operational_space_inertias", ("q",), {}, True),
+    ("momentum_frame_twist", ("q", "h"), {"frame": "tcp"}, True),
+    ("base_velocity", ("q", "qd", "h"), {}, True),
+]
+
+
+@pytest.mark.parametrize("base", ["free", "fixed"])
+def test_forward_mode_derivatives_of_other_functions(base):
+    """``<api>_derivatives`` (forward mode over the staged program, the float run of what the C computes)
+    against central differences of the independent dense reference, for functions of every family."""
+    from soadyn.symbolic import algorithms
+
+    robot, _ = resolve_robot(TEST_ARM, base)
+    robot = with_gravity(robot, GRAVITY)
+    rng = np.random.default_rng(21)
+    q = robot.random_configuration(rng)
+    if robot.is_free:
+        q[3:7] *= 1.7                                # the norm must be divided out
+    vals = {"q": q, "v": rng.normal(size=robot.nv), "tau": rng.normal(size=robot.nv),
+            "h": rng.normal(size=6), "qd": rng.normal(size=robot.n_joints)}
+    checked = 0
+    for api, names, kw, free_only in TANGENT_CASES:
+        if free_only and not robot.is_free:
+            continue
+        args = [vals[n] for n in names]
+        got = algorithms.tangent_derivatives(robot, CTX, *args, of=api, inputs=names, **kw)
+        ref = fd.tangent_derivatives(robot, *args, of=api, inputs=names, **kw)
+        got, ref = (x if isinstance(x, tuple) else (x,) for x in (got, ref))
+        assert len(got) == len(ref)
+        for g, r in zip(got, ref):
+            assert np.shape(g) == np.shape(r)
+            assert rel_err(g, r) <= FD_TOL, (api, rel_err(g, r))
+        checked += 1
+    assert checked >= (13 if robot.is_free else 9)
+
+
 def _is_ancestor(robot, a, k):
     while k >= 0:
         if k == a:

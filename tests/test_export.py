@@ -227,10 +227,10 @@ def test_worst_stack_follows_the_deepest_chain():
 # --------------------------------------------------------------------------------------------------
 # bit for bit against the cffi module; statuses
 # --------------------------------------------------------------------------------------------------
-def _shared_library(d: Path, tmp: Path) -> ctypes.CDLL:
+def _shared_library(d: Path, tmp: Path, extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     name = _name(d)
     so = tmp / f"lib{name}_flight.so"
-    r = _run(["gcc", *STRICT, *LIB_FLAGS, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+    r = _run(["gcc", *STRICT, *LIB_FLAGS, *extra, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
     assert r.returncode == 0, r.stderr[-3000:]
     return ctypes.CDLL(str(so))
 
@@ -251,16 +251,19 @@ def _call_flight(lib, prefix: str, spec, args: list[np.ndarray], frame: int | No
     return status, outs
 
 
-@pytest.mark.parametrize("robot, base, functions", [
-    (TIAN_WU, None, None),
-    (PANDA_URDF, "free", HELD_OUT),
-], ids=["tian_wu", "panda_free"])
+@pytest.mark.parametrize("robot, base, functions, extra", [
+    (TIAN_WU, None, None, ()),
+    (PANDA_URDF, "free", HELD_OUT, ()),
+    (PANDA_URDF, "free", HELD_OUT, ("-DSOADYN_NO_SIMD",)),
+], ids=["tian_wu", "panda_free", "panda_free_scalar_path"])
 def test_bit_identical_to_the_cffi_module(request, tmp_path_factory, export_dir, tmp_path, robot, base,
-                                         functions):
+                                         functions, extra):
+    """The double library (its vector sin/cos and product loops, and the scalar path of a compiler
+    without vector extensions, ``SOADYN_NO_SIMD``) returns the cffi module's bits."""
     if robot is None:
         pytest.skip("example-robot-data is not installed")
     d = export_dir(robot, base, functions)
-    lib = _shared_library(d, tmp_path)
+    lib = _shared_library(d, tmp_path, extra)
     cache = module_cache_dir(request, tmp_path_factory, "soadyn_export_modules")
     module = compile_robot(robot, cache, base, functions, progress=False, mimic="independent")
     r, name = resolve_robot(robot, base, mimic="independent")
@@ -306,6 +309,10 @@ def test_bad_input_statuses(export_dir, tmp_path):
         st, (a,) = _call_flight(lib, name + "_", spec, [qq, vv, tau])
         cases.append((what, st))
         assert st == want and np.all(a == 0.0), (what, st, a)
+    # the inverse dynamics checks its result inside the computation (checked_body): an overflow there too
+    idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
+    st, (t,) = _call_flight(lib, name + "_", idspec, [q, v * 1e200, tau])
+    assert st == 6 and np.all(t == 0.0), (st, t)
     # a scaled quaternion is fine (the code divides its norm out)
     st, (a,) = _call_flight(lib, name + "_", spec, [np.concatenate([q[:3], 3 * q[3:7], q[7:]]), v, tau])
     assert st == 0 and np.all(np.isfinite(a))
@@ -339,6 +346,52 @@ def test_cli_export(tmp_path, capsys):
     rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "g"), "--functions", "bogus"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "bogus" in err and not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("robot, base, functions", [
+    (TIAN_WU, None, "forward_dynamics"),                                    # q 10, v and tau 9 entries
+    (EXAMPLES / "test_arm.yaml", "fixed", None),                            # 4
+    (UR5_URDF, "fixed", HELD_OUT),                                          # 6
+    (EXAMPLES / "seed004_example1.yaml", "fixed", "forward_dynamics"),      # 1
+], ids=["tian_wu", "test_arm_fixed", "ur5_fixed", "one_joint_fixed"])
+def test_nonfinite_entry_at_every_position(export_dir, tmp_path, robot, base, functions):
+    """A NaN or infinite entry at any position of any input gives ERR_NONFINITE and zeroed outputs (the
+    check multiplies in blocks of eight or four, the last block overlapping: every entry is in one)."""
+    if robot is None:
+        pytest.skip("example-robot-data is not installed")
+    lib = _shared_library(export_dir(robot, base, functions), tmp_path)
+    r, name = resolve_robot(robot, base, mimic="independent")
+    spec = next(s for s in function_table(r) if s.name == "forward_dynamics")
+    ins = random_inputs(r, 1, np.random.default_rng(0))
+    q, v, tau = ins["q"][0], ins["v"][0], ins["tau"][0]
+    st, (a,) = _call_flight(lib, name + "_", spec, [q, v, tau])
+    assert st == 0 and np.all(np.isfinite(a))
+    for k, arr in enumerate((q, v, tau)):
+        for i in range(arr.size):
+            for bad in (np.nan, np.inf, -np.inf):
+                args = [q, v, tau]
+                args[k] = np.where(np.arange(arr.size) == i, bad, arr)
+                st, (a,) = _call_flight(lib, name + "_", spec, args)
+                assert st == 3 and np.all(a == 0.0), (k, i, bad, st)
+
+
+def test_checked_body_multiplies_each_distinct_stored_value():
+    import soadyn.codegen.cprogram as cp
+    from soadyn.codegen.export import CHECK, checked_body
+    from soadyn.codegen.functions import Arg
+
+    E = cp.Expr.of
+    body = [cp.load("x", "q", 0), cp.value("a", E("x*2")), cp.store("M", 0, E("a")), cp.store("M", 1, E("a")),
+            cp.store("M", 2, E("0")), cp.Stmt(cp.ZEROS, "M", index=3, end=5), cp.store("M", 5, E("a + x"))]
+    got = checked_body(body, [Arg("M", (2, 3))])
+    assert got is not None
+    chains = [s for s in got if s.kind == cp.ARITH and s.target[len(CHECK):].isdigit()]
+    assert [s.expr.text for s in chains] == ["0.0*a", f"0.0*{CHECK}_v1"]      # a once; no constant
+    stores = {s.index: s.expr.text for s in got if s.kind == cp.STORE and s.target == "M"}
+    assert stores == {0: "a", 1: "a", 2: "0", 5: f"{CHECK}_v1"}
+    assert got[-1].kind == cp.STORE and got[-1].target == CHECK
+    assert checked_body(body[:-1], [Arg("M", (2, 3))]) is None          # M[5] not written
+    assert checked_body(body + [cp.call("f", ["q"])], [Arg("M", (2, 3))]) is None
 
 
 def test_flight_targets_use_the_printers():

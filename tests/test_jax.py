@@ -77,6 +77,58 @@ def test_kinematics_gradients(arm, rng, api):
     assert np.abs(np.asarray(J) - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
 
 
+@pytest.mark.parametrize("api", ["mass_matrix", "center_of_mass", "bias_forces", "jacobian"])
+def test_forward_mode_derivatives_check_grads(arm, rng, api):
+    """Functions differentiated by their generated forward-mode derivatives (``<api>_derivatives``): JAX's
+    numerical check (orders 1, fwd and rev) and the batched Jacobian against the module's derivatives."""
+    m, w = arm
+    q, v, _ = _states(m, rng)
+    if api == "jacobian":
+        f, args = (lambda q: w.jacobian(q, "tcp", world_aligned=True)), (q,)
+    else:
+        f, args = getattr(w, api), ((q, v) if api == "bias_forces" else (q,))
+    for _ in range(2):
+        check_grads(f, args, order=1, modes=("fwd", "rev"))
+    Q, V, _ = _states(m, rng, 20)
+    before = w.stats["callbacks"]
+    if api == "bias_forces":
+        got = jax.jit(jax.vmap(jax.jacfwd(f, argnums=(0, 1))))(Q, V)
+        ref = dense_jacobian(m, api, (Q, V))
+    else:
+        got = (jax.jit(jax.vmap(jax.jacfwd(f)))(Q),)
+        kw = {"frame": "tcp", "world_aligned": True} if api == "jacobian" else {}
+        ref = dense_jacobian(m, api, (Q,), **kw)
+    assert w.stats["callbacks"] - before == 1               # one batched call of the derivatives
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(np.asarray(g).reshape(r.shape), r, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("api", ["forward_dynamics", "mass_matrix", "jacobian"])
+def test_direct_jacobian_equals_jacfwd(arm, rng, api):
+    """soadyn.jax.jacobian: jacfwd's blocks (same numbers, bit for bit: the same generated derivatives) from
+    one callback, batched under vmap; and a function without derivatives is refused in one line."""
+    m, w = arm
+    Q, V, T = _states(m, rng, 30)
+    if api == "jacobian":
+        f, J = (lambda q: w.jacobian(q, "tcp")), sj.jacobian(w, "jacobian", frame="tcp")
+        args, argnums = (Q,), 0
+    elif api == "mass_matrix":
+        f, J, args, argnums = w.mass_matrix, sj.jacobian(w, api), (Q,), 0
+    else:
+        f, J, args, argnums = w.forward_dynamics, sj.jacobian(w, api), (Q, V, T), (0, 1, 2)
+    ref = jax.jit(jax.vmap(jax.jacfwd(f, argnums=argnums)))(*args)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    before = w.stats["callbacks"]
+    got = jax.jit(jax.vmap(J))(*args)
+    assert w.stats["callbacks"] - before == 1
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
+    with pytest.raises(ValueError, match=r"^soadyn.jax.jacobian\('momentum'\): .* built without momentum_"):
+        sj.jacobian(w, "momentum")
+
+
 def test_vmap_is_one_batched_call(arm, rng):
     m, w = arm
     Q, V, T = _states(m, rng, 1000)
@@ -104,8 +156,9 @@ def test_other_functions_and_frames(arm, rng):
     for api in ("forward_dynamics", "inverse_dynamics"):
         check_grads(lambda q, v, t, f, api=api: getattr(w, api)(q, v, t, f_ext=f), (q, v, v, fe), order=1,
                     modes=("fwd", "rev"))
-    with pytest.raises(ValueError, match="mass_matrix has no generated derivative"):
-        jax.jacfwd(w.mass_matrix)(q)
+    with pytest.raises(ValueError, match="built without momentum_derivatives, the derivatives of momentum: "
+                                         r"compile it with functions=\['momentum', 'momentum_derivatives'"):
+        jax.jacfwd(lambda q: w.momentum(q, v))(q)
     for world in (False, True):
         J = jax.jit(lambda q, world=world: w.jacobian(q, "tcp", world_aligned=world))(q)
         np.testing.assert_array_equal(np.asarray(J), m.jacobian(q, "tcp", world_aligned=world))
@@ -122,8 +175,10 @@ def test_bad_input(arm, rng):
         w.forward_dynamics(q, v, bad)
     with pytest.raises(Exception, match="forward_dynamics: input tau holds NaN or inf"):
         jax.jit(w.forward_dynamics)(q, v, bad)                   # raised from the callback
-    with pytest.raises(ValueError, match="mass_matrix: cannot differentiate: mass_matrix has no generated"):
-        jax.grad(lambda q: jnp.sum(w.mass_matrix(q)))(q)
+    with pytest.raises(ValueError, match="momentum: cannot differentiate: .* built without momentum_deriv"):
+        jax.grad(lambda q: jnp.sum(w.momentum(q, v)))(q)
+    with pytest.raises(ValueError, match="inverse_dynamics_derivatives has no generated derivative"):
+        jax.grad(lambda q: jnp.sum(w.inverse_dynamics_derivatives(q, v, tau)[0]))(q)
     with pytest.raises(ValueError, match="unknown frame"):
         w.jacobian(q, "nope")
 

@@ -299,3 +299,72 @@ def test_vectorised_screen_agrees_with_parameter_problem():
             want = next(((i, v) for i, r in enumerate(sub)
                          if (v := parameter_problem(r, moving[i % len(moving)])) is not None), None)
             assert first_parameter_problem(sub, moving) == want
+
+
+# ---- parameters in batches: SIMD lanes, one set for a batch, the accepted sets (issue 26) ------------
+@pytest.mark.parametrize("profile", ["fast", "portable", "staged"])
+def test_parameter_batches_through_the_lanes_equal_single_calls(module_dir, rng, profile):
+    """Per-state parameter sets in a batch go through the SIMD lanes (read lane-major, codegen/lanes.py
+    TRANSPOSED_INPUTS; 4 lanes in 'fast', 2 in 'portable'; 50 parameters: a tail of 2 past the 4-lane
+    blocks) and, from Python, in chunks of 32 states (fastcalls.c.j2): every state's result equals the
+    single call with its own set (the scalar C), bit for bit, and the reference path within rounding; one
+    set for the whole batch (tiled in C) equals the same set given per state.  A set read by the wrong
+    lane, or a block transposed wrongly (or used before its transposition: 'staged' splits the functions
+    into stages of ~150 operations, each block transposed in the stage that first reads it), gives another
+    state's parameters and fails."""
+    from soadyn.codegen.profiles import Profile, get_profile
+
+    robot = with_param_bodies(load_robot(TEST_ARM), "all").replace(name=f"scratch_tree_lanes_{profile}")
+    prof = get_profile("fast" if profile == "staged" else profile)
+    if profile == "staged":
+        prof = Profile("staged", prof.cflags, 150, prof.lanes, prof.native)
+    mod = compile_robot(robot, module_dir, functions=["inverse_dynamics", "mass_matrix"], profile=prof,
+                        progress=False)
+    n = 37                                    # one 32-state chunk, then 5: four lanes and one scalar state
+    P = np.array([random_params(robot, rng, spread=0.5) for _ in range(n)])
+    q = np.array([robot.random_configuration(rng) for _ in range(n)])
+    v, a = rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv))
+    for check in (True, False):
+        tau = mod.inverse_dynamics(q, v, a, params=P, check_params=check)
+        M = mod.mass_matrix(q, params=P, check_params=check, threads=1)
+        for i in range(n):
+            assert np.array_equal(tau[i], mod.inverse_dynamics(q[i], v[i], a[i], params=P[i])), (check, i)
+            assert np.array_equal(M[i], mod.mass_matrix(q[i], params=P[i])), (check, i)
+    for i in (0, 3, 4, 33, 36):
+        want = dense.mass_matrix(with_param_values(robot, P[i]), q[i])
+        assert np.max(np.abs(M[i] - want)) <= 1e-12 * np.max(np.abs(want)), i
+    one = mod.inverse_dynamics(q, v, a, params=P[5])
+    assert np.array_equal(one, mod.inverse_dynamics(q, v, a, params=np.repeat(P[5:6], n, axis=0)))
+    assert not np.array_equal(one, tau)
+    out = np.empty((n, robot.nv))
+    assert mod.inverse_dynamics(q, v, a, params=P[5], out=out) is out and np.array_equal(out, one)
+
+
+def test_accepted_parameter_sets_are_compared_whole(arm_params, rng):
+    """A set (or batch) accepted once is not checked again (the extension keeps its bytes): one that
+    differs from an accepted batch only in a late state (past the first 32-state chunk) is still checked
+    and refused, naming that state; check_params=False still refuses a non-finite value there; the robot
+    file's values are accepted from the start; at most 64 sets are kept."""
+    robot, mod = arm_params
+    assert mod._fx_params_known(mod.default_params()) is True
+    n = 40
+    P = np.array([random_params(robot, rng) for _ in range(n)])
+    q = np.array([robot.random_configuration(rng) for _ in range(n)])
+    assert mod._fx_params_known(P) is False
+    M = mod.mass_matrix(q, params=P)
+    assert mod._fx_params_known(P) is True and mod._fx_params_known(P.copy()) is True
+    bad = P.copy()
+    bad[38, 2, 0] = -1.0
+    assert mod._fx_params_known(bad) is False
+    with pytest.raises(ValueError, match=r"mass_matrix: params\[38, 2\] .*negative mass"):
+        mod.mass_matrix(q, params=bad)
+    nan = P.copy()
+    nan[35, 1, 4] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        mod.mass_matrix(q, params=nan, check_params=False)
+    assert np.array_equal(mod.mass_matrix(q, params=P), M)
+    for _ in range(70):                        # more sets than the extension keeps
+        mod.mass_matrix(q[0], params=random_params(robot, rng))
+    assert mod._fx_params_known(mod.default_params()) is True
+    assert mod._fx_params_known(P) is False
+    assert np.array_equal(mod.mass_matrix(q, params=P), M)        # checked again, same result

@@ -17,6 +17,7 @@ from soadyn.symbolic.algorithms.derivatives import (
                           frame_acceleration_derivatives,
                           inverse_dynamics_derivatives,
 )
+from soadyn.symbolic.algorithms.derivatives import tangent_derivatives as _tangent
 from soadyn.symbolic.algorithms.forward_dynamics import forward_dynamics
 from soadyn.symbolic.algorithms.frames import body_poses, frame_pose, frame_twist
 from soadyn.symbolic.algorithms.free_floating import (
@@ -65,3 +66,12 @@ _FULL = _Namespace(**{_n: globals()[_n] for _n in __all__ if not isinstance(glob
 for _n in vars(_FULL):
     globals()[_n] = _coupled(_n, getattr(_FULL, _n), _FULL)
 del _n
+
+
+def tangent_derivatives(robot, ctx, *args, of: str, **kw):  # noqa: ANN001, ANN201 - see the delegate
+    """Forward-mode derivatives of the algorithm named ``of`` with respect to its inputs
+    (:func:`soadyn.symbolic.algorithms.derivatives.tangent_derivatives`, which takes the function)."""
+    fn = globals().get(of)
+    if of not in __all__ or not callable(fn):
+        raise ValueError(f"tangent_derivatives: no algorithm {of!r}; one of {', '.join(__all__)}")
+    return _tangent(robot, ctx, fn, *args, of=of, **kw)

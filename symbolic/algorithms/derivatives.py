@@ -39,6 +39,8 @@ compares the C with.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -266,6 +268,73 @@ def frame_acceleration_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.nd
     return V, A, JV[:, :nv], JA[:, :nv], JA[:, nv:]
 
 
+def tangent_derivatives(robot: Any, ctx: Any, fn: Any, *args: np.ndarray, of: str,
+                        inputs: tuple[str, ...], f_ext: np.ndarray | None = None,
+                        **kw: Any) -> tuple[np.ndarray, ...]:
+    """Forward-mode derivatives of the algorithm ``fn`` (named ``of``) with respect to each of its array
+    inputs ``inputs`` (the spec's input names, in order: the positional ``args``, then ``f_ext`` and
+    ``params`` when listed), q along the tangent ``q (+) delta`` (size nv, docs/conventions.md).
+
+    Returns, for every output ``y`` of ``fn`` and every input ``x`` (outputs major): ``dy/dx`` of shape
+    ``y.shape + x.shape`` (``y.shape + (nv,)`` for q; one array alone, not a tuple), exact zeros where the
+    derivative vanishes
+    identically (the tangents are sparse, :mod:`soadyn.symbolic.tangent`).  ``kw`` (``frame``,
+    ``world_aligned``) goes to ``fn``.  Called as ``soadyn.symbolic.algorithms.tangent_derivatives(robot,
+    ctx, *args, of=name, inputs=...)`` (the package resolves ``of``)."""
+    if not _stages(ctx):          # forward mode differentiates a staged program
+        def run(r: Any, c: Any, *a: Any, **k: Any) -> Any:
+            return tangent_derivatives(r, c, fn, *a, **k)
+        return _float_run("tangent_derivatives", robot, args, f_ext, ctx.parameters, algorithm=run, of=of,
+                          inputs=inputs, **kw)
+    extra = dict(kw)
+    if f_ext is not None:
+        extra["f_ext"] = f_ext
+    with plain_products(ctx):     # a deferred product has no staged entries to differentiate
+        result = fn(robot, ctx, *args, **extra)
+    outs = [np.asarray(r, dtype=object) for r in (result if isinstance(result, tuple) else (result,))]
+    positional = [n for n in inputs if n not in ("f_ext", "params")]
+    arrays = dict(zip(positional, args))
+    if "f_ext" in inputs:
+        arrays["f_ext"] = f_ext
+    if "params" in inputs:
+        arrays["params"] = np.array(list(ctx.parameters.values()), dtype=object)
+    seeds: dict = {}
+    over: dict = {}
+    blocks: list[tuple[int, tuple[int, ...]]] = []
+    n = 0
+    for name in inputs:
+        x = arrays[name]
+        if name == "q":
+            dirs = configuration_directions(robot, ctx, x, n)
+            seeds.update(dirs.seeds)
+            over.update(dirs.overrides)
+            shape: tuple[int, ...] = (robot.nv,)
+        else:
+            seeds.update(vector_directions(x, n))
+            shape = np.shape(x)
+        blocks.append((n, shape))
+        n += int(np.prod(shape))
+    Js = jacobians(ctx, outs, seeds, n, over, name="dy")
+    res = tuple(J[..., c0:c0 + int(np.prod(shape))].reshape(y.shape + shape)
+                for y, J in zip(outs, Js) for c0, shape in blocks)
+    return res if len(res) > 1 else res[0]
+
+
+@contextlib.contextmanager
+def plain_products(ctx: Any) -> Iterator[None]:
+    """Within it ``ctx.matmul`` expands its products into expressions (a context that defers products to
+    loops of the generated C honours its ``expand_products`` attribute)."""
+    before = getattr(ctx, "expand_products", None)
+    if before is None:
+        yield
+        return
+    ctx.expand_products = True
+    try:
+        yield
+    finally:
+        ctx.expand_products = before
+
+
 # --------------------------------------------------------------------------------------------------
 # float run
 # --------------------------------------------------------------------------------------------------
@@ -279,7 +348,7 @@ def _stages(ctx: Any) -> bool:
 
 
 def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
-               params: dict[int, np.ndarray] | None = None, **kw: Any) -> Any:
+               params: dict[int, np.ndarray] | None = None, algorithm: Any = None, **kw: Any) -> Any:
     """The symbolic program of ``name`` as a Python function (cached), evaluated at ``args``; ``params``:
     the numeric context's run-time inertial parameters, inputs of the program too."""
     bodies = tuple(sorted(params)) if params else ()
@@ -289,15 +358,18 @@ def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
         ctx = Symbolic()
         names = {"inverse_dynamics_derivatives": ("q", "v", "a"),
                  "forward_dynamics_derivatives": ("q", "v", "tau"),
-                 "frame_acceleration_derivatives": ("q", "v", "a")}[name]
-        sizes = {"q": robot.nq, "v": robot.nv, "a": robot.nv, "tau": robot.nv}
+                 "frame_acceleration_derivatives": ("q", "v", "a")}.get(name)
+        if names is None:         # tangent_derivatives: the positional inputs it names
+            names = tuple(n for n in kw["inputs"] if n not in ("f_ext", "params"))
+        sizes = {"q": robot.nq, "v": robot.nv, "a": robot.nv, "tau": robot.nv, "qd": robot.n_joints, "h": 6}
         sym = [ctx.input(n, sizes[n]) for n in names]
         extra: dict[str, Any] = dict(kw)
         if f_ext is not None:
             extra["f_ext"] = ctx.input("f_ext", (robot.n_bodies, 6))
         if bodies:
             ctx.parameters = dict(zip(bodies, ctx.input("params", (len(bodies), 10))))
-        outs = globals()[name](robot, ctx, *sym, **extra)
+        outs = (algorithm or globals()[name])(robot, ctx, *sym, **extra)
+        outs = outs if isinstance(outs, tuple) else (outs,)
         fn = python_function(list(ctx.inputs.items()), ctx.program, list(outs))
         _FLOAT_RUNS[key] = fn
     vals = [np.ravel(np.asarray(x, dtype=float)) for x in args]
@@ -305,4 +377,5 @@ def _float_run(name: str, robot: Any, args: tuple, f_ext: np.ndarray | None,
         vals.append(np.ravel(np.asarray(f_ext, dtype=float)))
     if bodies:
         vals.append(np.ravel(np.array([params[k] for k in bodies], dtype=float)))
-    return tuple(fn(*vals))
+    out = tuple(fn(*vals))
+    return out[0] if name == "tangent_derivatives" and len(out) == 1 else out

@@ -1,0 +1,225 @@
+"""Time per call of the exported flight C library against the soadyn module's C, double and float.
+
+For each robot: export the double and the float C library (``soadyn.codegen.export``) of the functions
+(default FD, M, ID, M^-1), generate the module's C of the same functions as the module builds it (its
+translation units: stage functions, fused sin/cos; :func:`soadyn.codegen.units.translation_units` of
+the profile), and compile all three with the **same flags** (``--flags generic``: the exported CMake
+file's ``-O2 -ffreestanding -fno-math-errno -ffp-contract=off``, the module's units without
+``-ffreestanding``; ``--flags native`` adds ``-march=native -fno-tree-slp-vectorize``, the CMake option
+``<NAME>_NATIVE`` and the module's ``fast`` profile).  One C loop calls a function on each of N random
+states (``soadyn.codegen.verify.random_inputs``) in turn; a round times every variant of every function
+once, in alternating order, and the table gives the median over rounds of ns per call, its range
+(min-max) and the ratio library / module taken per round (median, range).  Before timing, the double
+library's outputs are compared with the module C's, bit for bit, on every state.
+
+    python benchmarks/bench_flight.py [--states 1000] [--rounds 9] [--flags generic|native] [ROBOT ...]
+
+Without robots: the example-robot-data URDFs Panda (free base) and the held-out xArm7 (free base) and
+UR10 (fixed) (docs/flight-c.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from soadyn.codegen.export import export_c_library
+from soadyn.codegen.functions import function_table, select_functions
+from soadyn.codegen.pipeline import generate, resolve_robot
+from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
+from soadyn.codegen.units import translation_units
+from soadyn.codegen.verify import random_inputs
+
+FUNCTIONS = "forward_dynamics,mass_matrix,inverse_dynamics,mass_matrix_inverse"
+SHORT = {"forward_dynamics": "FD", "mass_matrix": "M", "inverse_dynamics": "ID",
+         "mass_matrix_inverse": "M^-1"}
+FLAGS = {"generic": ["-std=c99", "-O2", *IEEE_FLAGS],
+         "native": ["-std=c99", "-O2", *IEEE_FLAGS, "-march=native", "-fno-tree-slp-vectorize"]}
+LIB_ONLY = ["-ffreestanding"]          # the exported CMake file's; the module's C includes math.h
+ROOT = Path(__file__).resolve().parents[1]
+
+#: a C loop over the states: f(in0 + i*s0, ..., out + i*so) for i < n, ns per call
+TIMING_C = r"""
+#include <time.h>
+typedef void (*vf1)(const void *, void *);
+typedef void (*vf2)(const void *, const void *, void *);
+typedef void (*vf3)(const void *, const void *, const void *, void *);
+typedef void (*vf4)(const void *, const void *, const void *, const void *, void *);
+typedef int (*if1)(const void *, void *);
+typedef int (*if2)(const void *, const void *, void *);
+typedef int (*if3)(const void *, const void *, const void *, void *);
+typedef int (*if4)(const void *, const void *, const void *, const void *, void *);
+double soadyn_time(void *f, int returns_int, int n_in, char **in, const long *stride, char *out,
+                   long out_stride, int n)
+{
+    struct timespec t0, t1;
+    int i, bad = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 0; i < n; ++i) {
+        char *o = out + i * out_stride;
+#define A(k) (in[k] + i * stride[k])
+        if (returns_int) {
+            switch (n_in) {
+            case 1: bad |= ((if1)f)(A(0), o); break;
+            case 2: bad |= ((if2)f)(A(0), A(1), o); break;
+            case 3: bad |= ((if3)f)(A(0), A(1), A(2), o); break;
+            default: bad |= ((if4)f)(A(0), A(1), A(2), A(3), o); break;
+            }
+        } else {
+            switch (n_in) {
+            case 1: ((vf1)f)(A(0), o); break;
+            case 2: ((vf2)f)(A(0), A(1), o); break;
+            case 3: ((vf3)f)(A(0), A(1), A(2), o); break;
+            default: ((vf4)f)(A(0), A(1), A(2), A(3), o); break;
+            }
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (bad) return -1.0;
+    return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
+}
+"""
+
+
+def default_robots() -> list[tuple[str, str]]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import ERD  # None without example-robot-data
+
+    if ERD is None:
+        raise SystemExit("example-robot-data is not installed: name the robot files")
+    return [(str(ERD / "panda_description/urdf/panda.urdf"), "free"),
+            (str(ERD / "xarm_description/urdf/xarm7.urdf"), "free"),
+            (str(ERD / "ur_description/urdf/ur10_robot.urdf"), "fixed")]
+
+
+def _gcc(args: list[str]) -> None:
+    subprocess.run(["gcc", *args], check=True)
+
+
+def module_units(path: str, base: str | None, name: str, functions: str, profile: Profile,
+                 directory: Path) -> list[Path]:
+    """The module's C of ``functions`` as the module build compiles it (its translation units)."""
+    robot, _ = resolve_robot(path, base, mimic="independent")
+    units: list[tuple[str, str]] = []
+    generate(robot, name, functions=functions, profile=profile,
+             on_function=lambda funcs, header: units.extend(translation_units(funcs, header)))
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for stem, text in units:
+        p = directory / f"{stem}.c"
+        p.write_text(text)
+        out.append(p)
+    return out
+
+
+class Variant:
+    """One compiled shared object and how to call its functions."""
+
+    def __init__(self, label: str, so: Path, prefix: str, returns_int: bool, dtype: type) -> None:
+        self.label, self.lib, self.prefix = label, ctypes.CDLL(str(so)), prefix
+        self.returns_int, self.dtype = returns_int, dtype
+
+    def fn(self, name: str) -> int:
+        return ctypes.cast(getattr(self.lib, self.prefix + name), ctypes.c_void_p).value
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("robots", nargs="*")
+    ap.add_argument("--base", choices=("free", "fixed"), default=None, help="base of the ROBOTs given")
+    ap.add_argument("--functions", default=FUNCTIONS)
+    ap.add_argument("--states", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--flags", choices=tuple(FLAGS), default="generic")
+    ap.add_argument("--keep", default=None, help="build in this directory and keep it (else a temporary one)")
+    ap.add_argument("--no-float", action="store_true", help="time the double library and the module only")
+    args = ap.parse_args(argv)
+    robots = [(r, args.base) for r in args.robots] or default_robots()
+    flags = FLAGS[args.flags]
+    prof = get_profile("fast" if args.flags == "native" else "portable")
+    with open("/proc/loadavg") as fh:
+        load0 = fh.read().split()[:3]
+    print(f"flags: {' '.join(flags)} (library also {' '.join(LIB_ONLY)}); {args.states} states, "
+          f"{args.rounds} alternating rounds; ns per call: median [min-max] over rounds; "
+          f"load {' '.join(load0)}")
+    print(f"{'robot':24s} {'fn':5s} {'module':>17s} {'library':>17s} {'lib/mod':>17s} {'float lib':>17s}")
+    for path, base in robots:
+        robot, name = resolve_robot(path, base, mimic="independent")
+        specs = [s for s in select_functions(function_table(robot, derivatives=True), args.functions,
+                                             robot.name) if not s.name.endswith("_fext")]
+        with tempfile.TemporaryDirectory(prefix="bench_flight-") as tmpd:
+            tmp = Path(args.keep) / name if args.keep else Path(tmpd)
+            tmp.mkdir(parents=True, exist_ok=True)
+            timer_so = tmp / "timer.so"
+            (tmp / "timer.c").write_text(TIMING_C)
+            _gcc(["-O2", "-fPIC", "-shared", str(tmp / "timer.c"), "-o", str(timer_so)])
+            timer = ctypes.CDLL(str(timer_so)).soadyn_time
+            timer.restype = ctypes.c_double
+            variants = []
+            srcs = module_units(path, base, name, args.functions, prof, tmp / "module")
+            so = tmp / "module.so"
+            _gcc([*flags, "-fPIC", "-shared", *map(str, srcs), "-o", str(so), "-lm"])
+            variants.append(Variant("module", so, f"{name}_", False, np.float64))
+            for precision in ("double",) + (() if args.no_float else ("float",)):
+                d = tmp / precision
+                export_c_library(path, d, precision, args.functions, base, mimic="independent")
+                so = tmp / f"lib_{precision}.so"
+                _gcc([*flags, *LIB_ONLY, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+                variants.append(Variant(precision, so, f"{name}_", True,
+                                        np.float64 if precision == "double" else np.float32))
+            ins = random_inputs(robot, args.states, np.random.default_rng(0))
+            rows = []
+            for spec in specs:
+                arrays = {v.label: [np.ascontiguousarray(ins[a.name], dtype=v.dtype) for a in spec.inputs]
+                          for v in variants}
+                outs = {v.label: np.zeros((args.states, spec.outputs[0].size), dtype=v.dtype)
+                        for v in variants}
+
+                def run(v: Variant, n: int = args.states, spec=spec, arrays=arrays, outs=outs,
+                        timer=timer) -> float:
+                    xs = arrays[v.label]
+                    ptrs = (ctypes.c_char_p * len(xs))(*[ctypes.cast(x.ctypes.data, ctypes.c_char_p)
+                                                         for x in xs])
+                    strides = (ctypes.c_long * len(xs))(*[x.strides[0] for x in xs])
+                    o = outs[v.label]
+                    ns = timer(ctypes.c_void_p(v.fn(spec.name)), int(v.returns_int), len(xs), ptrs, strides,
+                               ctypes.c_char_p(o.ctypes.data), ctypes.c_long(o.strides[0]), n)
+                    if ns < 0:
+                        raise SystemExit(f"{v.label} {spec.name}: a call returned an error status")
+                    return ns
+
+                for v in variants:
+                    run(v)                                  # warm up, fill the outputs
+                if not np.array_equal(outs["module"].view(np.uint64), outs["double"].view(np.uint64)):
+                    raise SystemExit(f"{robot.name} {spec.name}: the double library's bits differ from "
+                                     "the module's C")
+                times: dict[str, list[float]] = {v.label: [] for v in variants}
+                ratio: list[float] = []
+                for r in range(args.rounds):
+                    order = variants if r % 2 == 0 else variants[::-1]
+                    got = {v.label: run(v) for v in order}
+                    for k, t in got.items():
+                        times[k].append(t)
+                    ratio.append(got["double"] / got["module"])
+                rows.append((spec.name, times, ratio))
+            for fname, times, ratio in rows:
+                def cell(xs: list[float], fmt: str = "{:.0f}") -> str:
+                    return (fmt.format(statistics.median(xs)) + " [" + fmt.format(min(xs)) + "-"
+                            + fmt.format(max(xs)) + "]")
+                print(f"{robot.name[:24]:24s} {SHORT.get(fname, fname)[:5]:5s} {cell(times['module']):>17s} "
+                      f"{cell(times['double']):>17s} {cell(ratio, '{:.2f}'):>17s} "
+                      f"{cell(times['float']) if 'float' in times else '':>17s}", flush=True)
+    with open("/proc/loadavg") as fh:
+        print(f"load after: {' '.join(fh.read().split()[:3])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
