@@ -77,8 +77,12 @@ def _transposer(lanes: int) -> str:
     scalars.  Data movement only: the values are the same bits."""
     vd = vector_type(lanes)
     head = f"static inline void soadyn_tr({vd} *t, const double *p, int s)\n{{\n"
+    # the inverse, soadyn_trs(p, s, t): t[j][l] into p[l * s + j], the lanes' rows stored whole
+    shead = f"static inline void soadyn_trs(double *p, int s, const {vd} *t)\n{{\n"
     if lanes not in (2, 4):
-        return head + f"    int j;\n    for (j = 0; j < {lanes}; ++j) t[j] = SOADYN_LD(p, j, s);\n}}"
+        return (head + f"    int j;\n    for (j = 0; j < {lanes}; ++j) t[j] = SOADYN_LD(p, j, s);\n}}\n"
+                + shead + f"    int j, l;\n    for (j = 0; j < {lanes}; ++j) for (l = 0; l < {lanes}; ++l) "
+                "p[l * s + j] = t[j][l];\n}")
     mask = f"long long __attribute__((vector_size({8 * lanes})))"
     shuf = ["#if defined(__clang__) || __GNUC__ >= 12",
             "#define SOADYN_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
@@ -86,9 +90,12 @@ def _transposer(lanes: int) -> str:
             f"#define SOADYN_SHUF(a, b, ...) __builtin_shuffle(a, b, ({mask}){{__VA_ARGS__}})",
             "#endif"]
     loads = "".join(f"    __builtin_memcpy(&r{i}, p + {i} * s, sizeof r{i});\n" for i in range(lanes))
+    stores = "".join(f"    __builtin_memcpy(p + {i} * s, &r{i}, sizeof r{i});\n" for i in range(lanes))
     if lanes == 2:
         body = (f"    {vd} r0, r1;\n{loads}"
                 "    t[0] = SOADYN_SHUF(r0, r1, 0, 2);\n    t[1] = SOADYN_SHUF(r0, r1, 1, 3);\n")
+        sbody = (f"    const {vd} r0 = SOADYN_SHUF(t[0], t[1], 0, 2);\n"
+                 f"    const {vd} r1 = SOADYN_SHUF(t[0], t[1], 1, 3);\n{stores}")
     else:
         body = (f"    {vd} r0, r1, r2, r3;\n{loads}"
                 f"    const {vd} a0 = SOADYN_SHUF(r0, r1, 0, 4, 2, 6);\n"
@@ -97,7 +104,15 @@ def _transposer(lanes: int) -> str:
                 f"    const {vd} a3 = SOADYN_SHUF(r2, r3, 1, 5, 3, 7);\n"
                 "    t[0] = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n    t[1] = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
                 "    t[2] = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n    t[3] = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n")
-    return "\n".join(shuf) + "\n" + head + body + "}"
+        sbody = (f"    const {vd} a0 = SOADYN_SHUF(t[0], t[1], 0, 4, 2, 6);\n"
+                 f"    const {vd} a1 = SOADYN_SHUF(t[0], t[1], 1, 5, 3, 7);\n"
+                 f"    const {vd} a2 = SOADYN_SHUF(t[2], t[3], 0, 4, 2, 6);\n"
+                 f"    const {vd} a3 = SOADYN_SHUF(t[2], t[3], 1, 5, 3, 7);\n"
+                 f"    const {vd} r0 = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n"
+                 f"    const {vd} r1 = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
+                 f"    const {vd} r2 = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n"
+                 f"    const {vd} r3 = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n{stores}")
+    return "\n".join(shuf) + "\n" + head + body + "}\n" + shead + sbody + "}"
 
 
 def transposed_block(name: str, size: int, lanes: int, block: int) -> list[str]:
@@ -354,7 +369,11 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
              + ["int k, l;" if plain else "int l;"])
     for a in f.outputs:
         if not packed[a.name]:
-            vbody.append(f"for (k = 0; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
+            # a lanes x lanes block at a time (soadyn_trs: shuffles, then each lane's row stored whole):
+            # lanes vector stores instead of lanes^2 scalar ones
+            vbody.append(f"for (k = 0; k + {lanes} <= {a.size}; k += {lanes}) "
+                         f"soadyn_trs({a.name} + k, {a.size}, o_{a.name} + k);")
+            vbody.append(f"for (; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         vbody += transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
