@@ -434,6 +434,29 @@ def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str
     return ["{", "int j;", *out, "}"]
 
 
+def whole_rows(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
+    """Lines writing every entry of the lanes' rows of ``name`` from the lane-major buffer ``o_<name>``
+    (``entries``: entry, constant or None, slot; the entries not listed are zeros): the whole output
+    assembled lane-major in a local buffer (vector stores), then stored a lanes x lanes block at a time
+    (``soadyn_trs``).  On the xArm7's mass matrix (169 entries) this replaced a memset of the rows and
+    one scalar store per computed entry and lane."""
+    vd = vector_type(lanes)
+    computed = sorted((slot, k) for k, c, slot in entries if c is None)
+    out = ["{", "int j;", f"{vd} w_{name}[{size}];",
+           f"for (j = 0; j < {size}; ++j) w_{name}[j] = ({vd}){{0}};"]
+    if computed:
+        table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
+        out += [f"static const int tw_{name}[{len(computed)}][2] = {{{table}}};",
+                f"for (j = 0; j < {len(computed)}; ++j) "
+                f"w_{name}[tw_{name}[j][0]] = o_{name}[tw_{name}[j][1]];"]
+    out += [f"w_{name}[{k}] = ({vd}){{{', '.join([c] * lanes)}}};" for k, c, _ in entries
+            if c is not None and c != "0"]
+    out += [f"for (j = 0; j + {lanes} <= {size}; j += {lanes}) soadyn_trs({name} + j, {size}, w_{name} + j);",
+            f"for (; j < {size}; ++j) for (l = 0; l < {lanes}; ++l) {name}[l * {size} + j] = w_{name}[j][l];",
+            "}"]
+    return out
+
+
 def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     """SIMD batch of a full-writing function from its nonzero-only variant ``target``: the variant's SIMD
     computation (its ``_lanes_core``), one memset of the lanes' rows, then the transposition of the
@@ -451,9 +474,9 @@ def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     body += [f"{core}({args});", "int l;"]
     _, keep, zero = f.delegate
     for a in f.outputs:
-        if zero:
-            body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
-        body += transposition(a.name, a.size, lanes, [e for e in layout[a.name][1] if e[0] in keep[a.name]])
+        entries = [e for e in layout[a.name][1] if e[0] in keep[a.name]]
+        body += (whole_rows(a.name, a.size, lanes, entries) if zero
+                 else transposition(a.name, a.size, lanes, entries))
     extra.prototypes.append(guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
     extra.pieces.append(guarded(lanes, block(f"void {vname}({decl})", body)))
     extra.vectorised = True
