@@ -503,3 +503,21 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
                 one = f(*[ins[k][i] for k in names], **{k: x[i] for k, x in kw.items()})
                 for b, o in zip(*((batch, one) if isinstance(one, tuple) else ((batch,), (one,)))):
                     assert np.array_equal(b[i], o), (api, kw.keys(), i)
+
+
+@pytest.mark.parametrize("whole_rows_max", [0, 1 << 20])
+def test_full_writing_mass_matrix_batch_both_ways_of_writing_rows(tmp_path, test_arm_path, monkeypatch,
+                                                                  whole_rows_max):
+    """The full-writing mass matrix's SIMD batch, its rows written whole (small outputs) or zeroed by a
+    memset and stored entry by entry (large ones: ``lanes.WHOLE_ROWS_MAX``), into garbage: the single
+    calls' bits."""
+    import soadyn.codegen.lanes as lanes
+
+    monkeypatch.setattr(lanes, "WHOLE_ROWS_MAX", whole_rows_max)
+    m = soadyn_compile(test_arm_path, tmp_path, functions="mass_matrix", progress=False,
+                       profile=Profile("lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4))
+    robot = load_robot(test_arm_path)
+    Q, _, _ = _states(robot, 9, seed=5)
+    out = np.random.default_rng(6).normal(size=(9, robot.nv, robot.nv))
+    assert m.mass_matrix(Q, out=out) is out
+    assert np.array_equal(out, np.stack([m.mass_matrix(Q[i]) for i in range(9)]))
