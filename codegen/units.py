@@ -34,7 +34,9 @@ UNIT_OPS = 10000
 #: scalar function: the frame families (one body per frame; :func:`finish_function`), the functions with
 #: product loops but no product-free statements (``forward_dynamics_schur``/``_decoupled``,
 #: ``generalized_bias``, ``angular_reduced_dynamics``: :attr:`EmittedFunction.lanes_body` is None) and the
-#: derivatives (their own issue)
+#: derivatives (their own issue).  The eleven added after the dynamics cost ~12 % more compiler CPU for the
+#: default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 -> 31.0-32.9 s; issue 26,
+#: benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the xArm7
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
