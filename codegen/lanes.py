@@ -26,6 +26,12 @@ UNROLLED_STORES = 32
 #: dynamics' batch of 2,000 states 1.45x the constant module's (Panda, 80 parameters, issue 26)
 TRANSPOSED_INPUTS = frozenset({"params"})
 
+#: a full-writing delegate's output of at most this many entries is assembled lane-major in a local buffer
+#: and stored whole (:func:`whole_rows`); a larger one is zeroed with a memset and its computed entries
+#: stored one by one (TALOS's mass matrix, 1,444 entries: whole rows took 852-858 ns per state against
+#: 568-581 for the memset; the xArm7's, 169 entries: 89-93 against 105-109)
+WHOLE_ROWS_MAX = 256
+
 _VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
            C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
 
@@ -77,8 +83,12 @@ def _transposer(lanes: int) -> str:
     scalars.  Data movement only: the values are the same bits."""
     vd = vector_type(lanes)
     head = f"static inline void soadyn_tr({vd} *t, const double *p, int s)\n{{\n"
+    # the inverse, soadyn_trs(p, s, t): t[j][l] into p[l * s + j], the lanes' rows stored whole
+    shead = f"static inline void soadyn_trs(double *p, int s, const {vd} *t)\n{{\n"
     if lanes not in (2, 4):
-        return head + f"    int j;\n    for (j = 0; j < {lanes}; ++j) t[j] = SOADYN_LD(p, j, s);\n}}"
+        return (head + f"    int j;\n    for (j = 0; j < {lanes}; ++j) t[j] = SOADYN_LD(p, j, s);\n}}\n"
+                + shead + f"    int j, l;\n    for (j = 0; j < {lanes}; ++j) for (l = 0; l < {lanes}; ++l) "
+                "p[l * s + j] = t[j][l];\n}")
     mask = f"long long __attribute__((vector_size({8 * lanes})))"
     shuf = ["#if defined(__clang__) || __GNUC__ >= 12",
             "#define SOADYN_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
@@ -86,9 +96,12 @@ def _transposer(lanes: int) -> str:
             f"#define SOADYN_SHUF(a, b, ...) __builtin_shuffle(a, b, ({mask}){{__VA_ARGS__}})",
             "#endif"]
     loads = "".join(f"    __builtin_memcpy(&r{i}, p + {i} * s, sizeof r{i});\n" for i in range(lanes))
+    stores = "".join(f"    __builtin_memcpy(p + {i} * s, &r{i}, sizeof r{i});\n" for i in range(lanes))
     if lanes == 2:
         body = (f"    {vd} r0, r1;\n{loads}"
                 "    t[0] = SOADYN_SHUF(r0, r1, 0, 2);\n    t[1] = SOADYN_SHUF(r0, r1, 1, 3);\n")
+        sbody = (f"    const {vd} r0 = SOADYN_SHUF(t[0], t[1], 0, 2);\n"
+                 f"    const {vd} r1 = SOADYN_SHUF(t[0], t[1], 1, 3);\n{stores}")
     else:
         body = (f"    {vd} r0, r1, r2, r3;\n{loads}"
                 f"    const {vd} a0 = SOADYN_SHUF(r0, r1, 0, 4, 2, 6);\n"
@@ -97,7 +110,15 @@ def _transposer(lanes: int) -> str:
                 f"    const {vd} a3 = SOADYN_SHUF(r2, r3, 1, 5, 3, 7);\n"
                 "    t[0] = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n    t[1] = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
                 "    t[2] = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n    t[3] = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n")
-    return "\n".join(shuf) + "\n" + head + body + "}"
+        sbody = (f"    const {vd} a0 = SOADYN_SHUF(t[0], t[1], 0, 4, 2, 6);\n"
+                 f"    const {vd} a1 = SOADYN_SHUF(t[0], t[1], 1, 5, 3, 7);\n"
+                 f"    const {vd} a2 = SOADYN_SHUF(t[2], t[3], 0, 4, 2, 6);\n"
+                 f"    const {vd} a3 = SOADYN_SHUF(t[2], t[3], 1, 5, 3, 7);\n"
+                 f"    const {vd} r0 = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n"
+                 f"    const {vd} r1 = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
+                 f"    const {vd} r2 = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n"
+                 f"    const {vd} r3 = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n{stores}")
+    return "\n".join(shuf) + "\n" + head + body + "}\n" + shead + sbody + "}"
 
 
 def transposed_block(name: str, size: int, lanes: int, block: int) -> list[str]:
@@ -354,7 +375,11 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
              + ["int k, l;" if plain else "int l;"])
     for a in f.outputs:
         if not packed[a.name]:
-            vbody.append(f"for (k = 0; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
+            # a lanes x lanes block at a time (soadyn_trs: shuffles, then each lane's row stored whole):
+            # lanes vector stores instead of lanes^2 scalar ones
+            vbody.append(f"for (k = 0; k + {lanes} <= {a.size}; k += {lanes}) "
+                         f"soadyn_trs({a.name} + k, {a.size}, o_{a.name} + k);")
+            vbody.append(f"for (; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         vbody += transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
@@ -415,6 +440,29 @@ def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str
     return ["{", "int j;", *out, "}"]
 
 
+def whole_rows(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
+    """Lines writing every entry of the lanes' rows of ``name`` from the lane-major buffer ``o_<name>``
+    (``entries``: entry, constant or None, slot; the entries not listed are zeros): the whole output
+    assembled lane-major in a local buffer (vector stores), then stored a lanes x lanes block at a time
+    (``soadyn_trs``).  On the xArm7's mass matrix (169 entries) this replaced a memset of the rows and
+    one scalar store per computed entry and lane."""
+    vd = vector_type(lanes)
+    computed = sorted((slot, k) for k, c, slot in entries if c is None)
+    out = ["{", "int j;", f"{vd} w_{name}[{size}];",
+           f"for (j = 0; j < {size}; ++j) w_{name}[j] = ({vd}){{0}};"]
+    if computed:
+        table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
+        out += [f"static const int tw_{name}[{len(computed)}][2] = {{{table}}};",
+                f"for (j = 0; j < {len(computed)}; ++j) "
+                f"w_{name}[tw_{name}[j][0]] = o_{name}[tw_{name}[j][1]];"]
+    out += [f"w_{name}[{k}] = ({vd}){{{', '.join([c] * lanes)}}};" for k, c, _ in entries
+            if c is not None and c != "0"]
+    out += [f"for (j = 0; j + {lanes} <= {size}; j += {lanes}) soadyn_trs({name} + j, {size}, w_{name} + j);",
+            f"for (; j < {size}; ++j) for (l = 0; l < {lanes}; ++l) {name}[l * {size} + j] = w_{name}[j][l];",
+            "}"]
+    return out
+
+
 def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     """SIMD batch of a full-writing function from its nonzero-only variant ``target``: the variant's SIMD
     computation (its ``_lanes_core``), one memset of the lanes' rows, then the transposition of the
@@ -432,9 +480,13 @@ def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     body += [f"{core}({args});", "int l;"]
     _, keep, zero = f.delegate
     for a in f.outputs:
+        entries = [e for e in layout[a.name][1] if e[0] in keep[a.name]]
+        if zero and a.size <= WHOLE_ROWS_MAX:
+            body += whole_rows(a.name, a.size, lanes, entries)
+            continue
         if zero:
             body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
-        body += transposition(a.name, a.size, lanes, [e for e in layout[a.name][1] if e[0] in keep[a.name]])
+        body += transposition(a.name, a.size, lanes, entries)
     extra.prototypes.append(guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
     extra.pieces.append(guarded(lanes, block(f"void {vname}({decl})", body)))
     extra.vectorised = True

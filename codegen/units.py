@@ -27,11 +27,25 @@ __all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "finish_function", "transl
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
 UNIT_OPS = 10000
 #: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
-#: that batches are made of (simulation, rollouts, sampling).  The lanes version of a function costs as
-#: much compile time as the scalar one again (all 29 functions of the four-arm robot: 114 s of compiler
-#: CPU instead of ~60 s); the other functions' batches loop over the scalar function.
+#: that batches are made of (simulation, rollouts, sampling), and the straight-line functions that are
+#: cheap to vectorise (issue 26 item 2: a batch per state at most 0.8x the single call).  The lanes
+#: version of a function costs as much compile time as the scalar one again (all 29 functions of the
+#: four-arm robot: 114 s of compiler CPU instead of ~60 s).  Left out, their batches a loop over the
+#: scalar function: the frame families (one body per frame; :func:`finish_function`), the functions with
+#: product loops but no product-free statements (``forward_dynamics_schur``/``_decoupled``,
+#: ``generalized_bias``, ``angular_reduced_dynamics``: :attr:`EmittedFunction.lanes_body` is None) and the
+#: derivatives (their own issue).  The eleven added after the dynamics cost ~12 % more compiler CPU for the
+#: default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 -> 31.0-32.9 s; issue 26,
+#: benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the xArm7
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
-                            "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces"})
+                            "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
+                            # kinematics and momentum
+                            "center_of_mass", "kinetic_energy", "momentum", "body_poses",
+                            # free-base quantities
+                            "base_inertia", "coupling_inertia", "coupling_inertia_rate",
+                            "generalized_inertia", "base_velocity",
+                            # factors and operational-space inertias
+                            "innovations_factors", "operational_space_inertias"})
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",

@@ -466,3 +466,58 @@ def test_a_compiler_that_cannot_run_is_not_taken_for_gcc(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     assert compiler_is_gcc() is False
+
+
+def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_path):
+    """Every function of ``SIMD_FUNCTIONS`` that a free-base tree (two arms on one base) has: its batch
+    (4 lanes, 7 states: one lanes group and a scalar remainder) equals its single calls bit for bit, and the
+    build really has its SIMD entry (a dropped vectorisation would make the batch a scalar loop)."""
+    import inspect
+
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.functions import api_names, function_table
+    from soadyn.codegen.units import SIMD_FUNCTIONS, translation_units
+
+    robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
+    prof = Profile("lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4)
+    apis = sorted(set(api_names(function_table(robot))) & {n.removesuffix("_fext") for n in SIMD_FUNCTIONS})
+    assert len(apis) >= 15, apis                     # the dynamics and the free-base functions
+    gen = pl.generate(robot, functions=apis, profile=prof)
+    src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
+    cnames = {f.cname.removeprefix(gen.module_name + "_") for f in gen.functions}
+    for c in sorted(SIMD_FUNCTIONS & cnames):
+        assert f"{gen.module_name}_{c}_lanes(" in src, c
+    m = soadyn_compile(robot, tmp_path, functions=apis, profile=prof, progress=False)
+    n, rng = 7, np.random.default_rng(11)
+    ins = {"q": np.stack([robot.random_configuration(rng) for _ in range(n)]),
+           "v": rng.normal(size=(n, robot.nv)), "a": rng.normal(size=(n, robot.nv)),
+           "tau": rng.normal(size=(n, robot.nv)), "qd": rng.normal(size=(n, robot.nv - 6)),
+           "h": rng.normal(size=(n, 6)), "f_ext": rng.normal(size=(n, robot.n_bodies, 6))}
+    for api in apis:
+        f = getattr(m, api)
+        params = inspect.signature(f).parameters
+        names = [p for p, x in params.items() if x.default is inspect.Parameter.empty]
+        for kw in ({}, {"f_ext": ins["f_ext"]}) if "f_ext" in params else ({},):
+            batch = f(*[ins[k] for k in names], **kw)
+            for i in range(n):
+                one = f(*[ins[k][i] for k in names], **{k: x[i] for k, x in kw.items()})
+                for b, o in zip(*((batch, one) if isinstance(one, tuple) else ((batch,), (one,)))):
+                    assert np.array_equal(b[i], o), (api, kw.keys(), i)
+
+
+@pytest.mark.parametrize("whole_rows_max", [0, 1 << 20])
+def test_full_writing_mass_matrix_batch_both_ways_of_writing_rows(tmp_path, test_arm_path, monkeypatch,
+                                                                  whole_rows_max):
+    """The full-writing mass matrix's SIMD batch, its rows written whole (small outputs) or zeroed by a
+    memset and stored entry by entry (large ones: ``lanes.WHOLE_ROWS_MAX``), into garbage: the single
+    calls' bits."""
+    import soadyn.codegen.lanes as lanes
+
+    monkeypatch.setattr(lanes, "WHOLE_ROWS_MAX", whole_rows_max)
+    m = soadyn_compile(test_arm_path, tmp_path, functions="mass_matrix", progress=False,
+                       profile=Profile("lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4))
+    robot = load_robot(test_arm_path)
+    Q, _, _ = _states(robot, 9, seed=5)
+    out = np.random.default_rng(6).normal(size=(9, robot.nv, robot.nv))
+    assert m.mass_matrix(Q, out=out) is out
+    assert np.array_equal(out, np.stack([m.mass_matrix(Q[i]) for i in range(9)]))
