@@ -587,14 +587,16 @@ def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]
     """The forward-mode derivatives (``tangent_derivatives``) of every function of ``specs`` that has
     none of its own (:data:`NO_TANGENT`): for each output ``y`` and input ``x``, ``d<y>_d<x>`` of shape
     ``y.shape + x.shape``, q along the tangent ``q (+) delta`` (``y.shape + (nv,)``, docs/conventions.md).
-    Not for the variants with external wrenches, nor for a robot with run-time inertial parameters."""
+    A variant with external wrenches (``*_fext``) gets its own, with the derivatives with respect to
+    ``f_ext`` among them (``d<y>_df_ext``, ``y.shape + (n_bodies, 6)``).  Not for a robot with run-time
+    inertial parameters."""
     out: list[FunctionSpec] = []
     if robot.param_bodies:             # derivatives with respect to run-time parameters: not generated
         return out
     for s in specs:
         api = s.api + TANGENT_SUFFIX
-        if s.api in NO_TANGENT or s.fext_input or api not in REGISTRY or not REGISTRY[api].applies(robot):
-            continue                   # (a variant's outputs are the api's: f_ext would add one)
+        if s.api in NO_TANGENT or api not in REGISTRY or not REGISTRY[api].applies(robot):
+            continue
         outputs = tuple(Arg(f"d{y.name}_d{x.name}", y.shape + ((robot.nv,) if x.name == "q" else x.shape))
                         for y in s.outputs for x in s.inputs)
         kwargs = (("of", s.algorithm), ("inputs", tuple(x.name for x in s.inputs)), *s.kwargs)

@@ -276,8 +276,6 @@ def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
         if api.endswith(TANGENT) or api.endswith("_regressor") or api in NOT_DIFFERENTIABLE:
             return f"{api} has no generated derivative (first derivatives only)" if api.endswith(TANGENT) \
                 else f"{api} has no generated derivative"
-        if fext:
-            return f"{api} with f_ext: no generated derivative (its derivatives are without f_ext)"
         if getattr(module, "param_bodies", None):
             return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
         if not callable(getattr(module, api + TANGENT, None)):

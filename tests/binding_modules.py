@@ -16,7 +16,9 @@ FUNCS = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "forward_dynamic
          "frame_twist", "frame_acceleration", "frame_acceleration_derivatives",
          # forward-mode derivatives of other functions (momentum deliberately without: the error case)
          "mass_matrix_derivatives", "center_of_mass_derivatives", "jacobian_derivatives",
-         "bias_forces", "bias_forces_derivatives"]
+         "bias_forces", "bias_forces_derivatives",
+         # a function with external wrenches: its *_fext variant's forward-mode derivatives include d/df_ext
+         "forward_dynamics_schur", "forward_dynamics_schur_derivatives"]
 GRAVITY = np.array([0.7, -1.3, -9.81])
 
 

@@ -142,6 +142,33 @@ def test_jacobian_with_external_wrenches(arm, rng, api):
     assert sc.has_jacobian(arm, api, f_ext=True) == ""
 
 
+def test_forward_mode_jacobian_with_external_wrenches(arm, rng):
+    """A forward-mode Jacobian of a *_fext variant (forward_dynamics_schur_fext): the wrench columns come
+    from the generated d<y>_df_ext; against central differences of the module's function, and against the
+    analytic da/df_k = M^-1 J_k^T of the forward dynamics (the same accelerations)."""
+    fn = sc.function(arm, "forward_dynamics_schur", f_ext=True, jacobian=True)
+    fd = sc.function(arm, "forward_dynamics", f_ext=True, jacobian=True)
+    nq, nv, nb = arm.nq, arm.nv, arm.n_bodies
+    for _ in range(2):
+        q, v, x = _state(arm, rng)
+        fe = rng.normal(size=(nb, 6))
+        y = arm.forward_dynamics_schur(q, v, x, f_ext=fe)
+        np.testing.assert_array_equal(np.asarray(fn(q, v, x, fe)).ravel(), y)
+        J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(q, v, x, fe, y)])
+        assert J.shape == (nv, nq + 2 * nv + 6 * nb)
+
+        def f(z):
+            fz = z[nq + 2 * nv:].reshape(6, nb).T              # CasADi's column-major f_ext
+            return arm.forward_dynamics_schur(z[:nq], z[nq:nq + nv], z[nq + nv:nq + 2 * nv], f_ext=fz)
+
+        Jfd = _central(f, np.r_[q, v, x, fe.T.ravel()])
+        scale = max(1.0, np.abs(Jfd).max())
+        assert np.abs(J - Jfd).max() <= 1e-6 * scale, np.abs(J - Jfd).max()
+        Ja = np.hstack([np.asarray(ca.DM(b).full()) for b in fd.jacobian()(q, v, x, fe, fd(q, v, x, fe))])
+        np.testing.assert_allclose(J, Ja, rtol=0, atol=1e-9 * scale)
+    assert sc.has_jacobian(arm, "forward_dynamics_schur", f_ext=True) == ""
+
+
 def test_symbolic_jacobian_uses_the_exact_derivatives(arm, rng):
     fd = sc.function(arm, "forward_dynamics")
     q, v, tau = ca.MX.sym("q", arm.nq), ca.MX.sym("v", arm.nv), ca.MX.sym("tau", arm.nv)
