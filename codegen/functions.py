@@ -193,10 +193,12 @@ TANGENT_SUFFIX = "_derivatives"
 #: public functions without forward-mode derivatives: the inverse and forward dynamics (analytic
 #: derivatives of their own), the frame kinematics (differentiated from the frame Jacobian and
 #: ``frame_acceleration_derivatives``), the closed-loop functions (a status output and a generation-time
-#: partition) and the derivatives themselves
+#: partition), the regressors (linear in the parameters: they are the derivatives with respect to them)
+#: and the derivatives themselves
 NO_TANGENT = frozenset({"inverse_dynamics", "forward_dynamics", "frame_pose", "body_poses", "frame_twist",
                         "frame_acceleration", "closed_loop_forward_dynamics",
-                        "closed_loop_dependent_velocities", "closed_loop_constraints"})
+                        "closed_loop_dependent_velocities", "closed_loop_constraints",
+                        "inverse_dynamics_regressor", "momentum_regressor"})
 
 #: every public function a compiled module can have, by API name (see the module docstring)
 REGISTRY: dict[str, Registration] = _registrations()
@@ -588,11 +590,10 @@ def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]
     none of its own (:data:`NO_TANGENT`): for each output ``y`` and input ``x``, ``d<y>_d<x>`` of shape
     ``y.shape + x.shape``, q along the tangent ``q (+) delta`` (``y.shape + (nv,)``, docs/conventions.md).
     A variant with external wrenches (``*_fext``) gets its own, with the derivatives with respect to
-    ``f_ext`` among them (``d<y>_df_ext``, ``y.shape + (n_bodies, 6)``).  Not for a robot with run-time
-    inertial parameters."""
+    ``f_ext`` among them (``d<y>_df_ext``, ``y.shape + (n_bodies, 6)``).  On a robot with run-time
+    inertial parameters a function that reads them takes ``params``, and its derivatives include
+    ``d<y>_dparams`` (``y.shape + (n_param_bodies, 10)``, forward mode seeded along the parameters)."""
     out: list[FunctionSpec] = []
-    if robot.param_bodies:             # derivatives with respect to run-time parameters: not generated
-        return out
     for s in specs:
         api = s.api + TANGENT_SUFFIX
         if s.api in NO_TANGENT or api not in REGISTRY or not REGISTRY[api].applies(robot):

@@ -276,8 +276,6 @@ def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
         if api.endswith(TANGENT) or api.endswith("_regressor") or api in NOT_DIFFERENTIABLE:
             return f"{api} has no generated derivative (first derivatives only)" if api.endswith(TANGENT) \
                 else f"{api} has no generated derivative"
-        if getattr(module, "param_bodies", None):
-            return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
         if not callable(getattr(module, api + TANGENT, None)):
             return (f"{module.module_name} was built without {api}{TANGENT}, the derivatives of {api}: "
                     f"compile it with functions=[{api!r}, '{api}{TANGENT}', ...]")
@@ -367,6 +365,19 @@ def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], 
             np.concatenate([Jw, dAv], axis=-2), np.concatenate([zero, Jw], axis=-2))
 
 
+def _variant(module: ModuleType, api: str, n_args: int, frame: str | None,
+             world_aligned: bool | None) -> CFunction:
+    """The C function of ``module.<api>`` that takes ``n_args`` arrays (with or without f_ext)."""
+    for fext in (False, True):
+        try:
+            f, _ = find_function(module, api, frame, bool(world_aligned), fext)
+        except ValueError:
+            continue
+        if len(f.inputs) == n_args:
+            return f
+    raise ValueError(f"{api}: no variant takes {n_args} arrays")
+
+
 def _tangent_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], frame: str | None,
                       world_aligned: bool | None) -> tuple[np.ndarray, ...]:
     """:func:`dense_jacobian` from the forward-mode derivatives ``<api>_derivatives`` (outputs major:
@@ -376,7 +387,9 @@ def _tangent_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...]
         kw["frame"] = frame
     if world_aligned is not None:
         kw["world_aligned"] = world_aligned
-    res = getattr(module, api + TANGENT)(*args, **kw)
+    f = _variant(module, api, len(args), frame, world_aligned)
+    names = [n for n, _ in f.inputs]       # by name: the module's f_ext and params are keywords
+    res = getattr(module, api + TANGENT)(**dict(zip(names, args)), **kw)
     res = res if isinstance(res, tuple) else (res,)
     q = np.asarray(args[0])
     lead = q.shape[:-1]

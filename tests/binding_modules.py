@@ -32,6 +32,24 @@ def arm_module(request, tmp_path_factory, base: str):
     return compile_robot(arm_robot(base), d, functions=FUNCS, progress=False)
 
 
+#: a robot with run-time inertial parameters (two bodies): forward-mode derivatives include d/dparams
+PARAM_FUNCS = ["mass_matrix", "mass_matrix_derivatives", "center_of_mass", "center_of_mass_derivatives",
+               "forward_dynamics_schur", "forward_dynamics_schur_derivatives", "jacobian",
+               "jacobian_derivatives"]
+
+
+def params_robot():
+    from soadyn.model.parameters import with_param_bodies
+
+    robot, _ = resolve_robot(TEST_ARM, "free")
+    return with_param_bodies(with_gravity(robot, GRAVITY), ["l2", "l4"]).replace(name="scratch_tree_params")
+
+
+def params_module(request, tmp_path_factory):
+    d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
+    return compile_robot(params_robot(), d, functions=PARAM_FUNCS, progress=False)
+
+
 def state(m, rng, n=None):
     """Random (q, v, x) of module ``m``: base quaternion of random norm (the module divides it out)."""
     lead = () if n is None else (n,)

@@ -169,6 +169,49 @@ def test_forward_mode_jacobian_with_external_wrenches(arm, rng):
     assert sc.has_jacobian(arm, "forward_dynamics_schur", f_ext=True) == ""
 
 
+def test_jacobian_with_run_time_parameters(request, tmp_path_factory, rng):
+    """A robot with run-time inertial parameters: jac_<name> includes the params columns (and the f_ext
+    ones for a *_fext variant); against central differences of the module's own function (the reference
+    path has no parameter input: tests/test_derivatives.py checks the generated derivatives against it)."""
+    from binding_modules import params_module
+
+    from soadyn.model.parameters import random_params
+
+    m = params_module(request, tmp_path_factory)
+    nq, nv, nb = m.nq, m.nv, m.n_bodies
+    q, v, x = _state(m, rng)
+    P = random_params(params_robot_of(m), rng)
+    fe = rng.normal(size=(nb, 6))
+    fn = sc.function(m, "forward_dynamics_schur", f_ext=True, jacobian=True)
+    y = fn(q, v, x, fe, P)
+    np.testing.assert_array_equal(np.asarray(y).ravel(), m.forward_dynamics_schur(q, v, x, f_ext=fe, params=P))
+    J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(q, v, x, fe, P, y)])
+    assert J.shape == (nv, nq + 2 * nv + 6 * nb + P.size)
+
+    def f(z):                                  # CasADi's column-major f_ext and params
+        a, b, c, d, e = np.split(z, np.cumsum([nq, nv, nv, 6 * nb]))
+        return m.forward_dynamics_schur(a, b, c, f_ext=d.reshape(6, nb).T, params=e.reshape(10, -1).T,
+                                        check_params=False)
+
+    Jfd = _central(f, np.r_[q, v, x, fe.T.ravel(), P.T.ravel()])
+    assert np.abs(J - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max()), np.abs(J - Jfd).max()
+    fm = sc.function(m, "mass_matrix", jacobian=True)
+    M = fm(q, P)
+    Jm = np.hstack([np.asarray(ca.DM(b).full()) for b in fm.jacobian()(q, P, M)])
+    Jfd = _central(lambda z: np.asarray(fm(z[:nq], z[nq:].reshape(10, -1).T)).ravel(order="F"),
+                   np.r_[q, P.T.ravel()])
+    assert np.abs(Jm - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
+    assert np.abs(Jm[:, nq:]).max() > 1e-3          # the parameters move M
+
+
+def params_robot_of(m):
+    from binding_modules import params_robot
+
+    robot = params_robot()
+    assert list(robot.param_bodies) == list(m.param_bodies)
+    return robot
+
+
 def test_symbolic_jacobian_uses_the_exact_derivatives(arm, rng):
     fd = sc.function(arm, "forward_dynamics")
     q, v, tau = ca.MX.sym("q", arm.nq), ca.MX.sym("v", arm.nv), ca.MX.sym("tau", arm.nv)

@@ -127,6 +127,26 @@ def test_forward_mode_derivatives_with_external_wrenches(arm, rng):
     assert np.abs(J - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
 
 
+def test_gradients_with_run_time_parameters(request, tmp_path_factory, rng):
+    """A robot with run-time inertial parameters: gradients with respect to params (and f_ext) from the
+    generated forward-mode derivatives, JAX's numerical check (orders 1, fwd and rev)."""
+    from binding_modules import params_module, params_robot
+
+    from soadyn.model.parameters import random_params
+
+    m = params_module(request, tmp_path_factory)
+    w = sj.wrap(m)
+    q, v, tau = _states(m, rng)
+    P = random_params(params_robot(), rng)
+    P[:, [4, 7, 9]] += 0.05      # away from the triangle inequality's edge: check_grads steps stay rigid bodies
+    fe = rng.normal(size=(m.n_bodies, 6))
+    check_grads(w.mass_matrix, (q, P), order=1, modes=("fwd", "rev"))
+    check_grads(lambda q, v, tau, fe, P: w.forward_dynamics_schur(q, v, tau, P, f_ext=fe),
+                (q, v, tau, fe, P), order=1, modes=("fwd", "rev"))
+    g = jax.grad(lambda P: jnp.sum(w.center_of_mass(q, P) ** 2))(P)
+    assert np.abs(np.asarray(g)).max() > 1e-3
+
+
 @pytest.mark.parametrize("api", ["forward_dynamics", "mass_matrix", "jacobian"])
 def test_direct_jacobian_equals_jacfwd(arm, rng, api):
     """soadyn.jax.jacobian: jacfwd's blocks (same numbers, bit for bit: the same generated derivatives) from
