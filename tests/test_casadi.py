@@ -184,7 +184,8 @@ def test_jacobian_with_run_time_parameters(request, tmp_path_factory, rng):
     fe = rng.normal(size=(nb, 6))
     fn = sc.function(m, "forward_dynamics_schur", f_ext=True, jacobian=True)
     y = fn(q, v, x, fe, P)
-    np.testing.assert_array_equal(np.asarray(y).ravel(), m.forward_dynamics_schur(q, v, x, f_ext=fe, params=P))
+    np.testing.assert_array_equal(np.asarray(y).ravel(),
+                                  m.forward_dynamics_schur(q, v, x, f_ext=fe, params=P))
     J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(q, v, x, fe, P, y)])
     assert J.shape == (nv, nq + 2 * nv + 6 * nb + P.size)
 

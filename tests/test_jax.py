@@ -138,7 +138,7 @@ def test_gradients_with_run_time_parameters(request, tmp_path_factory, rng):
     w = sj.wrap(m)
     q, v, tau = _states(m, rng)
     P = random_params(params_robot(), rng)
-    P[:, [4, 7, 9]] += 0.05      # away from the triangle inequality's edge: check_grads steps stay rigid bodies
+    P[:, [4, 7, 9]] += 0.05      # off the triangle inequality's edge: check_grads' steps stay rigid bodies
     fe = rng.normal(size=(m.n_bodies, 6))
     check_grads(w.mass_matrix, (q, P), order=1, modes=("fwd", "rev"))
     check_grads(lambda q, v, tau, fe, P: w.forward_dynamics_schur(q, v, tau, P, f_ext=fe),
