@@ -119,8 +119,11 @@ class Registration:
 
     def applies(self, robot: Robot) -> bool:
         """Whether the function is generated for ``robot``."""
-        if getattr(robot, "is_coupled", False) and self.algorithm not in _coupled_algorithms():
-            return False                   # mimic couplings: the reduced forms of soadyn...coupling only
+        # mimic couplings: the reduced forms of soadyn...coupling only (and the forward-mode derivatives
+        # of those: the tangents of the reduced program, seeded along the reduced coordinates)
+        of = self.api[:-len(TANGENT_SUFFIX)] if self.algorithm == "tangent_derivatives" else self.algorithm
+        if getattr(robot, "is_coupled", False) and of not in _coupled_algorithms():
+            return False
         if self.when == "any":
             return True
         if self.when == "free":
