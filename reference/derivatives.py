@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 from soadyn.model.configuration import retract
 from soadyn.model.parameters import default_params, with_param_values
 from soadyn.model.robot import Robot
-from soadyn.reference import dense, free_floating, invariant
+from soadyn.reference import closed_loop, dense, free_floating, invariant
 
 #: relative tolerance of ``soadyn verify`` for the derivative functions against these differences
 FD_TOLERANCE = 1e-6
@@ -109,7 +109,7 @@ def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[s
     ``y.shape + x.shape`` (the layout of the generated ``<of>_derivatives``; one array alone), by central
     differences."""
     fn = _SAME_QUANTITY.get(of)
-    for mod in (dense, free_floating, invariant):
+    for mod in (dense, free_floating, invariant, closed_loop):
         fn = fn or getattr(mod, of, None)
     if fn is None:
         raise ValueError(f"no reference function {of!r} in soadyn.reference (dense, free_floating, "
