@@ -35,7 +35,8 @@ def arm_module(request, tmp_path_factory, base: str):
 #: a robot with run-time inertial parameters (two bodies): forward-mode derivatives include d/dparams
 PARAM_FUNCS = ["mass_matrix", "mass_matrix_derivatives", "center_of_mass", "center_of_mass_derivatives",
                "forward_dynamics_schur", "forward_dynamics_schur_derivatives", "jacobian",
-               "jacobian_derivatives"]
+               "jacobian_derivatives", "inverse_dynamics", "inverse_dynamics_derivatives", "forward_dynamics",
+               "forward_dynamics_derivatives", "inverse_dynamics_regressor"]
 
 
 def params_robot():

@@ -203,6 +203,20 @@ def test_jacobian_with_run_time_parameters(request, tmp_path_factory, rng):
                    np.r_[q, P.T.ravel()])
     assert np.abs(Jm - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
     assert np.abs(Jm[:, nq:]).max() > 1e-3          # the parameters move M
+    # the inverse and forward dynamics: analytic derivatives, d/dparams from the regressor (Y, -M^-1 Y)
+    for api in ("inverse_dynamics", "forward_dynamics"):
+        for fx in (False, True):
+            fn = sc.function(m, api, f_ext=fx, jacobian=True)
+            args = [q, v, x, *([fe] if fx else []), P]
+            J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(*args, fn(*args))])
+
+            def g(z, api=api, fx=fx):
+                a, b, c, *rest = np.split(z, np.cumsum([nq, nv, nv] + ([6 * nb] if fx else [])))
+                kw = {"f_ext": rest[0].reshape(6, nb).T} if fx else {}
+                return getattr(m, api)(a, b, c, params=rest[-1].reshape(10, -1).T, check_params=False, **kw)
+
+            Jfd = _central(g, np.concatenate([q, v, x, *([fe.T.ravel()] if fx else []), P.T.ravel()]))
+            assert np.abs(J - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max()), (api, fx)
 
 
 def params_robot_of(m):

@@ -143,6 +143,8 @@ def test_gradients_with_run_time_parameters(request, tmp_path_factory, rng):
     check_grads(w.mass_matrix, (q, P), order=1, modes=("fwd", "rev"))
     check_grads(lambda q, v, tau, fe, P: w.forward_dynamics_schur(q, v, tau, P, f_ext=fe),
                 (q, v, tau, fe, P), order=1, modes=("fwd", "rev"))
+    check_grads(w.forward_dynamics, (q, v, tau, P), order=1, modes=("fwd", "rev"))   # -M^-1 Y columns
+    check_grads(w.inverse_dynamics, (q, v, tau, P), order=1, modes=("fwd", "rev"))   # the regressor
     g = jax.grad(lambda P: jnp.sum(w.center_of_mass(q, P) ** 2))(P)
     assert np.abs(np.asarray(g)).max() > 1e-3
 
