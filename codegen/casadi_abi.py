@@ -177,11 +177,35 @@ def _jacobian_body(j: AbiJacobian, nrow: int, start: int) -> tuple[list[str], in
         d = [buf(f"D{k}", nv * nv) for k in range(3)]
         nb = j.fext_bodies
         sfx, fx = ("_fext", "x[3], ") if nb else ("", "")
+        ip = next((i for i, x in enumerate(j.inputs) if x.name == "params"), None)
+        px = f"x[{ip}], " if ip is not None else ""     # run-time inertial parameters: the last input
         if j.kind == "inverse_dynamics":
-            call = [f"{p}inverse_dynamics_derivatives{sfx}(x[0], x[1], x[2], {fx}D0, D1);",
-                    f"{p}mass_matrix(x[0], D2);"]
+            call = [f"{p}inverse_dynamics_derivatives{sfx}(x[0], x[1], x[2], {fx}{px}D0, D1);",
+                    f"{p}mass_matrix(x[0], {px}D2);"]
         else:
-            call = [f"{p}forward_dynamics_derivatives{sfx}(x[0], x[1], x[2], {fx}D0, D1, D2);"]
+            call = [f"{p}forward_dynamics_derivatives{sfx}(x[0], x[1], x[2], {fx}{px}D0, D1, D2);"]
+        if ip is not None:     # dtau/dparams = Y(q, v, a) (the regressor); da/dparams = -M^-1 Y(q, v, a)
+            npb = j.inputs[ip].rows
+            ncol = 10 * npb
+            buf("Y", nv * ncol)
+            c0 = nq + 2 * nv + 6 * nb
+            acc = "x[2]"
+            if j.kind == "forward_dynamics":
+                buf("A", nv)
+                call.append(f"{p}forward_dynamics{sfx}(x[0], x[1], x[2], {fx}{px}A);")
+                acc = "A"
+            call.append(f"{p}inverse_dynamics_regressor(x[0], x[1], {acc}, Y);")
+            # params (npb x 10, CasADi column-major): entry (k, c) is column c0 + k + npb c
+            if j.kind == "inverse_dynamics":
+                sign, t, inner = "", f"Y[i_ * {ncol} + k_ * 10 + c_]", ""
+            else:
+                sign, t = "-", "t_"
+                inner = (f"t_ = 0.0; for (m_ = 0; m_ < {nv}; ++m_) "
+                         f"t_ += D2[i_ * {nv} + m_] * Y[m_ * {ncol} + k_ * 10 + c_]; ")
+            call.append(f"{{ int i_, k_, c_, m_; double t_; (void)m_; (void)t_; "
+                        f"for (k_ = 0; k_ < {npb}; ++k_) for (c_ = 0; c_ < 10; ++c_) "
+                        f"for (i_ = 0; i_ < {nv}; ++i_) {{ {inner}"
+                        f"J[i_ + {nrow} * ({c0} + k_ + {npb} * c_)] = {sign}{t}; }} }}")
         lines = [*call, f"soadyn_ca_qcols(J, {nrow}, {d[0]}, x[0], {nv});",
                  f"soadyn_ca_block(J, {nrow}, 0, {nq}, D1, {nv}, {nv});",
                  f"soadyn_ca_block(J, {nrow}, 0, {nq + nv}, D2, {nv}, {nv});"]

@@ -119,8 +119,11 @@ class Registration:
 
     def applies(self, robot: Robot) -> bool:
         """Whether the function is generated for ``robot``."""
-        if getattr(robot, "is_coupled", False) and self.algorithm not in _coupled_algorithms():
-            return False                   # mimic couplings: the reduced forms of soadyn...coupling only
+        # mimic couplings: the reduced forms of soadyn...coupling only (and the forward-mode derivatives
+        # of those: the tangents of the reduced program, seeded along the reduced coordinates)
+        of = self.api[:-len(TANGENT_SUFFIX)] if self.algorithm == "tangent_derivatives" else self.algorithm
+        if getattr(robot, "is_coupled", False) and of not in _coupled_algorithms():
+            return False
         if self.when == "any":
             return True
         if self.when == "free":
@@ -179,6 +182,13 @@ def _registrations() -> dict[str, Registration]:
     regs.update({api + TANGENT_SUFFIX: Registration(
         api + TANGENT_SUFFIX, "tangent_derivatives", when, "soadyn.reference.derivatives.tangent_derivatives",
         reference_tol=1e-6, max_states=2) for api, when, ref in rows if ref and api not in NO_TANGENT})
+    # the closed-loop functions with a generation-time partition: the derivatives of what the module
+    # computes (that partition; the status output differentiated like the others), float run only
+    regs.update({api + TANGENT_SUFFIX: Registration(
+        api + TANGENT_SUFFIX, "tangent_derivatives", when, None,
+        "the derivatives of a function with a generation-time partition: checked against the float run of "
+        "the same program only (tests/test_closed_loop.py: central differences of the reference path with "
+        "the same partition)") for api, when, ref in rows if not ref and api not in NO_TANGENT})
 
     # derivatives (opt-in): central differences on the manifold (soadyn.reference.derivatives), tol 1e-6
     for api in ("inverse_dynamics_derivatives", "forward_dynamics_derivatives",
@@ -192,11 +202,11 @@ def _registrations() -> dict[str, Registration]:
 TANGENT_SUFFIX = "_derivatives"
 #: public functions without forward-mode derivatives: the inverse and forward dynamics (analytic
 #: derivatives of their own), the frame kinematics (differentiated from the frame Jacobian and
-#: ``frame_acceleration_derivatives``), the closed-loop functions (a status output and a generation-time
-#: partition) and the derivatives themselves
+#: ``frame_acceleration_derivatives``), the regressors (linear in the parameters: they are the
+#: derivatives with respect to them) and the derivatives themselves.  The closed-loop functions have
+#: them: the derivatives of the function as generated (its generation-time partition), status included
 NO_TANGENT = frozenset({"inverse_dynamics", "forward_dynamics", "frame_pose", "body_poses", "frame_twist",
-                        "frame_acceleration", "closed_loop_forward_dynamics",
-                        "closed_loop_dependent_velocities", "closed_loop_constraints"})
+                        "frame_acceleration", "inverse_dynamics_regressor", "momentum_regressor"})
 
 #: every public function a compiled module can have, by API name (see the module docstring)
 REGISTRY: dict[str, Registration] = _registrations()
@@ -587,14 +597,15 @@ def tangent_specs(robot: Robot, specs: list[FunctionSpec]) -> list[FunctionSpec]
     """The forward-mode derivatives (``tangent_derivatives``) of every function of ``specs`` that has
     none of its own (:data:`NO_TANGENT`): for each output ``y`` and input ``x``, ``d<y>_d<x>`` of shape
     ``y.shape + x.shape``, q along the tangent ``q (+) delta`` (``y.shape + (nv,)``, docs/conventions.md).
-    Not for the variants with external wrenches, nor for a robot with run-time inertial parameters."""
+    A variant with external wrenches (``*_fext``) gets its own, with the derivatives with respect to
+    ``f_ext`` among them (``d<y>_df_ext``, ``y.shape + (n_bodies, 6)``).  On a robot with run-time
+    inertial parameters a function that reads them takes ``params``, and its derivatives include
+    ``d<y>_dparams`` (``y.shape + (n_param_bodies, 10)``, forward mode seeded along the parameters)."""
     out: list[FunctionSpec] = []
-    if robot.param_bodies:             # derivatives with respect to run-time parameters: not generated
-        return out
     for s in specs:
         api = s.api + TANGENT_SUFFIX
-        if s.api in NO_TANGENT or s.fext_input or api not in REGISTRY or not REGISTRY[api].applies(robot):
-            continue                   # (a variant's outputs are the api's: f_ext would add one)
+        if s.api in NO_TANGENT or api not in REGISTRY or not REGISTRY[api].applies(robot):
+            continue
         outputs = tuple(Arg(f"d{y.name}_d{x.name}", y.shape + ((robot.nv,) if x.name == "q" else x.shape))
                         for y in s.outputs for x in s.inputs)
         kwargs = (("of", s.algorithm), ("inputs", tuple(x.name for x in s.inputs)), *s.kwargs)

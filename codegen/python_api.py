@@ -58,7 +58,7 @@ def python_api(specs: list[FunctionSpec], prefix: str,
     for s in specs:
         by_api.setdefault(s.api, []).append(s)
     for api, group in by_api.items():
-        first = group[0]
+        first = next((s for s in group if not s.fext_input), group[0])   # a *_fext variant may add outputs
         outputs = [_arg_dict(o) for o in first.outputs]
         shapes = ", ".join(f"{o.name} {o.shape}" for o in first.outputs)
         has_params = any(a.name == "params" for a in first.inputs)
@@ -108,7 +108,8 @@ def python_api(specs: list[FunctionSpec], prefix: str,
             else:
                 entry.update(kind="fext", params=", ".join([*names, "f_ext=None", *tail]),
                              c_fext=prefix + fext.name,
-                             fext_inputs=[_arg_dict(a) for a in fext.inputs])
+                             fext_inputs=[_arg_dict(a) for a in fext.inputs],
+                             fext_outputs=[_arg_dict(o) for o in fext.outputs])
             apis.append(entry)
     return apis
 

@@ -253,10 +253,12 @@ def with_param_bodies(robot: Robot, bodies: Sequence[str] | str) -> Robot:
     return robot.replace(param_bodies=tuple(b for b in robot.body_names if b in set(names)))
 
 
-def with_param_values(robot: Robot, params: np.ndarray) -> Robot:
-    """A copy of ``robot`` with the parameterised bodies' inertias replaced by ``params`` (checked); the
-    copy keeps ``param_bodies``.  This is the model a module recompiled with these values would see."""
-    p = check_params(robot, params)
+def with_param_values(robot: Robot, params: np.ndarray, check: bool = True) -> Robot:
+    """A copy of ``robot`` with the parameterised bodies' inertias replaced by ``params`` (checked; with
+    ``check=False`` only the shape is, for the small perturbations of finite differences, which may leave
+    the consistent set); the copy keeps ``param_bodies``.  This is the model a module recompiled with
+    these values would see."""
+    p = check_params(robot, params) if check else np.asarray(params, dtype=float)
     if p.ndim != 2:
         raise ValueError(f"with_param_values: one parameter set of shape {p.shape[-2:]} expected, "
                          f"got {p.shape}")

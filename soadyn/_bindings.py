@@ -276,10 +276,6 @@ def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
         if api.endswith(TANGENT) or api.endswith("_regressor") or api in NOT_DIFFERENTIABLE:
             return f"{api} has no generated derivative (first derivatives only)" if api.endswith(TANGENT) \
                 else f"{api} has no generated derivative"
-        if fext:
-            return f"{api} with f_ext: no generated derivative (its derivatives are without f_ext)"
-        if getattr(module, "param_bodies", None):
-            return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
         if not callable(getattr(module, api + TANGENT, None)):
             return (f"{module.module_name} was built without {api}{TANGENT}, the derivatives of {api}: "
                     f"compile it with functions=[{api!r}, '{api}{TANGENT}', ...]")
@@ -287,13 +283,13 @@ def derivative_support(module: ModuleType, api: str, fext: bool = False) -> str:
     if fext and api not in ("inverse_dynamics", "forward_dynamics"):
         return f"{api} with f_ext: no generated derivative"
     need = DERIVATIVES[api] + (("jacobian",) if fext else ())
+    if getattr(module, "param_bodies", None) and api in ("inverse_dynamics", "forward_dynamics"):
+        need += ("inverse_dynamics_regressor",)       # d/dparams: Y (ID), -M^-1 Y (FD)
     missing = [n for n in need if not callable(getattr(module, n, None))]
     if missing:
         have = ", ".join(map(repr, (api, *need)))
         return (f"{module.module_name} was built without {', '.join(missing)}, which the derivatives of "
                 f"{api} need: compile it with functions=[{have}, ...]")
-    if getattr(module, "param_bodies", None) and api in ("inverse_dynamics", "forward_dynamics"):
-        return f"{api}: derivatives with respect to run-time inertial parameters are not generated"
     return ""
 
 
@@ -323,7 +319,8 @@ def dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...],
 
 def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], frame: str | None,
                     world_aligned: bool | None) -> tuple[np.ndarray, ...]:
-    fext = api in ("inverse_dynamics", "forward_dynamics") and len(args) == 4
+    params = bool(getattr(module, "param_bodies", None)) and api in ("inverse_dynamics", "forward_dynamics")
+    fext = api in ("inverse_dynamics", "forward_dynamics") and len(args) == 4 + params
     why = derivative_support(module, api, fext)
     if why:
         raise ValueError(why)
@@ -333,11 +330,12 @@ def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], 
     if api not in DERIVATIVES:
         return _tangent_jacobian(module, api, args, frame, world_aligned)
     kw = {"f_ext": args[3]} if fext else {}
+    pk = {"params": args[-1]} if params else {}
     if api == "inverse_dynamics":
-        dq, dv = m.inverse_dynamics_derivatives(*args[:3], **kw)
-        blocks = [raw_q_jacobian(dq, q, free), dv, m.mass_matrix(q)]
+        dq, dv = m.inverse_dynamics_derivatives(*args[:3], **kw, **pk)
+        blocks = [raw_q_jacobian(dq, q, free), dv, m.mass_matrix(q, **pk)]
     elif api == "forward_dynamics":
-        dq, dv, dtau = m.forward_dynamics_derivatives(*args[:3], **kw)
+        dq, dv, dtau = m.forward_dynamics_derivatives(*args[:3], **kw, **pk)
         blocks = [raw_q_jacobian(dq, q, free), dv, dtau]
     if api in ("inverse_dynamics", "forward_dynamics"):
         if fext:
@@ -346,6 +344,14 @@ def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], 
             JT = [np.swapaxes(m.jacobian(q, b), -1, -2) for b in m.body_names]
             blocks.append(np.concatenate([-J if api == "inverse_dynamics" else blocks[2] @ J for J in JT],
                                          axis=-1))
+        if params:
+            # tau = Y(q, v, a) params.ravel() + ID(params=0): dtau/dparams = Y; from ID(q, v, FD) = tau,
+            # da/dparams = -M^-1 Y(q, v, a) at the forward dynamics' a
+            if api == "inverse_dynamics":
+                blocks.append(m.inverse_dynamics_regressor(*args[:3]))
+            else:
+                acc = m.forward_dynamics(*args[:3], **kw, **pk)
+                blocks.append(-(blocks[2] @ m.inverse_dynamics_regressor(q, args[1], acc)))
         return tuple(blocks)
     if api == "frame_pose":
         Jw = m.jacobian(q, frame, world_aligned=True)
@@ -369,6 +375,19 @@ def _dense_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], 
             np.concatenate([Jw, dAv], axis=-2), np.concatenate([zero, Jw], axis=-2))
 
 
+def _variant(module: ModuleType, api: str, n_args: int, frame: str | None,
+             world_aligned: bool | None) -> CFunction:
+    """The C function of ``module.<api>`` that takes ``n_args`` arrays (with or without f_ext)."""
+    for fext in (False, True):
+        try:
+            f, _ = find_function(module, api, frame, bool(world_aligned), fext)
+        except ValueError:
+            continue
+        if len(f.inputs) == n_args:
+            return f
+    raise ValueError(f"{api}: no variant takes {n_args} arrays")
+
+
 def _tangent_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...], frame: str | None,
                       world_aligned: bool | None) -> tuple[np.ndarray, ...]:
     """:func:`dense_jacobian` from the forward-mode derivatives ``<api>_derivatives`` (outputs major:
@@ -378,7 +397,9 @@ def _tangent_jacobian(module: ModuleType, api: str, args: tuple[np.ndarray, ...]
         kw["frame"] = frame
     if world_aligned is not None:
         kw["world_aligned"] = world_aligned
-    res = getattr(module, api + TANGENT)(*args, **kw)
+    f = _variant(module, api, len(args), frame, world_aligned)
+    names = [n for n, _ in f.inputs]       # by name: the module's f_ext and params are keywords
+    res = getattr(module, api + TANGENT)(**dict(zip(names, args)), **kw)
     res = res if isinstance(res, tuple) else (res,)
     q = np.asarray(args[0])
     lead = q.shape[:-1]
@@ -472,6 +493,9 @@ def jacobian_pattern(module: ModuleType, api: str, names: list[str], frame: str 
             JT = [nz("jacobian_local", "J", (6, nv), k).T for k in range(m.n_bodies)]
             blocks.append(np.concatenate([J if api == "inverse_dynamics" else (blocks[2].astype(int) @ J) > 0
                                           for J in JT], axis=1))
+        if "params" in names:
+            Y = nz("inverse_dynamics_regressor", "Y", (nv, 10 * len(m.param_bodies)))
+            blocks.append(Y if api == "inverse_dynamics" else (blocks[2].astype(int) @ Y) > 0)
         return hstack(blocks)
     if api in ("frame_pose", "body_poses", "frame_twist", "frame_acceleration"):
         def Jw(case: int) -> np.ndarray:

@@ -64,10 +64,14 @@ def configuration_directions(robot: Any, ctx: Symbolic, q: np.ndarray, offset: i
     seeds: dict[se.Basic, Tangent] = {}
     overrides: dict[se.Basic, Tangent] = {}
     nv = robot.nv
-    for k in range(1, robot.n_bodies):
-        qi = robot.q_index(k)
-        vi = robot.v_index(k).start
-        seeds[q[qi]] = {offset + vi: se.Integer(1)}
+    if getattr(robot, "is_coupled", False):    # mimic couplings: the reduced joint coordinates
+        for r in range(nv - robot.base_nv):
+            seeds[q[robot.base_nq + r]] = {offset + robot.base_nv + r: se.Integer(1)}
+    else:
+        for k in range(1, robot.n_bodies):
+            qi = robot.q_index(k)
+            vi = robot.v_index(k).start
+            seeds[q[qi]] = {offset + vi: se.Integer(1)}
     if robot.is_free:
         quat = q[3:7]
         Rexpr = quaternion_to_matrix(quat)

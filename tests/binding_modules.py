@@ -16,7 +16,9 @@ FUNCS = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "forward_dynamic
          "frame_twist", "frame_acceleration", "frame_acceleration_derivatives",
          # forward-mode derivatives of other functions (momentum deliberately without: the error case)
          "mass_matrix_derivatives", "center_of_mass_derivatives", "jacobian_derivatives",
-         "bias_forces", "bias_forces_derivatives"]
+         "bias_forces", "bias_forces_derivatives",
+         # a function with external wrenches: its *_fext variant's forward-mode derivatives include d/df_ext
+         "forward_dynamics_schur", "forward_dynamics_schur_derivatives"]
 GRAVITY = np.array([0.7, -1.3, -9.81])
 
 
@@ -28,6 +30,25 @@ def arm_robot(base: str):
 def arm_module(request, tmp_path_factory, base: str):
     d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
     return compile_robot(arm_robot(base), d, functions=FUNCS, progress=False)
+
+
+#: a robot with run-time inertial parameters (two bodies): forward-mode derivatives include d/dparams
+PARAM_FUNCS = ["mass_matrix", "mass_matrix_derivatives", "center_of_mass", "center_of_mass_derivatives",
+               "forward_dynamics_schur", "forward_dynamics_schur_derivatives", "jacobian",
+               "jacobian_derivatives", "inverse_dynamics", "inverse_dynamics_derivatives", "forward_dynamics",
+               "forward_dynamics_derivatives", "inverse_dynamics_regressor"]
+
+
+def params_robot():
+    from soadyn.model.parameters import with_param_bodies
+
+    robot, _ = resolve_robot(TEST_ARM, "free")
+    return with_param_bodies(with_gravity(robot, GRAVITY), ["l2", "l4"]).replace(name="scratch_tree_params")
+
+
+def params_module(request, tmp_path_factory):
+    d = module_cache_dir(request, tmp_path_factory, "soadyn_binding_modules")
+    return compile_robot(params_robot(), d, functions=PARAM_FUNCS, progress=False)
 
 
 def state(m, rng, n=None):

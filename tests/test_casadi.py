@@ -142,6 +142,91 @@ def test_jacobian_with_external_wrenches(arm, rng, api):
     assert sc.has_jacobian(arm, api, f_ext=True) == ""
 
 
+def test_forward_mode_jacobian_with_external_wrenches(arm, rng):
+    """A forward-mode Jacobian of a *_fext variant (forward_dynamics_schur_fext): the wrench columns come
+    from the generated d<y>_df_ext; against central differences of the module's function, and against the
+    analytic da/df_k = M^-1 J_k^T of the forward dynamics (the same accelerations)."""
+    fn = sc.function(arm, "forward_dynamics_schur", f_ext=True, jacobian=True)
+    fd = sc.function(arm, "forward_dynamics", f_ext=True, jacobian=True)
+    nq, nv, nb = arm.nq, arm.nv, arm.n_bodies
+    for _ in range(2):
+        q, v, x = _state(arm, rng)
+        fe = rng.normal(size=(nb, 6))
+        y = arm.forward_dynamics_schur(q, v, x, f_ext=fe)
+        np.testing.assert_array_equal(np.asarray(fn(q, v, x, fe)).ravel(), y)
+        J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(q, v, x, fe, y)])
+        assert J.shape == (nv, nq + 2 * nv + 6 * nb)
+
+        def f(z):
+            fz = z[nq + 2 * nv:].reshape(6, nb).T              # CasADi's column-major f_ext
+            return arm.forward_dynamics_schur(z[:nq], z[nq:nq + nv], z[nq + nv:nq + 2 * nv], f_ext=fz)
+
+        Jfd = _central(f, np.r_[q, v, x, fe.T.ravel()])
+        scale = max(1.0, np.abs(Jfd).max())
+        assert np.abs(J - Jfd).max() <= 1e-6 * scale, np.abs(J - Jfd).max()
+        Ja = np.hstack([np.asarray(ca.DM(b).full()) for b in fd.jacobian()(q, v, x, fe, fd(q, v, x, fe))])
+        np.testing.assert_allclose(J, Ja, rtol=0, atol=1e-9 * scale)
+    assert sc.has_jacobian(arm, "forward_dynamics_schur", f_ext=True) == ""
+
+
+def test_jacobian_with_run_time_parameters(request, tmp_path_factory, rng):
+    """A robot with run-time inertial parameters: jac_<name> includes the params columns (and the f_ext
+    ones for a *_fext variant); against central differences of the module's own function (the reference
+    path has no parameter input: tests/test_derivatives.py checks the generated derivatives against it)."""
+    from binding_modules import params_module
+
+    from soadyn.model.parameters import random_params
+
+    m = params_module(request, tmp_path_factory)
+    nq, nv, nb = m.nq, m.nv, m.n_bodies
+    q, v, x = _state(m, rng)
+    P = random_params(params_robot_of(m), rng)
+    fe = rng.normal(size=(nb, 6))
+    fn = sc.function(m, "forward_dynamics_schur", f_ext=True, jacobian=True)
+    y = fn(q, v, x, fe, P)
+    np.testing.assert_array_equal(np.asarray(y).ravel(),
+                                  m.forward_dynamics_schur(q, v, x, f_ext=fe, params=P))
+    J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(q, v, x, fe, P, y)])
+    assert J.shape == (nv, nq + 2 * nv + 6 * nb + P.size)
+
+    def f(z):                                  # CasADi's column-major f_ext and params
+        a, b, c, d, e = np.split(z, np.cumsum([nq, nv, nv, 6 * nb]))
+        return m.forward_dynamics_schur(a, b, c, f_ext=d.reshape(6, nb).T, params=e.reshape(10, -1).T,
+                                        check_params=False)
+
+    Jfd = _central(f, np.r_[q, v, x, fe.T.ravel(), P.T.ravel()])
+    assert np.abs(J - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max()), np.abs(J - Jfd).max()
+    fm = sc.function(m, "mass_matrix", jacobian=True)
+    M = fm(q, P)
+    Jm = np.hstack([np.asarray(ca.DM(b).full()) for b in fm.jacobian()(q, P, M)])
+    Jfd = _central(lambda z: np.asarray(fm(z[:nq], z[nq:].reshape(10, -1).T)).ravel(order="F"),
+                   np.r_[q, P.T.ravel()])
+    assert np.abs(Jm - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
+    assert np.abs(Jm[:, nq:]).max() > 1e-3          # the parameters move M
+    # the inverse and forward dynamics: analytic derivatives, d/dparams from the regressor (Y, -M^-1 Y)
+    for api in ("inverse_dynamics", "forward_dynamics"):
+        for fx in (False, True):
+            fn = sc.function(m, api, f_ext=fx, jacobian=True)
+            args = [q, v, x, *([fe] if fx else []), P]
+            J = np.hstack([np.asarray(ca.DM(b).full()) for b in fn.jacobian()(*args, fn(*args))])
+
+            def g(z, api=api, fx=fx):
+                a, b, c, *rest = np.split(z, np.cumsum([nq, nv, nv] + ([6 * nb] if fx else [])))
+                kw = {"f_ext": rest[0].reshape(6, nb).T} if fx else {}
+                return getattr(m, api)(a, b, c, params=rest[-1].reshape(10, -1).T, check_params=False, **kw)
+
+            Jfd = _central(g, np.concatenate([q, v, x, *([fe.T.ravel()] if fx else []), P.T.ravel()]))
+            assert np.abs(J - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max()), (api, fx)
+
+
+def params_robot_of(m):
+    from binding_modules import params_robot
+
+    robot = params_robot()
+    assert list(robot.param_bodies) == list(m.param_bodies)
+    return robot
+
+
 def test_symbolic_jacobian_uses_the_exact_derivatives(arm, rng):
     fd = sc.function(arm, "forward_dynamics")
     q, v, tau = ca.MX.sym("q", arm.nq), ca.MX.sym("v", arm.nv), ca.MX.sym("tau", arm.nv)

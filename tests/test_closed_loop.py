@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, TEST_ARM
+from conftest import EXAMPLES, TEST_ARM, module_cache_dir
 
 from soadyn import load_robot
 from soadyn.model.configuration import retract
@@ -106,6 +106,90 @@ def test_projected_dynamics_equal_lagrange_multipliers(kind, axis):
         np.testing.assert_allclose(a, sol[: rc.nv], atol=1e-10)
         np.testing.assert_allclose(cl.constraint_forces(rc, q, v, a, tau), sol[rc.nv :], atol=1e-8)
         np.testing.assert_allclose(J @ a, -cl.constraint_bias(rc, q, v), atol=1e-10)
+
+
+@pytest.mark.parametrize("kind,axis", [("revolute", [0, 1, 0]), ("weld", None)])
+def test_forward_mode_derivatives_of_the_closed_loop_functions(kind, axis):
+    """``closed_loop_*_derivatives`` (forward mode over the staged program with the generation-time
+    partition; the float run of what the C computes) against central differences of the reference path
+    with the same partition (a, v_full, the constraint rows), and the status rows against central
+    differences of the algorithm's own float run (no reference computes them); off the manifold too."""
+    from soadyn.reference import derivatives as fd
+    from soadyn.symbolic import algorithms
+
+    rc, q, rng = _grappled_arm(kind, axis)
+    dep, rows = gcl.generation_partition(rc)
+    part = cl.Partition(dep, tuple(i for i in range(rc.nv) if i not in dep), rows=rows)
+    kw = {"dependent": dep, "rows": rows}
+    v, tau = rng.normal(size=rc.nv), rng.normal(size=rc.nv)
+    q = retract(q, 0.02 * rng.normal(size=rc.nv), rc.is_free)
+
+    def tangent(of, *args, **k):
+        names = ("q", "v", "tau")[:len(args)]
+        return algorithms.tangent_derivatives(rc, CTX, *args, of=of, inputs=names, **k)
+
+    def close(got, ref):
+        assert np.abs(got - ref).max() <= 1e-6 * max(1.0, np.abs(ref).max()), np.abs(got - ref).max()
+
+    da_dq, da_dv, da_dtau, ds_dq, ds_dv, ds_dtau = tangent("closed_loop_forward_dynamics", q, v, tau, **kw)
+    def a_ref(q, v, tau):
+        return cl.forward_dynamics(rc, q, v, tau, part)
+    close(da_dq, fd.tangent_jacobian(rc, lambda x: a_ref(x, v, tau), q))
+    close(da_dv, fd.vector_jacobian(lambda x: a_ref(q, x, tau), v))
+    close(da_dtau, fd.vector_jacobian(lambda x: a_ref(q, v, x), tau))
+    def status(x):
+        return gcl.closed_loop_forward_dynamics(rc, CTX, x, v, tau, **kw)[1]
+    close(ds_dq, fd.tangent_jacobian(rc, status, q))
+    assert np.abs(ds_dq).max() > 1e-3 and not ds_dv.any() and not ds_dtau.any()   # status: of q only
+
+    dvf_dq, dvf_dv, _, _ = tangent("closed_loop_dependent_velocities", q, v, **kw)
+    def vf_ref(q, v):
+        return cl.dependent_velocities(rc, q, v[list(part.independent)], part)
+    close(dvf_dq, fd.tangent_jacobian(rc, lambda x: vf_ref(x, v), q))
+    close(dvf_dv, fd.vector_jacobian(lambda x: vf_ref(q, x), v))
+
+    got = tangent("closed_loop_constraints", q, v)
+    ref = fd.tangent_derivatives(rc, q, v, of="closed_loop_constraints", inputs=("q", "v"))
+    for g, r in zip(got, ref, strict=True):
+        close(g, r)
+
+
+def test_closed_loop_derivatives_in_the_module_and_casadi(request, tmp_path_factory):
+    """The generated ``closed_loop_forward_dynamics_derivatives`` equals the float run of its program, and
+    CasADi's Jacobian of ``closed_loop_forward_dynamics`` (a and status, from it) matches central
+    differences of the module's own function off the manifold."""
+    ca = pytest.importorskip("casadi")
+    from binding_modules import central
+
+    import soadyn.casadi as sc
+    from soadyn.codegen.pipeline import compile_robot
+    from soadyn.symbolic import algorithms
+
+    rc, q, rng = _grappled_arm("revolute", [0, 1, 0])
+    rc = rc.replace(name="grappled_loop")
+    funcs = ["closed_loop_forward_dynamics", "closed_loop_forward_dynamics_derivatives"]
+    m = compile_robot(rc, module_cache_dir(request, tmp_path_factory, "soadyn_loop_modules"), functions=funcs,
+                      progress=False)
+    dep, rows = gcl.generation_partition(rc)
+    q = retract(q, 0.02 * rng.normal(size=rc.nv), rc.is_free)
+    v, tau = rng.normal(size=rc.nv), rng.normal(size=rc.nv)
+    got = m.closed_loop_forward_dynamics_derivatives(q, v, tau)
+    flt = algorithms.tangent_derivatives(rc, CTX, q, v, tau, of="closed_loop_forward_dynamics",
+                                         inputs=("q", "v", "tau"), dependent=dep, rows=rows)
+    for g, f in zip(got, flt, strict=True):
+        np.testing.assert_allclose(g, f, rtol=1e-10, atol=1e-10)
+    fn = sc.function(m, "closed_loop_forward_dynamics", jacobian=True)
+    a, st = fn(q, v, tau)
+    blocks = fn.jacobian()(q, v, tau, a, st)
+    J = np.vstack([np.hstack([np.asarray(ca.DM(b).full()) for b in blocks[k * 3:(k + 1) * 3]])
+                   for k in (0, 1)])
+
+    def flat(z):
+        a, st = m.closed_loop_forward_dynamics(*np.split(z, np.cumsum([m.nq, m.nv])))
+        return np.concatenate([a, st])
+
+    Jfd = central(flat, np.concatenate([q, v, tau]))
+    assert np.abs(J - Jfd).max() <= 1e-6 * np.abs(Jfd).max()
 
 
 @pytest.mark.parametrize("kind,axis", CUTS)

@@ -103,6 +103,52 @@ def test_forward_mode_derivatives_check_grads(arm, rng, api):
         np.testing.assert_allclose(np.asarray(g).reshape(r.shape), r, rtol=1e-13, atol=1e-13)
 
 
+def test_forward_mode_derivatives_with_external_wrenches(arm, rng):
+    """A *_fext variant differentiated by its generated forward-mode derivatives (d/df_ext among them):
+    JAX's numerical check (orders 1, fwd and rev) with f_ext, and jacfwd against central differences of the
+    module's function in every input, f_ext included."""
+    m, w = arm
+    q, v, tau = _states(m, rng)
+    fe = rng.normal(size=(m.n_bodies, 6))
+
+    def f(q, v, tau, fe):
+        return w.forward_dynamics_schur(q, v, tau, f_ext=fe)
+
+    check_grads(f, (q, v, tau, fe), order=1, modes=("fwd", "rev"))
+    got = jax.jit(jax.jacfwd(f, argnums=(0, 1, 2, 3)))(q, v, tau, fe)
+    sizes = np.cumsum([m.nq, m.nv, m.nv])
+
+    def flat(z):
+        a, b, c, d = np.split(z, sizes)
+        return m.forward_dynamics_schur(a, b, c, f_ext=d.reshape(fe.shape))
+
+    Jfd = central(flat, np.concatenate([q, v, tau, fe.ravel()]))
+    J = np.hstack([np.asarray(g).reshape(m.nv, -1) for g in got])
+    assert np.abs(J - Jfd).max() <= 1e-6 * max(1.0, np.abs(Jfd).max())
+
+
+def test_gradients_with_run_time_parameters(request, tmp_path_factory, rng):
+    """A robot with run-time inertial parameters: gradients with respect to params (and f_ext) from the
+    generated forward-mode derivatives, JAX's numerical check (orders 1, fwd and rev)."""
+    from binding_modules import params_module, params_robot
+
+    from soadyn.model.parameters import random_params
+
+    m = params_module(request, tmp_path_factory)
+    w = sj.wrap(m)
+    q, v, tau = _states(m, rng)
+    P = random_params(params_robot(), rng)
+    P[:, [4, 7, 9]] += 0.05      # off the triangle inequality's edge: check_grads' steps stay rigid bodies
+    fe = rng.normal(size=(m.n_bodies, 6))
+    check_grads(w.mass_matrix, (q, P), order=1, modes=("fwd", "rev"))
+    check_grads(lambda q, v, tau, fe, P: w.forward_dynamics_schur(q, v, tau, P, f_ext=fe),
+                (q, v, tau, fe, P), order=1, modes=("fwd", "rev"))
+    check_grads(w.forward_dynamics, (q, v, tau, P), order=1, modes=("fwd", "rev"))   # -M^-1 Y columns
+    check_grads(w.inverse_dynamics, (q, v, tau, P), order=1, modes=("fwd", "rev"))   # the regressor
+    g = jax.grad(lambda P: jnp.sum(w.center_of_mass(q, P) ** 2))(P)
+    assert np.abs(np.asarray(g)).max() > 1e-3
+
+
 @pytest.mark.parametrize("api", ["forward_dynamics", "mass_matrix", "jacobian"])
 def test_direct_jacobian_equals_jacfwd(arm, rng, api):
     """soadyn.jax.jacobian: jacfwd's blocks (same numbers, bit for bit: the same generated derivatives) from
