@@ -157,10 +157,10 @@ def bench_pinocchio_derivatives(model, flags, n_states: int, seed: int, workdir:
             "timing_command": [str(exe), str(states_file), str(n_states), "7", "50", "time", str(model_file)]}
 
 
-def time_pinocchio(command: list[str], stat: str = "ns_median") -> dict[str, float]:
+def time_pinocchio(command: list[str], stat: str = "ns_median", fresh_copy: bool = False) -> dict[str, float]:
     """ns per call (``stat``: ``ns_median`` or ``ns_min`` of 7 repetitions) of each Pinocchio function, one run
-    of the compiled program."""
-    timings = json.loads(bp._run(command, "timing run"))
+    of the compiled program (``fresh_copy``: of a new copy of it, :func:`bench_pinocchio.run_fresh_copy`)."""
+    timings = json.loads(bp.run_fresh_copy(command, "timing run") if fresh_copy else bp._run(command, "timing run"))
     return {k: v[stat] for k, v in timings.items()}
 
 

@@ -506,12 +506,15 @@ def _any_harness(protos: dict, workdir: Path) -> ctypes.CDLL:
 
 
 def time_module_functions(mod, names: list[str], inputs: dict[str, np.ndarray], workdir: Path, frame_id: int = 0,
-                          reps: int = 7) -> dict[str, float]:
+                          reps: int = 7, library: Path | None = None) -> dict[str, float]:
     """ns per call of the module's own compiled single-state functions ``names`` (C names without the module
     prefix, any signature of its header: :func:`prototypes`) in a C loop over the states of ``inputs``
     (argument name -> (n, size) array), each output into one reused buffer of its size; min over ``reps``
-    repetitions of ~30 ms."""
+    repetitions of ~30 ms.  ``library``: a copy of the module's shared object to take the functions from
+    (a fresh copy is a fresh placement of its pages: the same bytes can differ by up to 2x in speed between
+    copies, benchmarks/README.md)."""
     ffi, lib, p = mod._ffi, mod._lib, mod.module_name
+    copy = ctypes.CDLL(str(library)) if library is not None else None
     allp = prototypes(mod)
     protos = {f"{p}_{f}": allp[f"{p}_{f}"] for f in names if f"{p}_{f}" in allp}
     workdir.mkdir(parents=True, exist_ok=True)
@@ -532,7 +535,8 @@ def time_module_functions(mod, names: list[str], inputs: dict[str, np.ndarray], 
         t.restype = ctypes.c_double
         t.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
                       ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
-        fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, cname)))
+        fn = (ctypes.cast(getattr(copy, cname), ctypes.c_void_p).value if copy is not None
+              else int(ffi.cast("uintptr_t", ffi.addressof(lib, cname))))
         t1 = t(fn, n, 1, 1, ptrs, strides, optrs, frame_id)
         passes = max(1, int(30e6 / max(t1 * n, 1.0)))
         res[cname.removeprefix(p + "_")] = t(fn, n, reps, passes, ptrs, strides, optrs, frame_id)

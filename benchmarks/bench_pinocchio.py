@@ -512,14 +512,29 @@ def build_program(flags: Sequence[str] = DEFAULT_FLAGS, workdir: str | Path | No
     return exe
 
 
+def run_fresh_copy(command: list[str], what: str) -> str:
+    """:func:`_run` of ``command`` with its program ``command[0]`` copied first to a new file beside it
+    (removed after): the copy's pages are placed anew by the kernel, as a rebuilt program's would be."""
+    exe = Path(command[0])
+    fd, name = tempfile.mkstemp(prefix=exe.name + "_copy", dir=exe.parent)
+    os.close(fd)
+    try:
+        shutil.copy2(exe, name)
+        return _run([name, *command[1:]], what)
+    finally:
+        os.unlink(name)
+
+
 def bench_pinocchio_model(model, frame: str | None, flags: Sequence[str] = DEFAULT_FLAGS, n_states: int = 1000,
                           reps: int = 7, min_rep_ms: float = 50.0, seed: int = 0,
-                          workdir: str | Path | None = None, states: Mapping[str, np.ndarray] | None = None) -> dict:
+                          workdir: str | Path | None = None, states: Mapping[str, np.ndarray] | None = None,
+                          fresh_copy: bool = False) -> dict:
     """Time RNEA, CRBA, ABA, computeMinverse and the LOCAL frame Jacobian of a ``pinocchio.Model`` in C++.
 
     The program is first run in ``check`` mode and its results compared with Python ``pin``
     (``check_max_rel_diff``).  ``states`` (Pinocchio conventions, from :func:`random_states`) default to
-    ``random_states(model, n_states, seed)``."""
+    ``random_states(model, n_states, seed)``.  ``fresh_copy``: time a fresh copy of the program (a new
+    placement of its pages, :func:`run_fresh_copy`)."""
     import pinocchio as pin
 
     if frame is None:
@@ -539,8 +554,8 @@ def bench_pinocchio_model(model, frame: str | None, flags: Sequence[str] = DEFAU
     # max |C++ - Python| relative to max(1, max |Python|), per algorithm
     diffs = {k: float(np.max(np.abs(np.asarray(got[k]).reshape(np.shape(ref[k])) - ref[k]))
                       / max(1.0, float(np.max(np.abs(ref[k]))))) for k in ref}
-    timings = json.loads(_run([str(exe), str(states_file), str(n_states), str(reps), str(min_rep_ms), "time",
-                               str(model_file)], "timing run"))
+    timing = [str(exe), str(states_file), str(n_states), str(reps), str(min_rep_ms), "time", str(model_file)]
+    timings = json.loads(run_fresh_copy(timing, "timing run") if fresh_copy else _run(timing, "timing run"))
     return {
         "side": "pinocchio", "pinocchio_version": pin.__version__, "frame": frame,
         "jacobian_reference_frame": "LOCAL", "nq": model.nq, "nv": model.nv, "n_states": n_states,

@@ -32,7 +32,9 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -165,17 +167,33 @@ def prepare(label: str, work: Path, n: int, n_batch: int, flags: list[str]) -> d
             "st": st, "batch": batch, "checks": checks, "pin_deriv": pin_deriv}
 
 
-def one_round(job: dict, work: Path, best: dict) -> None:
-    """One timing round of a robot; ``best[(side, name)]`` keeps the minimum ns."""
+def one_round(job: dict, work: Path, seen: dict, fresh: bool = False) -> None:
+    """One timing round of a robot; ``seen[(side, name)]`` collects the ns of every round.  ``fresh``: both
+    sides' C is timed from fresh copies of their shared object / program (a new placement of the pages
+    per round: the same bytes ran up to 2x apart between copies, benchmarks/README.md)."""
     label, st = job["label"], job["st"]
 
     def keep(side: str, name: str, ns: float) -> None:
-        best[side, name] = min(best.get((side, name), float("inf")), ns)
+        seen.setdefault((side, name), []).append(ns)
 
     for kind, mod in job["mods"].items():
         fid = mod.frame_ids[job["frame"]]
         names = [k.removeprefix(mod.module_name + "_") for k in bd.prototypes(mod)]
-        for f, ns in bd.time_module_functions(mod, names, st, work / label / f"harness_{kind}", fid).items():
+        copy = None
+        if fresh:
+            copies = work / label / "copies"
+            copies.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f"{kind}_", suffix=".so", dir=copies)
+            os.close(fd)
+            copy = Path(name)
+            shutil.copy2(_shared_object(mod), copy)
+        try:
+            timed = bd.time_module_functions(mod, names, st, work / label / f"harness_{kind}", fid,
+                                             library=copy)
+        finally:
+            if copy is not None:
+                copy.unlink()
+        for f, ns in timed.items():
             keep("c", f, ns)
         for f, (g, arrays) in batched_entries(mod, job["batch"], job["frame"]).items():
             _, (single, single_out, batched, batched_out) = bb.batch_row(g, arrays, 300)
@@ -183,12 +201,26 @@ def one_round(job: dict, work: Path, best: dict) -> None:
             keep("batch", f, batched)
             keep("batch_out", f, batched_out)
     pin = bp.bench_pinocchio_model(job["pm"], job["frame"], n_states=len(st["q"]), workdir=work / "pinocchio",
-                                   states=job["pst"])
+                                   states=job["pst"], fresh_copy=fresh)
     for k, ns in pin["ns_per_call"].items():
         keep("pinocchio", k, ns)
     if job["pin_deriv"]:
-        for k, ns in bdv.time_pinocchio(job["pin_deriv"], stat="ns_min").items():
+        for k, ns in bdv.time_pinocchio(job["pin_deriv"], stat="ns_min", fresh_copy=fresh).items():
             keep("pinocchio", k, ns)
+
+
+def _shared_object(mod) -> Path:
+    """The compiled extension of a loaded module (its ``_soadyn_*.so`` beside ``__init__.py``)."""
+    found = sorted(Path(mod.__file__).parent.glob("_soadyn_*.so"))
+    if len(found) != 1:
+        raise bp.BenchError(f"{mod.__name__}: expected one _soadyn_*.so beside {mod.__file__}, found {found}")
+    return found[0]
+
+
+def reduce_rounds(seen: dict, stat: str) -> dict:
+    """One figure per (side, name) from the rounds: ``min`` or ``median``."""
+    f = min if stat == "min" else (lambda xs: float(np.median(xs)))
+    return {k: f(v) for k, v in seen.items()}
 
 
 def _cell(x: float | None, fmt: str = ",.0f") -> str:
@@ -254,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flags", default=" ".join(bp.DEFAULT_FLAGS), help="Pinocchio's C++ flags")
     ap.add_argument("--workdir", default=str(HERE / "build" / "round3"))
     ap.add_argument("--out", help="write the figures (JSON) here")
+    ap.add_argument("--fresh-copies", action="store_true",
+                    help="time both sides from fresh copies of their compiled code every round (a new "
+                         "placement of the pages per round) and report the median over the rounds instead "
+                         "of the minimum")
     args = ap.parse_args(argv)
     labels = [x for x in args.robots.split(",") if x]
     unknown = [x for x in labels if x not in ROBOTS]
@@ -273,17 +309,22 @@ def main(argv: list[str] | None = None) -> int:
     except bp.BenchError as e:           # no Pinocchio/Eigen headers, a compiler failure: one line
         print(f"bench_round3: {e}", file=sys.stderr)
         return 1
-    best: dict[str, dict] = {j["label"]: {} for j in jobs}
+    seen: dict[str, dict] = {j["label"]: {} for j in jobs}
+    stat = "median" if args.fresh_copies else "min"
     loads = []
     for r in range(args.rounds):
         for job in jobs:
-            one_round(job, work, best[job["label"]])
+            one_round(job, work, seen[job["label"]], fresh=args.fresh_copies)
             loads.append(os.getloadavg()[0])
-            b = best[job["label"]]
+            b = reduce_rounds(seen[job["label"]], stat)
             print(f"round {r} {job['label']} (load {loads[-1]:.1f}): "
                   + ", ".join(f"{f} {b.get(('c', f), 0):.0f}/{b.get(('pinocchio', p), 0):.0f}"
                               for _, f, p, _ in SINGLE_ROWS if ("c", f) in b), flush=True)
+    best = {lab: reduce_rounds(v, stat) for lab, v in seen.items()}
     print()
+    print(f"figures: {stat} over {args.rounds} rounds"
+          + (" (both sides timed from a fresh copy of their compiled code in every round)"
+             if args.fresh_copies else ""))
     print(report(jobs, best))
     print(f"load average during the rounds: {min(loads):.1f}-{max(loads):.1f}")
     if args.out:
