@@ -228,7 +228,14 @@ def to_inline(text: str) -> str:
 #: 443 -> 524 ns; M^-1 (1,228) about even, 594 -> 585 ns.  The shipped fast and portable modules compile stage
 #: functions (:data:`soadyn.codegen.units.STAGE_OPS` operations); a stage of this length takes the inline form
 #: too (four-arm robot's units: ID, FD, M, M^-1 within 2 % either way).
-INLINE_TRIG_STATEMENTS = 1300
+#: Lowered from 1,300 to 700 in the seventh session: the figures above were single builds, and the same bytes
+#: run up to 2x apart from one copy of a shared object to another (page placement, benchmarks/README.md).
+#: Timed from 5 fresh copies of each build (``fast``, C loop, median [range] ns, load 0.7-1), threshold 1,300
+#: against inline: FD xArm7 free 485 [481-694] -> 440 [429-450] (threshold 0), Dimitrov 430 [428-436] -> 336
+#: [330-341], Kinova free 411 [409-416] -> 351 [349-356] (threshold 700); M^-1 482 -> 472, 440 -> 481 (the
+#: Dimitrov robot's M^-1, 1,218 statements, +9 %), 404 -> 408; ID, M, bias forces and the innovations factors
+#: of under 700 statements unchanged, and 3-7 % slower when inlined (xArm7, threshold 0).
+INLINE_TRIG_STATEMENTS = 700
 
 
 def fuse_trig(body: list[Stmt]) -> list[Stmt]:
