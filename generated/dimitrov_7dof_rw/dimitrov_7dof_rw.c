@@ -3062,7 +3062,7 @@ void dimitrov_7dof_rw_forward_dynamics(const double *q, const double *v, const d
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -4030,7 +4030,7 @@ void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, co
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -5207,7 +5207,7 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     prodf_MinvB[59] = 0;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -6810,7 +6810,7 @@ void dimitrov_7dof_rw_innovations_factors(const double *q, double *L, double *D)
     D[255] = 0.1;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -15381,7 +15381,7 @@ void dimitrov_7dof_rw_generalized_bias_fext(const double *q, const double *v, co
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -16261,7 +16261,7 @@ void dimitrov_7dof_rw_angular_reduced_dynamics_fext(const double *q, const doubl
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[12] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15], q[16], 0, 0}, soadyn_ts[12], soadyn_tc[12];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 12);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 12);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -17883,7 +17883,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK1: {  /* 'link1': 6 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double t4 = -s1*0.75;
@@ -17933,7 +17933,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 30 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -18000,7 +18000,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 113 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -18097,7 +18097,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 165 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], q[10]}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -18218,7 +18218,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 223 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], 0, 0, 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -18364,7 +18364,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 290 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -18534,7 +18534,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 363 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -18738,7 +18738,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_RW_X: {  /* 'rw_x': 2 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[14], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c8 = soadyn_tc[0];
         const double s8 = soadyn_ts[0];
         J[0] = 0;
@@ -18781,7 +18781,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_RW_Y: {  /* 'rw_y': 2 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[15], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c9 = soadyn_tc[0];
         const double s9 = soadyn_ts[0];
         J[0] = c9;
@@ -18826,7 +18826,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_RW_Z: {  /* 'rw_z': 4 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[16], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c10 = soadyn_tc[0];
         const double s10 = soadyn_ts[0];
         const double t145 = s10*0.75;
@@ -18868,7 +18868,7 @@ int dimitrov_7dof_rw_jacobian_local(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 402 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -19260,7 +19260,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK2: {  /* 'link2': 26 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double t20 = -0.65*R0_2;
@@ -19331,7 +19331,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK3: {  /* 'link3': 96 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -19423,7 +19423,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK4: {  /* 'link4': 140 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -19537,7 +19537,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK5: {  /* 'link5': 194 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], q[10]}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -19674,7 +19674,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK6: {  /* 'link6': 262 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], 0, 0, 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -19837,7 +19837,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_LINK7: {  /* 'link7': 345 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -20203,7 +20203,7 @@ int dimitrov_7dof_rw_jacobian_world(const double *q, int frame, double *J)
     case DIMITROV_7DOF_RW_FRAME_EE: {  /* 'ee': 395 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], q[13], 0}, soadyn_ts[8], soadyn_tc[8];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];

@@ -4128,7 +4128,7 @@ void scratch_tree_operational_space_inertias(const double *q, double *Lambda)
     Lambda[175] = 0.15000000000000002;
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -4868,7 +4868,7 @@ void scratch_tree_forward_dynamics_decoupled_fext(const double *q, const double 
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;
@@ -6062,7 +6062,7 @@ void scratch_tree_forward_dynamics_schur_fext(const double *q, const double *v, 
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[4] = {q[7], q[8], q[10], 0}, soadyn_ts[4], soadyn_tc[4];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double R1_0 = c1*0.9362933635841992 - s1*0.2750958473182437;

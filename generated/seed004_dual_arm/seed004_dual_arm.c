@@ -4750,7 +4750,7 @@ void seed004_dual_arm_forward_dynamics_decoupled_fext(const double *q, const dou
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -5583,7 +5583,7 @@ void seed004_dual_arm_forward_dynamics_schur_fext(const double *q, const double 
 {
     /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
     double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
@@ -8775,7 +8775,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_LINK2: {  /* 'link2': 25 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -8840,7 +8840,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_LINK3: {  /* 'link3': 46 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -8976,7 +8976,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_LINK5: {  /* 'link5': 25 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[10], 0, 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c4 = soadyn_tc[0];
         const double s4 = soadyn_ts[0];
         /* frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 eq. 4.3) */
@@ -9047,7 +9047,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_LINK6: {  /* 'link6': 46 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[10], q[11], 0, 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c4 = soadyn_tc[0];
         const double s4 = soadyn_ts[0];
         const double c5 = soadyn_tc[1];
@@ -9128,7 +9128,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_TARGET: {  /* 'target': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -9251,7 +9251,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_EE1: {  /* 'ee1': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -9374,7 +9374,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_EE2: {  /* 'ee2': 68 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[10], q[11], q[12], 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c4 = soadyn_tc[0];
         const double s4 = soadyn_ts[0];
         const double c5 = soadyn_tc[1];
@@ -9464,7 +9464,7 @@ int seed004_dual_arm_jacobian_world(const double *q, int frame, double *J)
     case SEED004_DUAL_ARM_FRAME_GRASP2: {  /* 'grasp2': 80 operations */
         /* joint transforms phi(k+1, k): cos/sin of the joint angles, hinge rotation R(k) and offset l(k) (seed 000 eq. 2.1) */
         double soadyn_tx[4] = {q[7], q[8], q[9], 0}, soadyn_ts[4], soadyn_tc[4];
-        soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 4);
+        SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 4);
         const double c1 = soadyn_tc[0];
         const double s1 = soadyn_ts[0];
         const double c2 = soadyn_tc[1];
@@ -9634,7 +9634,7 @@ int seed004_dual_arm_generalized_jacobian(const double *q, int frame, double *J)
     const double R0_7 = (t14 + t15)*t10;
     const double R0_8 = t7*(-t0 + t1 + t5);
     double soadyn_tx[8] = {q[7], q[8], q[9], q[10], q[11], q[12], 0, 0}, soadyn_ts[8], soadyn_tc[8];
-    soadyn_sincos_n(soadyn_tx, soadyn_ts, soadyn_tc, 8);
+    SOADYN_SINCOS_INLINE(soadyn_tx, soadyn_ts, soadyn_tc, 8);
     const double c1 = soadyn_tc[0];
     const double s1 = soadyn_ts[0];
     const double c2 = soadyn_tc[1];
