@@ -44,26 +44,20 @@ def default_robots() -> list[tuple[str, str | None]]:
 
 TIMING_C = r"""
 #include <time.h>
-typedef int (*fn3)(const {t} *, const {t} *, const {t} *, {t} *);
-double soadyn_time_fd(fn3 f, const {t} *q, const {t} *v, const {t} *tau, {t} *a, int n)
-{{
-    struct timespec t0, t1;
-    int i;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (i = 0; i < n; ++i) f(q, v, tau, a);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
+/* the same loop for the library's status-returning functions (R = int) and the module's (R = void) */
+#define SOADYN_TIMER(NAME, R)                                                                    \
+typedef R (*NAME##_fn)(const {t} *, const {t} *, const {t} *, {t} *);                           \
+double NAME(NAME##_fn f, const {t} *q, const {t} *v, const {t} *tau, {t} *a, int n)             \
+{{                                                                                              \
+    struct timespec t0, t1;                                                                     \
+    int i;                                                                                      \
+    clock_gettime(CLOCK_MONOTONIC, &t0);                                                        \
+    for (i = 0; i < n; ++i) f(q, v, tau, a);                                                    \
+    clock_gettime(CLOCK_MONOTONIC, &t1);                                                        \
+    return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;     \
 }}
-typedef void (*vfn3)(const {t} *, const {t} *, const {t} *, {t} *);
-double soadyn_time_void(vfn3 f, const {t} *q, const {t} *v, const {t} *tau, {t} *a, int n)
-{{
-    struct timespec t0, t1;
-    int i;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (i = 0; i < n; ++i) f(q, v, tau, a);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
-}}
+SOADYN_TIMER(soadyn_time_fd, int)
+SOADYN_TIMER(soadyn_time_void, void)
 """
 
 
