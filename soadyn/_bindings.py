@@ -184,25 +184,18 @@ def find_function(module: ModuleType, api: str, frame: str | None = None, world_
 
 
 # ---- derivatives with respect to the raw q ---------------------------------------------------------
-def raw_q_map(q: np.ndarray, free: bool, nv: int) -> np.ndarray:
-    """``T(q) = d delta / d q`` (nv x nq, or (N, nv, nq) for a batch): the tangent perturbation of
-    ``docs/conventions.md`` produced by a raw perturbation of q (module docstring)."""
-    q = np.asarray(q, dtype=float)
-    if not free:
-        return np.broadcast_to(np.eye(nv), q.shape[:-1] + (nv, nv)).copy()
-    lead = q.shape[:-1]
-    T = np.zeros(lead + (nv, nv + 1))
-    e, w = q[..., 3:6], q[..., 6]
-    n2 = (q[..., 3:7] ** 2).sum(-1)
-    T[..., 3:6, 0:3] = np.swapaxes(quaternion_matrix(q[..., 3:7]), -1, -2)      # delta_v = R^T dp
-    sk = np.zeros(lead + (3, 3))
-    sk[..., 0, 1], sk[..., 0, 2], sk[..., 1, 2] = -e[..., 2], e[..., 1], -e[..., 0]
-    sk[..., 1, 0], sk[..., 2, 0], sk[..., 2, 1] = e[..., 2], -e[..., 1], e[..., 0]
-    c = (2.0 / n2)[..., None, None]
-    T[..., 0:3, 3:6] = c * (w[..., None, None] * np.eye(3) - sk)
-    T[..., 0:3, 6] = c[..., 0] * -e
-    T[..., 6:, 7:] = np.eye(nv - 6)
-    return T
+def attitude_map(quat: np.ndarray) -> np.ndarray:
+    """The attitude rows of ``T(q) = d delta / d q`` (module docstring): ``d delta_w / d quat =
+    (2 / |quat|^2) [w I - e~, -e]`` (3 x 4, or (N, 3, 4) for a batch; quat = [x, y, z, w], any norm)."""
+    quat = np.asarray(quat, dtype=float)
+    e, w = quat[..., :3], quat[..., 3]
+    G = np.empty(quat.shape[:-1] + (3, 4))
+    G[..., 0:3, 0:3] = w[..., None, None] * np.eye(3)
+    G[..., 0, 1], G[..., 0, 2], G[..., 1, 2] = e[..., 2], -e[..., 1], e[..., 0]
+    G[..., 1, 0], G[..., 2, 0], G[..., 2, 1] = -e[..., 2], e[..., 1], -e[..., 0]
+    G[..., :, 3] = -e
+    G *= (2.0 / (quat ** 2).sum(-1))[..., None, None]
+    return G
 
 
 def quaternion_matrix(quat: np.ndarray) -> np.ndarray:
@@ -219,9 +212,9 @@ def quaternion_matrix(quat: np.ndarray) -> np.ndarray:
 
 def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool, out: np.ndarray | None = None) -> np.ndarray:
     """The derivative with respect to the raw q (rows x nq) from the tangent one ``D`` (rows x nv): ``D``
-    times :func:`raw_q_map`, by its blocks (position ``R^T``, attitude 3 x 4, joints shifted by one column:
-    a dense product with the map was the largest Python cost of a batched JAX Jacobian); written into
-    ``out`` when given."""
+    times ``T(q)`` of the module docstring, by its blocks (position ``R^T``, attitude :func:`attitude_map`,
+    joints shifted by one column: a dense product with ``T`` was the largest Python cost of a batched JAX
+    Jacobian); written into ``out`` when given."""
     D = np.asarray(D, dtype=float)
     nv = D.shape[-1]
     if out is None:
@@ -230,18 +223,9 @@ def raw_q_jacobian(D: np.ndarray, q: np.ndarray, free: bool, out: np.ndarray | N
     if not free:
         out[...] = D
         return out
-    q = np.asarray(q, dtype=float)
-    quat = q[..., 3:7]
-    e, w = quat[..., :3], quat[..., 3]
-    c = 2.0 / (quat ** 2).sum(-1)
-    G = np.empty(quat.shape[:-1] + (3, 4))                 # delta_w = c [w I - e~, -e] dquat
-    G[..., 0:3, 0:3] = w[..., None, None] * np.eye(3)
-    G[..., 0, 1], G[..., 0, 2], G[..., 1, 2] = e[..., 2], -e[..., 1], e[..., 0]
-    G[..., 1, 0], G[..., 2, 0], G[..., 2, 1] = -e[..., 2], e[..., 1], -e[..., 0]
-    G[..., :, 3] = -e
-    G *= c[..., None, None]
+    quat = np.asarray(q, dtype=float)[..., 3:7]
     np.matmul(D[..., 3:6], np.swapaxes(quaternion_matrix(quat), -1, -2), out=out[..., 0:3])  # R^T dp
-    np.matmul(D[..., 0:3], G, out=out[..., 3:7])
+    np.matmul(D[..., 0:3], attitude_map(quat), out=out[..., 3:7])
     out[..., 7:] = D[..., 6:]
     return out
 
@@ -443,8 +427,8 @@ def nonzeros(module: ModuleType, cname: str, output: str, shape: tuple[int, ...]
 
 def raw_q_pattern(D: np.ndarray, free: bool) -> np.ndarray:
     """The structural pattern with respect to the raw q (rows x nq) of a tangent pattern ``D`` (rows x
-    nv): :func:`raw_q_map` mixes the position columns among themselves (``R^T``), the attitude columns into
-    the four quaternion columns, and shifts the joints by one."""
+    nv): ``T(q)`` (module docstring) mixes the position columns among themselves (``R^T``), the attitude
+    columns into the four quaternion columns, and shifts the joints by one."""
     if not free:
         return D.copy()
     nv = D.shape[-1]
