@@ -16,7 +16,82 @@ from typing import Any
 from soadyn.codegen.emit import module_prefix, render
 from soadyn.codegen.functions import FunctionSpec
 from soadyn.codegen.python_api import fast_entries, python_api
+from soadyn.model.parameters import screen_conditions
 from soadyn.model.robot import Robot
+
+
+class _Traced:
+    """A value of the C parameter screen: every operation appends ``const T t<k> = a op b;`` to ``lines``
+    (``T``: ``double``, or a vector of four rows; the template defines it), so that a formula written over
+    NumPy arrays prints as C with the same IEEE operations in the same order."""
+
+    def __init__(self, text: str, lines: list[str]) -> None:
+        self.text, self.lines = text, lines
+
+    def _new(self, rhs: str) -> _Traced:
+        name = f"t{len(self.lines)}"
+        self.lines.append(f"const T {name} = {rhs};")
+        return _Traced(name, self.lines)
+
+    def _op(self, other: Any, op: str, swap: bool = False) -> _Traced:
+        a, b = self.text, _c_operand(other)
+        return self._new(f"{b} {op} {a}" if swap else f"{a} {op} {b}")
+
+    def __add__(self, o: Any) -> _Traced:
+        return self._op(o, "+")
+
+    def __radd__(self, o: Any) -> _Traced:
+        return self._op(o, "+", True)
+
+    def __sub__(self, o: Any) -> _Traced:
+        return self._op(o, "-")
+
+    def __rsub__(self, o: Any) -> _Traced:
+        return self._op(o, "-", True)
+
+    def __mul__(self, o: Any) -> _Traced:
+        return self._op(o, "*")
+
+    def __rmul__(self, o: Any) -> _Traced:
+        return self._op(o, "*", True)
+
+    def __truediv__(self, o: Any) -> _Traced:
+        return self._op(o, "/")
+
+    def __rtruediv__(self, o: Any) -> _Traced:
+        return self._op(o, "/", True)
+
+    def __neg__(self) -> _Traced:
+        return self._new(f"-{self.text}")
+
+
+def _c_operand(x: Any) -> str:
+    """A traced value's name, or a constant as a C double literal (``repr``: the exact value)."""
+    if isinstance(x, _Traced):
+        return x.text
+    r = repr(float(x))
+    if r in ("inf", "-inf", "nan"):
+        raise ValueError(f"parameter screen: constant {r} has no C literal")
+    return r
+
+
+def parameter_screen() -> str:
+    """C statements of the parameter screen (:func:`soadyn.model.parameters.screen_conditions`, the rule of
+    ``clearly_consistent``) over one row, or four, of ``params``: they read ``FX_COL(k)`` (entry k of the
+    row), use ``FX_ABS``/``FX_MAX`` and the type ``T``, and clear ``ok`` where the row fails."""
+    lines: list[str] = []
+    cols = [_Traced(f"c{k}", lines) for k in range(10)]
+    lines += [f"const T c{k} = FX_COL({k});" for k in range(10)]
+
+    def absolute(x: _Traced) -> _Traced:
+        return x._new(f"FX_ABS({x.text})")
+
+    def maximum(x: _Traced, y: _Traced) -> _Traced:
+        return x._new(f"FX_MAX({x.text}, {y.text})")
+
+    conds = screen_conditions(cols, absolute, maximum)
+    lines += [f"ok &= {_c_operand(x)} > {_c_operand(y)};" for x, y in conds]
+    return "\n".join(lines)
 
 
 def _dims(a: dict[str, Any]) -> str:
@@ -68,4 +143,5 @@ def emit_fastcalls(robot: Robot, module_name: str, ext_name: str, specs: list[Fu
     params = bool(robot.param_bodies)
     names += ["params_known", "params_accept"] if params else []
     return render("fastcalls.c.j2", header=header_name, entries=[_entry(*e) for e in entries],
-                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name, params=params)
+                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name, params=params,
+                  screen=parameter_screen() if params else "")
