@@ -106,7 +106,8 @@ def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[di
            quat: bool, frame: bool) -> dict[str, Any]:
     """What the template needs of one entry ``fx_<name>(inputs..., [frame id,] out[, check])``: inputs
     with one leading dimension run ``<cfunc>_batch``; ``check`` (entries with ``params`` only): True to
-    run only on a parameter set the module accepted before (``fx_known``), False to skip that check."""
+    run only on a parameter set the module accepted before (``fx_known``) or one whose rows pass the C
+    screen (:func:`parameter_screen`), False to skip that check."""
     iq = next((i for i, a in enumerate(inputs) if a["name"] == "q"), 0)
     ip = next((i for i, a in enumerate(inputs) if a["name"] == "params"), None)
     m = len(outputs)
