@@ -387,13 +387,21 @@ def test_accepted_parameter_sets_are_compared_whole(arm_params, rng):
     assert np.array_equal(mod.mass_matrix(q, params=P), M)
 
 
-def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, rng):
+@pytest.mark.parametrize("profile", ["tests", "fast", "portable"])
+def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_dir, rng, profile):
     """The extension's C screen (clearly_consistent's rule printed as C, codegen/fastcalls.py) accepts
     exactly the rows clearly_consistent accepts, through its scalar path (one set of 5 rows) and its
-    vector path (8 rows at a time: a batch of 8 states, the row at each position of a vector): the C entry
-    runs (returns a result) on an unknown set iff every row passes, else it leaves the call to the
-    Python check.  Rows: every edge of _screen_cases, their small perturbations, random valid bodies."""
-    robot, mod = arm_params
+    vector path (8 rows per vector where AVX-512 is native ('fast' on such a machine), else 4: a batch of 8
+    states, the row at each position of a vector): the C entry runs (returns a result) on an unknown set
+    iff every row passes, else it leaves the call to the Python check.  Rows: every edge of _screen_cases,
+    their small perturbations, random valid bodies, rows that fail one condition alone."""
+    from soadyn.codegen.profiles import get_profile
+
+    robot, mod = arm_params                 # the tests' profile
+    if profile != "tests":                  # the modules of test_parameter_batches_through_the_lanes_...
+        mod = compile_robot(robot.replace(name=f"scratch_tree_lanes_{profile}"), module_dir,
+                            functions=["inverse_dynamics", "mass_matrix"], profile=get_profile(profile),
+                            progress=False)
     fx = mod._FX["mass_matrix"]
     rows, _ = _screen_cases()
     # rotated bodies near the edges, negative masses: rows that fail one condition of the rule alone
