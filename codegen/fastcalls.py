@@ -10,6 +10,7 @@ what differs between entries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -18,6 +19,13 @@ from soadyn.codegen.functions import FunctionSpec
 from soadyn.codegen.python_api import fast_entries, python_api
 from soadyn.model.parameters import screen_conditions
 from soadyn.model.robot import Robot
+
+
+def _binary(op: str, swap: bool = False) -> Callable[[_Traced, Any], _Traced]:
+    """The method ``a op b`` (``swap``: ``b op a``, the reflected operator) of :class:`_Traced`."""
+    def method(self: _Traced, other: Any) -> _Traced:
+        return self._op(other, op, swap)
+    return method
 
 
 class _Traced:
@@ -37,29 +45,14 @@ class _Traced:
         a, b = self.text, _c_operand(other)
         return self._new(f"{b} {op} {a}" if swap else f"{a} {op} {b}")
 
-    def __add__(self, o: Any) -> _Traced:
-        return self._op(o, "+")
-
-    def __radd__(self, o: Any) -> _Traced:
-        return self._op(o, "+", True)
-
-    def __sub__(self, o: Any) -> _Traced:
-        return self._op(o, "-")
-
-    def __rsub__(self, o: Any) -> _Traced:
-        return self._op(o, "-", True)
-
-    def __mul__(self, o: Any) -> _Traced:
-        return self._op(o, "*")
-
-    def __rmul__(self, o: Any) -> _Traced:
-        return self._op(o, "*", True)
-
-    def __truediv__(self, o: Any) -> _Traced:
-        return self._op(o, "/")
-
-    def __rtruediv__(self, o: Any) -> _Traced:
-        return self._op(o, "/", True)
+    __add__ = _binary("+")
+    __radd__ = _binary("+", swap=True)
+    __sub__ = _binary("-")
+    __rsub__ = _binary("-", swap=True)
+    __mul__ = _binary("*")
+    __rmul__ = _binary("*", swap=True)
+    __truediv__ = _binary("/")
+    __rtruediv__ = _binary("/", swap=True)
 
     def __neg__(self) -> _Traced:
         return self._new(f"-{self.text}")
