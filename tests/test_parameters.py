@@ -341,6 +341,15 @@ def test_parameter_batches_through_the_lanes_equal_single_calls(module_dir, rng,
     assert mod.inverse_dynamics(q, v, a, params=P[5], out=out) is out and np.array_equal(out, one)
 
 
+def _cc_runs_avx2() -> bool:
+    """This machine runs AVX2 and FMA code (x86-64-v3)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return all(f" {f}" in flags for f in ("avx2", "fma", "bmi2"))
+
+
 #: a row on the triangle edge A + B = C (principal moments 0.5 = 0.3 + 0.2): parameter_problem accepts it,
 #: the screens (clearly_consistent, and its C print in the extension) leave it to parameter_problem
 EDGE_ROW = inertia_to_vector(Inertia(2.0, np.array([0.1, 0.0, 0.0]), np.diag([0.5, 0.3, 0.2])))
@@ -387,18 +396,27 @@ def test_accepted_parameter_sets_are_compared_whole(arm_params, rng):
     assert np.array_equal(mod.mass_matrix(q, params=P), M)
 
 
-@pytest.mark.parametrize("profile", ["tests", "fast", "portable"])
+@pytest.mark.parametrize("profile", ["tests", "fast", "portable", "avx2"])
 def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_dir, rng, profile):
     """The extension's C screen (clearly_consistent's rule printed as C, codegen/fastcalls.py) accepts
     exactly the rows clearly_consistent accepts, through its scalar path (one set of 5 rows) and its
-    vector path (8 rows per vector where AVX-512 is native ('fast' on such a machine), else 4: a batch of 8
-    states, the row at each position of a vector): the C entry runs (returns a result) on an unknown set
-    iff every row passes, else it leaves the call to the Python check.  Rows: every edge of _screen_cases,
-    their small perturbations, random valid bodies, rows that fail one condition alone."""
-    from soadyn.codegen.profiles import get_profile
+    vector path (as many rows per vector as the target's vectors hold doubles: 2 in 'portable' and the
+    tests' profile, 4 with AVX2, 8 in 'fast' on an AVX-512 machine; a batch of 8 states, the row at each
+    position of a vector): the C entry runs (returns a result) on an unknown set iff every row passes, else
+    it leaves the call to the Python check.  Rows: every edge of _screen_cases, their small perturbations,
+    random valid bodies, rows that fail one condition alone."""
+    from soadyn.codegen.profiles import Profile, get_profile
 
     robot, mod = arm_params                 # the tests' profile
-    if profile != "tests":                  # the modules of test_parameter_batches_through_the_lanes_...
+    if profile == "avx2":                   # the fast profile's flags for an AVX2 machine
+        if not _cc_runs_avx2():
+            pytest.skip("this machine cannot run AVX2 code")
+        fast = get_profile("fast")
+        prof = Profile("avx2", tuple("-march=x86-64-v3" if f == "-march=native" else f for f in fast.cflags),
+                       fast.stage_ops, fast.lanes)
+        mod = compile_robot(robot.replace(name="scratch_tree_screen_avx2"), module_dir,
+                            functions=["mass_matrix"], profile=prof, progress=False)
+    elif profile != "tests":                # the modules of test_parameter_batches_through_the_lanes_...
         mod = compile_robot(robot.replace(name=f"scratch_tree_lanes_{profile}"), module_dir,
                             functions=["inverse_dynamics", "mass_matrix"], profile=get_profile(profile),
                             progress=False)
