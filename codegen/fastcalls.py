@@ -10,13 +10,81 @@ what differs between entries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
 from soadyn.codegen.emit import module_prefix, render
 from soadyn.codegen.functions import FunctionSpec
 from soadyn.codegen.python_api import fast_entries, python_api
+from soadyn.model.parameters import screen_conditions
 from soadyn.model.robot import Robot
+
+
+def _binary(op: str, swap: bool = False) -> Callable[[_Traced, Any], _Traced]:
+    """The method ``a op b`` (``swap``: ``b op a``, the reflected operator) of :class:`_Traced`."""
+    def method(self: _Traced, other: Any) -> _Traced:
+        return self._op(other, op, swap)
+    return method
+
+
+class _Traced:
+    """A value of the C parameter screen: every operation appends ``const T t<k> = a op b;`` to ``lines``
+    (``T``: ``double``, or a vector of four rows; the template defines it), so that a formula written over
+    NumPy arrays prints as C with the same IEEE operations in the same order."""
+
+    def __init__(self, text: str, lines: list[str]) -> None:
+        self.text, self.lines = text, lines
+
+    def _new(self, rhs: str) -> _Traced:
+        name = f"t{len(self.lines)}"
+        self.lines.append(f"const T {name} = {rhs};")
+        return _Traced(name, self.lines)
+
+    def _op(self, other: Any, op: str, swap: bool = False) -> _Traced:
+        a, b = self.text, _c_operand(other)
+        return self._new(f"{b} {op} {a}" if swap else f"{a} {op} {b}")
+
+    __add__ = _binary("+")
+    __radd__ = _binary("+", swap=True)
+    __sub__ = _binary("-")
+    __rsub__ = _binary("-", swap=True)
+    __mul__ = _binary("*")
+    __rmul__ = _binary("*", swap=True)
+    __truediv__ = _binary("/")
+    __rtruediv__ = _binary("/", swap=True)
+
+    def __neg__(self) -> _Traced:
+        return self._new(f"-{self.text}")
+
+
+def _c_operand(x: Any) -> str:
+    """A traced value's name, or a constant as a C double literal (``repr``: the exact value)."""
+    if isinstance(x, _Traced):
+        return x.text
+    r = repr(float(x))
+    if r in ("inf", "-inf", "nan"):
+        raise ValueError(f"parameter screen: constant {r} has no C literal")
+    return r
+
+
+def parameter_screen() -> str:
+    """C statements of the parameter screen (:func:`soadyn.model.parameters.screen_conditions`, the rule of
+    ``clearly_consistent``) over one row, or four, of ``params``: they read ``FX_COL(k)`` (entry k of the
+    row), use ``FX_ABS``/``FX_MAX`` and the type ``T``, and clear ``ok`` where the row fails."""
+    lines: list[str] = []
+    cols = [_Traced(f"c{k}", lines) for k in range(10)]
+    lines += [f"const T c{k} = FX_COL({k});" for k in range(10)]
+
+    def absolute(x: _Traced) -> _Traced:
+        return x._new(f"FX_ABS({x.text})")
+
+    def maximum(x: _Traced, y: _Traced) -> _Traced:
+        return x._new(f"FX_MAX({x.text}, {y.text})")
+
+    conds = screen_conditions(cols, absolute, maximum)
+    lines += [f"ok &= {_c_operand(x)} > {_c_operand(y)};" for x, y in conds]
+    return "\n".join(lines)
 
 
 def _dims(a: dict[str, Any]) -> str:
@@ -31,7 +99,8 @@ def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[di
            quat: bool, frame: bool) -> dict[str, Any]:
     """What the template needs of one entry ``fx_<name>(inputs..., [frame id,] out[, check])``: inputs
     with one leading dimension run ``<cfunc>_batch``; ``check`` (entries with ``params`` only): True to
-    run only on a parameter set the module accepted before (``fx_known``), False to skip that check."""
+    run only on a parameter set the module accepted before (``fx_known``) or one whose rows pass the C
+    screen (:func:`parameter_screen`), False to skip that check."""
     iq = next((i for i, a in enumerate(inputs) if a["name"] == "q"), 0)
     ip = next((i for i, a in enumerate(inputs) if a["name"] == "params"), None)
     m = len(outputs)
@@ -68,4 +137,5 @@ def emit_fastcalls(robot: Robot, module_name: str, ext_name: str, specs: list[Fu
     params = bool(robot.param_bodies)
     names += ["params_known", "params_accept"] if params else []
     return render("fastcalls.c.j2", header=header_name, entries=[_entry(*e) for e in entries],
-                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name, params=params)
+                  nq=robot.nq if robot.is_free else 0, methods=names, ext=ext_name, params=params,
+                  screen=parameter_screen() if params else "")

@@ -26,6 +26,14 @@ UNROLLED_STORES = 32
 #: dynamics' batch of 2,000 states 1.45x the constant module's (Panda, 80 parameters, issue 26)
 TRANSPOSED_INPUTS = frozenset({"params"})
 
+#: the lanes' rows of a transposed input are prefetched at the start of the SIMD computation when they
+#: hold at most this many bytes.  Measured on the inverse dynamics' C batch of 2,000 states, all bodies
+#: parameterised, alternating copies (load 9): xArm7 (4 x 80 parameters, 2,560 bytes) 66-69 ns per state
+#: with the prefetch against 72-73 without, chunks checked first as from Python 70-74 against 74-76; UR10
+#: (2,240 bytes) 51 against 55 (checked chunks: equal); B1+Z1 (4 x 190, 6,080 bytes: 95 prefetches per
+#: call) 195-207 with against 183-191 without, checked chunks 208-217 against 200-204
+PREFETCH_MAX_BYTES = 4096
+
 #: a full-writing delegate's output of at most this many entries is assembled lane-major in a local buffer
 #: and stored whole (:func:`whole_rows`); a larger one is zeroed with a memset and its computed entries
 #: stored one by one (TALOS's mass matrix, 1,444 entries: whole rows took 852-858 ns per state against
@@ -353,9 +361,11 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     # prefetched (one per 64-byte line) first: in cache as fast as gathers, and on 2,000 states (out of
     # cache) 1.27-1.29x the constant module instead of 1.45 (Panda, xArm7; transposed all at the start:
     # 1.18x in cache, 1.27 out of it)
+    # (rows of at most PREFETCH_MAX_BYTES in all: see there)
     vbody = [x for a in f.inputs if a.name in transposed
-             for x in (f"{vd} T_{a.name}[{a.size}];",
-                       f"for (int k = 0; k < {lanes * a.size}; k += 8) __builtin_prefetch({a.name} + k);")
+             for x in ([f"{vd} T_{a.name}[{a.size}];"]
+                       + [f"for (int k = 0; k < {lanes * a.size}; k += 8) __builtin_prefetch({a.name} + k);"]
+                       * (8 * lanes * a.size <= PREFETCH_MAX_BYTES))
              ] + vbody
     if f.core:   # a function whose SIMD computation a delegating function reuses
         core = f"{vname}_core"

@@ -31,7 +31,8 @@ zero.  ``I_c`` is computed from J about the body origin, so it carries the round
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -154,28 +155,43 @@ def clearly_consistent(rows: np.ndarray) -> np.ndarray:
     so no row this accepts is refused by :func:`parameter_problem`.  NaN or inf anywhere fails a comparison
     (massless rows are always left to :func:`parameter_problem`).
     """
-    m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
-    mu = SCREEN_MARGIN
+    cols = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
     with np.errstate(all="ignore"):
-        inv = 1.0 / m
-        hh = hx * hx + hy * hy + hz * hz
-        a11 = j11 + (hx * hx - hh) * inv
-        a22 = j22 + (hy * hy - hh) * inv
-        a33 = j33 + (hz * hz - hh) * inv
-        a12 = j12 + hx * hy * inv
-        a13 = j13 + hx * hz * inv
-        a23 = j23 + hy * hz * inv
-        tr = a11 + a22 + a33
-        s = mu * tr                                # I_c - s 1 positive definite
-        b11, b22, b33 = a11 - s, a22 - s, a33 - s
-        t = (0.5 - 0.5 * mu) * tr                  # t 1 - I_c positive definite
-        k11, k22, k33 = t - a11, t - a22, t - a33
-        jmax = np.maximum.reduce([np.abs(x) for x in (j11, j12, j13, j22, j23, j33)])
-        noise = 8.0 * np.finfo(float).eps * (jmax + hh * inv)
-        return ((m > 0.0) & (m < np.inf) & (noise < 0.1 * s)
-                & (b11 > 0.0) & (b11 * b22 - a12 * a12 > 0.0) & (_det3(b11, b22, b33, a12, a13, a23) > 0.0)
-                & (k11 > 0.0) & (k11 * k22 - a12 * a12 > 0.0)
-                & (_det3(k11, k22, k33, -a12, -a13, -a23) > 0.0))
+        ok = cols[0] < np.inf
+        for x, y in screen_conditions(cols, np.abs, np.maximum):
+            ok &= x > y
+    return ok
+
+
+def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any],
+                      maximum: Callable[[Any, Any], Any]) -> list[tuple[Any, Any]]:
+    """The rule of :func:`clearly_consistent` over the ten entries ``row`` of a row (or of many rows: NumPy
+    arrays) as pairs ``(x, y)``: the row passes when ``x > y`` for every pair and ``m < inf``.  Written once
+    over any arithmetic type with ``+ - * /`` and the given ``absolute``/``maximum``: NumPy arrays
+    (:func:`clearly_consistent`), and the tracer of :mod:`soadyn.codegen.fastcalls` that prints the same
+    IEEE operations in the same order as the C screen of a compiled module's entries (so both give the
+    same verdict on every row of finite entries)."""
+    m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = row
+    mu = SCREEN_MARGIN
+    inv = 1.0 / m
+    hh = hx * hx + hy * hy + hz * hz
+    a11 = j11 + (hx * hx - hh) * inv
+    a22 = j22 + (hy * hy - hh) * inv
+    a33 = j33 + (hz * hz - hh) * inv
+    a12 = j12 + hx * hy * inv
+    a13 = j13 + hx * hz * inv
+    a23 = j23 + hy * hz * inv
+    tr = a11 + a22 + a33
+    s = mu * tr                                # I_c - s 1 positive definite
+    b11, b22, b33 = a11 - s, a22 - s, a33 - s
+    t = (0.5 - 0.5 * mu) * tr                  # t 1 - I_c positive definite
+    k11, k22, k33 = t - a11, t - a22, t - a33
+    ab = [absolute(x) for x in (j11, j12, j13, j22, j23, j33)]
+    jmax = maximum(maximum(maximum(ab[0], ab[1]), maximum(ab[2], ab[3])), maximum(ab[4], ab[5]))
+    noise = 8.0 * float(np.finfo(float).eps) * (jmax + hh * inv)
+    return [(m, 0.0), (0.1 * s, noise),
+            (b11, 0.0), (b11 * b22 - a12 * a12, 0.0), (_det3(b11, b22, b33, a12, a13, a23), 0.0),
+            (k11, 0.0), (k11 * k22 - a12 * a12, 0.0), (_det3(k11, k22, k33, -a12, -a13, -a23), 0.0)]
 
 
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:

@@ -24,6 +24,7 @@ from soadyn.model.parameters import (
     inertia_to_vector,
     parameter_problem,
     random_params,
+    screen_conditions,
     vector_to_inertia,
     with_param_bodies,
     with_param_values,
@@ -340,31 +341,115 @@ def test_parameter_batches_through_the_lanes_equal_single_calls(module_dir, rng,
     assert mod.inverse_dynamics(q, v, a, params=P[5], out=out) is out and np.array_equal(out, one)
 
 
+def _cc_runs_avx2() -> bool:
+    """This machine runs AVX2 and FMA code (x86-64-v3)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return all(f" {f}" in flags for f in ("avx2", "fma", "bmi2"))
+
+
+#: a row on the triangle edge A + B = C (principal moments 0.5 = 0.3 + 0.2): parameter_problem accepts it,
+#: the screens (clearly_consistent, and its C print in the extension) leave it to parameter_problem
+EDGE_ROW = inertia_to_vector(Inertia(2.0, np.array([0.1, 0.0, 0.0]), np.diag([0.5, 0.3, 0.2])))
+
+
 def test_accepted_parameter_sets_are_compared_whole(arm_params, rng):
-    """A set (or batch) accepted once is not checked again (the extension keeps its bytes): one that
-    differs from an accepted batch only in a late state (past the first 32-state chunk) is still checked
-    and refused, naming that state; check_params=False still refuses a non-finite value there; the robot
-    file's values are accepted from the start; at most 64 sets are kept."""
+    """A batch the C screen accepts runs without the Python check and is not kept; a set (or batch) the
+    Python check accepted (a row on an edge the screen leaves to it) is kept and not checked again (the
+    extension keeps its bytes): one that differs from it only in a late state (past the first 32-state
+    chunk) is still checked and refused, naming that state; check_params=False still refuses a non-finite
+    value there; the robot file's values are accepted from the start; at most 64 sets are kept."""
     robot, mod = arm_params
+    assert parameter_problem(EDGE_ROW) is None and not clearly_consistent(EDGE_ROW[None])[0]
     assert mod._fx_params_known(mod.default_params()) is True
     n = 40
     P = np.array([random_params(robot, rng) for _ in range(n)])
     q = np.array([robot.random_configuration(rng) for _ in range(n)])
-    assert mod._fx_params_known(P) is False
     M = mod.mass_matrix(q, params=P)
-    assert mod._fx_params_known(P) is True and mod._fx_params_known(P.copy()) is True
-    bad = P.copy()
-    bad[38, 2, 0] = -1.0
-    assert mod._fx_params_known(bad) is False
-    with pytest.raises(ValueError, match=r"mass_matrix: params\[38, 2\] .*negative mass"):
-        mod.mass_matrix(q, params=bad)
-    nan = P.copy()
-    nan[35, 1, 4] = np.nan
-    with pytest.raises(ValueError, match="non-finite"):
-        mod.mass_matrix(q, params=nan, check_params=False)
-    assert np.array_equal(mod.mass_matrix(q, params=P), M)
+    assert mod._fx_params_known(P) is False                   # screened in C, nothing kept
+    edge = P.copy()
+    edge[:, 1] = EDGE_ROW
+    assert mod._FX["mass_matrix"](q, edge, None, True) is None          # left to the Python check
+    Me = mod.mass_matrix(q, params=edge)
+    assert mod._fx_params_known(edge) is True and mod._fx_params_known(edge.copy()) is True
+    assert mod._FX["mass_matrix"](q, edge, None, True) is not None      # known now
+    for base in (P, edge):
+        bad = base.copy()
+        bad[38, 2, 0] = -1.0
+        assert mod._fx_params_known(bad) is False
+        with pytest.raises(ValueError, match=r"mass_matrix: params\[38, 2\] .*negative mass"):
+            mod.mass_matrix(q, params=bad)
+        nan = base.copy()
+        nan[35, 1, 4] = np.nan
+        with pytest.raises(ValueError, match="non-finite"):
+            mod.mass_matrix(q, params=nan, check_params=False)
+    assert np.array_equal(mod.mass_matrix(q, params=edge), Me)
     for _ in range(70):                        # more sets than the extension keeps
-        mod.mass_matrix(q[0], params=random_params(robot, rng))
+        s = random_params(robot, rng)
+        s[1] = EDGE_ROW
+        mod.mass_matrix(q[0], params=s)
     assert mod._fx_params_known(mod.default_params()) is True
-    assert mod._fx_params_known(P) is False
-    assert np.array_equal(mod.mass_matrix(q, params=P), M)        # checked again, same result
+    assert mod._fx_params_known(edge) is False
+    assert np.array_equal(mod.mass_matrix(q, params=edge), Me)    # checked again, same result
+    assert np.array_equal(mod.mass_matrix(q, params=P), M)
+
+
+@pytest.mark.parametrize("profile", ["tests", "fast", "portable", "avx2"])
+def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_dir, rng, profile):
+    """The extension's C screen (clearly_consistent's rule printed as C, codegen/fastcalls.py) accepts
+    exactly the rows clearly_consistent accepts, through its scalar path (one set of 5 rows) and its
+    vector path (as many rows per vector as the target's vectors hold doubles: 2 in 'portable' and the
+    tests' profile, 4 with AVX2, 8 in 'fast' on an AVX-512 machine; a batch of 8 states, the row at each
+    position of a vector): the C entry runs (returns a result) on an unknown set iff every row passes, else
+    it leaves the call to the Python check.  Rows: every edge of _screen_cases, their small perturbations,
+    random valid bodies, rows that fail one condition alone."""
+    from soadyn.codegen.profiles import Profile, get_profile
+
+    robot, mod = arm_params                 # the tests' profile
+    if profile == "avx2":                   # the fast profile's flags for an AVX2 machine
+        if not _cc_runs_avx2():
+            pytest.skip("this machine cannot run AVX2 code")
+        fast = get_profile("fast")
+        prof = Profile("avx2", tuple("-march=x86-64-v3" if f == "-march=native" else f for f in fast.cflags),
+                       fast.stage_ops, fast.lanes)
+        mod = compile_robot(robot.replace(name="scratch_tree_screen_avx2"), module_dir,
+                            functions=["mass_matrix"], profile=prof, progress=False)
+    elif profile != "tests":                # the modules of test_parameter_batches_through_the_lanes_...
+        mod = compile_robot(robot.replace(name=f"scratch_tree_lanes_{profile}"), module_dir,
+                            functions=["inverse_dynamics", "mass_matrix"], profile=get_profile(profile),
+                            progress=False)
+    fx = mod._FX["mass_matrix"]
+    rows, _ = _screen_cases()
+    # rotated bodies near the edges, negative masses: rows that fail one condition of the rule alone
+    k = 4000
+    R = np.linalg.qr(rng.normal(size=(k, 3, 3)))[0]
+    J = R @ (rng.uniform(-0.2, 1.0, (k, 3))[:, :, None] * np.eye(3)) @ R.transpose(0, 2, 1)
+    more = np.column_stack([rng.choice([1.0, -1.0], k, p=[0.9, 0.1]), np.zeros((k, 3)), J[:, 0, 0],
+                            J[:, 0, 1], J[:, 0, 2], J[:, 1, 1], J[:, 1, 2], J[:, 2, 2]])
+    rows = np.vstack([rows, rows * (1 + 1e-9 * rng.normal(size=rows.shape)), more,
+                      [random_params(robot, rng)[1] for _ in range(20)]])
+    rows = rows[np.isfinite(rows).all(axis=1)]
+    with np.errstate(all="ignore"):
+        fails = ~np.array([x > y for x, y in screen_conditions(rows.T.copy(), np.abs, np.maximum)])
+    alone = fails & (fails.sum(axis=0) == 1)
+    # m > 0, the rounding bound, the triangle inequality's last minor: each decides some rows alone (the
+    # others are implied by them: a moment within the triangle bound is above the definiteness bound)
+    assert alone[[0, 1, 7]].any(axis=1).all()
+    pick = np.flatnonzero(alone.any(axis=0) | (rng.uniform(size=len(rows)) < 0.05))
+    rows = rows[np.unique(np.r_[pick, np.arange(len(rows) - 20, len(rows))])]
+    want = clearly_consistent(rows)
+    assert 0 < want.sum() < len(rows)
+    base = random_params(robot, rng)
+    q = robot.random_configuration(rng)
+    Q = np.array([robot.random_configuration(rng) for _ in range(8)])
+    B = np.array([random_params(robot, rng) for _ in range(8)])
+    assert clearly_consistent(base).all() and clearly_consistent(B.reshape(-1, 10)).all()
+    for k, (row, w) in enumerate(zip(rows, want)):
+        one = base.copy()
+        one[k % 5] = row
+        assert (fx(q, one, None, True) is not None) == w, (k, row)
+        batch = B.copy()
+        batch[k % 8, (k // 8) % 5] = row
+        assert (fx(Q, batch, None, True) is not None) == w, (k, row)
