@@ -251,6 +251,18 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
             args = ", ".join(f"o_{a}" if a in outputs else f"{a}, T_{a}" if a in transposed else a
                              for a in s.args)
             out.append(f"{rename[s.target]}({args});")
+        elif k == cp.ZEROS and s.target in outputs and all(
+                slots is None or slots[s.target].get(j) == j for j in range(s.index, s.end)):
+            out.append(f"for (int k = {s.index}; k < {s.end}; ++k) o_{s.target}[k] = ({vd}){{0}};")
+        elif k == cp.SWITCH and not transposed:
+            # a frame family's cases (one frame for the whole batch): each case's statements for the lanes
+            out.append("switch (frame) {")
+            for c in s.cases:
+                inner = vectorise(c.body, inputs, outputs, lanes, rename, slots, transposed)
+                if inner is None:
+                    return None
+                out += [f"case {c.enumerator}: {{", *inner, "break;", "}"]
+            out += ["default: break;", "}"]
         elif k == cp.VOID:
             out.append(f"(void)o_{s.target};" if s.target in outputs else f"(void){s.target};")
         elif k == cp.COMMENT:
@@ -318,7 +330,9 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     stages ``staged``: :class:`soadyn.codegen.stages.Staged`, each stage vectorised too) printed by
     :func:`vectorise` into lane-major buffers, transposed into the callers' arrays at the end; ``stored``:
     the entries the statements store (:func:`~soadyn.codegen.cprogram.stored_entries`)."""
-    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    frame = [("int ", "frame")] if f.is_family else []
+    params = ([("const double *", a.name) for a in f.inputs] + frame
+              + [("double *", a.name) for a in f.outputs])
     inputs = {a.name: a.size for a in f.inputs}
     outputs = {a.name: a.size for a in f.outputs}
     packed, slots = _slots(f, stored)
@@ -336,7 +350,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     vpieces, vprotos = [], []
     if staged is not None:
         for name, body in zip(staged.names, staged.stage_bodies):
-            vstage = name.replace(f.cname + "_stage", vname + "_stage")
+            vstage = vname + name.removeprefix(f.cname)        # <f>_lanes_stage<k>, <f>_lanes_case<j>
             rename[name] = vstage
             vbody = vectorise(body, inputs, outputs, lanes, {}, slots, transposed)
             if vbody is None:
@@ -394,13 +408,40 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
 
 
 def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
-    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one."""
+    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one (a
+    frame family: after its check of the frame id, which every state shares)."""
     vd = vector_type(lanes)
-    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
-    return ["int i = 0;", f"#ifdef {vd.upper()}",
+    lane_args = ", ".join([f"{a.name} + (long)i * {a.size}" for a in f.inputs]
+                          + (["frame"] if f.is_family else [])
+                          + [f"{a.name} + (long)i * {a.size}" for a in f.outputs])
+    check = [x for x in f.batch_body if x.startswith("if (frame ")]
+    call = f"(void){f.cname}" if f.is_family else f.cname
+    return [*check, "int i = 0;", f"#ifdef {vd.upper()}",
             f"for (; i + {lanes} <= n; i += {lanes}) {{",
             f"    {vname}({lane_args});", "}", "#endif",
-            "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+            "for (; i < n; ++i) {", f"    {call}({f.batch_args});", "}",
+            *(["return 0;"] if f.is_family else [])]
+
+
+def family_writes_all(body: list[Stmt], outputs: dict[str, int]) -> bool:
+    """Every case of a frame family's switch (``body``: prefix, then the switch) stores every entry of
+    every output (values, constants or runs of zeros), and the prefix none: its SIMD batch then fills
+    whole lane-major buffers in every case and copies them back whole."""
+    switch = [s for s in body if s.kind == cp.SWITCH]
+    if len(switch) != 1 or any(s.kind in (cp.STORE, cp.ZEROS) for s in body):
+        return False
+    for c in switch[0].cases:
+        seen: dict[str, set[int]] = {name: set() for name in outputs}
+        for s in c.body:
+            if s.kind == cp.STORE and s.target in seen:
+                seen[s.target].add(s.index)
+            elif s.kind == cp.ZEROS and s.target in seen:
+                seen[s.target].update(range(s.index, s.end))
+            elif s.kind not in cp.VALUES and s.kind != cp.COMMENT:
+                return False
+        if any(len(seen[name]) != size for name, size in outputs.items()):
+            return False
+    return True
 
 
 def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
@@ -493,3 +534,20 @@ def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     f.batch_body = _lanes_batch_body(f, vname, lanes)
 
 
+
+
+def finish_zero_fext(f, extra: Extra, lanes: int) -> None:
+    """Batch of a function that calls its ``*_fext`` twin with zero wrenches
+    (:func:`soadyn.codegen.emit.emit_zero_fext_call`) in a SIMD build: the twin's batch entry (its SIMD
+    lanes) on ``lanes`` states at a time with one zeroed array of ``lanes`` states' wrenches, instead of a
+    loop of single calls (each its own zero array and scalar call)."""
+    target, ins = f.zero_fext, f.zero_fext_inputs
+    size = dict(ins)["f_ext"]
+    outs = [(a.name, a.size) for a in f.outputs]
+    decl = ", ".join(["int n"] + [f"const double *{a}" for a, _ in ins] + [f"double *{a}" for a, _ in outs])
+    args = ", ".join(["{}"] + ["soadyn_zero" if a == "f_ext" else f"{a} + (long)i * {k}" for a, k in ins]
+                     + [f"{a} + (long)i * {k}" for a, k in outs])
+    extra.prototypes.append(f"void {target}_batch({decl});")
+    f.batch_body = [f"double soadyn_zero[{lanes * size}] = {{0}};", "int i = 0;",
+                    f"for (; i + {lanes} <= n; i += {lanes}) {target}_batch({args.format(lanes)});",
+                    f"if (i < n) {target}_batch({args.format('n - i')});"]

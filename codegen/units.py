@@ -16,7 +16,15 @@ functions (issue 11).
 from __future__ import annotations
 
 from soadyn.codegen.cprogram import stored_entries
-from soadyn.codegen.lanes import Extra, finish_delegate, finish_lanes, simd_prelude
+from soadyn.codegen.lanes import (
+    TRANSPOSED_INPUTS,
+    Extra,
+    family_writes_all,
+    finish_delegate,
+    finish_lanes,
+    finish_zero_fext,
+    simd_prelude,
+)
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
@@ -45,7 +53,16 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
                             "base_inertia", "coupling_inertia", "coupling_inertia_rate",
                             "generalized_inertia", "base_velocity",
                             # factors and operational-space inertias
-                            "innovations_factors", "operational_space_inertias"})
+                            "innovations_factors", "operational_space_inertias",
+                            # product loops (in place: M^-1 B) evaluated as expressions in the lanes; the
+                            # functions without wrenches run their *_fext twin's lanes on zero wrenches
+                            "forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
+                            "generalized_bias_fext", "angular_reduced_dynamics_fext",
+                            # frame families: the frame's case chosen once per lanes group
+                            "jacobian_local", "jacobian_world", "frame_pose", "generalized_jacobian",
+                            "momentum_frame_twist",
+                            # the derivatives (their general products as expressions too)
+                            "inverse_dynamics_derivatives", "forward_dynamics_derivatives"})
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
@@ -65,13 +82,24 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
     variant already finished)."""
     extra = Extra(lanes=lanes)
     f.extra = extra
+    if f.zero_fext:
+        if lanes > 1:
+            finish_zero_fext(f, extra, lanes)
+        return
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
     if f.is_family:
+        # a SIMD batch when every case writes whole outputs and no input is read lane-major (a block
+        # transposed in one case would be missing in another)
+        vector = (lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs)
+                  and family_writes_all(f.body, {a.name: a.size for a in f.outputs}))
         staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
         if staged is not None:
             f.body = staged.body
             extra.prototypes += staged.prototypes
             extra.pieces += staged.stages
+        if vector:
+            finish_lanes(f, extra, lanes, f.body, staged,
+                         {a.name: [(k, None) for k in range(a.size)] for a in f.outputs})
         return
     stored = stored_entries(f.body, [a.name for a in f.outputs])
     # product loops (the body's last statements) run after the statements, staged or not; scalar
