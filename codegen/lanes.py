@@ -31,6 +31,11 @@ TRANSPOSED_INPUTS = frozenset({"params"})
 #: stored one by one (TALOS's mass matrix, 1,444 entries: whole rows took 852-858 ns per state against
 #: 568-581 for the memset; the xArm7's, 169 entries: 89-93 against 105-109)
 WHOLE_ROWS_MAX = 256
+#: a full-writing function's output of more entries than this, a quarter or more of them exact zeros, is
+#: zeroed in the lanes' rows with one memset and its other entries stored one by one (else every zero is
+#: stored like the other constants, one unrolled scalar store per lane: TALOS's innovations factors,
+#: 2,888 entries, ~2,400 of them zeros)
+MEMSET_MIN = 256
 
 _VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
            C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
@@ -396,8 +401,15 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
             vbody.append(f"for (; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
-        vbody += transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
-                                                       for k, c in stored[a.name]], zeroed=False)
+        entries = [(k, c, slots[a.name].get(k, -1)) for k, c in stored[a.name]]
+        zeros = sum(c == "0" for _, c in stored[a.name])
+        if not f.core and a.size > MEMSET_MIN and 4 * zeros >= a.size \
+                and sorted(k for k, _ in stored[a.name]) == list(range(a.size)):
+            # a large full-writing output, a quarter or more exact zeros: the lanes' rows zeroed at once
+            vbody.append(f"__builtin_memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
+            vbody += transposition(a.name, a.size, lanes, entries, zeroed=True)
+            continue
+        vbody += transposition(a.name, a.size, lanes, entries, zeroed=False)
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(guarded(lanes, block(sig, vbody)))

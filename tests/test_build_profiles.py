@@ -521,6 +521,34 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
                                 (api, kw.keys(), frame, opt, i)
 
 
+def test_large_outputs_with_zeros_zeroed_at_once_in_the_simd_batch(tmp_path, monkeypatch):
+    """Full-writing outputs with many exact zeros (the innovations factors: tree zeros, a unit diagonal)
+    whose lanes' rows are zeroed with one memset before the other entries (``lanes.MEMSET_MIN``, lowered
+    here to reach the test robot's), into garbage: the single calls' bits, the remainder states too."""
+    import soadyn.codegen.lanes as lanes
+
+    monkeypatch.setattr(lanes, "MEMSET_MIN", 0)
+    robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
+    m = soadyn_compile(robot, tmp_path, functions=["innovations_factors"], progress=False,
+                       profile=Profile("zeroed_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4))
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    gen = pl.generate(robot, functions=["innovations_factors"], profile=Profile("z", ("-O0",), 0, lanes=4))
+    src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
+    assert "__builtin_memset(L, 0" in src and "__builtin_memset(D, 0" in src
+    n = 7
+    rng = np.random.default_rng(12)
+    Q = np.stack([robot.random_configuration(rng) for _ in range(n)])
+    L, D = (rng.normal(size=(n, robot.nv, robot.nv)) for _ in range(2))
+    m.innovations_factors(Q, out=(L, D))
+    for i in range(n):
+        l1, d1 = m.innovations_factors(Q[i])
+        assert np.array_equal(L[i].view(np.int64), l1.view(np.int64)), i
+        assert np.array_equal(D[i].view(np.int64), d1.view(np.int64)), i
+    assert np.count_nonzero(L[0] == 0) > 0 and np.count_nonzero(L[0] == 1) >= robot.nv   # zeros and constants
+
+
 @pytest.mark.parametrize("whole_rows_max", [0, 1 << 20])
 def test_full_writing_mass_matrix_batch_both_ways_of_writing_rows(tmp_path, test_arm_path, monkeypatch,
                                                                   whole_rows_max):
