@@ -38,13 +38,16 @@ UNIT_OPS = 10000
 #: that batches are made of (simulation, rollouts, sampling), and the straight-line functions that are
 #: cheap to vectorise (issue 26 item 2: a batch per state at most 0.8x the single call).  The lanes
 #: version of a function costs as much compile time as the scalar one again (all 29 functions of the
-#: four-arm robot: 114 s of compiler CPU instead of ~60 s).  Left out, their batches a loop over the
-#: scalar function: the frame families (one body per frame; :func:`finish_function`), the functions with
-#: product loops but no product-free statements (``forward_dynamics_schur``/``_decoupled``,
-#: ``generalized_bias``, ``angular_reduced_dynamics``: :attr:`EmittedFunction.lanes_body` is None) and the
-#: derivatives (their own issue).  The eleven added after the dynamics cost ~12 % more compiler CPU for the
-#: default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 -> 31.0-32.9 s; issue 26,
-#: benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the xArm7
+#: four-arm robot: 114 s of compiler CPU instead of ~60 s).  The eleven added after the dynamics cost ~12 %
+#: more compiler CPU for the default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 ->
+#: 31.0-32.9 s; issue 26, benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the
+#: xArm7.  Then the rest of the default functions and the derivatives: the frame families (the frame's
+#: case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`), the functions with product
+#: loops (their products as expressions, :func:`~soadyn.codegen.products.expanded_products`, in-place ones
+#: too) and the Schur/decoupled/bias functions, whose variants without wrenches run the ``*_fext`` batch
+#: on zero wrenches (:func:`~soadyn.codegen.lanes.finish_zero_fext`): their batches from 0.96-1.33x to
+#: 0.24-0.61x the single call (xArm7 free, TALOS), the derivatives' from 0.80-1.03x to 0.42-0.58x (xArm7);
+#: serial gcc CPU of the default units +22 % (xArm7 free 10.2 -> 12.5 s; benchmarks/README.md)
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
