@@ -435,25 +435,46 @@ def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
             *(["return 0;"] if f.is_family else [])]
 
 
-def family_writes_all(body: list[Stmt], outputs: dict[str, int]) -> bool:
-    """Every case of a frame family's switch (``body``: prefix, then the switch) stores every entry of
-    every output (values, constants or runs of zeros), and the prefix none: its SIMD batch then fills
-    whole lane-major buffers in every case and copies them back whole."""
+def family_cases(body: list[Stmt], outputs: dict[str, int]
+                 ) -> dict[str, dict[str, list[tuple[int, str | None]]]] | None:
+    """The entries each case of a frame family's switch (``body``: prefix, then the switch) stores, by
+    enumerator: output -> [(entry, constant or None)] (a run of zeros as its ``"0"`` entries); None unless
+    every case stores every entry of every output and the prefix none: the SIMD batch fills whole
+    lane-major buffers in every case and copies them back whole."""
     switch = [s for s in body if s.kind == cp.SWITCH]
     if len(switch) != 1 or any(s.kind in (cp.STORE, cp.ZEROS) for s in body):
-        return False
+        return None
+    out: dict[str, dict[str, list[tuple[int, str | None]]]] = {}
     for c in switch[0].cases:
-        seen: dict[str, set[int]] = {name: set() for name in outputs}
+        seen: dict[str, dict[int, str | None]] = {name: {} for name in outputs}   # the last store wins
         for s in c.body:
             if s.kind == cp.STORE and s.target in seen:
-                seen[s.target].add(s.index)
+                seen[s.target][s.index] = s.expr.text.strip() if cp.is_constant(s.expr) else None
             elif s.kind == cp.ZEROS and s.target in seen:
-                seen[s.target].update(range(s.index, s.end))
+                seen[s.target].update((k, "0") for k in range(s.index, s.end))
             elif s.kind not in cp.VALUES and s.kind != cp.COMMENT:
-                return False
+                return None
         if any(len(seen[name]) != size for name, size in outputs.items()):
-            return False
-    return True
+            return None
+        out[c.enumerator] = {name: sorted(es.items()) for name, es in seen.items()}
+    return out
+
+
+#: a frame family whose outputs have more entries than this, half or more of them exact zeros over its
+#: cases (:func:`zeros_dominated`), keeps its scalar batch
+FAMILY_OUTPUT_MAX = 128
+
+
+def zeros_dominated(cases: dict[str, dict[str, list[tuple[int, str | None]]]]) -> bool:
+    """A frame family's batch is the writing of its output: more than :data:`FAMILY_OUTPUT_MAX` entries per
+    state, half or more of those its cases store exact zeros (TALOS's Jacobians, 6 x 38: the joints off the
+    frame's path).  SIMD lanes left TALOS's ``jacobian`` (1.8 KB per state, 54 ns per single call) at
+    1.01-1.29x the single call (1.12-1.18x without) for 3.8 s more gcc CPU of the two Jacobians; each case
+    of the lanes copying its computed entries after a memset of the rows instead: 1.26-1.63x.  The xArm7's
+    (6 x 13) went from 1.03x to 0.41x with lanes."""
+    entries = [c for case in cases.values() for es in case.values() for _, c in es]
+    size = sum(len(es) for es in next(iter(cases.values())).values())
+    return size > FAMILY_OUTPUT_MAX and 2 * sum(c == "0" for c in entries) >= len(entries)
 
 
 def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],

@@ -19,11 +19,12 @@ from soadyn.codegen.cprogram import stored_entries
 from soadyn.codegen.lanes import (
     TRANSPOSED_INPUTS,
     Extra,
-    family_writes_all,
+    family_cases,
     finish_delegate,
     finish_lanes,
     finish_zero_fext,
     simd_prelude,
+    zeros_dominated,
 )
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
@@ -93,8 +94,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
     if f.is_family:
         # a SIMD batch when every case writes whole outputs and no input is read lane-major (a block
         # transposed in one case would be missing in another)
-        vector = (lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs)
-                  and family_writes_all(f.body, {a.name: a.size for a in f.outputs}))
+        cases = (family_cases(f.body, {a.name: a.size for a in f.outputs})
+                 if lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs) else None)
+        vector = cases is not None and not zeros_dominated(cases)
         staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
         if staged is not None:
             f.body = staged.body

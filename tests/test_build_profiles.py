@@ -521,6 +521,22 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
                                 (api, kw.keys(), frame, opt, i)
 
 
+def test_frame_family_of_large_mostly_zero_outputs_keeps_its_scalar_batch(monkeypatch):
+    """A frame family whose outputs are large (``lanes.FAMILY_OUTPUT_MAX``, lowered here) and mostly exact
+    zeros over its cases (the free tree's local Jacobians: most joints off each frame's path) keeps its
+    scalar batch; the world-aligned Jacobians (few zeros) and small outputs get lanes."""
+    import soadyn.codegen.lanes as lanes
+    import soadyn.codegen.pipeline as pl
+
+    robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
+    prof = Profile("z", ("-O0",), 0, lanes=4)
+    for limit, local in ((lanes.FAMILY_OUTPUT_MAX, True), (0, False)):
+        monkeypatch.setattr(lanes, "FAMILY_OUTPUT_MAX", limit)
+        gen = pl.generate(robot, functions=["jacobian", "frame_pose"], profile=prof)
+        got = {f.cname.removeprefix(gen.module_name + "_"): f.extra.vectorised for f in gen.functions}
+        assert got == {"jacobian_local": local, "jacobian_world": True, "frame_pose": True}, (limit, got)
+
+
 def test_large_outputs_with_zeros_zeroed_at_once_in_the_simd_batch(tmp_path, monkeypatch):
     """Full-writing outputs with many exact zeros (the innovations factors: tree zeros, a unit diagonal)
     whose lanes' rows are zeroed with one memset before the other entries (``lanes.MEMSET_MIN``, lowered
