@@ -42,13 +42,16 @@ UNIT_OPS = 10000
 #: four-arm robot: 114 s of compiler CPU instead of ~60 s).  The eleven added after the dynamics cost ~12 %
 #: more compiler CPU for the default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 ->
 #: 31.0-32.9 s; issue 26, benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the
-#: xArm7.  Then the rest of the default functions and the derivatives: the frame families (the frame's
-#: case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`), the functions with product
-#: loops (their products as expressions, :func:`~soadyn.codegen.products.expanded_products`, in-place ones
-#: too) and the Schur/decoupled/bias functions, whose variants without wrenches run the ``*_fext`` batch
-#: on zero wrenches (:func:`~soadyn.codegen.lanes.finish_zero_fext`): their batches from 0.96-1.33x to
-#: 0.24-0.61x the single call (xArm7 free, TALOS), the derivatives' from 0.80-1.03x to 0.42-0.58x (xArm7);
-#: serial gcc CPU of the default units +22 % (xArm7 free 10.2 -> 12.5 s; benchmarks/README.md)
+#: xArm7.  Then the rest of the default functions and the derivatives (issue 26): the frame families
+#: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; not those whose
+#: batch is the writing of a large, mostly zero output, :func:`~soadyn.codegen.lanes.zeros_dominated`),
+#: the functions with product loops (their products as expressions, in-place ones too:
+#: :func:`~soadyn.codegen.products.expanded_products`), the Schur/decoupled/bias functions, whose
+#: variants without wrenches run the ``*_fext`` batch on zero wrenches
+#: (:func:`~soadyn.codegen.lanes.finish_zero_fext`), and the ID/FD derivatives: batches from 0.79-1.04x
+#: to 0.27-0.62x the single call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to
+#: 0.46-0.63x (xArm7); serial gcc CPU of the default functions' units xArm7 free 10.2 -> 12.5 s, TALOS
+#: 34.4 -> 51.6 s (before the TALOS Jacobians went back to scalar batches: -3.8 s), benchmarks/README.md
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
