@@ -51,7 +51,7 @@ UNIT_OPS = 10000
 #: (:func:`~soadyn.codegen.lanes.finish_zero_fext`), and the ID/FD derivatives: batches from 0.79-1.04x
 #: to 0.24-0.63x the single call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to
 #: 0.42-0.63x (xArm7); serial gcc CPU of the default functions' units xArm7 free 10.2 -> 12.5 s, TALOS
-#: 34.4 -> 51.6 s (before the TALOS Jacobians went back to scalar batches: -3.8 s), benchmarks/README.md
+#: 34.8 -> 46.8 s (benchmarks/README.md)
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
