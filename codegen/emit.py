@@ -85,6 +85,11 @@ class EmittedFunction:
     core: bool = False
     #: a frame family: the C of the frame enum its self-contained translation unit starts with
     enum_text: str = ""
+    #: a function that calls its ``*_fext`` twin with zero wrenches (:func:`emit_zero_fext_call`): the
+    #: twin's C name and its inputs (name, size) in order; a SIMD build's batch runs the twin's batch
+    #: entry on zero wrenches (:func:`soadyn.codegen.lanes.finish_zero_fext`)
+    zero_fext: str = ""
+    zero_fext_inputs: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_family(self) -> bool:
@@ -238,7 +243,8 @@ def emit_zero_fext_call(spec: FunctionSpec, program: Program, prefix: str) -> Em
     return EmittedFunction(cname, c_comment(doc), list(spec.inputs), list(spec.outputs),
                            dict(program.ops), signature, batch_signature, batch_args, signature + ";",
                            batch_signature + ";", body, [], loop,
-                           helpers=[f"void {target}({', '.join(params)});"])
+                           helpers=[f"void {target}({', '.join(params)});"], zero_fext=target,
+                           zero_fext_inputs=tuple((name, len(syms)) for name, syms in program.inputs))
 
 
 def _input_loads(program: Program) -> tuple[list[Stmt], list[str], set[str]]:
@@ -304,7 +310,7 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
         f.epilogue += call
         if p.k:                        # the scratch array of a general product's factors
             f.scratch.append((p.left, scratch_size(p)))
-    if program.products and all(p.k for p in program.products):
+    if program.products:
         f.lanes_body = expanded_products(body, program.products)
     f.body = [Stmt(cp.SCRATCH, n, index=size) for n, size in f.scratch] + body + f.epilogue
 
@@ -428,7 +434,7 @@ def emit_functions(robot: Robot, module_name: str, specs: list[FunctionSpec],
     for s, p in zip(specs, programs):
         if s.zero_fext_call:
             funcs.append(emit_zero_fext_call(s, p, prefix))
-            simd.append(False)
+            simd.append(s.zero_fext_call in SIMD_FUNCTIONS)
             continue
         main = emit_function(s, p, prefix, enum)
         variants = structured_variants(s, p, prefix)

@@ -39,6 +39,11 @@ PREFETCH_MAX_BYTES = 4096
 #: stored one by one (TALOS's mass matrix, 1,444 entries: whole rows took 852-858 ns per state against
 #: 568-581 for the memset; the xArm7's, 169 entries: 89-93 against 105-109)
 WHOLE_ROWS_MAX = 256
+#: a full-writing function's output of more entries than this, a quarter or more of them exact zeros, is
+#: zeroed in the lanes' rows with one memset and its other entries stored one by one (else every zero is
+#: stored like the other constants, one unrolled scalar store per lane: TALOS's innovations factors,
+#: 2,888 entries, ~2,400 of them zeros)
+MEMSET_MIN = 256
 
 _VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
            C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
@@ -259,6 +264,18 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
             args = ", ".join(f"o_{a}" if a in outputs else f"{a}, T_{a}" if a in transposed else a
                              for a in s.args)
             out.append(f"{rename[s.target]}({args});")
+        elif k == cp.ZEROS and s.target in outputs and all(
+                slots is None or slots[s.target].get(j) == j for j in range(s.index, s.end)):
+            out.append(f"for (int k = {s.index}; k < {s.end}; ++k) o_{s.target}[k] = ({vd}){{0}};")
+        elif k == cp.SWITCH and not transposed:
+            # a frame family's cases (one frame for the whole batch): each case's statements for the lanes
+            out.append("switch (frame) {")
+            for c in s.cases:
+                inner = vectorise(c.body, inputs, outputs, lanes, rename, slots, transposed)
+                if inner is None:
+                    return None
+                out += [f"case {c.enumerator}: {{", *inner, "break;", "}"]
+            out += ["default: break;", "}"]
         elif k == cp.VOID:
             out.append(f"(void)o_{s.target};" if s.target in outputs else f"(void){s.target};")
         elif k == cp.COMMENT:
@@ -326,7 +343,9 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     stages ``staged``: :class:`soadyn.codegen.stages.Staged`, each stage vectorised too) printed by
     :func:`vectorise` into lane-major buffers, transposed into the callers' arrays at the end; ``stored``:
     the entries the statements store (:func:`~soadyn.codegen.cprogram.stored_entries`)."""
-    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    frame = [("int ", "frame")] if f.is_family else []
+    params = ([("const double *", a.name) for a in f.inputs] + frame
+              + [("double *", a.name) for a in f.outputs])
     inputs = {a.name: a.size for a in f.inputs}
     outputs = {a.name: a.size for a in f.outputs}
     packed, slots = _slots(f, stored)
@@ -344,7 +363,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     vpieces, vprotos = [], []
     if staged is not None:
         for name, body in zip(staged.names, staged.stage_bodies):
-            vstage = name.replace(f.cname + "_stage", vname + "_stage")
+            vstage = vname + name.removeprefix(f.cname)        # <f>_lanes_stage<k>, <f>_lanes_case<j>
             rename[name] = vstage
             vbody = vectorise(body, inputs, outputs, lanes, {}, slots, transposed)
             if vbody is None:
@@ -392,8 +411,15 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
             vbody.append(f"for (; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
-        vbody += transposition(a.name, a.size, lanes, [(k, c, slots[a.name].get(k, -1))
-                                                       for k, c in stored[a.name]], zeroed=False)
+        entries = [(k, c, slots[a.name].get(k, -1)) for k, c in stored[a.name]]
+        zeros = sum(c == "0" for _, c in stored[a.name])
+        if not f.core and a.size > MEMSET_MIN and 4 * zeros >= a.size \
+                and sorted(k for k, _ in stored[a.name]) == list(range(a.size)):
+            # a large full-writing output, a quarter or more exact zeros: the lanes' rows zeroed at once
+            vbody.append(f"__builtin_memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
+            vbody += transposition(a.name, a.size, lanes, entries, zeroed=True)
+            continue
+        vbody += transposition(a.name, a.size, lanes, entries, zeroed=False)
     sig = f"void {vname}({decl})"
     vprotos.append(f"{sig};")
     vpieces.append(guarded(lanes, block(sig, vbody)))
@@ -404,13 +430,61 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
 
 
 def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
-    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one."""
+    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one (a
+    frame family: after its check of the frame id, which every state shares)."""
     vd = vector_type(lanes)
-    lane_args = ", ".join(f"{a.name} + (long)i * {a.size}" for a in [*f.inputs, *f.outputs])
-    return ["int i = 0;", f"#ifdef {vd.upper()}",
+    lane_args = ", ".join([f"{a.name} + (long)i * {a.size}" for a in f.inputs]
+                          + (["frame"] if f.is_family else [])
+                          + [f"{a.name} + (long)i * {a.size}" for a in f.outputs])
+    check = [x for x in f.batch_body if x.startswith("if (frame ")]
+    call = f"(void){f.cname}" if f.is_family else f.cname
+    return [*check, "int i = 0;", f"#ifdef {vd.upper()}",
             f"for (; i + {lanes} <= n; i += {lanes}) {{",
             f"    {vname}({lane_args});", "}", "#endif",
-            "for (; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+            "for (; i < n; ++i) {", f"    {call}({f.batch_args});", "}",
+            *(["return 0;"] if f.is_family else [])]
+
+
+def family_cases(body: list[Stmt], outputs: dict[str, int]
+                 ) -> dict[str, dict[str, list[tuple[int, str | None]]]] | None:
+    """The entries each case of a frame family's switch (``body``: prefix, then the switch) stores, by
+    enumerator: output -> [(entry, constant or None)] (a run of zeros as its ``"0"`` entries); None unless
+    every case stores every entry of every output and the prefix none: the SIMD batch fills whole
+    lane-major buffers in every case and copies them back whole."""
+    switch = [s for s in body if s.kind == cp.SWITCH]
+    if len(switch) != 1 or any(s.kind in (cp.STORE, cp.ZEROS) for s in body):
+        return None
+    out: dict[str, dict[str, list[tuple[int, str | None]]]] = {}
+    for c in switch[0].cases:
+        seen: dict[str, dict[int, str | None]] = {name: {} for name in outputs}   # the last store wins
+        for s in c.body:
+            if s.kind == cp.STORE and s.target in seen:
+                seen[s.target][s.index] = s.expr.text.strip() if cp.is_constant(s.expr) else None
+            elif s.kind == cp.ZEROS and s.target in seen:
+                seen[s.target].update((k, "0") for k in range(s.index, s.end))
+            elif s.kind not in cp.VALUES and s.kind != cp.COMMENT:
+                return None
+        if any(len(seen[name]) != size for name, size in outputs.items()):
+            return None
+        out[c.enumerator] = {name: sorted(es.items()) for name, es in seen.items()}
+    return out
+
+
+#: a frame family whose outputs have more entries than this, half or more of them exact zeros over its
+#: cases (:func:`zeros_dominated`), keeps its scalar batch
+FAMILY_OUTPUT_MAX = 128
+
+
+def zeros_dominated(cases: dict[str, dict[str, list[tuple[int, str | None]]]]) -> bool:
+    """A frame family's batch is the writing of its output: more than :data:`FAMILY_OUTPUT_MAX` entries per
+    state, half or more of those its cases store exact zeros (TALOS's Jacobians, 6 x 38: the joints off the
+    frame's path).  SIMD lanes left TALOS's ``jacobian`` (1.8 KB per state, 54 ns per single call) at
+    1.01-1.29x the single call (1.12-1.18x without) for 3.8 s more gcc CPU of the two Jacobians; each case
+    of the lanes copying its computed entries after a memset of the rows instead: 1.26-1.63x.  The xArm7's
+    (6 x 13) went from 1.03x to 0.41x with lanes."""
+    entries = [c for case in cases.values() for es in case.values() for _, c in es]
+    size = sum(len(es) for es in next(iter(cases.values())).values())
+    return size > FAMILY_OUTPUT_MAX and 2 * sum(c == "0" for c in entries) >= len(entries)
 
 
 def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
@@ -503,3 +577,20 @@ def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     f.batch_body = _lanes_batch_body(f, vname, lanes)
 
 
+
+
+def finish_zero_fext(f, extra: Extra, lanes: int) -> None:
+    """Batch of a function that calls its ``*_fext`` twin with zero wrenches
+    (:func:`soadyn.codegen.emit.emit_zero_fext_call`) in a SIMD build: the twin's batch entry (its SIMD
+    lanes) on ``lanes`` states at a time with one zeroed array of ``lanes`` states' wrenches, instead of a
+    loop of single calls (each its own zero array and scalar call)."""
+    target, ins = f.zero_fext, f.zero_fext_inputs
+    size = dict(ins)["f_ext"]
+    outs = [(a.name, a.size) for a in f.outputs]
+    decl = ", ".join(["int n"] + [f"const double *{a}" for a, _ in ins] + [f"double *{a}" for a, _ in outs])
+    args = ", ".join(["{}"] + ["soadyn_zero" if a == "f_ext" else f"{a} + (long)i * {k}" for a, k in ins]
+                     + [f"{a} + (long)i * {k}" for a, k in outs])
+    extra.prototypes.append(f"void {target}_batch({decl});")
+    f.batch_body = [f"double soadyn_zero[{lanes * size}] = {{0}};", "int i = 0;",
+                    f"for (; i + {lanes} <= n; i += {lanes}) {target}_batch({args.format(lanes)});",
+                    f"if (i < n) {target}_batch({args.format('n - i')});"]

@@ -227,21 +227,31 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
 
 
 def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
-    """``body`` (the statements, stores included) with its general products as expressions: a factor's
-    scratch entry becomes a local ``<scratch>_<i>`` (an entry of ``A`` read in place from an output,
-    ``Product.source``, the local ``<output>_s<i>`` stored there), and each result entry
-    ``C + s (a_i0 b_0j + ...)`` is stored after the statements, summed left to right like the loops (a
-    symmetric product's entry (i, j), i <= j, also at (j, i)), so that every lane rounds exactly as the
-    scalar function."""
+    """``body`` (the statements, stores included) with its products as expressions, so that every lane
+    rounds exactly as the scalar function.  A general product (``k`` > 0): a factor's scratch entry becomes
+    a local ``<scratch>_<i>`` (an entry of ``A`` read in place from an output, ``Product.source``, the local
+    ``<output>_s<i>`` stored there), and each result entry ``C + s (a_i0 b_0j + ...)`` is stored after the
+    statements, summed left to right like the loops (a symmetric product's entry (i, j), i <= j, also at
+    (j, i)).  An in-place product (``k`` = 0, ``s A B`` with ``A`` the output ``left`` and ``B`` stored where
+    the result goes): the entries of ``A`` are stored and kept as locals ``<left>_s<i>``, those of ``B``
+    become locals ``<output>_b<i>`` instead of stores, and each result entry ``s (a_i0 b_0j + ...)`` is stored
+    after the statements, summed left to right like the loops."""
     blocks: dict[tuple[str, int], tuple[Product, int, int]] = {}
+    inplace: set[tuple[str, int]] = set()       # B of an in-place product: read, then overwritten
+    read: set[tuple[str, int]] = set()          # entries of outputs that a product reads (and keeps)
     for p in products:
+        if not p.k:
+            read |= {(p.left, e) for e in range(p.m * p.m)}
+            inplace |= {(name, stride * r + col + j) for name, stride, col, n in p.runs
+                        for r in range(p.m) for j in range(n)}
+            continue
         name, stride, col, n = p.runs[0]
         for i in range(p.m):
             for j in range(n):
                 blocks[name, stride * (p.row0 + i) + col + j] = (p, i, j)
-    factors = {p.left for p in products}
-    read = {(p.source[0], p.source[1] * r + c) for p in products if p.source
-            for r in p.source[2] for c in p.source[3]}
+        if p.source:
+            read |= {(p.source[0], p.source[1] * r + c) for r in p.source[2] for c in p.source[3]}
+    factors = {p.left for p in products if p.k}
     rest: dict[tuple[str, int, int], str] = {}
     out = []
     for s in body:
@@ -250,20 +260,37 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
         elif s.kind == cp.STORE and (s.target, s.index) in blocks:
             p, i, j = blocks[s.target, s.index]
             rest[p.name, i, j] = s.expr.text
+        elif s.kind == cp.STORE and (s.target, s.index) in inplace:
+            out.append(cp.value(f"{s.target}_b{s.index}", s.expr))
         elif s.kind == cp.STORE and (s.target, s.index) in read:
             local = f"{s.target}_s{s.index}"
             out += [cp.value(local, s.expr), cp.store(s.target, s.index, Expr.of(local))]
         else:
             out.append(s)
-    stored = {(s.target, s.index) for s in out if s.kind == cp.STORE}
+    defined = {s.target for s in out if s.kind in cp.VALUES}
+
+    def entry(local: str) -> str:
+        return local if local in defined else "0"           # an exact zero is not stored
 
     def left(p: Product, i: int, c: int) -> str:
         if p.source is None:
             return f"{p.left}_{p.k * i + c}"
         src, stride, rows, cols = p.source
-        at = stride * rows[i] + cols[c]
-        return f"{src}_s{at}" if (src, at) in stored else "0"   # an exact zero is not stored
+        return entry(f"{src}_s{stride * rows[i] + cols[c]}")
     for p in products:
+        if not p.k:
+            sign = "-" if p.scale < 0 else ""
+            j = 0
+            for name, stride, col, n in p.runs:
+                for jj in range(n):
+                    for i in range(p.m):
+                        terms = " + ".join(f"{entry(f'{p.left}_s{p.m * i + c}')}*"
+                                           f"{entry(f'{name}_b{stride * c + col + jj}')}" for c in range(p.m))
+                        r = f"{p.left}_{p.name}_r{i}_{j}"
+                        out += [cp.value(r, Expr.of(terms)),
+                                cp.store(name, stride * i + col + jj, Expr.of(f"{sign}{r}"))]
+                    j += 1
+            continue
         name, stride, col, n = p.runs[0]
         m_, k = p.m, p.k
         boff = 0 if p.source else m_ * k

@@ -16,7 +16,16 @@ functions (issue 11).
 from __future__ import annotations
 
 from soadyn.codegen.cprogram import stored_entries
-from soadyn.codegen.lanes import Extra, finish_delegate, finish_lanes, simd_prelude
+from soadyn.codegen.lanes import (
+    TRANSPOSED_INPUTS,
+    Extra,
+    family_cases,
+    finish_delegate,
+    finish_lanes,
+    finish_zero_fext,
+    simd_prelude,
+    zeros_dominated,
+)
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
@@ -30,13 +39,19 @@ UNIT_OPS = 10000
 #: that batches are made of (simulation, rollouts, sampling), and the straight-line functions that are
 #: cheap to vectorise (issue 26 item 2: a batch per state at most 0.8x the single call).  The lanes
 #: version of a function costs as much compile time as the scalar one again (all 29 functions of the
-#: four-arm robot: 114 s of compiler CPU instead of ~60 s).  Left out, their batches a loop over the
-#: scalar function: the frame families (one body per frame; :func:`finish_function`), the functions with
-#: product loops but no product-free statements (``forward_dynamics_schur``/``_decoupled``,
-#: ``generalized_bias``, ``angular_reduced_dynamics``: :attr:`EmittedFunction.lanes_body` is None) and the
-#: derivatives (their own issue).  The eleven added after the dynamics cost ~12 % more compiler CPU for the
-#: default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 -> 31.0-32.9 s; issue 26,
-#: benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the xArm7
+#: four-arm robot: 114 s of compiler CPU instead of ~60 s).  The eleven added after the dynamics cost ~12 %
+#: more compiler CPU for the default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 ->
+#: 31.0-32.9 s; issue 26, benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the
+#: xArm7.  Then the rest of the default functions and the derivatives (issue 26): the frame families
+#: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; not those whose
+#: batch is the writing of a large, mostly zero output, :func:`~soadyn.codegen.lanes.zeros_dominated`),
+#: the functions with product loops (their products as expressions, in-place ones too:
+#: :func:`~soadyn.codegen.products.expanded_products`), the Schur/decoupled/bias functions, whose
+#: variants without wrenches run the ``*_fext`` batch on zero wrenches
+#: (:func:`~soadyn.codegen.lanes.finish_zero_fext`), and the ID/FD derivatives: batches from 0.79-1.04x
+#: to 0.24-0.63x the single call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to
+#: 0.42-0.63x (xArm7); serial gcc CPU of the default functions' units xArm7 free 10.2 -> 12.5 s, TALOS
+#: 34.8 -> 46.8 s (benchmarks/README.md)
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
@@ -45,7 +60,16 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
                             "base_inertia", "coupling_inertia", "coupling_inertia_rate",
                             "generalized_inertia", "base_velocity",
                             # factors and operational-space inertias
-                            "innovations_factors", "operational_space_inertias"})
+                            "innovations_factors", "operational_space_inertias",
+                            # product loops (in place: M^-1 B) evaluated as expressions in the lanes; the
+                            # functions without wrenches run their *_fext twin's lanes on zero wrenches
+                            "forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
+                            "generalized_bias_fext", "angular_reduced_dynamics_fext",
+                            # frame families: the frame's case chosen once per lanes group
+                            "jacobian_local", "jacobian_world", "frame_pose", "generalized_jacobian",
+                            "momentum_frame_twist",
+                            # the derivatives (their general products as expressions too)
+                            "inverse_dynamics_derivatives", "forward_dynamics_derivatives"})
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
@@ -65,13 +89,25 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
     variant already finished)."""
     extra = Extra(lanes=lanes)
     f.extra = extra
+    if f.zero_fext:
+        if lanes > 1:
+            finish_zero_fext(f, extra, lanes)
+        return
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
     if f.is_family:
+        # a SIMD batch when every case writes whole outputs and no input is read lane-major (a block
+        # transposed in one case would be missing in another)
+        cases = (family_cases(f.body, {a.name: a.size for a in f.outputs})
+                 if lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs) else None)
+        vector = cases is not None and not zeros_dominated(cases)
         staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
         if staged is not None:
             f.body = staged.body
             extra.prototypes += staged.prototypes
             extra.pieces += staged.stages
+        if vector:
+            finish_lanes(f, extra, lanes, f.body, staged,
+                         {a.name: [(k, None) for k in range(a.size)] for a in f.outputs})
         return
     stored = stored_entries(f.body, [a.name for a in f.outputs])
     # product loops (the body's last statements) run after the statements, staged or not; scalar

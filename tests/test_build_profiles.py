@@ -63,6 +63,7 @@ def test_stages_and_lanes_are_in_the_build(staged_module):
     assert f"{name}_forward_dynamics_stage1(" in src
     assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
     assert f"{name}_jacobian_local_case1(" in src     # a frame family: prefix stages + one function per frame
+    assert f"{name}_jacobian_local_lanes_case1(" in src   # ... and its SIMD batch the same way
 
 
 def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test_arm_path):
@@ -92,6 +93,9 @@ def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test
         for world in (False, True):
             a = staged_module.jacobian(Q, frame, world_aligned=world)
             assert _rel(a, plain_module.jacobian(Q, frame, world_aligned=world)) <= 1e-15, frame
+            # the staged family's SIMD batch (prefix stages, then the frame's case) has the single calls' bits
+            one = np.stack([staged_module.jacobian(q, frame, world_aligned=world) for q in Q])
+            assert np.array_equal(a.view(np.int64), one.view(np.int64)), (frame, world)
     with pytest.raises(ValueError, match="unknown frame"):
         staged_module.jacobian(Q[0], "no such frame")
 
@@ -471,7 +475,9 @@ def test_a_compiler_that_cannot_run_is_not_taken_for_gcc(tmp_path, monkeypatch):
 def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_path):
     """Every function of ``SIMD_FUNCTIONS`` that a free-base tree (two arms on one base) has: its batch
     (4 lanes, 7 states: one lanes group and a scalar remainder) equals its single calls bit for bit, and the
-    build really has its SIMD entry (a dropped vectorisation would make the batch a scalar loop)."""
+    build really has its SIMD entry (a dropped vectorisation would make the batch a scalar loop).  Among
+    them: the frame families (every frame), the functions made of in-place product loops and their
+    zero-wrench callers (which run the ``*_fext`` twin's batch), the derivatives."""
     import inspect
 
     import soadyn.codegen.pipeline as pl
@@ -481,28 +487,82 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
     robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
     prof = Profile("lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4)
     apis = sorted(set(api_names(function_table(robot))) & {n.removesuffix("_fext") for n in SIMD_FUNCTIONS})
-    assert len(apis) >= 15, apis                     # the dynamics and the free-base functions
+    apis.append("jacobian")                          # C jacobian_local / jacobian_world
+    assert len(apis) >= 24, apis             # the dynamics, free-base functions, families, derivatives
     gen = pl.generate(robot, functions=apis, profile=prof)
     src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
     cnames = {f.cname.removeprefix(gen.module_name + "_") for f in gen.functions}
     for c in sorted(SIMD_FUNCTIONS & cnames):
         assert f"{gen.module_name}_{c}_lanes(" in src, c
+    for f in gen.functions:                         # a zero-wrench caller's batch runs its twin's batch
+        if f.zero_fext:
+            assert f"{f.zero_fext}_batch(" in "\n".join(f.batch_body), f.cname
     m = soadyn_compile(robot, tmp_path, functions=apis, profile=prof, progress=False)
     n, rng = 7, np.random.default_rng(11)
     ins = {"q": np.stack([robot.random_configuration(rng) for _ in range(n)]),
            "v": rng.normal(size=(n, robot.nv)), "a": rng.normal(size=(n, robot.nv)),
            "tau": rng.normal(size=(n, robot.nv)), "qd": rng.normal(size=(n, robot.nv - 6)),
            "h": rng.normal(size=(n, 6)), "f_ext": rng.normal(size=(n, robot.n_bodies, 6))}
+    frames = [robot.body_names[0], robot.body_names[-1], *robot.frame_names[-1:]]
     for api in apis:
         f = getattr(m, api)
         params = inspect.signature(f).parameters
         names = [p for p, x in params.items() if x.default is inspect.Parameter.empty]
         for kw in ({}, {"f_ext": ins["f_ext"]}) if "f_ext" in params else ({},):
-            batch = f(*[ins[k] for k in names], **kw)
-            for i in range(n):
-                one = f(*[ins[k][i] for k in names], **{k: x[i] for k, x in kw.items()})
-                for b, o in zip(*((batch, one) if isinstance(one, tuple) else ((batch,), (one,)))):
-                    assert np.array_equal(b[i], o), (api, kw.keys(), i)
+            for frame in frames if "frame" in names else [None]:
+                one_ins = {**ins, "frame": [frame] * n}
+                kws = [{}, {"world_aligned": True}] if "world_aligned" in params else [{}]
+                for opt in kws:
+                    batch = f(*[frame if k == "frame" else ins[k] for k in names], **kw, **opt)
+                    for i in range(n):
+                        one = f(*[one_ins[k][i] for k in names], **{k: x[i] for k, x in kw.items()}, **opt)
+                        for b, o in zip(*((batch, one) if isinstance(one, tuple) else ((batch,), (one,)))):
+                            assert np.array_equal(b[i].view(np.int64), np.asarray(o).view(np.int64)), \
+                                (api, kw.keys(), frame, opt, i)
+
+
+def test_frame_family_of_large_mostly_zero_outputs_keeps_its_scalar_batch(monkeypatch):
+    """A frame family whose outputs are large (``lanes.FAMILY_OUTPUT_MAX``, lowered here) and mostly exact
+    zeros over its cases (the free tree's local Jacobians: most joints off each frame's path) keeps its
+    scalar batch; the world-aligned Jacobians (few zeros) and small outputs get lanes."""
+    import soadyn.codegen.lanes as lanes
+    import soadyn.codegen.pipeline as pl
+
+    robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
+    prof = Profile("z", ("-O0",), 0, lanes=4)
+    for limit, local in ((lanes.FAMILY_OUTPUT_MAX, True), (0, False)):
+        monkeypatch.setattr(lanes, "FAMILY_OUTPUT_MAX", limit)
+        gen = pl.generate(robot, functions=["jacobian", "frame_pose"], profile=prof)
+        got = {f.cname.removeprefix(gen.module_name + "_"): f.extra.vectorised for f in gen.functions}
+        assert got == {"jacobian_local": local, "jacobian_world": True, "frame_pose": True}, (limit, got)
+
+
+def test_large_outputs_with_zeros_zeroed_at_once_in_the_simd_batch(tmp_path, monkeypatch):
+    """Full-writing outputs with many exact zeros (the innovations factors: tree zeros, a unit diagonal)
+    whose lanes' rows are zeroed with one memset before the other entries (``lanes.MEMSET_MIN``, lowered
+    here to reach the test robot's), into garbage: the single calls' bits, the remainder states too."""
+    import soadyn.codegen.lanes as lanes
+
+    monkeypatch.setattr(lanes, "MEMSET_MIN", 0)
+    robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
+    m = soadyn_compile(robot, tmp_path, functions=["innovations_factors"], progress=False,
+                       profile=Profile("zeroed_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4))
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    gen = pl.generate(robot, functions=["innovations_factors"], profile=Profile("z", ("-O0",), 0, lanes=4))
+    src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
+    assert "__builtin_memset(L, 0" in src and "__builtin_memset(D, 0" in src
+    n = 7
+    rng = np.random.default_rng(12)
+    Q = np.stack([robot.random_configuration(rng) for _ in range(n)])
+    L, D = (rng.normal(size=(n, robot.nv, robot.nv)) for _ in range(2))
+    m.innovations_factors(Q, out=(L, D))
+    for i in range(n):
+        l1, d1 = m.innovations_factors(Q[i])
+        assert np.array_equal(L[i].view(np.int64), l1.view(np.int64)), i
+        assert np.array_equal(D[i].view(np.int64), d1.view(np.int64)), i
+    assert np.count_nonzero(L[0] == 0) > 0 and np.count_nonzero(L[0] == 1) >= robot.nv   # zeros and constants
 
 
 @pytest.mark.parametrize("whole_rows_max", [0, 1 << 20])

@@ -468,3 +468,30 @@ def test_block_products_read_in_place_in_the_simd_batch(tmp_path, deriv_dir):
             assert np.array_equal(b[i].view(np.int64), s1.view(np.int64))
     for g, r in zip(single, fd.forward_dynamics_derivatives(robot, Q[-1], V[-1], T[-1])):
         assert rel_err(g, r) <= FD_TOL
+
+
+def test_derivative_batches_through_the_simd_lanes_equal_single_calls(arm, tmp_path):
+    """The ID and FD derivatives' batches run through the SIMD lanes (issue 26; a build with 4 lanes and
+    stages, the tests' default profile has none), the in-place product ``-M^-1 B`` of the free test arm
+    (B read back from the outputs) evaluated as expressions there: every state of a batch (7: one lanes
+    group and a scalar remainder) has the bits of its single call."""
+    from soadyn.codegen.pipeline import generate
+    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
+
+    robot, _ = arm
+    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
+    mod = compile_robot(robot, tmp_path, functions=DERIVS, progress=False, profile=prof)
+    gen = generate(robot, functions=["forward_dynamics_derivatives"], profile=prof)
+    f = next(x for x in gen.functions if x.cname.endswith("_forward_dynamics_derivatives"))
+    inplace = any("B read back from the outputs" in h for h in f.helpers)
+    assert inplace == robot.is_free                   # the free arm's product is in place
+    assert f.extra.vectorised and f.batch_body[1] == "#ifdef SOADYN_V4D"
+    if inplace:                                       # B's entries as locals <output>_b<i> in the lanes
+        outs = {a.name for a in f.outputs}
+        assert any(s.target.rpartition("_b")[0] in outs for s in f.lanes_body if s.target)
+    Q, V, T, _ = _states(robot, 7, 35)
+    for name, third in (("forward_dynamics_derivatives", T), ("inverse_dynamics_derivatives", T)):
+        batch = getattr(mod, name)(Q, V, third)
+        for i in range(len(Q)):
+            for b, s1 in zip(batch, getattr(mod, name)(Q[i], V[i], third[i])):
+                assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), (name, i)
