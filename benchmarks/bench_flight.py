@@ -4,9 +4,10 @@ For each robot: export the double and the float C library (``soadyn.codegen.expo
 (default FD, M, ID, M^-1), generate the module's C of the same functions as the module builds it (its
 translation units: stage functions, fused sin/cos; :func:`soadyn.codegen.units.translation_units` of
 the profile), and compile all three with the **same flags** (``--flags generic``: the exported CMake
-file's ``-O2 -ffreestanding -fno-math-errno -ffp-contract=off``, the module's units without
-``-ffreestanding``; ``--flags native`` adds ``-march=native -fno-tree-slp-vectorize``, the CMake option
-``<NAME>_NATIVE`` and the module's ``fast`` profile).  One C loop calls a function on each of N random
+file's for gcc, ``-O2 -ffreestanding -ftree-loop-distribute-patterns -fno-math-errno -ffp-contract=off``,
+the module's units without ``-ffreestanding -ftree-loop-distribute-patterns``; ``--flags native`` adds
+``-march=native -fno-tree-slp-vectorize``, the CMake option ``<NAME>_NATIVE`` and the module's ``fast``
+profile).  One C loop calls a function on each of N random
 states (``soadyn.codegen.verify.random_inputs``) in turn; a round times every variant of every function
 once, in alternating order, and the table gives the median over rounds of ns per call, its range
 (min-max) and the ratio library / module taken per round (median, range).  Before timing, the double
@@ -42,7 +43,8 @@ SHORT = {"forward_dynamics": "FD", "mass_matrix": "M", "inverse_dynamics": "ID",
          "mass_matrix_inverse": "M^-1"}
 FLAGS = {"generic": ["-std=c99", "-O2", *IEEE_FLAGS],
          "native": ["-std=c99", "-O2", *IEEE_FLAGS, "-march=native", "-fno-tree-slp-vectorize"]}
-LIB_ONLY = ["-ffreestanding"]          # the exported CMake file's; the module's C includes math.h
+#: the exported CMake file's for gcc (the module's C includes math.h)
+LIB_ONLY = ["-ffreestanding", "-ftree-loop-distribute-patterns"]
 ROOT = Path(__file__).resolve().parents[1]
 
 #: a C loop over the states: f(in0 + i*s0, ..., out + i*so) for i < n, ns per call
