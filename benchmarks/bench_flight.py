@@ -14,6 +14,7 @@ once, in alternating order, and the table gives the median over rounds of ns per
 library's outputs are compared with the module C's, bit for bit, on every state.
 
     python benchmarks/bench_flight.py [--states 1000] [--rounds 9] [--flags generic|native] [ROBOT ...]
+    python benchmarks/bench_flight.py --callgrind --no-float [ROBOT ...]     # instructions per call
 
 Without robots: the example-robot-data URDFs Panda (free base) and the held-out xArm7 (free base) and
 UR10 (fixed) (docs/flight-c.md).
@@ -90,6 +91,80 @@ double soadyn_time(void *f, int returns_int, int n_in, char **in, const long *st
 """
 
 
+#: --callgrind: a program that calls FN of SO on each of N states read from files (valgrind counts the
+#: instructions of FN and its callees): driver SO FN RETURNS_INT N IN0.bin:SIZE0 ... OUT_SIZE
+DRIVER_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+typedef void (*vf1)(const double *, double *);
+typedef void (*vf2)(const double *, const double *, double *);
+typedef void (*vf3)(const double *, const double *, const double *, double *);
+typedef void (*vf4)(const double *, const double *, const double *, const double *, double *);
+typedef int (*if1)(const double *, double *);
+typedef int (*if2)(const double *, const double *, double *);
+typedef int (*if3)(const double *, const double *, const double *, double *);
+typedef int (*if4)(const double *, const double *, const double *, const double *, double *);
+int main(int argc, char **argv)
+{
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    void *f = h ? dlsym(h, argv[2]) : NULL;
+    int ret = atoi(argv[3]), n = atoi(argv[4]), nin = argc - 6, osz = atoi(argv[argc - 1]), k, i, bad = 0;
+    double *in[4], *out;
+    int sz[4];
+    if (f == NULL || nin < 1 || nin > 4) return 2;
+    for (k = 0; k < nin; ++k) {
+        char *c = strchr(argv[5 + k], ':');
+        FILE *fh;
+        *c = 0;
+        sz[k] = atoi(c + 1);
+        in[k] = malloc(sizeof(double) * (size_t)sz[k] * (size_t)n);
+        fh = fopen(argv[5 + k], "rb");
+        if (fh == NULL || fread(in[k], sizeof(double), (size_t)sz[k] * n, fh) != (size_t)sz[k] * n) return 3;
+        fclose(fh);
+    }
+    out = malloc(sizeof(double) * (size_t)osz * (size_t)n);
+    for (i = 0; i < n; ++i) {
+        double *o = out + (size_t)i * osz;
+#define A(k) (in[k] + (size_t)i * sz[k])
+        if (ret) {
+            switch (nin) {
+            case 1: bad |= ((if1)f)(A(0), o); break;
+            case 2: bad |= ((if2)f)(A(0), A(1), o); break;
+            case 3: bad |= ((if3)f)(A(0), A(1), A(2), o); break;
+            default: bad |= ((if4)f)(A(0), A(1), A(2), A(3), o); break;
+            }
+        } else {
+            switch (nin) {
+            case 1: ((vf1)f)(A(0), o); break;
+            case 2: ((vf2)f)(A(0), A(1), o); break;
+            case 3: ((vf3)f)(A(0), A(1), A(2), o); break;
+            default: ((vf4)f)(A(0), A(1), A(2), A(3), o); break;
+            }
+        }
+    }
+    return bad != 0;
+}
+"""
+
+
+def instructions(tmp: Path, so: Path, fn: str, returns_int: bool, inputs: list[tuple[str, int]],
+                 out_size: int, n: int) -> int:
+    """Instructions per call of ``fn`` (and its callees) over ``n`` states (valgrind --tool=callgrind)."""
+    cg = tmp / "callgrind.out"
+    r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
+                        f"--toggle-collect={fn}", str(tmp / "driver"), str(so), fn, str(int(returns_int)),
+                        str(n),
+                        *[f"{tmp / name}.bin:{size}" for name, size in inputs], str(out_size)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{fn}: the callgrind run failed: {r.stderr.strip()[-400:]}")
+    total = next(int(line.split()[1]) for line in cg.read_text().splitlines()
+                 if line.startswith(("summary:", "totals:")))
+    return round(total / n)
+
+
 def default_robots() -> list[tuple[str, str]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import ERD  # None without example-robot-data
@@ -125,7 +200,7 @@ class Variant:
     """One compiled shared object and how to call its functions."""
 
     def __init__(self, label: str, so: Path, prefix: str, returns_int: bool, dtype: type) -> None:
-        self.label, self.lib, self.prefix = label, ctypes.CDLL(str(so)), prefix
+        self.label, self.so, self.lib, self.prefix = label, so, ctypes.CDLL(str(so)), prefix
         self.returns_int, self.dtype = returns_int, dtype
 
     def fn(self, name: str) -> int:
@@ -142,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flags", choices=tuple(FLAGS), default="generic")
     ap.add_argument("--keep", default=None, help="build in this directory and keep it (else a temporary one)")
     ap.add_argument("--no-float", action="store_true", help="time the double library and the module only")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instead of timing: instructions per call (valgrind), module and double library, "
+                         "over 200 states (load-independent)")
     args = ap.parse_args(argv)
     robots = [(r, args.base) for r in args.robots] or default_robots()
     flags = FLAGS[args.flags]
@@ -151,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"flags: {' '.join(flags)} (library also {' '.join(LIB_ONLY)}); {args.states} states, "
           f"{args.rounds} alternating rounds; ns per call: median [min-max] over rounds; "
           f"load {' '.join(load0)}")
+    if args.callgrind:
+        print("instructions per call (valgrind --tool=callgrind, the function and its callees, 200 states)")
     print(f"{'robot':24s} {'fn':5s} {'module':>17s} {'library':>17s} {'lib/mod':>17s} {'float lib':>17s}")
     for path, base in robots:
         robot, name = resolve_robot(path, base, mimic="independent")
@@ -177,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
                 variants.append(Variant(precision, so, f"{name}_", True,
                                         np.float64 if precision == "double" else np.float32))
             ins = random_inputs(robot, args.states, np.random.default_rng(0))
+            if args.callgrind:
+                (tmp / "driver.c").write_text(DRIVER_C)
+                _gcc(["-O2", str(tmp / "driver.c"), "-o", str(tmp / "driver"), "-ldl"])
+                for k, x in ins.items():
+                    np.ascontiguousarray(x[:200], dtype=np.float64).tofile(tmp / f"{k}.bin")
+                for spec in specs:
+                    got = [instructions(tmp, v.so, v.prefix + spec.name, v.returns_int,
+                                        [(a.name, a.size) for a in spec.inputs], spec.outputs[0].size, 200)
+                           for v in variants[:2]]
+                    print(f"{robot.name[:24]:24s} {SHORT.get(spec.name, spec.name)[:5]:5s} "
+                          f"{got[0]:>17d} {got[1]:>17d} {got[1] / got[0]:>17.3f}", flush=True)
+                continue
             rows = []
             for spec in specs:
                 arrays = {v.label: [np.ascontiguousarray(ins[a.name], dtype=v.dtype) for a in spec.inputs]

@@ -289,9 +289,10 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
 
 #: the impl function's extra output of an in-body result check (:func:`checked_body`)
 CHECK = "soadyn_check"
-#: independent products of the in-body check: each is a register live through the body (xArm7 M^-1,
-#: instructions per call beyond the module's: 8 products 359, 4 350, 2 329, 1 330; valgrind, bench_flight)
-CHECK_CHAINS = 4
+#: independent products of the in-body check, each a register live through the body.  Fewer make fewer
+#: instructions but longer chains: xArm7 M, instructions per call beyond the module's 98 (8 products) /
+#: 80 (4); time per call over 16 code layouts (load ~10), relative to 4: 8 0.99, 2 1.03, 1 1.15
+CHECK_CHAINS = 8
 _CHECKABLE = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT, cp.VOID})
 
 
