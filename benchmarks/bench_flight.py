@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -94,7 +96,10 @@ double soadyn_time(void *f, int returns_int, int n_in, char **in, const long *st
 #: --callgrind: a program that calls FN of SO on each of N states read from files (valgrind counts the
 #: instructions of FN and its callees): driver SO FN RETURNS_INT N IN0.bin:SIZE0 ... OUT_SIZE
 DRIVER_C = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <alloca.h>
 #include <dlfcn.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,9 +111,27 @@ typedef int (*if1)(const double *, double *);
 typedef int (*if2)(const double *, const double *, double *);
 typedef int (*if3)(const double *, const double *, const double *, double *);
 typedef int (*if4)(const double *, const double *, const double *, const double *, double *);
+static int run(int argc, char **argv);
+/* SOADYN_STACK=bytes moves the stack of the calls (4 KiB aliasing, --layouts) */
 int main(int argc, char **argv)
 {
+    const char *e = getenv("SOADYN_STACK");
+    volatile char *pad = alloca((e ? (size_t)atol(e) : 0) + 1);
+    pad[0] = 0;
+    return run(argc, argv);
+}
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+/* SOADYN_PASSES=p: time p passes over the states, print the median ns per call */
+static int run(int argc, char **argv)
+{
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    const char *ep = getenv("SOADYN_PASSES");
+    int passes = ep ? atoi(ep) : 1, p;
+    double *ts = malloc(sizeof(double) * (size_t)(passes > 0 ? passes : 1));
     void *f = h ? dlsym(h, argv[2]) : NULL;
     int ret = atoi(argv[3]), n = atoi(argv[4]), nin = argc - 6, osz = atoi(argv[argc - 1]), k, i, bad = 0;
     double *in[4], *out;
@@ -125,6 +148,9 @@ int main(int argc, char **argv)
         fclose(fh);
     }
     out = malloc(sizeof(double) * (size_t)osz * (size_t)n);
+    for (p = 0; p < passes; ++p) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (i = 0; i < n; ++i) {
         double *o = out + (size_t)i * osz;
 #define A(k) (in[k] + (size_t)i * sz[k])
@@ -144,6 +170,11 @@ int main(int argc, char **argv)
             }
         }
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ts[p] = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
+    }
+    qsort(ts, (size_t)passes, sizeof(double), cmp);
+    if (ep) printf("%.2f\n", ts[passes / 2]);
     return bad != 0;
 }
 """
@@ -163,6 +194,55 @@ def instructions(tmp: Path, so: Path, fn: str, returns_int: bool, inputs: list[t
     total = next(int(line.split()[1]) for line in cg.read_text().splitlines()
                  if line.startswith(("summary:", "totals:")))
     return round(total / n)
+
+
+#: --layouts: code layouts (bytes of a never-called function compiled first) x stack offsets (bytes)
+PADS = (0, 320, 1088, 1600, 2112, 2624, 3136, 3648)
+STACKS = (0, 1024, 2048, 3072)
+
+
+def layouts(tmp: Path, robot_name: str, specs: list, builds: dict[str, tuple[list[str], list[str], bool]],
+            prefix: str) -> None:
+    """Per function: ns per call of each build (label -> (compile arguments, link arguments, returns
+    int)) over :data:`PADS` code layouts x :data:`STACKS` stack offsets, a fresh copy of the .so each
+    time (median of 20 passes over the states), and the ratio to the first build in each configuration;
+    prints median [min-max] over the configurations."""
+    sos = {}
+    for pad in PADS:
+        pf = tmp / f"pad{pad}.c"
+        pf.write_text(f'void soadyn_pad_fn(void);\nvoid soadyn_pad_fn(void) {{ __asm__ volatile(".fill '
+                      f'{pad // 4}, 4, 0x90909090"); }}\n')
+        for label, (args, libs, _) in builds.items():
+            so = tmp / f"{label}_pad{pad}.so"
+            _gcc([*args[:-1], str(pf), args[-1], *libs, "-o", str(so)])
+            sos[label, pad] = so
+    first = next(iter(builds))
+    for spec in specs:
+        t: dict[str, list[float]] = {b: [] for b in builds}
+        ratio: dict[str, list[float]] = {b: [] for b in builds}
+        for i, pad in enumerate(PADS):
+            for j, stack in enumerate(STACKS):
+                got = {}
+                for label in (list(builds) if (i + j) % 2 == 0 else list(builds)[::-1]):
+                    fresh = tmp / f"fresh_{label}.so"
+                    shutil.copyfile(sos[label, pad], fresh)
+                    r = subprocess.run([str(tmp / "driver"), str(fresh), prefix + spec.name,
+                                        str(int(builds[label][2])), "1000",
+                                        *[f"{tmp / a.name}.bin:{a.size}" for a in spec.inputs],
+                                        str(spec.outputs[0].size)], capture_output=True, text=True,
+                                       env={**os.environ, "SOADYN_STACK": str(stack), "SOADYN_PASSES": "20"})
+                    if r.returncode != 0:
+                        raise SystemExit(f"{label} {spec.name}: the driver failed: {r.stderr[-300:]}")
+                    got[label] = float(r.stdout.split()[-1])
+                    t[label].append(got[label])
+                for label in builds:
+                    ratio[label].append(got[label] / got[first])
+        cells = " ".join(f"{label} {statistics.median(t[label]):.0f} "
+                         f"[{min(t[label]):.0f}-{max(t[label]):.0f}]"
+                         + ("" if label == first else
+                            f" ({statistics.median(ratio[label]):.2f} [{min(ratio[label]):.2f}-"
+                            f"{max(ratio[label]):.2f}])") for label in builds)
+        print(f"{robot_name[:24]:24s} {SHORT.get(spec.name, spec.name)[:5]:5s} {cells}", flush=True)
 
 
 def default_robots() -> list[tuple[str, str]]:
@@ -217,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flags", choices=tuple(FLAGS), default="generic")
     ap.add_argument("--keep", default=None, help="build in this directory and keep it (else a temporary one)")
     ap.add_argument("--no-float", action="store_true", help="time the double library and the module only")
+    ap.add_argument("--layouts", action="store_true",
+                    help="instead of the in-process rounds: each of 8 code layouts x 4 stack offsets, a "
+                         "fresh copy of each .so in a C driver; ns per call and ratio to the module, median "
+                         "[min-max] over the 32 configurations")
+    ap.add_argument("--compare", default=None,
+                    help="with --layouts: another exported double library (its .c) to time beside")
     ap.add_argument("--callgrind", action="store_true",
                     help="instead of timing: instructions per call (valgrind), module and double library, "
                          "over 200 states (load-independent)")
@@ -257,11 +343,22 @@ def main(argv: list[str] | None = None) -> int:
                 variants.append(Variant(precision, so, f"{name}_", True,
                                         np.float64 if precision == "double" else np.float32))
             ins = random_inputs(robot, args.states, np.random.default_rng(0))
-            if args.callgrind:
+            if args.callgrind or args.layouts:
                 (tmp / "driver.c").write_text(DRIVER_C)
                 _gcc(["-O2", str(tmp / "driver.c"), "-o", str(tmp / "driver"), "-ldl"])
                 for k, x in ins.items():
-                    np.ascontiguousarray(x[:200], dtype=np.float64).tofile(tmp / f"{k}.bin")
+                    np.ascontiguousarray(x[:200] if args.callgrind else x[:1000],
+                                         dtype=np.float64).tofile(tmp / f"{k}.bin")
+            if args.layouts:
+                lib_c = str(tmp / "double" / f"{name}.c")
+                # (the pad function goes before the last argument: the module's first unit is its last)
+                builds = {"module": ([*flags, "-fPIC", "-shared", *map(str, srcs[::-1])], ["-lm"], False),
+                          "library": ([*flags, *LIB_ONLY, "-fPIC", "-shared", lib_c], [], True)}
+                if args.compare:
+                    builds["compare"] = ([*flags, *LIB_ONLY, "-fPIC", "-shared", args.compare], [], True)
+                layouts(tmp, robot.name, specs, builds, f"{name}_")
+                continue
+            if args.callgrind:
                 for spec in specs:
                     got = [instructions(tmp, v.so, v.prefix + spec.name, v.returns_int,
                                         [(a.name, a.size) for a in spec.inputs], spec.outputs[0].size, 200)
