@@ -188,13 +188,14 @@ def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str,
                 P: str) -> list[str]:
     """Body lines of the fast input check of a public function: straight-line C that returns 1 when
     every input entry is finite, the base quaternion's norm is within the limits and the joint
-    coordinates are within +-JOINT_Q_MAX, else 0, with one branch at most (the ``&&`` of three
-    comparisons of computed numbers).  Every entry but q's joint coordinates is multiplied into one of
-    eight products that start at 0 (``0*x`` is NaN for an infinite or NaN ``x``); the joint coordinates
-    need no product: their sum of squares is compared with JOINT_Q_MAX^2 (NaN and inf fail it), which
-    is conservative (joints each within the limit whose squares sum beyond it fail the fast check too:
-    the caller then runs the detailed checks, which decide).  So a 0 here means "run the detailed
-    checks", never a status by itself."""
+    coordinates are within +-JOINT_Q_MAX, else 0, without loops or a test per entry (the ``&&`` of at
+    most four comparisons of computed numbers).  Every entry but q's quaternion and joint coordinates is
+    multiplied into one of eight products that start at 0 (``0*x`` is NaN for an infinite or NaN ``x``);
+    the quaternion needs no product (its squared norm's comparisons with the limits fail for NaN and
+    inf), nor do the joint coordinates: their sum of squares is compared with JOINT_Q_MAX^2 (NaN and inf
+    fail it), which is conservative (joints each within the limit whose squares sum beyond it fail the
+    fast check too: the caller then runs the detailed checks, which decide).  So a 0 here means "run the
+    detailed checks", never a status by itself."""
     chains: list[str] = []
     joints: list[str] = []
     lines: list[str] = []
@@ -206,7 +207,6 @@ def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str,
                 continue
             if a.name == "q" and is_free and 3 <= i < 7:
                 continue                # the quaternion: its norm's comparisons reject NaN and inf
-
             prev = chains[-8] if len(chains) >= 8 else zero
             chains.append(f"soadyn_c{len(chains)}")
             lines.append(f"const {scalar} {chains[-1]} = {prev} * {entry};")
@@ -290,7 +290,7 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
 #: the impl function's extra output of an in-body result check (:func:`checked_body`)
 CHECK = "soadyn_check"
 #: independent products of the in-body check, each a register live through the body.  Fewer make fewer
-#: instructions but longer chains: xArm7 M, instructions per call beyond the module's 98 (8 products) /
+#: instructions but longer chains: xArm7 M, instructions per call beyond the module's 96 (8 products) /
 #: 80 (4); time per call over 16 code layouts (load ~10), relative to 4: 8 0.99, 2 1.03, 1 1.15
 CHECK_CHAINS = 8
 _CHECKABLE = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT, cp.VOID})
