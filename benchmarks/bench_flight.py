@@ -4,15 +4,17 @@ For each robot: export the double and the float C library (``soadyn.codegen.expo
 (default FD, M, ID, M^-1), generate the module's C of the same functions as the module builds it (its
 translation units: stage functions, fused sin/cos; :func:`soadyn.codegen.units.translation_units` of
 the profile), and compile all three with the **same flags** (``--flags generic``: the exported CMake
-file's ``-O2 -ffreestanding -fno-math-errno -ffp-contract=off``, the module's units without
-``-ffreestanding``; ``--flags native`` adds ``-march=native -fno-tree-slp-vectorize``, the CMake option
-``<NAME>_NATIVE`` and the module's ``fast`` profile).  One C loop calls a function on each of N random
+file's for gcc, ``-O2 -ffreestanding -ftree-loop-distribute-patterns -fno-math-errno -ffp-contract=off``,
+the module's units without ``-ffreestanding -ftree-loop-distribute-patterns``; ``--flags native`` adds
+``-march=native -fno-tree-slp-vectorize``, the CMake option ``<NAME>_NATIVE`` and the module's ``fast``
+profile).  One C loop calls a function on each of N random
 states (``soadyn.codegen.verify.random_inputs``) in turn; a round times every variant of every function
 once, in alternating order, and the table gives the median over rounds of ns per call, its range
 (min-max) and the ratio library / module taken per round (median, range).  Before timing, the double
 library's outputs are compared with the module C's, bit for bit, on every state.
 
     python benchmarks/bench_flight.py [--states 1000] [--rounds 9] [--flags generic|native] [ROBOT ...]
+    python benchmarks/bench_flight.py --callgrind --no-float [ROBOT ...]     # instructions per call
 
 Without robots: the example-robot-data URDFs Panda (free base) and the held-out xArm7 (free base) and
 UR10 (fixed) (docs/flight-c.md).
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +46,8 @@ SHORT = {"forward_dynamics": "FD", "mass_matrix": "M", "inverse_dynamics": "ID",
          "mass_matrix_inverse": "M^-1"}
 FLAGS = {"generic": ["-std=c99", "-O2", *IEEE_FLAGS],
          "native": ["-std=c99", "-O2", *IEEE_FLAGS, "-march=native", "-fno-tree-slp-vectorize"]}
-LIB_ONLY = ["-ffreestanding"]          # the exported CMake file's; the module's C includes math.h
+#: the exported CMake file's for gcc (the module's C includes math.h)
+LIB_ONLY = ["-ffreestanding", "-ftree-loop-distribute-patterns"]
 ROOT = Path(__file__).resolve().parents[1]
 
 #: a C loop over the states: f(in0 + i*s0, ..., out + i*so) for i < n, ns per call
@@ -88,6 +93,158 @@ double soadyn_time(void *f, int returns_int, int n_in, char **in, const long *st
 """
 
 
+#: --callgrind: a program that calls FN of SO on each of N states read from files (valgrind counts the
+#: instructions of FN and its callees): driver SO FN RETURNS_INT N IN0.bin:SIZE0 ... OUT_SIZE
+DRIVER_C = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <alloca.h>
+#include <dlfcn.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+typedef void (*vf1)(const double *, double *);
+typedef void (*vf2)(const double *, const double *, double *);
+typedef void (*vf3)(const double *, const double *, const double *, double *);
+typedef void (*vf4)(const double *, const double *, const double *, const double *, double *);
+typedef int (*if1)(const double *, double *);
+typedef int (*if2)(const double *, const double *, double *);
+typedef int (*if3)(const double *, const double *, const double *, double *);
+typedef int (*if4)(const double *, const double *, const double *, const double *, double *);
+static int run(int argc, char **argv);
+/* SOADYN_STACK=bytes moves the stack of the calls (4 KiB aliasing, --layouts) */
+int main(int argc, char **argv)
+{
+    const char *e = getenv("SOADYN_STACK");
+    volatile char *pad = alloca((e ? (size_t)atol(e) : 0) + 1);
+    pad[0] = 0;
+    return run(argc, argv);
+}
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+/* SOADYN_PASSES=p: time p passes over the states, print the median ns per call */
+static int run(int argc, char **argv)
+{
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    const char *ep = getenv("SOADYN_PASSES");
+    int passes = ep ? atoi(ep) : 1, p;
+    double *ts = malloc(sizeof(double) * (size_t)(passes > 0 ? passes : 1));
+    void *f = h ? dlsym(h, argv[2]) : NULL;
+    int ret = atoi(argv[3]), n = atoi(argv[4]), nin = argc - 6, osz = atoi(argv[argc - 1]), k, i, bad = 0;
+    double *in[4], *out;
+    int sz[4];
+    if (f == NULL || nin < 1 || nin > 4) return 2;
+    for (k = 0; k < nin; ++k) {
+        char *c = strchr(argv[5 + k], ':');
+        FILE *fh;
+        *c = 0;
+        sz[k] = atoi(c + 1);
+        in[k] = malloc(sizeof(double) * (size_t)sz[k] * (size_t)n);
+        fh = fopen(argv[5 + k], "rb");
+        if (fh == NULL || fread(in[k], sizeof(double), (size_t)sz[k] * n, fh) != (size_t)sz[k] * n) return 3;
+        fclose(fh);
+    }
+    out = malloc(sizeof(double) * (size_t)osz * (size_t)n);
+    for (p = 0; p < passes; ++p) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 0; i < n; ++i) {
+        double *o = out + (size_t)i * osz;
+#define A(k) (in[k] + (size_t)i * sz[k])
+        if (ret) {
+            switch (nin) {
+            case 1: bad |= ((if1)f)(A(0), o); break;
+            case 2: bad |= ((if2)f)(A(0), A(1), o); break;
+            case 3: bad |= ((if3)f)(A(0), A(1), A(2), o); break;
+            default: bad |= ((if4)f)(A(0), A(1), A(2), A(3), o); break;
+            }
+        } else {
+            switch (nin) {
+            case 1: ((vf1)f)(A(0), o); break;
+            case 2: ((vf2)f)(A(0), A(1), o); break;
+            case 3: ((vf3)f)(A(0), A(1), A(2), o); break;
+            default: ((vf4)f)(A(0), A(1), A(2), A(3), o); break;
+            }
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ts[p] = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
+    }
+    qsort(ts, (size_t)passes, sizeof(double), cmp);
+    if (ep) printf("%.2f\n", ts[passes / 2]);
+    return bad != 0;
+}
+"""
+
+
+def instructions(tmp: Path, so: Path, fn: str, returns_int: bool, inputs: list[tuple[str, int]],
+                 out_size: int, n: int) -> int:
+    """Instructions per call of ``fn`` (and its callees) over ``n`` states (valgrind --tool=callgrind)."""
+    cg = tmp / "callgrind.out"
+    r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
+                        f"--toggle-collect={fn}", str(tmp / "driver"), str(so), fn, str(int(returns_int)),
+                        str(n),
+                        *[f"{tmp / name}.bin:{size}" for name, size in inputs], str(out_size)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{fn}: the callgrind run failed: {r.stderr.strip()[-400:]}")
+    total = next(int(line.split()[1]) for line in cg.read_text().splitlines()
+                 if line.startswith(("summary:", "totals:")))
+    return round(total / n)
+
+
+#: --layouts: code layouts (bytes of a never-called function compiled first) x stack offsets (bytes)
+PADS = (0, 320, 1088, 1600, 2112, 2624, 3136, 3648)
+STACKS = (0, 1024, 2048, 3072)
+
+
+def layouts(tmp: Path, robot_name: str, specs: list, builds: dict[str, tuple[list[str], list[str], bool]],
+            prefix: str) -> None:
+    """Per function: ns per call of each build (label -> (compile arguments, link arguments, returns
+    int)) over :data:`PADS` code layouts x :data:`STACKS` stack offsets, a fresh copy of the .so each
+    time (median of 20 passes over the states), and the ratio to the first build in each configuration;
+    prints median [min-max] over the configurations."""
+    sos = {}
+    for pad in PADS:
+        pf = tmp / f"pad{pad}.c"
+        pf.write_text(f'void soadyn_pad_fn(void);\nvoid soadyn_pad_fn(void) {{ __asm__ volatile(".fill '
+                      f'{pad // 4}, 4, 0x90909090"); }}\n')
+        for label, (args, libs, _) in builds.items():
+            so = tmp / f"{label}_pad{pad}.so"
+            _gcc([*args[:-1], str(pf), args[-1], *libs, "-o", str(so)])
+            sos[label, pad] = so
+    first = next(iter(builds))
+    for spec in specs:
+        t: dict[str, list[float]] = {b: [] for b in builds}
+        ratio: dict[str, list[float]] = {b: [] for b in builds}
+        for i, pad in enumerate(PADS):
+            for j, stack in enumerate(STACKS):
+                got = {}
+                for label in (list(builds) if (i + j) % 2 == 0 else list(builds)[::-1]):
+                    fresh = tmp / f"fresh_{label}.so"
+                    shutil.copyfile(sos[label, pad], fresh)
+                    r = subprocess.run([str(tmp / "driver"), str(fresh), prefix + spec.name,
+                                        str(int(builds[label][2])), "1000",
+                                        *[f"{tmp / a.name}.bin:{a.size}" for a in spec.inputs],
+                                        str(spec.outputs[0].size)], capture_output=True, text=True,
+                                       env={**os.environ, "SOADYN_STACK": str(stack), "SOADYN_PASSES": "20"})
+                    if r.returncode != 0:
+                        raise SystemExit(f"{label} {spec.name}: the driver failed: {r.stderr[-300:]}")
+                    got[label] = float(r.stdout.split()[-1])
+                    t[label].append(got[label])
+                for label in builds:
+                    ratio[label].append(got[label] / got[first])
+        cells = " ".join(f"{label} {statistics.median(t[label]):.0f} "
+                         f"[{min(t[label]):.0f}-{max(t[label]):.0f}]"
+                         + ("" if label == first else
+                            f" ({statistics.median(ratio[label]):.2f} [{min(ratio[label]):.2f}-"
+                            f"{max(ratio[label]):.2f}])") for label in builds)
+        print(f"{robot_name[:24]:24s} {SHORT.get(spec.name, spec.name)[:5]:5s} {cells}", flush=True)
+
+
 def default_robots() -> list[tuple[str, str]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import ERD  # None without example-robot-data
@@ -123,7 +280,7 @@ class Variant:
     """One compiled shared object and how to call its functions."""
 
     def __init__(self, label: str, so: Path, prefix: str, returns_int: bool, dtype: type) -> None:
-        self.label, self.lib, self.prefix = label, ctypes.CDLL(str(so)), prefix
+        self.label, self.so, self.lib, self.prefix = label, so, ctypes.CDLL(str(so)), prefix
         self.returns_int, self.dtype = returns_int, dtype
 
     def fn(self, name: str) -> int:
@@ -140,6 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flags", choices=tuple(FLAGS), default="generic")
     ap.add_argument("--keep", default=None, help="build in this directory and keep it (else a temporary one)")
     ap.add_argument("--no-float", action="store_true", help="time the double library and the module only")
+    ap.add_argument("--layouts", action="store_true",
+                    help="instead of the in-process rounds: each of 8 code layouts x 4 stack offsets, a "
+                         "fresh copy of each .so in a C driver; ns per call and ratio to the module, median "
+                         "[min-max] over the 32 configurations")
+    ap.add_argument("--compare", default=None,
+                    help="with --layouts: another exported double library (its .c) to time beside")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instead of timing: instructions per call (valgrind), module and double library, "
+                         "over 200 states (load-independent)")
     args = ap.parse_args(argv)
     robots = [(r, args.base) for r in args.robots] or default_robots()
     flags = FLAGS[args.flags]
@@ -149,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"flags: {' '.join(flags)} (library also {' '.join(LIB_ONLY)}); {args.states} states, "
           f"{args.rounds} alternating rounds; ns per call: median [min-max] over rounds; "
           f"load {' '.join(load0)}")
+    if args.callgrind:
+        print("instructions per call (valgrind --tool=callgrind, the function and its callees, 200 states)")
     print(f"{'robot':24s} {'fn':5s} {'module':>17s} {'library':>17s} {'lib/mod':>17s} {'float lib':>17s}")
     for path, base in robots:
         robot, name = resolve_robot(path, base, mimic="independent")
@@ -175,6 +343,29 @@ def main(argv: list[str] | None = None) -> int:
                 variants.append(Variant(precision, so, f"{name}_", True,
                                         np.float64 if precision == "double" else np.float32))
             ins = random_inputs(robot, args.states, np.random.default_rng(0))
+            if args.callgrind or args.layouts:
+                (tmp / "driver.c").write_text(DRIVER_C)
+                _gcc(["-O2", str(tmp / "driver.c"), "-o", str(tmp / "driver"), "-ldl"])
+                for k, x in ins.items():
+                    np.ascontiguousarray(x[:200] if args.callgrind else x[:1000],
+                                         dtype=np.float64).tofile(tmp / f"{k}.bin")
+            if args.layouts:
+                lib_c = str(tmp / "double" / f"{name}.c")
+                # (the pad function goes before the last argument: the module's first unit is its last)
+                builds = {"module": ([*flags, "-fPIC", "-shared", *map(str, srcs[::-1])], ["-lm"], False),
+                          "library": ([*flags, *LIB_ONLY, "-fPIC", "-shared", lib_c], [], True)}
+                if args.compare:
+                    builds["compare"] = ([*flags, *LIB_ONLY, "-fPIC", "-shared", args.compare], [], True)
+                layouts(tmp, robot.name, specs, builds, f"{name}_")
+                continue
+            if args.callgrind:
+                for spec in specs:
+                    got = [instructions(tmp, v.so, v.prefix + spec.name, v.returns_int,
+                                        [(a.name, a.size) for a in spec.inputs], spec.outputs[0].size, 200)
+                           for v in variants[:2]]
+                    print(f"{robot.name[:24]:24s} {SHORT.get(spec.name, spec.name)[:5]:5s} "
+                          f"{got[0]:>17d} {got[1]:>17d} {got[1] / got[0]:>17.3f}", flush=True)
+                continue
             rows = []
             for spec in specs:
                 arrays = {v.label: [np.ascontiguousarray(ins[a.name], dtype=v.dtype) for a in spec.inputs]

@@ -73,6 +73,8 @@ class EmittedFunction:
     #: scratch arrays (name, size) declared first in the body: the factors of general products, filled by
     #: the statements like outputs
     scratch: list[tuple[str, int]] = field(default_factory=list)
+    #: the program's products (:class:`~soadyn.codegen.derive.Product`) that ``epilogue`` calls
+    products: list[Any] = field(default_factory=list)
     #: a function with general products: its statements with the products as expressions (the same
     #: operations in the same order as the loops), from which the SIMD batch is made
     lanes_body: list[Stmt] | None = None
@@ -304,6 +306,7 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
         body += [cp.store(name, i, pr(e)) for name, i, e in outs]
     body = sink_loads(body)
     f.batch_body += ["for (i = 0; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
+    f.products = list(program.products)
     for p in program.products:
         text, call = product_function(p, f.cname)
         f.helpers.append(text)

@@ -41,6 +41,7 @@ from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefi
 from soadyn.codegen.functions import Arg, FunctionSpec, expand_family, frame_enum
 from soadyn.codegen.pipeline import generate, resolve_robot
 from soadyn.codegen.printer import CPrinter, FloatPrinter
+from soadyn.codegen.products import mirrored_entries
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.trig import fuse_trig
 from soadyn.codegen.units import STAGE_OPS, finish_function
@@ -52,7 +53,8 @@ PRECISIONS = ("double", "float")
 #: input limits printed into the header (see its status convention)
 QUAT_NORM_MIN, QUAT_NORM_MAX, JOINT_Q_MAX = "1.0e-3", "1.0e3", "1.0e5"
 #: the flags the stack use is measured with (those of the exported CMakeLists.txt, at -O2)
-STACK_FLAGS = ("-std=c99", "-O2", "-ffreestanding", "-fno-math-errno", "-ffp-contract=off")
+STACK_FLAGS = ("-std=c99", "-O2", "-ffreestanding", "-ftree-loop-distribute-patterns", "-fno-math-errno",
+               "-ffp-contract=off")
 #: relative tolerance of the test program's reference vectors: double, that of ``soadyn verify``; float,
 #: the bound docs/flight-c.md documents (measured worst 1e-6 .. 1e-5 on the example and held-out robots)
 TEST_TOL = {"double": 1e-10, "float": 1e-4}
@@ -168,6 +170,60 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
         call=("(void)" if family else "") + call, stack="n/a", check_init=None)
 
 
+def _tree(op: str, terms: list[str], name: str, lines: list[str], scalar: str) -> str:
+    """Pairwise combination of ``terms`` by ``op`` into declared locals ``<name><k>``; the last one's name
+    (``terms[0]`` alone when there is one)."""
+    k = 0
+    while len(terms) > 1:
+        nxt = []
+        for i in range(0, len(terms) - 1, 2):
+            nxt.append(f"{name}{k}")
+            lines.append(f"const {scalar} {nxt[-1]} = {terms[i]} {op} {terms[i + 1]};")
+            k += 1
+        terms = nxt + terms[len(terms) - len(terms) % 2:]
+    return terms[0]
+
+
+def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str, zero: str,
+                P: str) -> list[str]:
+    """Body lines of the fast input check of a public function: straight-line C that returns 1 when
+    every input entry is finite, the base quaternion's norm is within the limits and the joint
+    coordinates are within +-JOINT_Q_MAX, else 0, without loops or a test per entry (the ``&&`` of at
+    most four comparisons of computed numbers).  Every entry but q's quaternion and joint coordinates is
+    multiplied into one of eight products that start at 0 (``0*x`` is NaN for an infinite or NaN ``x``);
+    the quaternion needs no product (its squared norm's comparisons with the limits fail for NaN and
+    inf), nor do the joint coordinates: their sum of squares is compared with JOINT_Q_MAX^2 (NaN and inf
+    fail it), which is conservative (joints each within the limit whose squares sum beyond it fail the
+    fast check too: the caller then runs the detailed checks, which decide).  So a 0 here means "run the
+    detailed checks", never a status by itself."""
+    chains: list[str] = []
+    joints: list[str] = []
+    lines: list[str] = []
+    for a in inputs:
+        for i in range(a.size):
+            entry = f"{a.name}[{i}]"
+            if a.name == "q" and i >= first_joint:
+                joints.append(f"({entry} * {entry})")
+                continue
+            if a.name == "q" and is_free and 3 <= i < 7:
+                continue                # the quaternion: its norm's comparisons reject NaN and inf
+            prev = chains[-8] if len(chains) >= 8 else zero
+            chains.append(f"soadyn_c{len(chains)}")
+            lines.append(f"const {scalar} {chains[-1]} = {prev} * {entry};")
+    tests = []
+    if chains:
+        tests.append(f"({_tree('*', chains[-8:], 'soadyn_p', lines, scalar)} == {zero})")
+    if is_free and any(a.name == "q" for a in inputs):
+        lines.append(f"const {scalar} soadyn_n2 = ((q[3] * q[3]) + (q[4] * q[4])) + ((q[5] * q[5]) + "
+                     "(q[6] * q[6]));")
+        tests += [f"(soadyn_n2 >= ({P}QUAT_NORM_MIN * {P}QUAT_NORM_MIN))",
+                  f"(soadyn_n2 <= ({P}QUAT_NORM_MAX * {P}QUAT_NORM_MAX))"]
+    if joints:
+        total = _tree("+", joints, "soadyn_j", lines, scalar)
+        tests.append(f"({total} <= ({P}JOINT_Q_MAX * {P}JOINT_Q_MAX))")
+    return lines + [f"return ({' && '.join(tests) or '1'}) ? 1 : 0;"]
+
+
 def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str,
                     target: FlightTarget) -> list[dict[str, Any]]:
     """The emitted functions of ``specs`` (not the structured variants of the Python API), printed by
@@ -175,6 +231,7 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
     ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already."""
     by_name = {f.cname: f for f in funcs}
     checked_names: set[str] = set()
+    readbacks: dict[str, list[str]] = {}
     out = []
     for s in specs:
         f = by_name[impl_prefix + s.name]
@@ -187,10 +244,26 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         if helpers and target.scalar != "double":
             raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
                               "out with --functions or export with --precision double")
-        checked = checked_body(f.body, f.outputs) if body is None and not s.is_family else None
+        readback: dict[str, list[int]] = {}
+        checked = None
+        if body is None and not s.is_family and not s.zero_fext_call:
+            if helpers and target.scalar == "double":
+                # the statements' stores checked inside, the entries of the product loops after the call
+                checked = checked_body(f.body, f.outputs, f.products, len(f.epilogue))
+                readback = product_entries(f.products) if checked is not None else {}
+            else:
+                checked = checked_body(f.body, f.outputs)
+        elif body is not None and not s.is_family:
+            # the expanded products: straight-line statements, checked inside like the others
+            expanded = checked_body(f.lanes_body, f.outputs)
+            if expanded is not None:
+                checked, body = expanded, target.printer.lines(expanded)
+        calls = [f"{impl_prefix}{s.name}_entries({', '.join(readback)})"] if readback else []
         if s.zero_fext_call and impl_prefix + s.zero_fext_call in checked_names:
-            # the twin checks its result inside: pass the check through
+            # the twin checks its result inside: pass the check through (and its read-back)
             checked = [replace(t, args=(*t.args, CHECK)) if t.kind == cp.CALL else t for t in f.body]
+            calls = readbacks[impl_prefix + s.zero_fext_call]
+        readbacks[f.cname] = calls
         if checked is not None:
             checked_names.add(f.cname)
             f.body = checked
@@ -205,7 +278,10 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])
                   + [f"{real} *{a.name}" for a in s.outputs] + ([f"{real} *{CHECK}"] if checked else []))
         signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
+        if readback:
+            helpers = helpers + [entries_check(f"{impl_prefix}{s.name}_entries", readback, real, target.zero)]
         out.append(dict(name=s.name, checked=checked is not None, doc=f.doc, ops=f.ops, signature=signature,
+                        readback=calls,
                         unused=f.unused,
                         body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
     return out
@@ -213,27 +289,62 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
 
 #: the impl function's extra output of an in-body result check (:func:`checked_body`)
 CHECK = "soadyn_check"
+#: independent products of the in-body check, each a register live through the body.  Fewer make fewer
+#: instructions but longer chains: xArm7 M, instructions per call beyond the module's 96 (8 products) /
+#: 80 (4); time per call over 16 code layouts (load ~10), relative to 4: 8 0.99, 2 1.03, 1 1.15
+CHECK_CHAINS = 8
 _CHECKABLE = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT, cp.VOID})
 
 
-def checked_body(body: list[Stmt], outputs: list[Arg]) -> list[Stmt] | None:
+def product_entries(products: list[Any]) -> dict[str, list[int]]:
+    """Output -> the entries (row-major indices, in the loops' order) that product loops
+    (:mod:`soadyn.codegen.products`) compute and store last: a general product's block rows (a symmetric
+    one's upper triangle; the entries below it are copies), an in-place product's rows of each run."""
+    out: dict[str, list[int]] = {}
+    for p in products:
+        if p.k:
+            name, stride, col, n = p.runs[0]
+            out.setdefault(name, []).extend(stride * (p.row0 + i) + col + j for i in range(p.m)
+                                            for j in range(i if p.symmetric else 0, n))
+        else:
+            for name, stride, col, count in p.runs:
+                out.setdefault(name, []).extend(stride * i + col + j for i in range(p.m)
+                                                for j in range(count))
+    return out
+
+
+def checked_body(body: list[Stmt], outputs: list[Arg], products: list[Any] = (),
+                 epilogue: int = 0) -> list[Stmt] | None:
     """``body`` computing also, into ``CHECK[0]``, a product that is (+-)0 when every output entry is
     finite and NaN otherwise: each distinct stored value that is not a constant is multiplied, where it
-    is computed, into one of eight products that start at 0 (``x*0`` is NaN for an infinite or NaN
-    ``x``).  The public function then tests one number instead of reading every output entry back
-    (Panda mass matrix: 98 multiplications inside the computation instead of 225 loads after it).  The
-    stored values and their roundings are unchanged (a stored expression becomes a local first).  None
-    when the body is not one straight-line block whose stores (and runs of zeros) write every output
+    is computed, into one of :data:`CHECK_CHAINS` products that start at 0 (``x*0`` is NaN for an
+    infinite or NaN ``x``).  The public function then tests one number instead of reading every output
+    entry back (Panda mass matrix: 98 multiplications inside the computation instead of 225 loads after
+    it).  The stored values and their roundings are unchanged (a stored expression becomes a local
+    first).  A function with product loops (``products``, called by the last ``epilogue`` statements)
+    checks its statements' stores that the loops do not overwrite; the entries the loops compute
+    (:func:`product_entries`) are left to the caller (:func:`entries_check`).  None when the body is not
+    one straight-line block whose stores (and runs of zeros, and the product loops) write every output
     entry: the caller checks the outputs after the call then."""
-    if any(s.kind not in _CHECKABLE for s in body):
+    tail = list(body[len(body) - epilogue:]) if epilogue else []
+    body = body[:len(body) - epilogue] if epilogue else body
+    if any(s.kind not in _CHECKABLE and not (products and s.kind == cp.SCRATCH) for s in body):
         return None
     sizes = {a.name: a.size for a in outputs}
     covered: dict[str, set[int]] = {n: set() for n in sizes}
+    late = {name: set(es) for name, es in product_entries(list(products)).items()}
+    for name, es in late.items():
+        if name not in covered:
+            return None
+        covered[name] |= es
+    for name, index in mirrored_entries(list(products)):
+        covered[name].add(index)
+    factors = {p.left for p in products}
     out: list[Stmt] = []
     seen: set[str] = set()
     chains: list[str] = []
     for s in body:
-        if s.kind not in (cp.STORE, cp.ZEROS):
+        if s.kind not in (cp.STORE, cp.ZEROS) or s.target in factors:
             out.append(s)
             continue
         if s.target not in covered:
@@ -244,7 +355,7 @@ def checked_body(body: list[Stmt], outputs: list[Arg]) -> list[Stmt] | None:
             continue
         covered[s.target].add(s.index)
         text = s.expr.text
-        if cp.is_constant(s.expr) or text in seen:
+        if cp.is_constant(s.expr) or text in seen or s.index in late.get(s.target, ()):
             out.append(s)
             continue
         seen.add(text)
@@ -255,12 +366,12 @@ def checked_body(body: list[Stmt], outputs: list[Arg]) -> list[Stmt] | None:
             text = local
         else:
             out.append(s)
-        prev = chains[-8] if len(chains) >= 8 else "0.0"
+        prev = chains[-CHECK_CHAINS] if len(chains) >= CHECK_CHAINS else "0.0"
         chains.append(f"{CHECK}{len(chains)}")
         out.append(Stmt(cp.ARITH, chains[-1], cp.Expr.of(f"{prev}*{text}")))
-    if not chains or any(len(covered[n]) != sizes[n] for n in sizes):
+    if not (chains or late) or any(len(covered[n]) != sizes[n] for n in sizes):
         return None
-    last = chains[-8:]
+    last = chains[-CHECK_CHAINS:] or ["0.0"]
     k = 0
     while len(last) > 1:
         pairs = []
@@ -270,7 +381,24 @@ def checked_body(body: list[Stmt], outputs: list[Arg]) -> list[Stmt] | None:
             k += 1
         last = pairs + last[len(last) - len(last) % 2:]
     out.append(cp.store(CHECK, 0, cp.Expr.of(last[0])))
-    return out
+    return out + tail
+
+
+def entries_check(name: str, entries: dict[str, list[int]], scalar: str, zero: str) -> str:
+    """A C function ``int name(outputs...)``: 1 when the given entries of the outputs are all finite,
+    else 0, straight-line (the entries' product in eight independent products that start at 0)."""
+    lines: list[str] = []
+    chains: list[str] = []
+    for out, es in entries.items():
+        for i in es:
+            prev = chains[-8] if len(chains) >= 8 else zero
+            chains.append(f"soadyn_c{len(chains)}")
+            lines.append(f"const {scalar} {chains[-1]} = {prev} * {out}[{i}];")
+    last = _tree("*", chains[-8:], "soadyn_p", lines, scalar) if chains else zero
+    params = ", ".join(f"const {scalar} *{out}" for out in entries)
+    return (f"/* 1 when the entries the product loops computed are finite, else 0 */\n"
+            f"static int {name}({params})\n{{\n" + "".join(f"    {x}\n" for x in lines)
+            + f"    return ({last} == {zero}) ? 1 : 0;\n}}\n")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -450,12 +578,26 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
                   fingerprint=robot.fingerprint(), header_name=f"{name}.h", source_name=f"{name}.c",
                   scalar=printer.scalar, zero=printer.zero, two=printer.two, p=prefix, P=P, name=name)
     core = _core_functions(specs, funcs, impl_prefix, printer)
+    checks: dict[tuple[tuple[str, int], ...], dict[str, Any]] = {}
+    for a in api:
+        sig = tuple((x.name, x.size) for x in a["inputs"])
+        if sig not in checks:
+            k = len(checks)
+            checks[sig] = dict(
+                fast=f"soadyn_flight_inputs{k}", status=f"soadyn_flight_status{k}",
+                params=", ".join(f"const {printer.scalar} *{x.name}" for x in a["inputs"]),
+                lines=input_check(a["inputs"], robot.is_free, first_joint, printer.scalar, printer.zero, P),
+                finite_test=a["finite_test"], has_q=a["has_q"])
+        c = checks[sig]
+        names = ", ".join(x.name for x in a["inputs"])
+        a["fast_check"], a["status_check"] = f"{c['fast']}({names})", f"{c['status']}({names})"
     for a, c in zip(api, core):
         if c["checked"]:      # the result check inside the computation (checked_body)
             a["call"] = a["call"][:-1] + f", &{CHECK})"
-            a["result_test"] = f"{CHECK} == {printer.zero}"
+            a["result_test"] = " && ".join([f"({CHECK} == {printer.zero})", *c["readback"]])
             a["check_init"] = f"{printer.scalar} {CHECK} = 1.0{printer.suffix};"
     source = render("clib_source.c.j2", prelude=printer.prelude, core=core, api=api, first_joint=first_joint,
+                    checks=list(checks.values()),
                     enum=frame_enum(robot, impl_name) if enum else [], **common)
 
     stack_name = f"{name}_stack.txt"

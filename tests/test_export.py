@@ -313,6 +313,16 @@ def test_bad_input_statuses(export_dir, tmp_path):
     idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
     st, (t,) = _call_flight(lib, name + "_", idspec, [q, v * 1e200, tau])
     assert st == 6 and np.all(t == 0.0), (st, t)
+    # joints each within the limit whose squares sum beyond it: the straight-line check is conservative
+    # there (it fails), the detailed checks pass, and the function computes (against the reference path)
+    from soadyn.codegen.verify import reference_function
+    far = np.concatenate([q[:7], np.resize([0.97e5, -0.99e5], q.size - 7)])
+    assert np.sum(far[7:] ** 2) > 1e10
+    st, (a,) = _call_flight(lib, name + "_", spec, [far, v, tau])
+    want = reference_function(spec.registration)(robot, far, v, tau)
+    assert st == 0 and np.allclose(a, want, rtol=1e-7, atol=1e-7 * np.max(np.abs(want))), (st, a, want)
+    st, (a,) = _call_flight(lib, name + "_", spec, [np.where(np.arange(q.size) == 8, 1.01e5, far), v, tau])
+    assert st == 5 and np.all(a == 0.0), st
     # a scaled quaternion is fine (the code divides its norm out)
     st, (a,) = _call_flight(lib, name + "_", spec, [np.concatenate([q[:3], 3 * q[3:7], q[7:]]), v, tau])
     assert st == 0 and np.all(np.isfinite(a))
@@ -392,6 +402,77 @@ def test_checked_body_multiplies_each_distinct_stored_value():
     assert got[-1].kind == cp.STORE and got[-1].target == CHECK
     assert checked_body(body[:-1], [Arg("M", (2, 3))]) is None          # M[5] not written
     assert checked_body(body + [cp.call("f", ["q"])], [Arg("M", (2, 3))]) is None
+
+
+def test_product_loops_checked_inside_and_read_back(export_dir, tmp_path):
+    """M^-1 of a free base with product loops: the statements' stores are checked inside the computation,
+    the entries the loops compute are read back by one straight-line function, and the two together
+    cover every output entry.  That function (compiled with the library) returns 0 for a NaN or an
+    infinity at each of those entries and 1 for finite ones."""
+    if PANDA_URDF is None:
+        pytest.skip("example-robot-data is not installed")
+    import soadyn.codegen.cprogram as cp
+    from soadyn.codegen.export import CHECK, checked_body, product_entries
+    from soadyn.codegen.pipeline import generate
+    from soadyn.codegen.products import mirrored_entries
+
+    robot, name = resolve_robot(PANDA_URDF, "free", mimic="independent")
+    f = next(x for x in generate(robot, f"{name}_impl", functions="mass_matrix_inverse").functions
+             if x.cname.endswith("_mass_matrix_inverse"))
+    assert f.products and f.epilogue, "the Panda's M^-1 is expected to have product loops"
+    late = product_entries(f.products)
+    assert checked_body(f.body, f.outputs) is None            # a product call: not straight-line
+    got = checked_body(f.body, f.outputs, f.products, len(f.epilogue))
+    assert got is not None and got[-len(f.epilogue):] == f.body[-len(f.epilogue):]
+    nv = robot.nv
+    chained = {st.expr.text.split("*")[1] for st in got
+               if st.kind == cp.ARITH and st.target[len(CHECK):].isdigit()}
+    inside = {s.index for s in got if s.kind == cp.STORE and s.target == "Minv"
+              and (s.expr.text in chained or cp.is_constant(s.expr))}
+    inside |= {i for s in got if s.kind == cp.ZEROS and s.target == "Minv" for i in range(s.index, s.end)}
+    below = {i for _, i in mirrored_entries(f.products)}
+    assert not inside & set(late["Minv"])                     # the loops overwrite them: not checked twice
+    assert inside | set(late["Minv"]) | below == set(range(nv * nv))
+    # in C: which entries the product loops write (the loops run on factors of ones, into ones), and the
+    # read-back function on a NaN or an infinity at each of the entries it reads
+    d = export_dir(PANDA_URDF, "free", HELD_OUT)
+    lib = _name(d)
+    fn = f"{lib}_impl_mass_matrix_inverse_entries"
+    assert f"static int {fn}(const double *Minv)" in (d / f"{lib}.c").read_text()
+    scratch = "".join(f"    static double {n}[{size}];\n    for (k = 0; k < {size}; ++k) {n}[k] = 1.0;\n"
+                      for n, size in f.scratch)
+    calls = "".join(f"    {st.target.replace(name + '_impl_', lib + '_impl_')}({', '.join(st.args)});\n"
+                    for st in f.epilogue if st.kind == cp.PRODUCT)
+    (tmp_path / "t.c").write_text(f"""#include <stdio.h>
+#include "{d / f'{lib}.c'}"
+int main(void)
+{{
+    static const int at[] = {{{', '.join(map(str, late['Minv']))}}};
+    static double Minv[{nv * nv}];
+    const double bad[3] = {{(double)NAN, (double)INFINITY, -(double)INFINITY}};
+    int k, b, wrong = 0;
+    for (k = 0; k < {nv * nv}; ++k) Minv[k] = 1.0;
+{scratch}{calls}    for (k = 0; k < {nv * nv}; ++k) if (Minv[k] != 1.0) printf("w %d\\n", k);
+    for (k = 0; k < {nv * nv}; ++k) Minv[k] = 1e300;
+    wrong += {fn}(Minv) != 1;
+    for (k = 0; k < (int)(sizeof at / sizeof at[0]); ++k) {{
+        for (b = 0; b < 3; ++b) {{
+            Minv[at[k]] = bad[b];
+            wrong += {fn}(Minv) != 0;
+        }}
+        Minv[at[k]] = 1e300;
+    }}
+    printf("%d wrong\\n", wrong);
+    return wrong != 0;
+}}
+""")
+    r = _run(["gcc", "-std=c99", "-O2", "-w", "-I", str(d), "-include", "math.h", str(tmp_path / "t.c"),
+              "-o", str(tmp_path / "t")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _run([str(tmp_path / "t")])
+    assert r.returncode == 0 and "0 wrong" in r.stdout, r.stdout
+    written = {int(x) for x in re.findall(r"^w (\d+)$", r.stdout, re.M)}
+    assert set(late["Minv"]) == written - below and written, (sorted(written), late)
 
 
 def test_flight_targets_use_the_printers():
