@@ -291,11 +291,12 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
     """C of ``p``, run after the statements: ``(definition, statements of the call)``.
 
     The loops (:func:`_product_vector_lines` in place, :func:`_general_product_lines` from a scratch array)
-    come three times: with GCC or Clang over vectors of 4 doubles with AVX, else 2; otherwise plain scalar
-    loops.  Every lane performs the scalar loop's operations in the same order (``-ffp-contract=off``), so
-    all three give the same bits.  The loops are a function of their own (``noinline``): inlined at the
-    end of a long straight-line body, gcc -O3 made them 2.5x slower (Panda forward-dynamics derivatives:
-    700 against 280 ns)."""
+    come four times: with GCC or Clang over vectors of 8 doubles with AVX-512 (xArm7 free / B1 + Z1
+    forward-dynamics derivatives 1,588 -> 1,548 / 4,267 -> 4,083 ns, medians of 5 alternating fresh
+    copies, load 9), 4 with AVX, else 2; otherwise plain scalar loops.  Every lane performs the scalar
+    loop's operations in the same order (``-ffp-contract=off``), so all four give the same bits.  The
+    loops are a function of their own (``noinline``): inlined at the end of a long straight-line body,
+    gcc -O3 made them 2.5x slower (Panda forward-dynamics derivatives: 700 against 280 ns)."""
     what = section_of(p.name) or f"{p.name}: dense product"
     sign = "-" if p.scale < 0 else ""
     name = f"{cname}_prod_{p.name}"
@@ -317,7 +318,8 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
                        + [f"double *{o}" for o in args[n_const:]])
     ind = "    "
     body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
-             "#if defined(__AVX__)"]
+             "#if defined(__AVX512F__)"]
+            + [ind + x for x in lines(8)] + ["#elif defined(__AVX__)"]
             + [ind + x for x in lines(4)] + ["#else"]
             + [ind + x for x in lines(2)] + ["#endif", "#else"]
             + [ind + x for x in lines(1)] + ["#endif"])
