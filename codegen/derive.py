@@ -67,6 +67,10 @@ class Product:
     #: ``A[i, c] = output[stride * rows[i] + cols[c]]`` (a block of M^-1, not copied); ``left`` then holds
     #: ``B`` only
     source: tuple[str, int, tuple[int, ...], tuple[int, ...]] | None = None
+    #: ``A`` is the output ``left`` (in place) or a block of ``source``, and that matrix is symmetric (M^-1):
+    #: column c of ``A`` is also a run of its row c, so the loops may read ``A`` by columns
+    #: (:func:`soadyn.codegen.products.row_vectors`)
+    left_symmetric: bool = False
 
     @property
     def columns(self) -> int:
@@ -235,7 +239,8 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
             runs.append([name, shape[1], col, 1])
     if not runs:
         return None
-    product = Product(d.name, left, m, signs.pop() if signs else 1, tuple(tuple(r) for r in runs))
+    product = Product(d.name, left, m, signs.pop() if signs else 1, tuple(tuple(r) for r in runs),
+                      left_symmetric=_symmetric(np.asarray(d.A, dtype=object)))
     return product, stores
 
 
@@ -310,12 +315,20 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
         return None
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
     source = _left_source(d, outputs, shapes, name)
+    mirror = source is not None and _symmetric(np.asarray(d.left_of[0], dtype=object))
     product = Product(d.name, scratch, m, signs.pop(), ((name, shape[1], col0, n),), k=k, row0=row0,
-                      accumulate=accumulate, symmetric=d.symmetric, source=source)
+                      accumulate=accumulate, symmetric=d.symmetric, source=source, left_symmetric=mirror)
     stores = {(h[0], h[1]): h[3] for h in hits}
     factors = [*d.B.ravel()] if source else [*d.A.ravel(), *d.B.ravel()]
     stores.update({(scratch, i): se.sympify(e) for i, e in enumerate(factors)})
     return product, stores
+
+
+def _symmetric(W: np.ndarray) -> bool:
+    """``W`` (square, entries symbols or numbers) equals its transpose entry by entry."""
+    n = W.shape[0]
+    return W.shape == (n, n) and all(se.sympify(W[i, j]) == se.sympify(W[j, i])
+                                     for i in range(n) for j in range(i + 1, n))
 
 
 def _left_source(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],

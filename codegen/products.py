@@ -22,6 +22,10 @@ from soadyn.model.names import c_comment
 
 #: how many result vectors one pass of a product's row loop keeps in registers
 PRODUCT_BLOCK = 8
+#: the vector loops' sum over the inner dimension unrolled whole (a constant trip count): no loop counter
+#: or branch per term (xArm7 free forward-dynamics derivatives, 13 x 13 by 13 x 17: 15 instructions per
+#: term, 4 of them loop control); the same operations in the same order
+UNROLL = "_Pragma(\"GCC unroll 32\")"
 
 
 def _product_vector_lines(p: Product, width: int) -> list[str]:
@@ -45,6 +49,8 @@ def _product_vector_lines(p: Product, width: int) -> list[str]:
                 f"        for (prod_j = 0; prod_j < {n}; ++prod_j) "
                 "prod_r[prod_j] += prod_a[prod_k] * prod_B[prod_k][prod_j];",
                 *_product_copies(p, "prod_r", load=False), "}"]
+    if row_vectors(p, width):
+        return _column_product_lines(p, width)
     nvec = sum(-(-count // width) for *_, count in p.runs)     # each run from a whole vector on
     out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
            f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
@@ -70,6 +76,7 @@ def _accumulate_row(nvec: int, k: int, row: str, indent: str = "    ", a: str = 
         acc = range(b0, min(nvec, b0 + PRODUCT_BLOCK))
         out += [f"{indent}{{",
                 f"{indent}    " + " ".join(f"prod_v prod_c{v} = {a0} * prod_B[0].v[{v}];" for v in acc),
+                f"{indent}    {UNROLL}",
                 f"{indent}    for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
                 f"{indent}        " + " ".join(f"prod_c{v} += {ak} * prod_B[prod_k].v[{v}];"
                                                for v in acc),
@@ -95,9 +102,10 @@ def _product_copies(p: Product, row: str, load: bool, width: int = 1) -> list[st
         if load:
             src, dst = dst, src
         if width > 1:
-            out.append(f"    for (prod_j = 0; prod_j + {width} <= {count}; prod_j += {width}) "
+            out.append(f"    {UNROLL} for (prod_j = 0; prod_j + {width} <= {count}; prod_j += {width}) "
                        f"*(prod_w *)({dst} + prod_j) = {sign}*(const prod_w *)({src} + prod_j);")
-            out.append(f"    for (; prod_j < {count}; ++prod_j) ({dst})[prod_j] = {sign}({src})[prod_j];")
+            out.append(f"    {UNROLL} for (; prod_j < {count}; ++prod_j) "
+                       f"({dst})[prod_j] = {sign}({src})[prod_j];")
         else:
             out.append(f"    for (prod_j = 0; prod_j < {count}; ++prod_j) "
                        f"({dst})[prod_j] = {sign}({src})[prod_j];")
@@ -139,13 +147,15 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
                 f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
                 f"prod_o[prod_j] {op} {sign}prod_r[prod_j];",
                 *mirror, "}"]
+    if row_vectors(p, width):
+        return _column_product_lines(p, width)
     nvec = -(-n // width)
     out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
            f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
            f"union {{ prod_v v[{nvec}]; double d[{nvec * width}]; }} prod_B[{k}], prod_u;",
            "int prod_i, prod_j, prod_k;",
            f"for (prod_k = 0; prod_k < {k}; ++prod_k) {{",
-           f"    for (prod_j = 0; prod_j < {n}; ++prod_j) "
+           f"    {UNROLL} for (prod_j = 0; prod_j < {n}; ++prod_j) "
            f"prod_B[prod_k].d[prod_j] = {p.left}[{boff} + {n} * prod_k + prod_j];"]
     if nvec * width > n:
         out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
@@ -161,10 +171,101 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     else:
         out += _accumulate_row(nvec, k, "prod_u", a=a)
     # whole (unaligned) vectors of the row, then its last entries one by one
-    out += [f"    for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
+    out += [f"    {UNROLL} for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
             f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
-            f"    for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
+            f"    {UNROLL} for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
     return out + mirror + ["}"]
+
+
+#: at most this many vector accumulators in a column of :func:`_column_product_lines` (else by rows)
+COLUMN_VECTORS = 10
+
+
+def row_vectors(p: Product, width: int) -> bool:
+    """Whether a product's loops run down the result's columns, ``width`` rows per vector
+    (:func:`_column_product_lines`), instead of along its rows: when ``A`` is (a block of) a symmetric
+    matrix whose rows are contiguous (so that its columns are contiguous runs of that matrix) and this
+    takes fewer vector multiplications (B1 + Z1's forward-dynamics derivatives: the leg blocks 24 x 9 by
+    9 x 3, six vectors per column instead of one per row, and no index lookup per entry of ``A``)."""
+    if width < 2 or p.symmetric or not p.left_symmetric:
+        return False
+    if p.k:
+        if p.source is None:
+            return False
+        rows = p.source[2]
+        if rows != tuple(range(rows[0], rows[0] + len(rows))):
+            return False
+        by_rows = -(-p.columns // width)
+    else:
+        by_rows = sum(-(-count // width) for *_, count in p.runs)
+    whole, tail = divmod(p.m, width)
+    return 0 < whole <= COLUMN_VECTORS and p.columns * (whole + tail) < p.m * by_rows
+
+
+def _column_product_lines(p: Product, width: int) -> list[str]:
+    """The loops of a product down each column j of the result: column c of ``A`` is the run of the
+    symmetric matrix's row c (in place: ``A[i, c] = W[rows[i], cols[c]] = W[cols[c], rows[i]]``), read as
+    whole vectors (the last ``m % width`` rows one by one) and scaled by ``B[c, j]``.  In place
+    (``p.k == 0``), column j of ``B`` is read back from the result's column first.  The sum over c runs
+    left to right as in the row loops, so every entry rounds the same."""
+    m = p.m
+    k = p.k or m
+    whole, tail = divmod(m, width)
+    if p.k:
+        src, sstride, rows, cols = p.source
+        r0 = rows[0]
+    else:
+        src, sstride, r0, cols = p.left, m, 0, tuple(range(m))
+    if cols == tuple(range(cols[0], cols[0] + len(cols))):
+        index, column = [], f"{src} + {sstride} * ({cols[0]} + prod_k) + {r0}"
+    else:
+        index = [f"const int prod_ci[{k}] = {{{', '.join(map(str, cols))}}};"]
+        column = f"{src} + {sstride} * prod_ci[prod_k] + {r0}"
+    vec = [f"prod_c{t}" for t in range(whole)]
+    sca = [f"prod_e{t}" for t in range(tail)]
+    bcast = "(prod_v){" + ", ".join(["prod_b"] * width) + "}"
+
+    def step(first: bool, b: str, ind: str) -> list[str]:
+        eq = "=" if first else "+="
+        ops = ([f"{c} {eq} *(const prod_w *)(prod_a + {width * t}) * prod_s;" for t, c in enumerate(vec)]
+               + [f"{e} {eq} prod_a[{width * whole + t}] * prod_b;" for t, e in enumerate(sca)])
+        return [f"{ind}prod_a = {column};", f"{ind}prod_b = {b};", f"{ind}prod_s = {bcast};",
+                ind + " ".join(ops)]
+
+    def column_loop(count: int, b: str, dst: str, op: str, sign: str, read_back: list[str]) -> list[str]:
+        """One loop over ``count`` result columns: ``b`` is entry prod_k of column prod_j of B, ``dst``
+        the result's entry prod_i of that column."""
+        return [f"for (prod_j = 0; prod_j < {count}; ++prod_j) {{",
+                *read_back,
+                "    prod_k = 0;",
+                *step(True, b, "    "),
+                f"    {UNROLL}",
+                f"    for (prod_k = 1; prod_k < {k}; ++prod_k) {{",
+                *step(False, b, "        "),
+                "    }",
+                "    " + " ".join(f"prod_u.v[{t}] = {c};" for t, c in enumerate(vec)),
+                f"    {UNROLL} for (prod_i = 0; prod_i < {whole * width}; ++prod_i) "
+                f"{dst} {op} {sign}prod_u.d[prod_i];",
+                *(f"    prod_i = {width * whole + t}; {dst} {op} {sign}{e};" for t, e in enumerate(sca)),
+                "}"]
+    out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
+           f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
+           f"union {{ prod_v v[{whole}]; double d[{whole * width}]; }} prod_u;",
+           "int prod_j, prod_k, prod_i;", "const double *prod_a;", "double prod_b;", "prod_v prod_s;",
+           *([f"double {', '.join(sca)};"] if sca else []), "prod_v " + ", ".join(vec) + ";", *index]
+    if p.k:
+        name, stride, col, _ = p.runs[0]
+        op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
+        sign = "-" if p.scale < 0 and not p.accumulate else ""
+        return out + column_loop(p.columns, f"{p.left}[{p.columns} * prod_k + prod_j]",
+                                 f"{name}[{stride} * ({p.row0} + prod_i) + {col} + prod_j]", op, sign, [])
+    sign = "-" if p.scale < 0 else ""
+    out.append(f"double prod_bj[{m}];")
+    for name, stride, col, count in p.runs:      # in place: column j of B read back, then overwritten
+        entry = f"{name}[{stride} * prod_i + {col} + prod_j]"
+        back = [f"    {UNROLL} for (prod_i = 0; prod_i < {m}; ++prod_i) prod_bj[prod_i] = {entry};"]
+        out += column_loop(count, "prod_bj[prod_k]", entry, "=", sign, back)
+    return out
 
 
 def _left_rows(p: Product) -> tuple[list[str], str, str]:
@@ -190,11 +291,12 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
     """C of ``p``, run after the statements: ``(definition, statements of the call)``.
 
     The loops (:func:`_product_vector_lines` in place, :func:`_general_product_lines` from a scratch array)
-    come three times: with GCC or Clang over vectors of 4 doubles with AVX, else 2; otherwise plain scalar
-    loops.  Every lane performs the scalar loop's operations in the same order (``-ffp-contract=off``), so
-    all three give the same bits.  The loops are a function of their own (``noinline``): inlined at the
-    end of a long straight-line body, gcc -O3 made them 2.5x slower (Panda forward-dynamics derivatives:
-    700 against 280 ns)."""
+    come four times: with GCC or Clang over vectors of 8 doubles with AVX-512 (xArm7 free / B1 + Z1
+    forward-dynamics derivatives 1,588 -> 1,548 / 4,267 -> 4,083 ns, medians of 5 alternating fresh
+    copies, load 9), 4 with AVX, else 2; otherwise plain scalar loops.  Every lane performs the scalar
+    loop's operations in the same order (``-ffp-contract=off``), so all four give the same bits.  The
+    loops are a function of their own (``noinline``): inlined at the end of a long straight-line body,
+    gcc -O3 made them 2.5x slower (Panda forward-dynamics derivatives: 700 against 280 ns)."""
     what = section_of(p.name) or f"{p.name}: dense product"
     sign = "-" if p.scale < 0 else ""
     name = f"{cname}_prod_{p.name}"
@@ -216,7 +318,8 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
                        + [f"double *{o}" for o in args[n_const:]])
     ind = "    "
     body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
-             "#if defined(__AVX__)"]
+             "#if defined(__AVX512F__)"]
+            + [ind + x for x in lines(8)] + ["#elif defined(__AVX__)"]
             + [ind + x for x in lines(4)] + ["#else"]
             + [ind + x for x in lines(2)] + ["#endif", "#else"]
             + [ind + x for x in lines(1)] + ["#endif"])

@@ -51,6 +51,9 @@ SECTIONS: tuple[tuple[str, str], ...] = (
                                          "eq. C.17, E.3-E.6)"),
     (r"Ups\w*", "operational-space inertias Upsilon(k) = Lambda(k)^-1 (seed 000 eq. 4.7, 4.9)"),
     (r"cl\w*", "loop-closure constraint rows and the reduced dynamics (seed 004 eq. 5)"),
+    (r"afd|(aqd|abq|Fqc|Fcq)\d+", "the sweep at the forward dynamics' accelerations: a = M^-1 (tau - h), "
+                                  "then the accelerations A(k) and subtree forces F(k) corrected by the "
+                                  "terms linear in a"),
     (r"dadx", "derivatives of the forward dynamics da/dx = -M^-1 dtau/dx at a = FD(q, v, tau) "
               "(Carpentier & Mansard 2018; dtau/dx of Algorithm 1, M^-1 of seed 000 eq. 2.10c)"),
 )

@@ -350,14 +350,15 @@ def test_quaternion_seed_without_staged_attitude():
 
 
 # ---- the product -M^-1 dtau/dx in blocks (issue 26) -----------------------------------------------
-def _two_branch_doc(base: str, joints: int = 5) -> dict:
-    """A base with two branches of ``joints`` joints (a leg-and-arm tree): blocks large enough to be loops."""
+def _two_branch_doc(base: str, joints: int = 5, second: int | None = None) -> dict:
+    """A base with two branches of ``joints`` joints (a leg-and-arm tree; ``second``: the second branch's
+    count if it differs): blocks large enough to be loops."""
     rng = np.random.default_rng(5)
     bodies = [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
                "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
     for b in range(2):
         parent = "base"
-        for i in range(joints):
+        for i in range(joints if b == 0 or second is None else second):
             axis = np.eye(3)[i % 3] if i % 2 else rng.normal(size=3)
             name = f"b{b}_{i}"
             bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 3.0)),
@@ -368,7 +369,8 @@ def _two_branch_doc(base: str, joints: int = 5) -> dict:
                                      "xyz": rng.normal(0, 0.3, 3).tolist(),
                                      "rpy": rng.uniform(-3, 3, 3).tolist()}})
             parent = name
-    name = f"two_branch_{base}" + ("" if joints == 5 else f"_{joints}")
+    name = (f"two_branch_{base}" + ("" if joints == 5 else f"_{joints}")
+            + ("" if second is None else f"_{second}"))
     return {"name": name, "base": base, "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
 
 
@@ -386,15 +388,15 @@ def test_product_blocks_cover_every_nonzero(tmp_path, base):
         covered = np.zeros_like(J, dtype=bool)
         reached = np.zeros((nv, 2 * nv), dtype=bool)
         blocks = alg.product_blocks(robot, skip_base=True)
-        for c0, c1, rows, out in blocks:
-            covered[np.ix_(rows, range(c0, c1))] = True
-            reached[np.ix_(out, range(c0, c1))] = True
+        for cols, rows, out in blocks:
+            covered[np.ix_(rows, cols)] = True
+            reached[np.ix_(out, cols)] = True
         J[:, :robot.base_nv] = 0.0          # the free base's configuration and linear velocity
         J[:, nv + 3:nv + robot.base_nv] = 0.0   # columns: closed form
         assert not np.any((np.abs(J) > 1e-9) & ~covered)
         reach = np.abs(Minv) @ (np.abs(J) > 1e-9)
         assert not np.any((reach > 1e-9) & ~reached)
-        assert sum(len(r) * (c1 - c0) for c0, c1, r, _ in blocks) < nv * 2 * nv
+        assert sum(len(r) * len(cols) for cols, r, _ in blocks) < nv * 2 * nv
 
 
 def _robot(tmp_path, doc):
@@ -444,9 +446,42 @@ def test_block_products_read_in_place_give_the_same_bits(cc, tmp_path, deriv_dir
     mod = compile_robot(robot, deriv_dir, functions=["forward_dynamics_derivatives"], progress=False)
     src = next(Path(mod.__file__).parent.glob("*.c"))
     assert "A read in place from da_dtau" in src.read_text() and "prod_ci[" in src.read_text()
+    assert "prod_s = (prod_v){" in src.read_text()     # 16 rows, 5 columns: down the columns
     Q, V, T, _ = _states(robot, 1, 33)
     _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_forward_dynamics_derivatives",
                (Q[0], V[0], T[0]), mod.forward_dynamics_derivatives(Q[0], V[0], T[0]), robot.nv)
+
+
+def test_product_down_the_columns_in_place_gives_the_same_bits(cc, tmp_path, deriv_dir):
+    """Few columns and many rows of M^-1 (exactly symmetric): the loops run down each result column, whole
+    vectors of a row of M^-1 plus its last entries one by one: here the product over all of M^-1 in place
+    (the 3 base angular columns; branches of 3 and 4 joints: 13 rows = 3 vectors + 1; the branches'
+    blocks run down the columns in the test above).  Vectors of 4, of -march=native and scalar loops give
+    the same bits, the SIMD batch too, and the result agrees with the differences."""
+    from test_products import _build_variants, _same_bits
+
+    from soadyn.codegen.derive import derive
+    from soadyn.codegen.functions import function_table
+    from soadyn.codegen.products import row_vectors
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("free", joints=3, second=4)), GRAVITY)
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    products = derive(robot, spec).products
+    assert all(p.left_symmetric for p in products)
+    assert any(p.k == 0 and row_vectors(p, 4) for p in products) and robot.nv % 4
+    mod = compile_robot(robot, deriv_dir, functions=["forward_dynamics_derivatives"], progress=False)
+    src = next(Path(mod.__file__).parent.glob("*.c"))
+    assert "prod_bj[" in src.read_text()                   # the in-place product by columns
+    Q, V, T, _ = _states(robot, 4, 35)
+    first = _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_forward_dynamics_derivatives",
+                       (Q[0], V[0], T[0]), mod.forward_dynamics_derivatives(Q[0], V[0], T[0]), robot.nv)
+    for g, r in zip(first, fd.forward_dynamics_derivatives(robot, Q[0], V[0], T[0])):
+        assert rel_err(g, r) <= FD_TOL
+    batch = mod.forward_dynamics_derivatives(Q, V, T)
+    for i in range(len(Q)):
+        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
+            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64))
 
 
 def test_block_products_read_in_place_in_the_simd_batch(tmp_path, deriv_dir):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from soadyn.symbolic.algorithms.drive import armature
-from soadyn.symbolic.algorithms.kinematics import Kinematics, joint_transforms, unit_hinge_index
+from soadyn.symbolic.algorithms.kinematics import Kinematics, joint_transforms
 from soadyn.symbolic.algorithms.linalg import LDL, ldl
 from soadyn.symbolic.scalar import ScalarContext
 
@@ -89,7 +89,7 @@ def articulate_hinge(robot: Any, ctx: ScalarContext, kin: Kinematics, k: int, Pk
     Dinv = ctx.stage(f"{nDinv}{k}", 1 / D)
     G = ctx.stage(f"{nG}{k}", U * Dinv)
     Pp = Pk - np.outer(G, U)
-    i = unit_hinge_index(robot, k)
+    i = kin.unit_hinge(k)
     if i is not None and not ia:   # H P+ = 0 exactly (P+ H* = P H* - U = 0); not with an armature
         Pp[i, :] = 0
         Pp[:, i] = 0

@@ -74,6 +74,10 @@ class Kinematics:
     def spatial_inertia(self, k: int) -> np.ndarray:
         return spatial_inertia(self.robot, self.ctx, k)
 
+    def unit_hinge(self, k: int) -> int | None:
+        """:func:`unit_hinge_index` of body k's hinge in these coordinates."""
+        return unit_hinge_index(self.robot, k)
+
     def inertia_times(self, k: int, x: np.ndarray) -> np.ndarray:
         """``M(k) x`` using the rigid-body structure: ``[J w + h x u; m u - h x w]`` for ``x = [w; u]``."""
         bi = body_inertia(self.robot, self.ctx, k)

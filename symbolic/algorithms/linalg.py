@@ -42,8 +42,15 @@ class LDL:
         return ctx.array(x)
 
     def inverse(self, name: str = "inv") -> np.ndarray:
+        """A^-1, exactly symmetric: the upper triangle of the solved columns, mirrored (the entries below
+        the diagonal differ from it only by rounding; a symmetric result lets M^-1's blocks be read by
+        rows or by columns alike, :func:`soadyn.codegen.products.row_vectors`)."""
         n = self.L.shape[0]
-        return self.solve(self.ctx.eye(n), name)
+        X = self.solve(self.ctx.eye(n), name)
+        for i in range(n):
+            for j in range(i):
+                X[i, j] = X[j, i]
+        return X
 
 
 def ldl(ctx: ScalarContext, A: np.ndarray, name: str = "ldl") -> LDL:

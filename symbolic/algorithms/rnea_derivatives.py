@@ -38,6 +38,7 @@ carry gravity alone.  Exact zeros of ``S_0 = I6`` and of the unit hinge axes sta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -125,14 +126,38 @@ def _is_path(robot: Any, j: int, i: int) -> bool:
     return False
 
 
+@dataclass
+class Sweep:
+    """The per-body quantities of the two sweeps, base-aligned coordinates (module docstring): joint
+    columns S, velocities V, accelerations A, body inertias I and, per subtree, composite inertia Ic,
+    Coriolis block Cc and momentum Hc, force F (None for a fixed root); ``grav`` is ``a_root = -g``."""
+
+    grav: np.ndarray
+    S: list[list[np.ndarray]]
+    V: list[np.ndarray]
+    A: list[np.ndarray]
+    inert: list[RigidInertia]
+    Ic: list[RigidInertia]
+    Cc: list[np.ndarray]
+    Hc: list[np.ndarray]
+    F: list[np.ndarray]
+
+
 def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.ndarray | None = None,
                      base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(dtau/dq, dtau/dv) of inverse dynamics at (q, v, a) by the analytic recursions (module docstring).
 
     ``base_q=False`` leaves the free base's columns of dtau/dq at zero (for a caller that has them in
     closed form, see :func:`soadyn.symbolic.algorithms.derivatives.forward_dynamics_derivatives`)."""
+    return rnea_entries(kin, base_aligned_sweep(kin, v, a, f_ext), base_q)
+
+
+def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
+                       f_ext: np.ndarray | None = None) -> Sweep:
+    """Base to tip (S, V, A, body forces), tip to base (Ic, Cc, Hc, F) at (q, v, a); ``a=None``: the
+    bias sweep, every joint acceleration (and the free base's) zero."""
     robot, ctx = kin.robot, kin.ctx
-    n, nv = robot.n_bodies, robot.nv
+    n = robot.n_bodies
     Rb, pb = link_poses(kin, relative=True)
     grav = ctx.stage("gb", gravity_acceleration(kin))
     S: list[list[np.ndarray]] = [[] for _ in range(n)]
@@ -149,16 +174,17 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
         if k == 0:
             if robot.is_free:
                 S[0] = [ctx.eye(6)[:, m] for m in range(6)]
-                V[0], A[0] = v[0:6], ctx.stage("ab0", grav + a[0:6])
+                V[0], A[0] = v[0:6], grav if a is None else ctx.stage("ab0", grav + a[0:6])
             else:
                 V[0], A[0] = zero6, grav
         else:
             p = robot.parent[k]
             col = ctx.stage(f"Sb{k}", X.motion_to_parent(ctx.const(hinge_map(robot, k))))
             S[k] = [col]
-            qd, qdd = v[robot.v_index(k)][0], a[robot.v_index(k)][0]
+            qd = v[robot.v_index(k)][0]
             V[k] = ctx.stage(f"vb{k}", V[p] + col * qd)
-            A[k] = ctx.stage(f"ab{k}", A[p] + col * qdd + motion_cross(V[p], col * qd))
+            acc = A[p] + motion_cross(V[p], col * qd)
+            A[k] = ctx.stage(f"ab{k}", acc if a is None else acc + col * a[robot.v_index(k)][0])
         if k in ctx.parameters:      # run-time parameters: (m, h, J about O_k) moved to the base
             body = body_inertia(robot, ctx, k).rigid()
             if k > 0:
@@ -190,6 +216,16 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
         Cc[k] = ctx.stage_symmetric(f"Cc{k}", Ck)
         Hc[k] = ctx.stage(f"Hc{k}", Hk)
         F[k] = ctx.stage(f"Fc{k}", Fk)
+    return Sweep(grav, S, V, A, inert, Ic, Cc, Hc, F)
+
+
+def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """dtau/dq, dtau/dv from the sweeps' quantities: per body its rows and columns, then the entries of
+    the pairs on one path (module docstring); ``base_q`` as in :func:`rnea_derivatives`."""
+    robot, ctx = kin.robot, kin.ctx
+    n, nv = robot.n_bodies, robot.nv
+    grav, S, V, A, Ic, Cc, Hc, F = sw.grav, sw.S, sw.V, sw.A, sw.Ic, sw.Cc, sw.Hc, sw.F
+    zero6 = ctx.zeros(6)
     # ---- per body: rows (Fr, Gr) and columns (u, alpha, beta, phi, psi) --------------------------------
     rows: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     cols: dict[int, list[tuple[np.ndarray, ...]]] = {}
