@@ -167,6 +167,46 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     return out + mirror + ["}"]
 
 
+def _masked_product_lines(p: Product, width: int) -> list[str]:
+    """The code of a masked general product (``p.ranges``), unrolled over its rows: row ``i`` of ``A``
+    (``m x k``, from the scratch array) as ``k`` broadcast vectors, then each vector of ``width`` columns
+    of the result that holds one of the row's columns ``lo <= j < hi``, ``c = a0 B[0] + a1 B[1] + ...``
+    (left to right) over the rows of ``B`` read in place (stride ``p.bstride``, padded with zeros), and the
+    row's entries stored into (or added to) the output from the vectors.  ``width`` 1: one scalar
+    expression per entry, in the same order."""
+    m, k, bs = p.m, p.k, p.bstride
+    name, stride, col, _ = p.runs[0]
+    op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
+    sign = "-" if p.scale < 0 and not p.accumulate else ""
+    out = ["const double *prod_a;",
+           f"const double *prod_b = {p.left} + {m * k};"]
+    if width > 1:
+        out = [f"typedef double prod_v __attribute__((vector_size({8 * width})));",
+               f"typedef double prod_w __attribute__((vector_size({8 * width}), aligned(8), may_alias));",
+               f"union {{ prod_v v; double d[{width}]; }} prod_u;", *out]
+    for i, (lo, hi) in enumerate(p.ranges):
+        if lo >= hi:
+            continue
+        o = f"{name}[{stride * (p.row0 + i) + col} + "
+        rows = [f"prod_a = {p.left} + {k * i};"]
+        if width == 1:
+            for j in range(lo, hi):
+                terms = " + ".join(f"prod_a[{c}]*prod_b[{bs * c + j}]" for c in range(k))
+                rows.append(f"{o}{j}] {op} {sign}({terms});")
+        else:
+            rows += [f"prod_v prod_a{c} = {{{', '.join([f'prod_a[{c}]'] * width)}}};" for c in range(k)]
+            for v in range(lo // width, -(-hi // width)):
+                b = [f"*(const prod_w *)(prod_b + {bs * c + width * v})" for c in range(k)]
+                rows.append(f"prod_u.v = prod_a0 * {b[0]};")
+                rows += [f"prod_u.v += prod_a{c} * {b[c]};" for c in range(1, k)]
+                if sign:                   # one (exact) negation of the vector, not one per entry
+                    rows.append("prod_u.v = -prod_u.v;")
+                for j in range(max(lo, width * v), min(hi, width * (v + 1))):
+                    rows.append(f"{o}{j}] {op} prod_u.d[{j - width * v}];")
+        out += ["{", *("    " + r for r in rows), "}"]
+    return out
+
+
 def _left_rows(p: Product) -> tuple[list[str], str, str]:
     """How a general product's loops read ``A``: index arrays to declare, the start of row ``prod_i``
     (``prod_a``) and the entry ``{}`` of that row.  From the scratch array, or in place from the output
@@ -199,13 +239,14 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
     sign = "-" if p.scale < 0 else ""
     name = f"{cname}_prod_{p.name}"
     if p.k:
-        lines = functools.partial(_general_product_lines, p)
+        lines = functools.partial(_masked_product_lines if p.ranges else _general_product_lines, p)
         args = [p.left, *([p.source[0]] if p.source else []), p.runs[0][0]]
         how = "added to" if p.accumulate else "stored into"
         where = (f"A read in place from {p.source[0]}, B from {p.left}" if p.source
                  else f"A and B from {p.left}")
         head = (f"{name}: {sign}A B, ({p.m} x {p.k}) by ({p.k} x {p.columns}), {where}, {how} "
-                f"rows {p.row0}.. of {args[-1]}")
+                f"rows {p.row0}.. of {args[-1]}" + (f", {p.ops()['mul'] // p.k} entries (a mask)" if p.ranges
+                                                    else ""))
     else:
         lines = functools.partial(_product_vector_lines, p)
         args = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
@@ -237,7 +278,7 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
     for p in products:
         name, stride, col, n = p.runs[0]
         for i in range(p.m):
-            for j in range(n):
+            for j in _row_columns(p, i):
                 blocks[name, stride * (p.row0 + i) + col + j] = (p, i, j)
     factors = {p.left for p in products}
     read = {(p.source[0], p.source[1] * r + c) for p in products if p.source
@@ -267,17 +308,34 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
         name, stride, col, n = p.runs[0]
         m_, k = p.m, p.k
         boff = 0 if p.source else m_ * k
+        bs = p.bstride or n
         for i in range(m_):
-            for j in range(n):
+            for j in _row_columns(p, i):
                 if p.symmetric and j < i:
                     continue
-                terms = " + ".join(f"{left(p, i, c)}*{p.left}_{boff + n * c + j}" for c in range(k))
+                terms = " + ".join(f"{left(p, i, c)}*{p.left}_{boff + bs * c + j}" for c in range(k))
                 out.append(cp.value(f"{p.left}_r{i}_{j}", Expr.of(terms)))
                 sign, op = ("-", "-") if p.scale < 0 else ("", "+")
                 for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
                     value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
                              else f"{sign}{p.left}_r{i}_{j}")
                     out.append(cp.store(name, stride * (p.row0 + a) + col + b, Expr.of(value)))
+    return out
+
+
+def _row_columns(p: Product, i: int) -> range:
+    """The columns of row ``i`` of a general product's block that it computes (``Product.ranges``)."""
+    return range(*p.ranges[i]) if p.ranges else range(p.runs[0][3])
+
+
+def overwritten_entries(products: list[Product]) -> set[tuple[str, int]]:
+    """(output, index) of the entries that a masked general product stores (not adds to): what the
+    statements would store there before the product is overwritten, so they store nothing there."""
+    out: set[tuple[str, int]] = set()
+    for p in products:
+        if p.k and p.ranges and not p.accumulate:
+            name, stride, col, _ = p.runs[0]
+            out |= {(name, stride * (p.row0 + i) + col + j) for i in range(p.m) for j in _row_columns(p, i)}
     return out
 
 

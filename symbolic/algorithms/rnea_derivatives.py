@@ -220,6 +220,8 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
     # ---- assemble: the path of i (j on it) and the subtree below i (i on the path of j) ----------------
     dq = ctx.zeros((nv, nv))
     dv = ctx.zeros((nv, nv))
+    chains = _chains(robot, rows)
+    chain_of = {k: c for c, ks in enumerate(chains) for k in ks}
     for j, cj in cols.items():
         cs = robot.v_index(j).start
         for i, ri_ in rows.items():
@@ -227,6 +229,9 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
             below = _is_path(robot, j, i)
             if not below and not _is_path(robot, i, j):
                 continue
+            if below and i in chain_of and chain_of[i] == chain_of.get(j) and \
+                    len(chains[chain_of[i]]) >= CHAIN_PRODUCT:
+                continue                # j on the path of i in one long chain: the products below
             skip_q = j == 0 and not base_q
             for r, (s_i, Fr, Gr) in enumerate(ri_):
                 for c, (s, u, alpha, beta, phi, psi) in enumerate(cj):
@@ -237,4 +242,46 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
                     else:
                         dq[rs + r, cs + c] = s_i @ phi
                         dv[rs + r, cs + c] = s_i @ psi
-    return ctx.stage("dtau_dq", dq), ctx.stage("dtau_dv", dv)
+    dq, dv = ctx.stage("dtau_dq", dq), ctx.stage("dtau_dv", dv)
+    for ks in chains:               # j on the path of i within a long chain: two masked products
+        m = len(ks)
+        if m < CHAIN_PRODUCT:
+            continue
+        at = robot.v_index(ks[0]).start
+        lower = np.tri(m, dtype=bool)
+        s_, Fr_, Gr_ = (np.array([rows[k][0][c] for k in ks], dtype=object) for c in range(3))
+        u_, al_, be_ = (np.array([cols[k][0][c] for k in ks], dtype=object).T for c in (1, 2, 3))
+        A = np.concatenate([Fr_, Gr_[:, :3]], axis=1)          # Gr_i's last three entries are zero
+        for out, name, right in ((dq, "dqL", np.concatenate([al_, u_[:3]])),
+                                 (dv, "dvL", np.concatenate([be_, -s_.T[:3]]))):
+            P = ctx.matmul(name, A, right, mask=lower)
+            for r, c in zip(*np.nonzero(lower)):
+                out[at + r, at + c] = -P[r, c]
+    return dq, dv
+
+
+#: the fewest bodies of a chain whose pairs with j on the path of i (the lower triangle of its block) are
+#: two masked products, ``-[Fr Gr] [alpha; u]`` and ``-[Fr Gr] [beta; -S]`` (vector loops of the C);
+#: shorter chains keep one statement per entry.  Callgrind instructions per call of the ID derivatives (a C
+#: loop over states, -O2 -march=native -mno-avx512f), statements -> products: xArm7 free (a chain of 7)
+#: 11,108 -> 10,482; xArm7 fixed (6: the first joint, on the fixed base, has constant columns and stays
+#: out) 8,761 -> 8,531; UR10 fixed (5) 6,062 -> 6,351 with products (so none).  The pairs with i a strict
+#: ancestor of j as products too (``S^T [phi psi]``): 10,528 on the xArm7 free, not worth it.
+CHAIN_PRODUCT = 6
+
+
+def _chains(robot: Any, rows: dict) -> list[list[int]]:
+    """The runs of at least two one-column bodies ``k, k + 1, ...`` whose parents move, each the parent of
+    the next, with consecutive velocity indices: within a run, body j is on the path of body i exactly
+    when j <= i, so that those pairs are the lower triangle (with the diagonal) of a block of dtau/dq and
+    dtau/dv."""
+    out: list[list[int]] = []
+    for k in sorted(rows):
+        # a joint on a fixed base has constant columns (u = 0, alpha = -g x S): its entries stay statements
+        one = k > 0 and len(rows[k]) == 1 and robot.parent[k] in rows
+        if (one and out and out[-1][-1] == k - 1 and robot.parent[k] == k - 1
+                and robot.v_index(k).start == robot.v_index(k - 1).start + 1):
+            out[-1].append(k)
+        elif one:
+            out.append([k])
+    return [c for c in out if len(c) > 1]
