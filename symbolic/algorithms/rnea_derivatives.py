@@ -262,12 +262,14 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
 
 #: the fewest bodies of a chain whose pairs with j on the path of i (the lower triangle of its block) are
 #: two masked products, ``-[Fr Gr] [alpha; u]`` and ``-[Fr Gr] [beta; -S]`` (vector loops of the C);
-#: shorter chains keep one statement per entry.  Callgrind instructions per call of the ID derivatives (a C
-#: loop over states, -O2 -march=native -mno-avx512f), statements -> products: xArm7 free (a chain of 7)
-#: 11,108 -> 10,482; xArm7 fixed (6: the first joint, on the fixed base, has constant columns and stays
-#: out) 8,761 -> 8,531; UR10 fixed (5) 6,062 -> 6,351 with products (so none).  The pairs with i a strict
-#: ancestor of j as products too (``S^T [phi psi]``): 10,528 on the xArm7 free, not worth it.
-CHAIN_PRODUCT = 6
+#: shorter chains keep one statement per entry.  Measured (callgrind instructions per call of a C loop,
+#: -O2 -march=native -mno-avx512f; ns: the fast build, alternating fresh copies, load 8-9), statements ->
+#: products: xArm7 free (a chain of 7) 11,108 -> 10,602 Ir, 980-985 -> 947-955 ns; with a chain of 6
+#: allowed, xArm7 fixed (the first joint, on the fixed base, has constant columns and stays out)
+#: 753-776 -> 746-753 ns but B1 + Z1 (the arm's 6) 2,245-2,316 -> 2,330-2,357 ns; UR10 fixed (5)
+#: 6,062 -> 6,351 Ir.  The pairs with i a strict ancestor of j as products too (``S^T [phi psi]``):
+#: 10,528 against 10,482 Ir without them on the xArm7 free.
+CHAIN_PRODUCT = 7
 
 
 def _chains(robot: Any, rows: dict) -> list[list[int]]:
