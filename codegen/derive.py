@@ -287,13 +287,15 @@ MASK_PAD = 4
 
 
 def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
-                        used: set) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
+                        used: set, lefts: dict | None = None
+                        ) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
     """The general :class:`Product` of ``d`` (``A`` m x k, ``B`` k x n, both copied into a scratch array)
     when every result entry is stored once, as ``C + s P_ij`` (one sign), in one dense block of one
     output (a symmetric product: its entry (i, j), i <= j, at both (i, j) and (j, i) of the block; a
     masked one: the mask's entries only, each row's a run of columns, ``Product.ranges``); the output
     entries to store before it (``C``), and the scratch array as the output ``prodf_<name>``.
-    None otherwise."""
+    None otherwise.  ``lefts``: the ``A`` of the masked products placed before (its entries -> the scratch
+    array holding it), so that a masked product with the same ``A`` reads it from there (``source``)."""
     (m, k), n = d.A.shape, d.B.shape[1]
     wanted = int(d.mask.sum()) if d.mask is not None else m * n
     if wanted < (GENERAL_PRODUCT_MIN if d.mask is None else MASKED_PRODUCT_MIN) or used & set(d.P.ravel()):
@@ -351,6 +353,9 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
         return None
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
     source = _left_source(d, outputs, shapes, name)
+    key = tuple(se.sympify(e) for e in d.A.ravel())
+    if source is None and ranges and lefts is not None and key in lefts:
+        source = (lefts[key], k, tuple(range(m)), tuple(range(k)))
     bstride = -(-n // MASK_PAD) * MASK_PAD if ranges else 0
     product = Product(d.name, scratch, m, signs.pop(), ((name, shape[1], col0, n),), k=k, row0=row0,
                       accumulate=accumulate, symmetric=d.symmetric, source=source, ranges=ranges,
@@ -361,6 +366,8 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
         B = np.concatenate([B, np.zeros((k, bstride - n), dtype=object)], axis=1)
     factors = [*B.ravel()] if source else [*d.A.ravel(), *B.ravel()]
     stores.update({(scratch, i): se.sympify(e) for i, e in enumerate(factors)})
+    if ranges and source is None and lefts is not None:
+        lefts[key] = scratch
     return product, stores
 
 
@@ -396,8 +403,9 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
     outs = {n: [se.sympify(e) for e in es] for n, es in outputs}
     products: list[Product] = []
     expand: list[_Deferred] = []
+    lefts: dict = {}
     for d in ctx.deferred:
-        found = _as_product(d, outs, shapes, used) or _as_general_product(d, outs, shapes, used)
+        found = _as_product(d, outs, shapes, used) or _as_general_product(d, outs, shapes, used, lefts)
         if found is None:
             expand.append(d)
             continue

@@ -179,13 +179,17 @@ def _masked_product_lines(p: Product, width: int) -> list[str]:
     name, stride, col, _ = p.runs[0]
     op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
     sign = "-" if p.scale < 0 and not p.accumulate else ""
-    out = [f"const double *prod_a = {p.left};",
-           f"const double *prod_b = {p.left} + {m * k};"]
+    if p.source:                       # A read from another array: A[i, c] = src[stride rows[i] + cols[c]]
+        src, st, rs, cs = p.source
+        out = [f"const double *prod_a = {src};", f"const double *prod_b = {p.left};"]
+    else:
+        st, rs, cs = k, range(m), range(k)
+        out = [f"const double *prod_a = {p.left};", f"const double *prod_b = {p.left} + {m * k};"]
     rows = [(i, lo, hi) for i, (lo, hi) in enumerate(p.ranges) if lo < hi]
     if width == 1:
         for i, lo, hi in rows:
             for j in range(lo, hi):
-                terms = " + ".join(f"prod_a[{k * i + c}]*prod_b[{bs * c + j}]" for c in range(k))
+                terms = " + ".join(f"prod_a[{st * rs[i] + cs[c]}]*prod_b[{bs * c + j}]" for c in range(k))
                 out.append(f"{name}[{stride * (p.row0 + i) + col + j}] {op} {sign}({terms});")
         return out
     vecs = {(i, v) for i, lo, hi in rows for v in range(lo // width, -(-hi // width))}
@@ -199,7 +203,7 @@ def _masked_product_lines(p: Product, width: int) -> list[str]:
             entries = ", ".join(f"prod_b[{bs * c + width * v + w}]" for w in range(width))
             out.append(f"    const prod_v prod_b{v} = {{{entries}}};")
         for i, lo, hi in rows:
-            a = ", ".join([f"prod_a[{k * i + c}]"] * width)
+            a = ", ".join([f"prod_a[{st * rs[i] + cs[c]}]"] * width)
             out.append(f"    {{ const prod_v prod_x = {{{a}}};")
             for v in range(lo // width, -(-hi // width)):
                 out.append(f"      prod_c{i}_{v} {'=' if c == 0 else '+='} prod_x * prod_b{v};")
@@ -309,6 +313,8 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
             return f"{p.left}_{p.k * i + c}"
         src, stride, rows, cols = p.source
         at = stride * rows[i] + cols[c]
+        if src in factors:                                      # another product's scratch array
+            return f"{src}_{at}"
         return f"{src}_s{at}" if (src, at) in stored else "0"   # an exact zero is not stored
     for p in products:
         name, stride, col, n = p.runs[0]

@@ -472,8 +472,9 @@ def test_block_products_read_in_place_in_the_simd_batch(tmp_path, deriv_dir):
 
 @pytest.mark.parametrize("base", ["free", "fixed"])
 def test_chain_products_of_the_id_derivatives(cc, tmp_path, deriv_dir, base):
-    """Two branches of 7 joints (free base) or 8 (fixed: its first joint stays out): the pairs j on the path
-    of i within a branch are masked products (the lower triangle of the branch's 7 x 7 block); the C
+    """Two branches of 7 joints: the pairs j on the path of i within a branch are masked products (the lower
+    triangle of the branch's block, 7 x 7; 6 x 6 on the fixed base, whose first joint stays out; the
+    second product reads ``[Fr Gr]`` from the first's scratch array); the C
     agrees with central differences of the reference and with the float run, vectors of 4, of 2 and none
     give the same bits, and the SIMD batch gives the bits of the single call."""
     from test_products import _build_variants, _same_bits
@@ -481,13 +482,14 @@ def test_chain_products_of_the_id_derivatives(cc, tmp_path, deriv_dir, base):
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
 
-    robot = with_gravity(_robot(tmp_path, _two_branch_doc(base, joints=7 if base == "free" else 8)), GRAVITY)
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc(base, joints=7)), GRAVITY)
     spec = next(s for s in function_table(robot, derivatives=True)
                 if s.name == "inverse_dynamics_derivatives")
     products = derive(robot, spec).products
-    m = 7
+    m = 7 if base == "free" else 6
     assert sorted(p.name[:3] for p in products) == ["dqL", "dqL", "dvL", "dvL"]   # one pair per branch
     assert all(p.m == m and p.ranges == tuple((0, r + 1) for r in range(m)) for p in products)
+    assert sorted(p.source is not None for p in products) == [False, False, True, True]
     mod = compile_robot(robot, deriv_dir, functions=["inverse_dynamics_derivatives"], progress=False)
     Q, V, A, _ = _states(robot, 4, 35)
     for i in range(len(Q)):

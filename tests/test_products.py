@@ -50,7 +50,9 @@ def _apply(product, values: dict[str, np.ndarray]) -> None:
         f = values[product.left]
         if product.source:                  # A read in place from an output, B alone in the scratch
             src, stride, rows, cols = product.source
-            R = product.scale * (values[src].reshape(-1, stride)[np.ix_(rows, cols)] @ f.reshape(k, n))
+            B = f.reshape(k, product.bstride or n)[:, :n]
+            A = values[src][:stride * (max(rows) + 1)].reshape(-1, stride)[np.ix_(rows, cols)]
+            R = product.scale * (A @ B)
         else:                               # B's rows padded to bstride (a masked product)
             B = f[m * k:].reshape(k, product.bstride or n)[:, :n]
             R = product.scale * (f[:m * k].reshape(m, k) @ B)
@@ -170,28 +172,38 @@ def test_masked_product_computes_the_mask_alone(case):
     A, B = ctx.stage("A", 2 * x), ctx.stage("B", y + 1)
     P = ctx.matmul("P", A, B, mask=mask)
     assert all(P[i, j] is None for i, j in zip(*np.nonzero(~mask)))
+    P2 = ctx.matmul("Q", A, 3 * B, mask=mask)                  # the same A: read from P's scratch array
     other = ctx.stage("O", x[:, :1] * y[:1, :])                  # the entries outside the mask
     out = np.zeros((m + 1, m + 2), dtype=object)
     out[1:, 1:m + 1] = np.where(mask, None, other)
+    out2 = np.zeros((m, m), dtype=object)
     for i, j in zip(*np.nonzero(mask)):
         out[1 + i, 1 + j] = -P[i, j]
-    new_outputs, products = place_products(ctx, [("R", list(out.ravel()))], {"R": out.shape})
+        out2[i, j] = P2[i, j]
+    new_outputs, products = place_products(ctx, [("R", list(out.ravel())), ("R2", list(out2.ravel()))],
+                                           {"R": out.shape, "R2": out2.shape})
     xv, yv = RNG.normal(size=(m, k)), RNG.normal(size=(k, m))
     want = np.zeros(out.shape)
     want[1:, 1:m + 1] = np.where(mask, -(2 * xv) @ (yv + 1), xv[:, :1] * yv[:1, :])
+    want2 = np.where(mask, (2 * xv) @ (3 * (yv + 1)), 0.0)
     if case == "lower":
-        (prod,) = products
+        prod, prod2 = products
         assert prod.ranges == tuple((0, i + 1) for i in range(m)) and prod.bstride == 8
-        assert (prod.row0, prod.scale, prod.accumulate) == (1, -1, False)
+        assert (prod.row0, prod.scale, prod.accumulate, prod.source) == (1, -1, False, None)
         assert prod.ops()["mul"] == m * (m + 1) // 2 * k
-        values = dict(zip(("R", prod.left), (v.copy() for v in _run(ctx, new_outputs, xv, yv))))
+        assert prod2.source == (prod.left, k, tuple(range(m)), tuple(range(k)))
+        names = ("R", "R2", prod.left, prod2.left)
+        values = dict(zip(names, (v.copy() for v in _run(ctx, new_outputs, xv, yv))))
+        assert len(values[prod2.left]) == k * 8                    # B alone
         _apply(prod, values)
-        got = values["R"]
+        _apply(prod2, values)
+        got, got2 = values["R"], values["R2"]
     else:
         assert products == []
-        assert sum(a.target.name.startswith("P_") for a in ctx.program) == mask.sum()
-        got = _run(ctx, new_outputs, xv, yv)[0]
+        assert sum(a.target.name.startswith(("P_", "Q_")) for a in ctx.program) == 2 * mask.sum()
+        got, got2 = _run(ctx, new_outputs, xv, yv)[:2]
     np.testing.assert_allclose(got.reshape(out.shape), want, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(got2.reshape(out2.shape), want2, rtol=1e-14, atol=1e-14)
 
 
 def test_general_product_reads_a_block_of_an_output_in_place():

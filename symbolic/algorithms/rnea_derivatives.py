@@ -31,7 +31,10 @@ and, per row of body i, ``Fr_i = Ic_i S_i`` and ``Gr_i = BCc_i^T S_i``::
                                           dtau_i/dqd_j = Gr_i . S_j - Fr_i . beta_j
     i a strict ancestor of j:             dtau_i/dq_j = S_i . phi_j,   dtau_i/dqd_j = S_i . psi_j
 
-and zero elsewhere (the tree's sparsity).  For the free base, whose lambda is the inertial frame
+and zero elsewhere (the tree's sparsity).  Within a chain of at least :data:`CHAIN_PRODUCT` moving joints
+the first kind are two masked products ``-[Fr_i Gr_i] [alpha_j; u_j]`` and ``-[Fr_i Gr_i] [beta_j; -S_j]``
+over the lower triangle of the chain's block (``ctx.matmul(..., mask=)``: vector loops in the C; ``Gr``'s
+linear half is zero, so each is a 9-term dot product).  For the free base, whose lambda is the inertial frame
 (``v_lambda = 0``, ``a_lambda = -g``), the position columns are exact zeros and the attitude columns
 carry gravity alone.  Exact zeros of ``S_0 = I6`` and of the unit hinge axes stay exact.
 """
@@ -261,15 +264,16 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
 
 
 #: the fewest bodies of a chain whose pairs with j on the path of i (the lower triangle of its block) are
-#: two masked products, ``-[Fr Gr] [alpha; u]`` and ``-[Fr Gr] [beta; -S]`` (vector loops of the C);
-#: shorter chains keep one statement per entry.  Measured (callgrind instructions per call of a C loop,
-#: -O2 -march=native -mno-avx512f; ns: the fast build, alternating fresh copies, load 8-9), statements ->
-#: products: xArm7 free (a chain of 7) 11,108 -> 10,602 Ir, 980-985 -> 947-955 ns; with a chain of 6
-#: allowed, xArm7 fixed (the first joint, on the fixed base, has constant columns and stays out)
-#: 753-776 -> 746-753 ns but B1 + Z1 (the arm's 6) 2,245-2,316 -> 2,330-2,357 ns; UR10 fixed (5)
-#: 6,062 -> 6,351 Ir.  The pairs with i a strict ancestor of j as products too (``S^T [phi psi]``):
-#: 10,528 against 10,482 Ir without them on the xArm7 free.
-CHAIN_PRODUCT = 7
+#: two masked products, ``-[Fr Gr] [alpha; u]`` and ``-[Fr Gr] [beta; -S]`` (vector loops of the C, the
+#: second reading ``[Fr Gr]`` from the first's scratch array); shorter chains keep one statement per entry.
+#: Measured (callgrind instructions per call of a C loop over states, -O2 -march=native -mno-avx512f; ns:
+#: the fast build, 5 rounds alternating fresh copies, load 8-10), statements -> products: xArm7 free (a
+#: chain of 7) 11,108 -> 10,478 Ir; xArm7 fixed (6: the first joint, on the fixed base, has constant
+#: columns and stays out) 8,761 -> 8,581 Ir, 758-803 -> 732-764 ns; B1 + Z1 (the arm's 6) 22,422 ->
+#: 22,135 Ir, 2,199-2,240 -> 2,095-2,193 ns.  UR10 fixed (a chain of 5) with products: 6,062 -> 6,351 Ir,
+#: hence none.  The pairs with i a strict ancestor of j as products too (``S^T [phi psi]``): 10,528 against
+#: 10,482 Ir without them on the xArm7 free (before the shared ``[Fr Gr]``), and slower.
+CHAIN_PRODUCT = 6
 
 
 def _chains(robot: Any, rows: dict) -> list[list[int]]:
