@@ -71,6 +71,14 @@ class Product:
     #: column c of ``A`` is also a run of its row c, so the loops may read ``A`` by columns
     #: (:func:`soadyn.codegen.products.row_vectors`)
     left_symmetric: bool = False
+    #: a masked general product (``ctx.matmul``'s ``mask``): per row ``i`` of the block, the result's columns
+    #: ``lo <= j < hi`` it computes and stores (the mask's entries of the row, contiguous); the other entries
+    #: of the block are left alone.  Empty: every entry.
+    ranges: tuple[tuple[int, int], ...] = ()
+    #: the row stride of ``B`` in the scratch array (a masked product: the columns rounded up to a multiple
+    #: of :data:`MASK_PAD`, the padding stored as zeros, so that the loops read whole vectors of ``B`` in
+    #: place); 0: ``B``'s columns
+    bstride: int = 0
 
     @property
     def columns(self) -> int:
@@ -83,7 +91,8 @@ class Product:
     def ops(self) -> dict[str, int]:
         """Multiplications and additions of the product (the scale is a free sign)."""
         m, k, n = self.m, self.inner, self.columns
-        entries = m * (m + 1) // 2 if self.symmetric else m * n
+        entries = (sum(hi - lo for lo, hi in self.ranges) if self.ranges
+                   else m * (m + 1) // 2 if self.symmetric else m * n)
         return {"mul": entries * k, "add": entries * (k - 1 + self.accumulate)}
 
 
@@ -158,6 +167,8 @@ class _Deferred:
     symmetric: bool = False
     #: ``A`` is the block ``(rows, cols)`` of this matrix (``ctx.matmul``'s ``left_of``)
     left_of: tuple[np.ndarray, list[int], list[int]] | None = None
+    #: the entries of ``A @ B`` the caller reads (``ctx.matmul``'s ``mask``); None: all
+    mask: np.ndarray | None = None
 
 
 @dataclass
@@ -173,20 +184,28 @@ class CodegenSymbolic(Symbolic):
     expand_products: bool = False
 
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
-               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None,
+               mask: np.ndarray | None = None) -> np.ndarray:
         if self.expand_products:
-            return super().matmul(name, A, B, symmetric, left_of)
+            return super().matmul(name, A, B, symmetric, left_of, mask)
         A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
         if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
             raise DerivationError(f"matmul {name!r}: shapes {A.shape} and {B.shape} do not multiply")
         if symmetric and A.shape[0] != B.shape[1]:
             raise DerivationError(f"matmul {name!r}: a symmetric product must be square")
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (A.shape[0], B.shape[1]) or symmetric:
+                raise DerivationError(f"matmul {name!r}: a mask must have the result's shape "
+                                      f"{(A.shape[0], B.shape[1])} (and no symmetric product)")
         base = self.fresh(name)
         P = np.array([se.Symbol(f"{base}_{i}") for i in range(A.shape[0] * B.shape[1])],
                      dtype=object).reshape(A.shape[0], B.shape[1])
         if symmetric:                     # one symbol per entry of the upper triangle
             P = mirror_upper(P)
-        self.deferred.append(_Deferred(base, P, A, B, len(self.program), symmetric, left_of))
+        if mask is not None:              # entries the caller does not read: none
+            P[~mask] = None
+        self.deferred.append(_Deferred(base, P, A, B, len(self.program), symmetric, left_of, mask))
         return P
 
 
@@ -196,7 +215,7 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     run in place: a result entry used by the program, or stored other than as ``+-P_ij`` down whole
     columns of one output, or ``A`` not square or not an output."""
     m, k = d.A.shape
-    if m != k or d.symmetric or used & set(d.P.ravel()):
+    if m != k or d.symmetric or d.mask is not None or used & set(d.P.ravel()):
         return None
     index = {p: ij for ij, p in np.ndenumerate(d.P)}
     where: dict[tuple[int, int], tuple[str, int]] = {}
@@ -265,19 +284,29 @@ def _split_term(e: se.Basic, index: dict) -> tuple[se.Basic, int, se.Basic] | No
 #: zeros) are not repaid (M^-1 of examples/seed004_dual_arm.yaml, 6 x 6: 189 ns as expressions, 238 ns with
 #: the loop; 14 hinges: 2,335 -> 1,940 ns; 31 hinges: 3,640 -> 2,940 ns)
 GENERAL_PRODUCT_MIN = 64
+#: the fewest entries of a masked general product (``ctx.matmul``'s ``mask``) for which it becomes a loop
+MASKED_PRODUCT_MIN = 21
+#: a masked product's ``B`` rows are padded to a multiple of this many columns in the scratch array (the
+#: widest vector of :func:`soadyn.codegen.products.product_function`)
+MASK_PAD = 8
 
 
 def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
-                        used: set) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
+                        used: set, lefts: dict | None = None
+                        ) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
     """The general :class:`Product` of ``d`` (``A`` m x k, ``B`` k x n, both copied into a scratch array)
     when every result entry is stored once, as ``C + s P_ij`` (one sign), in one dense block of one
-    output (a symmetric product: its entry (i, j), i <= j, at both (i, j) and (j, i) of the block); the
-    output entries to store before it (``C``), and the scratch array as the output ``prodf_<name>``.
-    None otherwise."""
+    output (a symmetric product: its entry (i, j), i <= j, at both (i, j) and (j, i) of the block; a
+    masked one: the mask's entries only, each row's a run of columns, ``Product.ranges``); the output
+    entries to store before it (``C``), and the scratch array as the output ``prodf_<name>``.
+    None otherwise.  ``lefts``: the ``A`` of the masked products placed before (its entries -> the scratch
+    array holding it), so that a masked product with the same ``A`` reads it from there (``source``)."""
     (m, k), n = d.A.shape, d.B.shape[1]
-    if m * n < GENERAL_PRODUCT_MIN or used & set(d.P.ravel()):
+    wanted = int(d.mask.sum()) if d.mask is not None else m * n
+    if wanted < (GENERAL_PRODUCT_MIN if d.mask is None else MASKED_PRODUCT_MIN) or used & set(d.P.ravel()):
         return None
-    index = {p: ij for ij, p in np.ndenumerate(d.P) if not d.symmetric or ij[0] <= ij[1]}
+    index = {p: ij for ij, p in np.ndenumerate(d.P)
+             if p is not None and (not d.symmetric or ij[0] <= ij[1])}
     hits: list[tuple[str, int, tuple[int, int], se.Basic]] = []
     signs = set()
     for name, es in outputs.items():
@@ -290,14 +319,28 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
             rest, sign, sym = split
             hits.append((name, flat, index[sym], rest))
             signs.add(sign)
-    if len(hits) != m * n or len(signs) != 1 or len({h[0] for h in hits}) != 1:
+    if len(hits) != wanted or len(signs) != 1 or len({h[0] for h in hits}) != 1:
         return None
     name = hits[0][0]
     shape = shapes[name]
     if len(shape) != 2:
         return None
     at = [divmod(h[1], shape[1]) for h in hits]
-    row0, col0 = min(r for r, _ in at), min(c for _, c in at)
+    if d.mask is None:
+        row0, col0 = min(r for r, _ in at), min(c for _, c in at)
+    else:                              # the block's corner from any entry (a mask may miss row or column 0)
+        row0, col0 = at[0][0] - hits[0][2][0], at[0][1] - hits[0][2][1]
+        if row0 < 0 or col0 < 0:
+            return None
+    ranges: tuple[tuple[int, int], ...] = ()
+    if d.mask is not None:             # each row's entries one run of columns
+        rs = []
+        for row in d.mask:
+            cols = np.flatnonzero(row)
+            if len(cols) and cols[-1] - cols[0] + 1 != len(cols):
+                return None
+            rs.append((int(cols[0]), int(cols[-1]) + 1) if len(cols) else (0, 0))
+        ranges = tuple(rs)
     seen = set()
     for (r, c), (_, _, (i, j), _) in zip(at, hits):
         ij = (r - row0, c - col0)
@@ -316,11 +359,21 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
     source = _left_source(d, outputs, shapes, name)
     mirror = source is not None and _symmetric(np.asarray(d.left_of[0], dtype=object))
+    key = tuple(se.sympify(e) for e in d.A.ravel())
+    if source is None and ranges and lefts is not None and key in lefts:
+        source = (lefts[key], k, tuple(range(m)), tuple(range(k)))
+    bstride = -(-n // MASK_PAD) * MASK_PAD if ranges else 0
     product = Product(d.name, scratch, m, signs.pop(), ((name, shape[1], col0, n),), k=k, row0=row0,
-                      accumulate=accumulate, symmetric=d.symmetric, source=source, left_symmetric=mirror)
+                      accumulate=accumulate, symmetric=d.symmetric, source=source, left_symmetric=mirror,
+                      ranges=ranges, bstride=bstride)
     stores = {(h[0], h[1]): h[3] for h in hits}
-    factors = [*d.B.ravel()] if source else [*d.A.ravel(), *d.B.ravel()]
+    B = d.B
+    if bstride > n:                    # B's rows padded with zeros
+        B = np.concatenate([B, np.zeros((k, bstride - n), dtype=object)], axis=1)
+    factors = [*B.ravel()] if source else [*d.A.ravel(), *B.ravel()]
     stores.update({(scratch, i): se.sympify(e) for i, e in enumerate(factors)})
+    if ranges and source is None and lefts is not None:
+        lefts[key] = scratch
     return product, stores
 
 
@@ -363,8 +416,9 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
     outs = {n: [se.sympify(e) for e in es] for n, es in outputs}
     products: list[Product] = []
     expand: list[_Deferred] = []
+    lefts: dict = {}
     for d in ctx.deferred:
-        found = _as_product(d, outs, shapes, used) or _as_general_product(d, outs, shapes, used)
+        found = _as_product(d, outs, shapes, used) or _as_general_product(d, outs, shapes, used, lefts)
         if found is None:
             expand.append(d)
             continue
@@ -378,14 +432,14 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
         full = d.A @ d.B
         ctx.program[d.position:d.position] = [Assignment(d.P[ij], se.sympify(full[ij]), d.name)
                                               for ij in np.ndindex(*d.P.shape)
-                                              if not d.symmetric or ij[0] <= ij[1]]
+                                              if d.P[ij] is not None and (not d.symmetric or ij[0] <= ij[1])]
     scratch = [(p.left, outs[p.left]) for p in products if p.k]
     return [(n, outs[n]) for n, _ in outputs] + scratch, products
 
 
 def scratch_size(p: Product) -> int:
     """Entries of a general product's scratch array: ``A`` (unless read in place, ``p.source``) and ``B``."""
-    return (0 if p.source else p.m * p.k) + p.k * p.columns
+    return (0 if p.source else p.m * p.k) + p.k * (p.bstride or p.columns)
 
 
 #: separator between an output's name and its case (frame id) in the program of a frame family
@@ -402,8 +456,9 @@ def nonzero_patterns(program: Program) -> dict[str, str]:
         for name, stride, col0, ncol in pr.runs:
             bits = nonzero[name]
             rows = range(pr.row0, pr.row0 + pr.m) if pr.k else range(len(bits) // stride)
-            for r in rows:
-                for c in range(col0, col0 + ncol):
+            for i, r in enumerate(rows):
+                lo, hi = pr.ranges[i] if pr.ranges else (0, ncol)
+                for c in range(col0 + lo, col0 + hi):
                     bits[r * stride + c] = True
         if pr.k:
             nonzero.pop(pr.left, None)         # the product's scratch array, not an output

@@ -31,7 +31,7 @@ from soadyn.codegen.derive import DerivationError, Program, scratch_size
 from soadyn.codegen.functions import FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.printer import CPrinter, ExpressionPrinter
-from soadyn.codegen.products import expanded_products, mirrored_entries, product_function
+from soadyn.codegen.products import expanded_products, mirrored_entries, overwritten_entries, product_function
 from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
@@ -294,7 +294,7 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
                    skip_zeros: bool) -> None:
     """``f``'s statements (after its loads) for a straight-line function, its product loops last."""
     factors = {p.left for p in program.products if p.k}
-    mirrored = mirrored_entries(program.products)
+    mirrored = mirrored_entries(program.products) | overwritten_entries(program.products)
     outs = [(name, i, e) for name, es in program.outputs for i, e in enumerate(es)
             if name in factors or ((name, i) not in mirrored and not (skip_zeros and e == 0))]
     f.stores = sum(1 for name, _, _ in outs if name not in factors)

@@ -83,12 +83,15 @@ class ScalarContext(Protocol):
         ...
 
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
-               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None,
+               mask: np.ndarray | None = None) -> np.ndarray:
         """The dense product ``A @ B`` of two matrices, named ``name``.  A code generator may evaluate it
         as a loop over the stored factors instead of one scalar expression per entry.  ``symmetric``: the
         caller knows ``A @ B`` is symmetric; only its upper triangle is computed, and mirrored.
         ``left_of = (W, rows, cols)``: ``A`` is the block ``W[rows][:, cols]`` of a matrix ``W`` (a code
-        generator may read it from ``W`` in place instead of copying it)."""
+        generator may read it from ``W`` in place instead of copying it).  ``mask`` (boolean, the shape of
+        the result): the caller reads only the entries where it is true; a code generator computes only
+        those (the others are None there)."""
         ...
 
 
@@ -152,7 +155,8 @@ class Numeric:
         return False
 
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
-               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None,
+               mask: np.ndarray | None = None) -> np.ndarray:
         R = np.asarray(A) @ np.asarray(B)
         return mirror_upper(R) if symmetric else R
 
@@ -287,7 +291,8 @@ class Symbolic:
         return out
 
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
-               left_of: tuple[np.ndarray, list[int], list[int]] | None = None) -> np.ndarray:
+               left_of: tuple[np.ndarray, list[int], list[int]] | None = None,
+               mask: np.ndarray | None = None) -> np.ndarray:
         """``A @ B`` as one expression per entry (:class:`soadyn.codegen.derive.CodegenSymbolic` defers it to
         a loop in the generated C instead)."""
         R = np.asarray(A) @ np.asarray(B)

@@ -50,15 +50,22 @@ def _apply(product, values: dict[str, np.ndarray]) -> None:
         f = values[product.left]
         if product.source:                  # A read in place from an output, B alone in the scratch
             src, stride, rows, cols = product.source
-            R = product.scale * (values[src].reshape(-1, stride)[np.ix_(rows, cols)] @ f.reshape(k, n))
-        else:
-            R = product.scale * (f[:m * k].reshape(m, k) @ f[m * k:].reshape(k, n))
+            B = f.reshape(k, product.bstride or n)[:, :n]
+            A = values[src][:stride * (max(rows) + 1)].reshape(-1, stride)[np.ix_(rows, cols)]
+            R = product.scale * (A @ B)
+        else:                               # B's rows padded to bstride (a masked product)
+            B = f[m * k:].reshape(k, product.bstride or n)[:, :n]
+            R = product.scale * (f[:m * k].reshape(m, k) @ B)
         name, stride, col, _ = product.runs[0]
         out = values[name].reshape(-1, stride)
         block = out[product.row0:product.row0 + m, col:col + n]
         new = block + R if product.accumulate else R
         if product.symmetric:
             new = np.triu(new) + np.triu(new, 1).T
+        if product.ranges:                  # only each row's run of columns
+            for i, (lo, hi) in enumerate(product.ranges):
+                block[i, lo:hi] = new[i, lo:hi]
+            return
         block[...] = new
         return
     A = values[product.left].reshape(m, m)
@@ -143,6 +150,60 @@ def test_general_product_added_to_a_block_of_an_output():
     want[1:m + 1, 2:p + 2] = xv[:, :1] * yv[:1, :] + (2 * xv) @ (yv + 1)
     want[0, 0] = xv[0, 0]
     np.testing.assert_allclose(values["R"].reshape(out.shape), want, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("case", ["lower", "not_a_run", "too_small"])
+def test_masked_product_computes_the_mask_alone(case):
+    """``ctx.matmul(..., mask=)``: the lower triangle of a 7 x 7 product stored into a block of an output
+    whose other entries hold something else: a loop over each row's run of columns (``Product.ranges``;
+    B padded to a multiple of 4 columns in the scratch), the rest of the block left as the program stored
+    it.  A row whose entries are not one run of columns, or fewer than MASKED_PRODUCT_MIN entries: one
+    expression per entry of the mask."""
+    from soadyn.codegen.derive import MASKED_PRODUCT_MIN
+
+    m, k = (7, 3) if case != "too_small" else (5, 3)
+    mask = np.tri(m, dtype=bool)
+    if case == "not_a_run":
+        mask[m - 1, 1] = False
+    assert (mask.sum() < MASKED_PRODUCT_MIN) == (case == "too_small")
+    ctx = CodegenSymbolic()
+    x = ctx.input("x", (m, k))
+    y = ctx.input("y", (k, m))
+    A, B = ctx.stage("A", 2 * x), ctx.stage("B", y + 1)
+    P = ctx.matmul("P", A, B, mask=mask)
+    assert all(P[i, j] is None for i, j in zip(*np.nonzero(~mask)))
+    P2 = ctx.matmul("Q", A, 3 * B, mask=mask)                  # the same A: read from P's scratch array
+    other = ctx.stage("O", x[:, :1] * y[:1, :])                  # the entries outside the mask
+    out = np.zeros((m + 1, m + 2), dtype=object)
+    out[1:, 1:m + 1] = np.where(mask, None, other)
+    out2 = np.zeros((m, m), dtype=object)
+    for i, j in zip(*np.nonzero(mask)):
+        out[1 + i, 1 + j] = -P[i, j]
+        out2[i, j] = P2[i, j]
+    new_outputs, products = place_products(ctx, [("R", list(out.ravel())), ("R2", list(out2.ravel()))],
+                                           {"R": out.shape, "R2": out2.shape})
+    xv, yv = RNG.normal(size=(m, k)), RNG.normal(size=(k, m))
+    want = np.zeros(out.shape)
+    want[1:, 1:m + 1] = np.where(mask, -(2 * xv) @ (yv + 1), xv[:, :1] * yv[:1, :])
+    want2 = np.where(mask, (2 * xv) @ (3 * (yv + 1)), 0.0)
+    if case == "lower":
+        prod, prod2 = products
+        assert prod.ranges == tuple((0, i + 1) for i in range(m)) and prod.bstride == 8
+        assert (prod.row0, prod.scale, prod.accumulate, prod.source) == (1, -1, False, None)
+        assert prod.ops()["mul"] == m * (m + 1) // 2 * k
+        assert prod2.source == (prod.left, k, tuple(range(m)), tuple(range(k)))
+        names = ("R", "R2", prod.left, prod2.left)
+        values = dict(zip(names, (v.copy() for v in _run(ctx, new_outputs, xv, yv))))
+        assert len(values[prod2.left]) == k * 8                    # B alone
+        _apply(prod, values)
+        _apply(prod2, values)
+        got, got2 = values["R"], values["R2"]
+    else:
+        assert products == []
+        assert sum(a.target.name.startswith(("P_", "Q_")) for a in ctx.program) == 2 * mask.sum()
+        got, got2 = _run(ctx, new_outputs, xv, yv)[:2]
+    np.testing.assert_allclose(got.reshape(out.shape), want, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(got2.reshape(out2.shape), want2, rtol=1e-14, atol=1e-14)
 
 
 def test_general_product_reads_a_block_of_an_output_in_place():
