@@ -5071,13 +5071,44 @@ __attribute__((noinline))
 static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_MinvB, double *Minv)
 {
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)
-#if defined(__AVX__)
+#if defined(__AVX512F__)
+    typedef double prod_v __attribute__((vector_size(64)));
+    typedef double prod_w __attribute__((vector_size(64), aligned(8), may_alias));
+    union { prod_v v[2]; double d[16]; } prod_B[6], prod_u;
+    int prod_i, prod_j, prod_k;
+    for (prod_k = 0; prod_k < 6; ++prod_k) {
+        _Pragma("GCC unroll 32") for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[60 + 10 * prod_k + prod_j];
+        for (prod_j = 10; prod_j < 16; ++prod_j) prod_B[prod_k].d[prod_j] = 0.0;
+    }
+    for (prod_i = 0; prod_i < 10; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 6 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2]};
+        prod_v prod_a3 = {prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3]};
+        prod_v prod_a4 = {prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4]};
+        prod_v prod_a5 = {prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5]};
+        for (prod_j = prod_i / 8; prod_j < 2; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
+            prod_c += prod_a3 * prod_B[3].v[prod_j];
+            prod_c += prod_a4 * prod_B[4].v[prod_j];
+            prod_c += prod_a5 * prod_B[5].v[prod_j];
+            prod_u.v[prod_j] = prod_c;
+        }
+        _Pragma("GCC unroll 32") for (prod_j = prod_i; prod_j + 8 <= 10; prod_j += 8) *(prod_w *)(prod_o + prod_j) += *(const prod_w *)(prod_u.d + prod_j);
+        _Pragma("GCC unroll 32") for (; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_u.d[prod_j];
+        for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
+    }
+#elif defined(__AVX__)
     typedef double prod_v __attribute__((vector_size(32)));
     typedef double prod_w __attribute__((vector_size(32), aligned(8), may_alias));
     union { prod_v v[3]; double d[12]; } prod_B[6], prod_u;
     int prod_i, prod_j, prod_k;
     for (prod_k = 0; prod_k < 6; ++prod_k) {
-        for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[60 + 10 * prod_k + prod_j];
+        _Pragma("GCC unroll 32") for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[60 + 10 * prod_k + prod_j];
         for (prod_j = 10; prod_j < 12; ++prod_j) prod_B[prod_k].d[prod_j] = 0.0;
     }
     for (prod_i = 0; prod_i < 10; ++prod_i) {
@@ -5098,8 +5129,8 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
             prod_c += prod_a5 * prod_B[5].v[prod_j];
             prod_u.v[prod_j] = prod_c;
         }
-        for (prod_j = prod_i; prod_j + 4 <= 10; prod_j += 4) *(prod_w *)(prod_o + prod_j) += *(const prod_w *)(prod_u.d + prod_j);
-        for (; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_u.d[prod_j];
+        _Pragma("GCC unroll 32") for (prod_j = prod_i; prod_j + 4 <= 10; prod_j += 4) *(prod_w *)(prod_o + prod_j) += *(const prod_w *)(prod_u.d + prod_j);
+        _Pragma("GCC unroll 32") for (; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_u.d[prod_j];
         for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
     }
 #else
@@ -5108,7 +5139,7 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
     union { prod_v v[5]; double d[10]; } prod_B[6], prod_u;
     int prod_i, prod_j, prod_k;
     for (prod_k = 0; prod_k < 6; ++prod_k) {
-        for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[60 + 10 * prod_k + prod_j];
+        _Pragma("GCC unroll 32") for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[60 + 10 * prod_k + prod_j];
     }
     for (prod_i = 0; prod_i < 10; ++prod_i) {
         const double *prod_a = prodf_MinvB + 6 * prod_i;
@@ -5128,8 +5159,8 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
             prod_c += prod_a5 * prod_B[5].v[prod_j];
             prod_u.v[prod_j] = prod_c;
         }
-        for (prod_j = prod_i; prod_j + 2 <= 10; prod_j += 2) *(prod_w *)(prod_o + prod_j) += *(const prod_w *)(prod_u.d + prod_j);
-        for (; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_u.d[prod_j];
+        _Pragma("GCC unroll 32") for (prod_j = prod_i; prod_j + 2 <= 10; prod_j += 2) *(prod_w *)(prod_o + prod_j) += *(const prod_w *)(prod_u.d + prod_j);
+        _Pragma("GCC unroll 32") for (; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_u.d[prod_j];
         for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
     }
 #endif
@@ -6158,13 +6189,9 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_8x_1 = -D0L54*W0_8x + t311*D0di4;
     const double W0_8x_2 = -D0L43*W0_8x_1 - D0L53*W0_8x + t310*D0di3;
     const double W0_8x_3 = -D0L32*W0_8x_2 - D0L42*W0_8x_1 - D0L52*W0_8x + t309*D0di2;
-    Minv[32] = Dninvc0x_3;
     Minv[45] = W0_8x_3;
-    Minv[48] = Dninvc0x_2;
     Minv[61] = W0_8x_2;
-    Minv[64] = Dninvc0x_1;
     Minv[77] = W0_8x_1;
-    Minv[80] = Dninvc0x;
     Minv[93] = W0_8x;
     Minv[210] = W0_8x_3;
     Minv[211] = W0_8x_2;
@@ -6178,7 +6205,6 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double Dninvc0x_4 = -t262 - D0L21*Dninvc0x_3 - D0L31*Dninvc0x_2 - D0L41*Dninvc0x_1 - D0L51*Dninvc0x;
     const double Dninvc0x_5 = D0di0 - D0L10*Dninvc0x_4 - D0L20*Dninvc0x_3 - D0L30*Dninvc0x_2 - D0L40*Dninvc0x_1 - D0L50*Dninvc0x;
     Minv[0] = Dninvc0x_5;
-    Minv[16] = Dninvc0x_4;
     const double W0_8x_4 = t262 - D0L21*W0_8x_3 - D0L31*W0_8x_2 - D0L41*W0_8x_1 - D0L51*W0_8x;
     const double W0_8x_5 = -D0di0 - D0L10*W0_8x_4 - D0L20*W0_8x_3 - D0L30*W0_8x_2 - D0L40*W0_8x_1 - D0L50*W0_8x;
     Minv[13] = W0_8x_5;
@@ -6202,11 +6228,8 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_9x = D0di5*W0_9y_5;
     const double W0_9x_1 = -D0L54*W0_9x + t313*D0di4;
     const double W0_9x_2 = -D0L43*W0_9x_1 - D0L53*W0_9x + t312*D0di3;
-    Minv[49] = Dninvc1x_2;
     Minv[62] = W0_9x_2;
-    Minv[65] = Dninvc1x_1;
     Minv[78] = W0_9x_1;
-    Minv[81] = Dninvc1x;
     Minv[94] = W0_9x;
     Minv[227] = W0_9x_2;
     Minv[228] = W0_9x_1;
@@ -6217,16 +6240,16 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double t268 = D0di2*D0L21;
     const double Dninvc1x_3 = -t268 - D0L32*Dninvc1x_2 - D0L42*Dninvc1x_1 - D0L52*Dninvc1x;
     const double W0_9x_3 = t268 - D0L32*W0_9x_2 - D0L42*W0_9x_1 - D0L52*W0_9x;
-    Minv[33] = Dninvc1x_3;
     Minv[46] = W0_9x_3;
     Minv[226] = W0_9x_3;
     prodf_MinvB[88] = W0_9x_3;
     const double Dninvc1x_4 = D0di1 - D0L21*Dninvc1x_3 - D0L31*Dninvc1x_2 - D0L41*Dninvc1x_1 - D0L51*Dninvc1x;
     const double Dninvc1x_5 = -D0L10*Dninvc1x_4 - D0L20*Dninvc1x_3 - D0L30*Dninvc1x_2 - D0L40*Dninvc1x_1 - D0L50*Dninvc1x;
-    Minv[1] = Dninvc1x_5;
     Minv[17] = Dninvc1x_4;
     const double W0_9x_4 = -D0di1 - D0L21*W0_9x_3 - D0L31*W0_9x_2 - D0L41*W0_9x_1 - D0L51*W0_9x;
     const double W0_9x_5 = -D0L10*W0_9x_4 - D0L20*W0_9x_3 - D0L30*W0_9x_2 - D0L40*W0_9x_1 - D0L50*W0_9x;
+    Minv[1] = Dninvc1x_5;
+    Minv[16] = Dninvc1x_5;
     Minv[14] = W0_9x_5;
     Minv[30] = W0_9x_4;
     Minv[224] = W0_9x_5;
@@ -6243,9 +6266,7 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double W0_10y_5 = D0L52 - t271 - t314*D0L54;
     const double W0_10x = D0di5*W0_10y_5;
     const double W0_10x_1 = -D0L54*W0_10x + t314*D0di4;
-    Minv[66] = Dninvc2x_1;
     Minv[79] = W0_10x_1;
-    Minv[82] = Dninvc2x;
     Minv[95] = W0_10x;
     Minv[244] = W0_10x_1;
     Minv[245] = W0_10x;
@@ -6254,7 +6275,6 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double t272 = D0di3*D0L32;
     const double Dninvc2x_2 = -t272 - D0L43*Dninvc2x_1 - D0L53*Dninvc2x;
     const double W0_10x_2 = t272 - D0L43*W0_10x_1 - D0L53*W0_10x;
-    Minv[50] = Dninvc2x_2;
     Minv[63] = W0_10x_2;
     Minv[243] = W0_10x_2;
     prodf_MinvB[99] = W0_10x_2;
@@ -6267,20 +6287,23 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double Dninvc2x_4 = -D0L21*Dninvc2x_3 - D0L31*Dninvc2x_2 - D0L41*Dninvc2x_1 - D0L51*Dninvc2x;
     const double Dninvc2x_5 = -D0L10*Dninvc2x_4 - D0L20*Dninvc2x_3 - D0L30*Dninvc2x_2 - D0L40*Dninvc2x_1 - D0L50*Dninvc2x;
     Minv[2] = Dninvc2x_5;
+    Minv[32] = Dninvc2x_5;
     Minv[18] = Dninvc2x_4;
+    Minv[33] = Dninvc2x_4;
     const double Dninvc3y_5 = -D0L53 + D0L43*D0L54;
     const double Dninvc3x = D0di5*Dninvc3y_5;
-    Minv[83] = Dninvc3x;
     const double Dninvc3x_1 = -D0L54*Dninvc3x - D0di4*D0L43;
     const double Dninvc3x_2 = D0di3 - D0L43*Dninvc3x_1 - D0L53*Dninvc3x;
     Minv[51] = Dninvc3x_2;
-    Minv[67] = Dninvc3x_1;
     const double Dninvc3x_3 = -D0L32*Dninvc3x_2 - D0L42*Dninvc3x_1 - D0L52*Dninvc3x;
     Minv[35] = Dninvc3x_3;
+    Minv[50] = Dninvc3x_3;
     const double Dninvc3x_4 = -D0L21*Dninvc3x_3 - D0L31*Dninvc3x_2 - D0L41*Dninvc3x_1 - D0L51*Dninvc3x;
     const double Dninvc3x_5 = -D0L10*Dninvc3x_4 - D0L20*Dninvc3x_3 - D0L30*Dninvc3x_2 - D0L40*Dninvc3x_1 - D0L50*Dninvc3x;
     Minv[3] = Dninvc3x_5;
+    Minv[48] = Dninvc3x_5;
     Minv[19] = Dninvc3x_4;
+    Minv[49] = Dninvc3x_4;
     const double t273 = -D0di5*D0L54;
     const double Dninvc4x_1 = D0di4 - t273*D0L54;
     Minv[68] = Dninvc4x_1;
@@ -6290,21 +6313,29 @@ void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
     const double Dninvc5x_2 = -D0di5*D0L53 - t273*D0L43;
     Minv[52] = Dninvc4x_2;
     Minv[53] = Dninvc5x_2;
+    Minv[67] = Dninvc4x_2;
+    Minv[83] = Dninvc5x_2;
     const double Dninvc4x_3 = -D0L32*Dninvc4x_2 - D0L42*Dninvc4x_1 - t273*D0L52;
     const double Dninvc5x_3 = -D0L32*Dninvc5x_2 - D0di5*D0L52 - t273*D0L42;
     Minv[36] = Dninvc4x_3;
     Minv[37] = Dninvc5x_3;
+    Minv[66] = Dninvc4x_3;
+    Minv[82] = Dninvc5x_3;
     const double Dninvc4x_4 = -D0L21*Dninvc4x_3 - D0L31*Dninvc4x_2 - D0L41*Dninvc4x_1 - t273*D0L51;
     const double Dninvc4x_5 = -D0L10*Dninvc4x_4 - D0L20*Dninvc4x_3 - D0L30*Dninvc4x_2 - D0L40*Dninvc4x_1 - t273*D0L50;
     Minv[4] = Dninvc4x_5;
+    Minv[64] = Dninvc4x_5;
     Minv[20] = Dninvc4x_4;
+    Minv[65] = Dninvc4x_4;
     const double Dninvc5x_4 = -D0L21*Dninvc5x_3 - D0L31*Dninvc5x_2 - D0di5*D0L51 - t273*D0L41;
     const double Dninvc5x_5 = -D0L10*Dninvc5x_4 - D0L20*Dninvc5x_3 - D0L30*Dninvc5x_2 - D0di5*D0L50 - t273*D0L40;
     const double W0_10x_4 = -D0L21*W0_10x_3 - D0L31*W0_10x_2 - D0L41*W0_10x_1 - D0L51*W0_10x;
     const double W0_10x_5 = -D0L10*W0_10x_4 - D0L20*W0_10x_3 - D0L30*W0_10x_2 - D0L40*W0_10x_1 - D0L50*W0_10x;
     Minv[5] = Dninvc5x_5;
-    Minv[21] = Dninvc5x_4;
+    Minv[80] = Dninvc5x_5;
     Minv[15] = W0_10x_5;
+    Minv[21] = Dninvc5x_4;
+    Minv[81] = Dninvc5x_4;
     Minv[31] = W0_10x_4;
     Minv[240] = W0_10x_5;
     prodf_MinvB[69] = W0_10x_5;
