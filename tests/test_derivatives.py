@@ -428,10 +428,16 @@ def test_block_products_in_generated_c(tmp_path, deriv_dir, base):
         assert all(p.m < robot.nv for p in program.products)     # no product over every row of M^-1
     mod = compile_robot(robot, deriv_dir, functions=["forward_dynamics_derivatives"], progress=False)
     Q, V, T, _ = _states(robot, 2, 32)
+    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q, V, T)
+
+
+def _agrees_with_references(mod, robot, name: str, Q, V, X) -> None:
+    """The module's ``name`` at every state: within FD_TOL of central differences of the reference path
+    and within C_TOL of the float run of the algorithm."""
     for i in range(len(Q)):
-        got = mod.forward_dynamics_derivatives(Q[i], V[i], T[i])
-        for g, r, f in zip(got, fd.forward_dynamics_derivatives(robot, Q[i], V[i], T[i]),
-                           alg.forward_dynamics_derivatives(robot, CTX, Q[i], V[i], T[i])):
+        got = getattr(mod, name)(Q[i], V[i], X[i])
+        for g, r, f in zip(got, getattr(fd, name)(robot, Q[i], V[i], X[i]),
+                           getattr(alg, name)(robot, CTX, Q[i], V[i], X[i])):
             assert rel_err(g, r) <= FD_TOL
             assert rel_err(g, f) <= C_TOL
 
@@ -554,12 +560,7 @@ def test_chain_products_of_the_id_derivatives(cc, tmp_path, deriv_dir, base):
     assert sorted(p.source is not None for p in products) == [False, False, True, True]
     mod = compile_robot(robot, deriv_dir, functions=["inverse_dynamics_derivatives"], progress=False)
     Q, V, A, _ = _states(robot, 4, 35)
-    for i in range(len(Q)):
-        got = mod.inverse_dynamics_derivatives(Q[i], V[i], A[i])
-        for g, r, f in zip(got, fd.inverse_dynamics_derivatives(robot, Q[i], V[i], A[i]),
-                           alg.inverse_dynamics_derivatives(robot, CTX, Q[i], V[i], A[i])):
-            assert rel_err(g, r) <= FD_TOL
-            assert rel_err(g, f) <= C_TOL
+    _agrees_with_references(mod, robot, "inverse_dynamics_derivatives", Q, V, A)
     batch = mod.inverse_dynamics_derivatives(Q, V, A)
     for i in range(len(Q)):
         for b, s1 in zip(batch, mod.inverse_dynamics_derivatives(Q[i], V[i], A[i])):
