@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 import soadyn.codegen.cprogram as cp
+from soadyn.codegen.bounds import Limits, prove_finite
 from soadyn.codegen.cprogram import Stmt
 from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefix, render
 from soadyn.codegen.functions import Arg, FunctionSpec, expand_family, frame_enum
@@ -225,10 +226,12 @@ def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str,
 
 
 def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str,
-                    target: FlightTarget) -> list[dict[str, Any]]:
+                    target: FlightTarget, limits: Limits | None = None) -> list[dict[str, Any]]:
     """The emitted functions of ``specs`` (not the structured variants of the Python API), printed by
     ``target`` (:meth:`FlightTarget.body`), the product helpers before them.  A function that calls its
-    ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already."""
+    ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already.  A
+    function whose outputs the interval pass (:func:`soadyn.codegen.bounds.prove_finite`) proves finite
+    for every input within ``limits`` gets no result check (``proved``)."""
     by_name = {f.cname: f for f in funcs}
     checked_names: set[str] = set()
     readbacks: dict[str, list[str]] = {}
@@ -246,7 +249,11 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
                               "out with --functions or export with --precision double")
         readback: dict[str, list[int]] = {}
         checked = None
-        if body is None and not s.is_family and not s.zero_fext_call:
+        proved = (limits is not None and not s.zero_fext_call
+                  and prove_finite(f.body, list(s.inputs), list(f.outputs), limits) is None)
+        if proved:
+            pass                        # no result check: every output entry is finite (proved)
+        elif body is None and not s.is_family and not s.zero_fext_call:
             if helpers and target.scalar == "double":
                 # the statements' stores checked inside, the entries of the product loops after the call
                 checked = checked_body(f.body, f.outputs, f.products, len(f.epilogue))
@@ -280,8 +287,8 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
         if readback:
             helpers = helpers + [entries_check(f"{impl_prefix}{s.name}_entries", readback, real, target.zero)]
-        out.append(dict(name=s.name, checked=checked is not None, doc=f.doc, ops=f.ops, signature=signature,
-                        readback=calls,
+        out.append(dict(name=s.name, checked=checked is not None, proved=proved, doc=f.doc, ops=f.ops,
+                        signature=signature, readback=calls,
                         unused=f.unused,
                         body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
     return out
@@ -577,7 +584,9 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
                   fingerprint=robot.fingerprint(), header_name=f"{name}.h", source_name=f"{name}.c",
                   scalar=printer.scalar, zero=printer.zero, two=printer.two, p=prefix, P=P, name=name)
-    core = _core_functions(specs, funcs, impl_prefix, printer)
+    limits = Limits(float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), precision,
+                    robot.is_free, first_joint)
+    core = _core_functions(specs, funcs, impl_prefix, printer, limits)
     checks: dict[tuple[tuple[str, int], ...], dict[str, Any]] = {}
     for a in api:
         sig = tuple((x.name, x.size) for x in a["inputs"])
@@ -592,7 +601,10 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
         names = ", ".join(x.name for x in a["inputs"])
         a["fast_check"], a["status_check"] = f"{c['fast']}({names})", f"{c['status']}({names})"
     for a, c in zip(api, core):
-        if c["checked"]:      # the result check inside the computation (checked_body)
+        a["proved"] = c["proved"]
+        if c["proved"]:       # outputs proved finite from the input limits (soadyn.codegen.bounds)
+            a["result_test"] = ""
+        elif c["checked"]:      # the result check inside the computation (checked_body)
             a["call"] = a["call"][:-1] + f", &{CHECK})"
             a["result_test"] = " && ".join([f"({CHECK} == {printer.zero})", *c["readback"]])
             a["check_init"] = f"{printer.scalar} {CHECK} = 1.0{printer.suffix};"

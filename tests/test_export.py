@@ -622,3 +622,89 @@ def test_misra_findings_are_documented_deviations(export_dir, tmp_path):
     assert found, (r.stdout + r.stderr)[-2000:]
     documented = _documented_deviations()
     assert set(found) <= set(documented), sorted(set(found) - set(documented))
+
+
+# --------------------------------------------------------------------------------------------------
+# result checks proved unnecessary (soadyn.codegen.bounds)
+# --------------------------------------------------------------------------------------------------
+def _limits(robot):
+    from soadyn.codegen.bounds import Limits
+    from soadyn.codegen.export import JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+    return Limits(float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), "double", robot.is_free,
+                  7 if robot.is_free else 0)
+
+
+def test_interval_pass_proves_and_refuses():
+    """The pass proves the quaternion's normalisation and sines' products finite, and refuses a division
+    by a value whose interval contains 0, a product of a merely finite input, an unwritten entry."""
+    import soadyn.codegen.cprogram as cpg
+    from soadyn.codegen.bounds import Limits, prove_finite
+    from soadyn.codegen.functions import Arg
+
+    lim = Limits(1e5, 1e-3, 1e3, "double", True, 7)
+    q, v, out = Arg("q", (8,)), Arg("v", (7,)), [Arg("y", (2,))]
+    head = [cpg.load(f"q_{i}", "q", i) for i in range(3, 8)]
+    head += [cpg.value(f"t{i}", cpg.Expr.of(f"pow(q_{i}, 2)")) for i in range(3, 7)]
+    head.append(cpg.Stmt(cpg.TRIG, "s1", fn="sin", arg="q_7"))
+    norm = cpg.value("n", cpg.Expr.of("1/(t3 + t5 + (t4 + t6))"))
+    ok = head + [norm, cpg.store("y", 0, cpg.Expr.of("n*(t3 - t4)*s1")),
+                 cpg.store("y", 1, cpg.Expr.of("s1"))]
+    assert prove_finite(ok, [q], out, lim) is None
+    three = head + [cpg.value("n", cpg.Expr.of("1/(t3 + t5 + t6)"))] + ok[-2:]   # not the whole norm
+    assert "divisor" in prove_finite(three, [q], out, lim)
+    by_sine = head + [cpg.value("n", cpg.Expr.of("2.0/s1"))] + ok[-2:]
+    assert "divisor" in prove_finite(by_sine, [q], out, lim)
+    by_v = head + [norm, cpg.load("v_0", "v", 0), cpg.store("y", 0, cpg.Expr.of("v_0*s1")), ok[-1]]
+    assert "finite" in prove_finite(by_v, [q, v], out, lim)
+    assert "not stored" in prove_finite(ok[:-1], [q], out, lim)
+    assert "overflow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(q_7, 61)")), ok[-1]],
+                                      [q], out, lim)
+
+
+def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
+    """Panda (free): M, the centre of mass and the frame Jacobians are proved finite (no result check in the
+    source), M^-1 and FD keep theirs; at random and extreme in-range inputs (joints at +-JOINT_Q_MAX,
+    quaternion norms at the limits, base position near the largest double) the proved functions return OK
+    with finite outputs, every entry of M inside the interval the pass computed."""
+    from soadyn.codegen.bounds import bounds_of
+    from soadyn.codegen.export import JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+    from soadyn.codegen.pipeline import generate
+
+    proved = ("mass_matrix", "center_of_mass", "jacobian_local", "jacobian_world")
+    d = export_dir(PANDA_URDF, "free",
+                   "mass_matrix,center_of_mass,jacobian,mass_matrix_inverse,forward_dynamics")
+    name = _name(d)
+    header, source = (d / f"{name}.h").read_text(), (d / f"{name}.c").read_text()
+    listed = header.split("Results proved finite")[1].split("Worst-case stack")[0]
+    assert all(f"*   {p}\n" in listed for p in proved)
+    assert "mass_matrix_inverse" not in listed and "forward_dynamics" not in listed
+    assert source.count("proved finite for inputs within the limits") == len(proved)
+    robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")     # as export_dir exports it
+    specs = {s.name: s for s in select_functions(function_table(robot), "mass_matrix,center_of_mass,jacobian",
+                                                 robot.name)}
+    gen = generate(robot, "b_impl", functions="mass_matrix")
+    box = bounds_of(gen.functions[0].body, list(specs["mass_matrix"].inputs), _limits(robot))
+    lo = np.array([box[("M", i)][0] for i in range(robot.nv ** 2)])
+    hi = np.array([box[("M", i)][1] for i in range(robot.nv ** 2)])
+    lib = _shared_library(d, tmp_path)
+    prefix = name + "_"
+    rng = np.random.default_rng(3)
+    jmax, qmin, qmax, big = float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), 1.7e308
+    n_frames = len(frame_enum(robot, name))
+    nj = robot.nq - 7
+    for k in range(60):
+        q = np.empty(robot.nq)
+        q[:3] = rng.choice([-big, big, 0.0, 1.0], 3) * rng.uniform(0.5, 1.0, 3)
+        u = rng.normal(size=4)
+        norm = [qmin * (1 + 1e-9), qmax * (1 - 1e-9), rng.uniform(qmin, qmax)][k % 3]
+        q[3:7] = u / np.linalg.norm(u) * norm
+        q[7:] = rng.choice([-jmax, jmax], nj) if k % 2 else rng.uniform(-jmax, jmax, nj)
+        status, (m,) = _call_flight(lib, prefix, specs["mass_matrix"], [q])
+        assert status == 0 and np.all(np.isfinite(m))
+        assert np.all(m.ravel() >= lo) and np.all(m.ravel() <= hi)
+        status, outs = _call_flight(lib, prefix, specs["center_of_mass"], [q])
+        assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+        for fr in range(n_frames):
+            for jac in ("jacobian_local", "jacobian_world"):
+                status, outs = _call_flight(lib, prefix, specs[jac], [q], frame=fr)
+                assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
