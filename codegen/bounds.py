@@ -4,9 +4,10 @@ passed the input check, so that their result check can go.
 
 Each input entry has an interval: a joint coordinate ``[-JOINT_Q_MAX, JOINT_Q_MAX]``, a quaternion
 component ``[-QUAT_NORM_MAX, QUAT_NORM_MAX]`` (and the sum of the four components' squares, wherever a
-statement forms it, ``[QUAT_NORM_MIN^2, QUAT_NORM_MAX^2]``), every other entry (the base position,
-velocities, accelerations, torques, wrenches) only finite: ``[-MAX, MAX]`` with MAX the largest finite
-number of the precision.  The statements are evaluated in order in interval arithmetic, every operation's
+statement forms it, ``[QUAT_NORM_MIN^2, QUAT_NORM_MAX^2]``), an entry of another input (velocities,
+accelerations, torques, wrenches) ``[-INPUT_MAX, INPUT_MAX]`` (``Limits.input_max``; infinite: finite
+only), the base position only finite: ``[-MAX, MAX]`` with MAX the largest finite number of the
+precision.  The statements are evaluated in order in interval arithmetic, every operation's
 result widened outward by a few units of roundoff of the precision (rounding to nearest is monotone, so the
 rounded result of an exact value in ``[lo, hi]`` lies in the widened interval).  The pass refuses (returns
 None) as soon as a bound could reach the overflow threshold, a divisor's interval comes near 0 (or below
@@ -69,6 +70,8 @@ class Limits:
     precision: str = "double"
     is_free: bool = False
     first_joint: int = 0
+    #: the limit of every input entry but q's (inf: finite only)
+    input_max: float = math.inf
 
 
 class _Eval:
@@ -205,7 +208,7 @@ class _Eval:
         lim = self.lim
         if array != "q":
             if array in self.inputs:
-                return self.top()
+                return self.top() if math.isinf(lim.input_max) else Bound(-lim.input_max, lim.input_max)
             raise Refused(f"an element of {array}")
         if i >= lim.first_joint:
             return Bound(-lim.joint_q_max, lim.joint_q_max)

@@ -305,13 +305,28 @@ def test_bad_input_statuses(export_dir, tmp_path):
                                ("zero quaternion", np.concatenate([q[:3], [0, 0, 0, 0], q[7:]]), v, 4),
                                ("tiny quaternion", np.concatenate([q[:3], [1e-5, 0, 0, 0], q[7:]]), v, 4),
                                ("huge angle", np.concatenate([q[:7], [1e6], q[8:]]), v, 5),
-                               ("overflow", q, v * 1e200, 6)]:
+                               ("huge rate", q, np.where(np.arange(v.size) == 2, -1.01e9, v), 5),
+                               ("huge rates", q, v * 1e200, 5)]:
         st, (a,) = _call_flight(lib, name + "_", spec, [qq, vv, tau])
         cases.append((what, st))
         assert st == want and np.all(a == 0.0), (what, st, a)
-    # the inverse dynamics checks its result inside the computation (checked_body): an overflow there too
+    # rates each within INPUT_MAX whose squares sum beyond it: the fast check fails, the detailed pass
+    st, (a,) = _call_flight(lib, name + "_", spec, [q, np.full(v.size, 0.99e9), tau])
+    assert st == 0 and np.all(np.isfinite(a)), st
+    # an overflow in a function that checks its result inside the computation (checked_body): ID of a
+    # library exported with a limit on v and a so large that the interval pass cannot prove ID finite
+    import soadyn.codegen.export as ex
+    old = ex.INPUT_MAX
+    try:
+        ex.INPUT_MAX = "1.0e300"
+        wide = tmp_path / "wide"
+        export_c_library(TIAN_WU, wide, "double", functions="inverse_dynamics")
+    finally:
+        ex.INPUT_MAX = old
+    assert "Results proved finite" not in (wide / f"{name}.h").read_text()
+    wide_lib = _shared_library(wide, tmp_path / "wide")
     idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
-    st, (t,) = _call_flight(lib, name + "_", idspec, [q, v * 1e200, tau])
+    st, (t,) = _call_flight(wide_lib, name + "_", idspec, [q, v * 1e200, tau])
     assert st == 6 and np.all(t == 0.0), (st, t)
     # joints each within the limit whose squares sum beyond it: the straight-line check is conservative
     # there (it fails), the detailed checks pass, and the function computes (against the reference path)
@@ -629,14 +644,16 @@ def test_misra_findings_are_documented_deviations(export_dir, tmp_path):
 # --------------------------------------------------------------------------------------------------
 def _limits(robot):
     from soadyn.codegen.bounds import Limits
-    from soadyn.codegen.export import JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+    from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
     return Limits(float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), "double", robot.is_free,
-                  7 if robot.is_free else 0)
+                  7 if robot.is_free else 0, float(INPUT_MAX))
 
 
 def test_interval_pass_proves_and_refuses():
     """The pass proves the quaternion's normalisation and sines' products finite, and refuses a division
     by a value whose interval contains 0, a product of a merely finite input, an unwritten entry."""
+    from dataclasses import replace
+
     import soadyn.codegen.cprogram as cpg
     from soadyn.codegen.bounds import Limits, prove_finite
     from soadyn.codegen.functions import Arg
@@ -656,23 +673,27 @@ def test_interval_pass_proves_and_refuses():
     assert "divisor" in prove_finite(by_sine, [q], out, lim)
     by_v = head + [norm, cpg.load("v_0", "v", 0), cpg.store("y", 0, cpg.Expr.of("v_0*s1")), ok[-1]]
     assert "finite" in prove_finite(by_v, [q, v], out, lim)
+    assert prove_finite(by_v, [q, v], out, replace(lim, input_max=1e9)) is None      # v within a limit
+    assert "overflow" in prove_finite(by_v, [q, v], out, replace(lim, input_max=1e303))
     assert "not stored" in prove_finite(ok[:-1], [q], out, lim)
     assert "overflow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(q_7, 61)")), ok[-1]],
                                       [q], out, lim)
 
 
 def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
-    """Panda (free): M, the centre of mass and the frame Jacobians are proved finite (no result check in the
-    source), M^-1 and FD keep theirs; at random and extreme in-range inputs (joints at +-JOINT_Q_MAX,
-    quaternion norms at the limits, base position near the largest double) the proved functions return OK
-    with finite outputs, every entry of M inside the interval the pass computed."""
+    """Panda (free): M, ID, the centre of mass and the frame Jacobians are proved finite (no result check
+    in the source), M^-1 and FD keep theirs; at random and extreme in-range inputs (joints at
+    +-JOINT_Q_MAX, v and a at +-INPUT_MAX, quaternion norms at the limits, base position near the largest
+    double) the proved functions return OK with finite outputs, every entry of M inside the interval the
+    pass computed."""
     from soadyn.codegen.bounds import bounds_of
-    from soadyn.codegen.export import JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+    from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
     from soadyn.codegen.pipeline import generate
 
-    proved = ("mass_matrix", "center_of_mass", "jacobian_local", "jacobian_world")
-    d = export_dir(PANDA_URDF, "free",
-                   "mass_matrix,center_of_mass,jacobian,mass_matrix_inverse,forward_dynamics")
+    proved = ("mass_matrix", "inverse_dynamics", "inverse_dynamics_fext", "center_of_mass", "jacobian_local",
+              "jacobian_world")
+    d = export_dir(PANDA_URDF, "free", "mass_matrix,inverse_dynamics,center_of_mass,jacobian,"
+                   "mass_matrix_inverse,forward_dynamics")
     name = _name(d)
     header, source = (d / f"{name}.h").read_text(), (d / f"{name}.c").read_text()
     listed = header.split("Results proved finite")[1].split("Worst-case stack")[0]
@@ -680,8 +701,8 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
     assert "mass_matrix_inverse" not in listed and "forward_dynamics" not in listed
     assert source.count("proved finite for inputs within the limits") == len(proved)
     robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")     # as export_dir exports it
-    specs = {s.name: s for s in select_functions(function_table(robot), "mass_matrix,center_of_mass,jacobian",
-                                                 robot.name)}
+    specs = {s.name: s for s in select_functions(
+        function_table(robot), "mass_matrix,inverse_dynamics,center_of_mass,jacobian", robot.name)}
     gen = generate(robot, "b_impl", functions="mass_matrix")
     box = bounds_of(gen.functions[0].body, list(specs["mass_matrix"].inputs), _limits(robot))
     lo = np.array([box[("M", i)][0] for i in range(robot.nv ** 2)])
@@ -690,6 +711,7 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
     prefix = name + "_"
     rng = np.random.default_rng(3)
     jmax, qmin, qmax, big = float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), 1.7e308
+    vmax = float(INPUT_MAX)
     n_frames = len(frame_enum(robot, name))
     nj = robot.nq - 7
     for k in range(60):
@@ -703,6 +725,10 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
         assert status == 0 and np.all(np.isfinite(m))
         assert np.all(m.ravel() >= lo) and np.all(m.ravel() <= hi)
         status, outs = _call_flight(lib, prefix, specs["center_of_mass"], [q])
+        assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+        va = [rng.choice([-vmax, vmax], robot.nv) if k % 2 else rng.uniform(-vmax, vmax, robot.nv)
+              for _ in range(2)]
+        status, outs = _call_flight(lib, prefix, specs["inverse_dynamics"], [q, *va])
         assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
         for fr in range(n_frames):
             for jac in ("jacobian_local", "jacobian_world"):
