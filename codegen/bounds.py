@@ -13,7 +13,8 @@ rounded result of an exact value in ``[lo, hi]`` lies in the widened interval). 
 None) as soon as a bound could reach the overflow threshold, a divisor's interval comes near 0 (or below
 the smallest normal number), a square root's argument may be negative, a sine's or cosine's argument
 exceeds the kernels' exact reduction range, or anything it does not model appears (a call, a product
-loop, a stage, an unknown function, a construct it cannot parse).  One exception keeps a merely finite
+loop, a stage, an unknown function, a power other than a square -- the flight library's ``pow`` computes
+squares only --, a construct it cannot parse).  One exception keeps a merely finite
 input usable: ``x + y`` with ``|x| <= MAX`` and ``|y| < ulp(MAX) / 2`` is finite (rounding to nearest cannot
 overflow), ``[-MAX, MAX]`` again (a frame position: the base position plus a bounded offset).
 
@@ -87,6 +88,12 @@ class _Eval:
         """``[lo, hi]`` widened by the roundoff of one operation; refused when it may overflow."""
         lo = lo * self.grow if lo < 0 else lo / self.grow
         hi = hi * self.grow if hi > 0 else hi / self.grow
+        # below the normal range a rounding error is absolute, not relative: a lower magnitude there may
+        # round to 0, so such an interval includes 0 (what a divisor's check then refuses)
+        if 0.0 < lo < self.tiny:
+            lo = 0.0
+        if -self.tiny < hi < 0.0:
+            hi = 0.0
         if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > self.max / MARGIN:
             raise Refused("a bound may overflow")
         return Bound(lo, hi, quat=quat)
@@ -128,15 +135,6 @@ class _Eval:
             raise Refused("a square of a merely finite value")
         lo = 0.0 if a.lo <= 0.0 <= a.hi else min(a.lo * a.lo, a.hi * a.hi)
         return self.make(lo, a.mag * a.mag)
-
-    def power(self, a: Bound, n: int) -> Bound:
-        if n < 0:
-            return self.div(self.const(1.0), self.power(a, -n))
-        if n == 0:
-            return self.const(1.0)
-        r = a if n % 2 else self.const(1.0)
-        h = self.power(self.square(a), n // 2) if n > 1 else None
-        return self.mul(r, h) if h is not None else r
 
     # -- expressions ----------------------------------------------------------------------------------
     def expr(self, text: str) -> Bound:
@@ -183,11 +181,12 @@ class _Eval:
                     k = e.value
                 else:
                     raise Refused("pow with a computed exponent")
-                if not (isinstance(k, int) or (isinstance(k, float) and k.is_integer())):
-                    raise Refused("pow with a non-integer exponent")
+                if k != 2:
+                    # the flight library's pow computes squares only (any other power is NaN there)
+                    raise Refused("pow with an exponent other than 2")
                 base = self.node(args[0])
-                r = self.power(base, int(k))
-                if int(k) == 2 and base.quat is not None and len(base.quat) == 1 and base.lo == -base.hi:
+                r = self.square(base)
+                if base.quat is not None and len(base.quat) == 1 and base.lo == -base.hi:
                     r = Bound(r.lo, r.hi, quat=base.quat)    # a quaternion component's square
                 return r
             if f == "sqrt" and len(args) == 1:

@@ -676,8 +676,14 @@ def test_interval_pass_proves_and_refuses():
     assert prove_finite(by_v, [q, v], out, replace(lim, input_max=1e9)) is None      # v within a limit
     assert "overflow" in prove_finite(by_v, [q, v], out, replace(lim, input_max=1e303))
     assert "not stored" in prove_finite(ok[:-1], [q], out, lim)
-    assert "overflow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(q_7, 61)")), ok[-1]],
+    assert "overflow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("1.0e300*q_7")), ok[-1]],
                                       [q], out, lim)
+    assert prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("1.0e290*q_7")), ok[-1]], [q], out, lim) is None
+    # a divisor whose bound passed below the normal range (where roundings are absolute) is refused
+    tiny = cpg.value("n", cpg.Expr.of("1.0/((1.0e-320*(pow(s1, 2) + 1.0))*1.0e40)"))
+    assert "divisor" in prove_finite(head + [tiny] + ok[-2:], [q], out, lim)
+    # the flight library's pow computes squares only: a cube is refused (it would be NaN there)
+    assert "pow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(s1, 3)")), ok[-1]], [q], out, lim)
 
 
 def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
