@@ -740,3 +740,36 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
             for jac in ("jacobian_local", "jacobian_world"):
                 status, outs = _call_flight(lib, prefix, specs[jac], [q], frame=fr)
                 assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+
+
+def test_proved_float_outputs_finite_at_the_limits(export_dir, tmp_path):
+    """The float library (largest float 3.4e38): M and ID of the Panda (free) proved finite, and finite at
+    joints at +-JOINT_Q_MAX, v and a at +-INPUT_MAX, quaternion norms at both limits, base position near
+    the largest float."""
+    from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+
+    d = export_dir(PANDA_URDF, "free", "mass_matrix,inverse_dynamics", "float")
+    name = _name(d)
+    listed = (d / f"{name}.h").read_text().split("Results proved finite")[1].split("Worst-case stack")[0]
+    assert "*   mass_matrix\n" in listed and "*   inverse_dynamics\n" in listed
+    so = tmp_path / "libf.so"
+    r = _run(["gcc", *STRICT, *LIB_FLAGS, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    lib = ctypes.CDLL(str(so))
+    robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")
+    jmax, vmax = np.float32(float(JOINT_Q_MAX)), np.float32(float(INPUT_MAX))
+    norms = [float(QUAT_NORM_MIN) * 1.001, float(QUAT_NORM_MAX) * 0.999, 1.0]
+    rng = np.random.default_rng(5)
+    fp = ctypes.POINTER(ctypes.c_float)
+    for k in range(30):
+        q = np.empty(robot.nq, dtype=np.float32)
+        q[:3] = rng.choice([-3.3e38, 3.3e38, 0.0], 3)
+        u = rng.normal(size=4)
+        q[3:7] = u / np.linalg.norm(u) * norms[k % 3]
+        q[7:] = rng.choice([-jmax, jmax], robot.nq - 7) if k % 2 else rng.uniform(-jmax, jmax, robot.nq - 7)
+        v, a = (rng.choice([-vmax, vmax], robot.nv).astype(np.float32) for _ in range(2))
+        m = np.full(robot.nv ** 2, 7.0, dtype=np.float32)
+        tau = np.full(robot.nv, 7.0, dtype=np.float32)
+        assert getattr(lib, f"{name}_mass_matrix")(q.ctypes.data_as(fp), m.ctypes.data_as(fp)) == 0
+        assert getattr(lib, f"{name}_inverse_dynamics")(*(x.ctypes.data_as(fp) for x in (q, v, a, tau))) == 0
+        assert np.all(np.isfinite(m)) and np.all(np.isfinite(tau)), k
