@@ -687,19 +687,19 @@ def test_interval_pass_proves_and_refuses():
 
 
 def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
-    """Panda (free): M, ID, the centre of mass and the frame Jacobians are proved finite (no result check
-    in the source), M^-1 and FD keep theirs; at random and extreme in-range inputs (joints at
-    +-JOINT_Q_MAX, v and a at +-INPUT_MAX, quaternion norms at the limits, base position near the largest
-    double) the proved functions return OK with finite outputs, every entry of M inside the interval the
-    pass computed."""
+    """Panda (free): M, ID, the centre of mass, the frame Jacobians and the angular reduced dynamics (which
+    calls its *_fext twin) are proved finite (no result check in the source), M^-1 and FD keep theirs; at
+    random and extreme in-range inputs (joints at +-JOINT_Q_MAX, v and a at +-INPUT_MAX, quaternion norms
+    at the limits, base position near the largest double) the proved functions return OK with finite
+    outputs, every entry of M inside the interval the pass computed."""
     from soadyn.codegen.bounds import bounds_of
     from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
     from soadyn.codegen.pipeline import generate
 
     proved = ("mass_matrix", "inverse_dynamics", "inverse_dynamics_fext", "center_of_mass", "jacobian_local",
-              "jacobian_world")
+              "jacobian_world", "angular_reduced_dynamics_fext", "angular_reduced_dynamics")
     d = export_dir(PANDA_URDF, "free", "mass_matrix,inverse_dynamics,center_of_mass,jacobian,"
-                   "mass_matrix_inverse,forward_dynamics")
+                   "angular_reduced_dynamics,mass_matrix_inverse,forward_dynamics")
     name = _name(d)
     header, source = (d / f"{name}.h").read_text(), (d / f"{name}.c").read_text()
     listed = header.split("Results proved finite")[1].split("Worst-case stack")[0]
@@ -707,8 +707,8 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
     assert "mass_matrix_inverse" not in listed and "forward_dynamics" not in listed
     assert source.count("proved finite for inputs within the limits") == len(proved)
     robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")     # as export_dir exports it
-    specs = {s.name: s for s in select_functions(
-        function_table(robot), "mass_matrix,inverse_dynamics,center_of_mass,jacobian", robot.name)}
+    chosen = "mass_matrix,inverse_dynamics,center_of_mass,jacobian,angular_reduced_dynamics"
+    specs = {s.name: s for s in select_functions(function_table(robot), chosen, robot.name)}
     gen = generate(robot, "b_impl", functions="mass_matrix")
     box = bounds_of(gen.functions[0].body, list(specs["mass_matrix"].inputs), _limits(robot))
     lo = np.array([box[("M", i)][0] for i in range(robot.nv ** 2)])
@@ -735,6 +735,9 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
         va = [rng.choice([-vmax, vmax], robot.nv) if k % 2 else rng.uniform(-vmax, vmax, robot.nv)
               for _ in range(2)]
         status, outs = _call_flight(lib, prefix, specs["inverse_dynamics"], [q, *va])
+        assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+        # calls its *_fext twin with zero wrenches: proved because the twin is
+        status, outs = _call_flight(lib, prefix, specs["angular_reduced_dynamics"], [q, va[0]])
         assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
         for fr in range(n_frames):
             for jac in ("jacobian_local", "jacobian_world"):
