@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 import soadyn.codegen.cprogram as cp
+from soadyn.codegen.bounds import Limits, prove_finite
 from soadyn.codegen.cprogram import Stmt
 from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefix, render
 from soadyn.codegen.functions import Arg, FunctionSpec, expand_family, frame_enum
@@ -52,6 +53,10 @@ from soadyn.model.robot import Robot
 PRECISIONS = ("double", "float")
 #: input limits printed into the header (see its status convention)
 QUAT_NORM_MIN, QUAT_NORM_MAX, JOINT_Q_MAX = "1.0e-3", "1.0e3", "1.0e5"
+#: the limit of every other input entry but the base position (velocities, accelerations, torques, wrenches,
+#: ...): beyond it ERR_RANGE.  It bounds what the interval pass (soadyn.codegen.bounds) may assume, so that
+#: functions of v and a (ID, the bias forces) are proved finite too; its square must be finite in float
+INPUT_MAX = "1.0e9"
 #: the flags the stack use is measured with (those of the exported CMakeLists.txt, at -O2)
 STACK_FLAGS = ("-std=c99", "-O2", "-ffreestanding", "-ftree-loop-distribute-patterns", "-fno-math-errno",
                "-ffp-contract=off")
@@ -165,6 +170,8 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
         prototype=f"int {prefix}{spec.name}({', '.join(params)})",
         null_test=" || ".join(f"({p} == NULL)" for p in pointers),
         finite_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.inputs) or "1",
+        range_test=" && ".join(f"soadyn_flight_within({a.name}, {a.size})" for a in spec.inputs
+                               if a.name != "q"),
         result_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.outputs),
         has_q=any(a.name == "q" for a in spec.inputs),
         call=("(void)" if family else "") + call, stack="n/a", check_init=None)
@@ -187,10 +194,12 @@ def _tree(op: str, terms: list[str], name: str, lines: list[str], scalar: str) -
 def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str, zero: str,
                 P: str) -> list[str]:
     """Body lines of the fast input check of a public function: straight-line C that returns 1 when
-    every input entry is finite, the base quaternion's norm is within the limits and the joint
-    coordinates are within +-JOINT_Q_MAX, else 0, without loops or a test per entry (the ``&&`` of at
-    most four comparisons of computed numbers).  Every entry but q's quaternion and joint coordinates is
-    multiplied into one of eight products that start at 0 (``0*x`` is NaN for an infinite or NaN ``x``);
+    every input entry is finite, the base quaternion's norm is within the limits, the joint
+    coordinates are within +-JOINT_Q_MAX and the other entries (not q) within +-INPUT_MAX, else 0, without
+    loops or a test per entry (the ``&&`` of at most five comparisons of computed numbers).  The base
+    position is multiplied into one of eight products that start at 0 (``0*x`` is NaN for an infinite or
+    NaN ``x``); the entries of the other inputs are summed as squares and compared with INPUT_MAX^2, as the
+    joint coordinates (below);
     the quaternion needs no product (its squared norm's comparisons with the limits fail for NaN and
     inf), nor do the joint coordinates: their sum of squares is compared with JOINT_Q_MAX^2 (NaN and inf
     fail it), which is conservative (joints each within the limit whose squares sum beyond it fail the
@@ -198,6 +207,7 @@ def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str,
     detailed checks", never a status by itself."""
     chains: list[str] = []
     joints: list[str] = []
+    others: list[str] = []
     lines: list[str] = []
     for a in inputs:
         for i in range(a.size):
@@ -207,6 +217,9 @@ def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str,
                 continue
             if a.name == "q" and is_free and 3 <= i < 7:
                 continue                # the quaternion: its norm's comparisons reject NaN and inf
+            if a.name != "q":
+                others.append(f"({entry} * {entry})")      # within INPUT_MAX: as the joints
+                continue
             prev = chains[-8] if len(chains) >= 8 else zero
             chains.append(f"soadyn_c{len(chains)}")
             lines.append(f"const {scalar} {chains[-1]} = {prev} * {entry};")
@@ -221,16 +234,22 @@ def input_check(inputs: list[Arg], is_free: bool, first_joint: int, scalar: str,
     if joints:
         total = _tree("+", joints, "soadyn_j", lines, scalar)
         tests.append(f"({total} <= ({P}JOINT_Q_MAX * {P}JOINT_Q_MAX))")
+    if others:
+        total = _tree("+", others, "soadyn_s", lines, scalar)
+        tests.append(f"({total} <= ({P}INPUT_MAX * {P}INPUT_MAX))")
     return lines + [f"return ({' && '.join(tests) or '1'}) ? 1 : 0;"]
 
 
 def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], impl_prefix: str,
-                    target: FlightTarget) -> list[dict[str, Any]]:
+                    target: FlightTarget, limits: Limits | None = None) -> list[dict[str, Any]]:
     """The emitted functions of ``specs`` (not the structured variants of the Python API), printed by
     ``target`` (:meth:`FlightTarget.body`), the product helpers before them.  A function that calls its
-    ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already."""
+    ``*_fext`` twin has a prototype of that twin as helper: the twin is defined above it already.  A
+    function whose outputs the interval pass (:func:`soadyn.codegen.bounds.prove_finite`) proves finite
+    for every input within ``limits`` gets no result check (``proved``)."""
     by_name = {f.cname: f for f in funcs}
     checked_names: set[str] = set()
+    proved_names: set[str] = set()
     readbacks: dict[str, list[str]] = {}
     out = []
     for s in specs:
@@ -246,7 +265,16 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
                               "out with --functions or export with --precision double")
         readback: dict[str, list[int]] = {}
         checked = None
-        if body is None and not s.is_family and not s.zero_fext_call:
+        if s.zero_fext_call:
+            # it calls its *_fext twin with zero wrenches (within the limits): proved when the twin is
+            proved = impl_prefix + s.zero_fext_call in proved_names
+        else:
+            proved = (limits is not None
+                      and prove_finite(f.body, list(s.inputs), list(f.outputs), limits) is None)
+        if proved:
+            proved_names.add(f.cname)
+            pass                        # no result check: every output entry is finite (proved)
+        elif body is None and not s.is_family and not s.zero_fext_call:
             if helpers and target.scalar == "double":
                 # the statements' stores checked inside, the entries of the product loops after the call
                 checked = checked_body(f.body, f.outputs, f.products, len(f.epilogue))
@@ -280,8 +308,8 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         signature = f"{'int' if s.is_family else 'void'} {impl_prefix}{s.name}({', '.join(params)})"
         if readback:
             helpers = helpers + [entries_check(f"{impl_prefix}{s.name}_entries", readback, real, target.zero)]
-        out.append(dict(name=s.name, checked=checked is not None, doc=f.doc, ops=f.ops, signature=signature,
-                        readback=calls,
+        out.append(dict(name=s.name, checked=checked is not None, proved=proved, doc=f.doc, ops=f.ops,
+                        signature=signature, readback=calls,
                         unused=f.unused,
                         body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
     return out
@@ -476,6 +504,10 @@ def _bad_inputs(robot: Robot, spec: FunctionSpec, names: list[str], call: Any, P
         out.append(dict(what="joint coordinate out of range",
                         setup=f"saved[0] = q[{first_joint}]; q[{first_joint}] = 2 * {P}JOINT_Q_MAX;",
                         call=call(names), restore=f"q[{first_joint}] = saved[0];", status=f"{P}ERR_RANGE"))
+    if last.name != "q":
+        out.append(dict(what="input beyond INPUT_MAX",
+                        setup=f"saved[0] = {last.name}[0]; {last.name}[0] = -2 * {P}INPUT_MAX;",
+                        call=call(names), restore=f"{last.name}[0] = saved[0];", status=f"{P}ERR_RANGE"))
     if dict(spec.kwargs).get("frame") is not None:
         outs = [a.name for a in spec.outputs]
         for fr in ("-1", f"{P}N_FRAMES"):
@@ -577,7 +609,9 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     common = dict(robot=robot, version=generator_version(), source_hash=robot.source_hash or "n/a",
                   fingerprint=robot.fingerprint(), header_name=f"{name}.h", source_name=f"{name}.c",
                   scalar=printer.scalar, zero=printer.zero, two=printer.two, p=prefix, P=P, name=name)
-    core = _core_functions(specs, funcs, impl_prefix, printer)
+    limits = Limits(float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), precision,
+                    robot.is_free, first_joint, float(INPUT_MAX))
+    core = _core_functions(specs, funcs, impl_prefix, printer, limits)
     checks: dict[tuple[tuple[str, int], ...], dict[str, Any]] = {}
     for a in api:
         sig = tuple((x.name, x.size) for x in a["inputs"])
@@ -587,12 +621,15 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
                 fast=f"soadyn_flight_inputs{k}", status=f"soadyn_flight_status{k}",
                 params=", ".join(f"const {printer.scalar} *{x.name}" for x in a["inputs"]),
                 lines=input_check(a["inputs"], robot.is_free, first_joint, printer.scalar, printer.zero, P),
-                finite_test=a["finite_test"], has_q=a["has_q"])
+                finite_test=a["finite_test"], range_test=a["range_test"], has_q=a["has_q"])
         c = checks[sig]
         names = ", ".join(x.name for x in a["inputs"])
         a["fast_check"], a["status_check"] = f"{c['fast']}({names})", f"{c['status']}({names})"
     for a, c in zip(api, core):
-        if c["checked"]:      # the result check inside the computation (checked_body)
+        a["proved"] = c["proved"]
+        if c["proved"]:       # outputs proved finite from the input limits (soadyn.codegen.bounds)
+            a["result_test"] = ""
+        elif c["checked"]:      # the result check inside the computation (checked_body)
             a["call"] = a["call"][:-1] + f", &{CHECK})"
             a["result_test"] = " && ".join([f"({CHECK} == {printer.zero})", *c["readback"]])
             a["check_init"] = f"{printer.scalar} {CHECK} = 1.0{printer.suffix};"
@@ -604,6 +641,7 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     header = render("clib_header.h.j2", guard=f"SOADYN_FLIGHT_{c_identifier(name).upper()}_H", api=api,
                     enum=enum, quat_min=QUAT_NORM_MIN + printer.suffix,
                     quat_max=QUAT_NORM_MAX + printer.suffix, joint_max=JOINT_Q_MAX + printer.suffix,
+                    input_max=INPUT_MAX + printer.suffix,
                     stack_name=stack_name, **common)
 
     cases, unreferenced = _test_cases(robot, specs, prefix, {fr: e for fr, e, _ in enum}, first_joint)

@@ -305,13 +305,28 @@ def test_bad_input_statuses(export_dir, tmp_path):
                                ("zero quaternion", np.concatenate([q[:3], [0, 0, 0, 0], q[7:]]), v, 4),
                                ("tiny quaternion", np.concatenate([q[:3], [1e-5, 0, 0, 0], q[7:]]), v, 4),
                                ("huge angle", np.concatenate([q[:7], [1e6], q[8:]]), v, 5),
-                               ("overflow", q, v * 1e200, 6)]:
+                               ("huge rate", q, np.where(np.arange(v.size) == 2, -1.01e9, v), 5),
+                               ("huge rates", q, v * 1e200, 5)]:
         st, (a,) = _call_flight(lib, name + "_", spec, [qq, vv, tau])
         cases.append((what, st))
         assert st == want and np.all(a == 0.0), (what, st, a)
-    # the inverse dynamics checks its result inside the computation (checked_body): an overflow there too
+    # rates each within INPUT_MAX whose squares sum beyond it: the fast check fails, the detailed pass
+    st, (a,) = _call_flight(lib, name + "_", spec, [q, np.full(v.size, 0.99e9), tau])
+    assert st == 0 and np.all(np.isfinite(a)), st
+    # an overflow in a function that checks its result inside the computation (checked_body): ID of a
+    # library exported with a limit on v and a so large that the interval pass cannot prove ID finite
+    import soadyn.codegen.export as ex
+    old = ex.INPUT_MAX
+    try:
+        ex.INPUT_MAX = "1.0e300"
+        wide = tmp_path / "wide"
+        export_c_library(TIAN_WU, wide, "double", functions="inverse_dynamics")
+    finally:
+        ex.INPUT_MAX = old
+    assert "Results proved finite" not in (wide / f"{name}.h").read_text()
+    wide_lib = _shared_library(wide, tmp_path / "wide")
     idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
-    st, (t,) = _call_flight(lib, name + "_", idspec, [q, v * 1e200, tau])
+    st, (t,) = _call_flight(wide_lib, name + "_", idspec, [q, v * 1e200, tau])
     assert st == 6 and np.all(t == 0.0), (st, t)
     # joints each within the limit whose squares sum beyond it: the straight-line check is conservative
     # there (it fails), the detailed checks pass, and the function computes (against the reference path)
@@ -622,3 +637,142 @@ def test_misra_findings_are_documented_deviations(export_dir, tmp_path):
     assert found, (r.stdout + r.stderr)[-2000:]
     documented = _documented_deviations()
     assert set(found) <= set(documented), sorted(set(found) - set(documented))
+
+
+# --------------------------------------------------------------------------------------------------
+# result checks proved unnecessary (soadyn.codegen.bounds)
+# --------------------------------------------------------------------------------------------------
+def _limits(robot):
+    from soadyn.codegen.bounds import Limits
+    from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+    return Limits(float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), "double", robot.is_free,
+                  7 if robot.is_free else 0, float(INPUT_MAX))
+
+
+def test_interval_pass_proves_and_refuses():
+    """The pass proves the quaternion's normalisation and sines' products finite, and refuses a division
+    by a value whose interval contains 0, a product of a merely finite input, an unwritten entry."""
+    from dataclasses import replace
+
+    import soadyn.codegen.cprogram as cpg
+    from soadyn.codegen.bounds import Limits, prove_finite
+    from soadyn.codegen.functions import Arg
+
+    lim = Limits(1e5, 1e-3, 1e3, "double", True, 7)
+    q, v, out = Arg("q", (8,)), Arg("v", (7,)), [Arg("y", (2,))]
+    head = [cpg.load(f"q_{i}", "q", i) for i in range(3, 8)]
+    head += [cpg.value(f"t{i}", cpg.Expr.of(f"pow(q_{i}, 2)")) for i in range(3, 7)]
+    head.append(cpg.Stmt(cpg.TRIG, "s1", fn="sin", arg="q_7"))
+    norm = cpg.value("n", cpg.Expr.of("1/(t3 + t5 + (t4 + t6))"))
+    ok = head + [norm, cpg.store("y", 0, cpg.Expr.of("n*(t3 - t4)*s1")),
+                 cpg.store("y", 1, cpg.Expr.of("s1"))]
+    assert prove_finite(ok, [q], out, lim) is None
+    three = head + [cpg.value("n", cpg.Expr.of("1/(t3 + t5 + t6)"))] + ok[-2:]   # not the whole norm
+    assert "divisor" in prove_finite(three, [q], out, lim)
+    by_sine = head + [cpg.value("n", cpg.Expr.of("2.0/s1"))] + ok[-2:]
+    assert "divisor" in prove_finite(by_sine, [q], out, lim)
+    by_v = head + [norm, cpg.load("v_0", "v", 0), cpg.store("y", 0, cpg.Expr.of("v_0*s1")), ok[-1]]
+    assert "finite" in prove_finite(by_v, [q, v], out, lim)
+    assert prove_finite(by_v, [q, v], out, replace(lim, input_max=1e9)) is None      # v within a limit
+    assert "overflow" in prove_finite(by_v, [q, v], out, replace(lim, input_max=1e303))
+    assert "not stored" in prove_finite(ok[:-1], [q], out, lim)
+    assert "overflow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("1.0e300*q_7")), ok[-1]],
+                                      [q], out, lim)
+    assert prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("1.0e290*q_7")), ok[-1]], [q], out, lim) is None
+    # a divisor whose bound passed below the normal range (where roundings are absolute) is refused
+    tiny = cpg.value("n", cpg.Expr.of("1.0/((1.0e-320*(pow(s1, 2) + 1.0))*1.0e40)"))
+    assert "divisor" in prove_finite(head + [tiny] + ok[-2:], [q], out, lim)
+    # the flight library's pow computes squares only: a cube is refused (it would be NaN there)
+    assert "pow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(s1, 3)")), ok[-1]], [q], out, lim)
+
+
+def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
+    """Panda (free): M, ID, the centre of mass, the frame Jacobians and the angular reduced dynamics (which
+    calls its *_fext twin) are proved finite (no result check in the source), M^-1 and FD keep theirs; at
+    random and extreme in-range inputs (joints at +-JOINT_Q_MAX, v and a at +-INPUT_MAX, quaternion norms
+    at the limits, base position near the largest double) the proved functions return OK with finite
+    outputs, every entry of M inside the interval the pass computed."""
+    from soadyn.codegen.bounds import bounds_of
+    from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+    from soadyn.codegen.pipeline import generate
+
+    proved = ("mass_matrix", "inverse_dynamics", "inverse_dynamics_fext", "center_of_mass", "jacobian_local",
+              "jacobian_world", "angular_reduced_dynamics_fext", "angular_reduced_dynamics")
+    d = export_dir(PANDA_URDF, "free", "mass_matrix,inverse_dynamics,center_of_mass,jacobian,"
+                   "angular_reduced_dynamics,mass_matrix_inverse,forward_dynamics")
+    name = _name(d)
+    header, source = (d / f"{name}.h").read_text(), (d / f"{name}.c").read_text()
+    listed = header.split("Results proved finite")[1].split("Worst-case stack")[0]
+    assert all(f"*   {p}\n" in listed for p in proved)
+    assert "mass_matrix_inverse" not in listed and "forward_dynamics" not in listed
+    assert source.count("proved finite for inputs within the limits") == len(proved)
+    robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")     # as export_dir exports it
+    chosen = "mass_matrix,inverse_dynamics,center_of_mass,jacobian,angular_reduced_dynamics"
+    specs = {s.name: s for s in select_functions(function_table(robot), chosen, robot.name)}
+    gen = generate(robot, "b_impl", functions="mass_matrix")
+    box = bounds_of(gen.functions[0].body, list(specs["mass_matrix"].inputs), _limits(robot))
+    lo = np.array([box[("M", i)][0] for i in range(robot.nv ** 2)])
+    hi = np.array([box[("M", i)][1] for i in range(robot.nv ** 2)])
+    lib = _shared_library(d, tmp_path)
+    prefix = name + "_"
+    rng = np.random.default_rng(3)
+    jmax, qmin, qmax, big = float(JOINT_Q_MAX), float(QUAT_NORM_MIN), float(QUAT_NORM_MAX), 1.7e308
+    vmax = float(INPUT_MAX)
+    n_frames = len(frame_enum(robot, name))
+    nj = robot.nq - 7
+    for k in range(60):
+        q = np.empty(robot.nq)
+        q[:3] = rng.choice([-big, big, 0.0, 1.0], 3) * rng.uniform(0.5, 1.0, 3)
+        u = rng.normal(size=4)
+        norm = [qmin * (1 + 1e-9), qmax * (1 - 1e-9), rng.uniform(qmin, qmax)][k % 3]
+        q[3:7] = u / np.linalg.norm(u) * norm
+        q[7:] = rng.choice([-jmax, jmax], nj) if k % 2 else rng.uniform(-jmax, jmax, nj)
+        status, (m,) = _call_flight(lib, prefix, specs["mass_matrix"], [q])
+        assert status == 0 and np.all(np.isfinite(m))
+        assert np.all(m.ravel() >= lo) and np.all(m.ravel() <= hi)
+        status, outs = _call_flight(lib, prefix, specs["center_of_mass"], [q])
+        assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+        va = [rng.choice([-vmax, vmax], robot.nv) if k % 2 else rng.uniform(-vmax, vmax, robot.nv)
+              for _ in range(2)]
+        status, outs = _call_flight(lib, prefix, specs["inverse_dynamics"], [q, *va])
+        assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+        # calls its *_fext twin with zero wrenches: proved because the twin is
+        status, outs = _call_flight(lib, prefix, specs["angular_reduced_dynamics"], [q, va[0]])
+        assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+        for fr in range(n_frames):
+            for jac in ("jacobian_local", "jacobian_world"):
+                status, outs = _call_flight(lib, prefix, specs[jac], [q], frame=fr)
+                assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
+
+
+def test_proved_float_outputs_finite_at_the_limits(export_dir, tmp_path):
+    """The float library (largest float 3.4e38): M and ID of the Panda (free) proved finite, and finite at
+    joints at +-JOINT_Q_MAX, v and a at +-INPUT_MAX, quaternion norms at both limits, base position near
+    the largest float."""
+    from soadyn.codegen.export import INPUT_MAX, JOINT_Q_MAX, QUAT_NORM_MAX, QUAT_NORM_MIN
+
+    d = export_dir(PANDA_URDF, "free", "mass_matrix,inverse_dynamics", "float")
+    name = _name(d)
+    listed = (d / f"{name}.h").read_text().split("Results proved finite")[1].split("Worst-case stack")[0]
+    assert "*   mass_matrix\n" in listed and "*   inverse_dynamics\n" in listed
+    so = tmp_path / "libf.so"
+    r = _run(["gcc", *STRICT, *LIB_FLAGS, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    lib = ctypes.CDLL(str(so))
+    robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")
+    jmax, vmax = np.float32(float(JOINT_Q_MAX)), np.float32(float(INPUT_MAX))
+    norms = [float(QUAT_NORM_MIN) * 1.001, float(QUAT_NORM_MAX) * 0.999, 1.0]
+    rng = np.random.default_rng(5)
+    fp = ctypes.POINTER(ctypes.c_float)
+    for k in range(30):
+        q = np.empty(robot.nq, dtype=np.float32)
+        q[:3] = rng.choice([-3.3e38, 3.3e38, 0.0], 3)
+        u = rng.normal(size=4)
+        q[3:7] = u / np.linalg.norm(u) * norms[k % 3]
+        q[7:] = rng.choice([-jmax, jmax], robot.nq - 7) if k % 2 else rng.uniform(-jmax, jmax, robot.nq - 7)
+        v, a = (rng.choice([-vmax, vmax], robot.nv).astype(np.float32) for _ in range(2))
+        m = np.full(robot.nv ** 2, 7.0, dtype=np.float32)
+        tau = np.full(robot.nv, 7.0, dtype=np.float32)
+        assert getattr(lib, f"{name}_mass_matrix")(q.ctypes.data_as(fp), m.ctypes.data_as(fp)) == 0
+        assert getattr(lib, f"{name}_inverse_dynamics")(*(x.ctypes.data_as(fp) for x in (q, v, a, tau))) == 0
+        assert np.all(np.isfinite(m)) and np.all(np.isfinite(tau)), k
