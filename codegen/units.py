@@ -30,7 +30,8 @@ from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
-__all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "finish_function", "translation_units", "prelude"]
+__all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "finish_function",
+           "translation_units", "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
@@ -61,15 +62,19 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
                             "generalized_inertia", "base_velocity",
                             # factors and operational-space inertias
                             "innovations_factors", "operational_space_inertias",
-                            # product loops (in place: M^-1 B) evaluated as expressions in the lanes; the
-                            # functions without wrenches run their *_fext twin's lanes on zero wrenches
-                            "forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
-                            "generalized_bias_fext", "angular_reduced_dynamics_fext",
                             # frame families: the frame's case chosen once per lanes group
                             "jacobian_local", "jacobian_world", "frame_pose", "generalized_jacobian",
                             "momentum_frame_twist",
                             # the derivatives (their general products as expressions too)
                             "inverse_dynamics_derivatives", "forward_dynamics_derivatives"})
+#: functions made of product loops (in place: M^-1 B) that the lanes can evaluate as expressions (their
+#: variants without wrenches then run the ``*_fext`` twin's lanes on zero wrenches,
+#: :func:`~soadyn.codegen.lanes.finish_zero_fext`): batches 0.27-0.62x the single call instead of ~1.0x
+#: (xArm7 free, TALOS; benchmarks/README.md), but their lanes add 15-20 % to the default functions' compile
+#: time (xArm7 free ``soadyn compile`` 7.4-7.7 s without them, 8.6-9.1 s with them; TALOS 25.1 vs
+#: 29.8-30.8 s; budgets 8 s and 30 s, issue 26), so they are not in :data:`SIMD_FUNCTIONS` by default
+PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
+                                    "generalized_bias_fext", "angular_reduced_dynamics_fext"})
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
