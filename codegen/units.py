@@ -46,13 +46,10 @@ UNIT_OPS = 10000
 #: xArm7.  Then the rest of the default functions and the derivatives (issue 26): the frame families
 #: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; not those whose
 #: batch is the writing of a large, mostly zero output, :func:`~soadyn.codegen.lanes.zeros_dominated`),
-#: the functions with product loops (their products as expressions, in-place ones too:
-#: :func:`~soadyn.codegen.products.expanded_products`), the Schur/decoupled/bias functions, whose
-#: variants without wrenches run the ``*_fext`` batch on zero wrenches
-#: (:func:`~soadyn.codegen.lanes.finish_zero_fext`), and the ID/FD derivatives: batches from 0.79-1.04x
-#: to 0.24-0.63x the single call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to
-#: 0.42-0.63x (xArm7); serial gcc CPU of the default functions' units xArm7 free 10.2 -> 12.5 s, TALOS
-#: 34.8 -> 46.8 s (benchmarks/README.md)
+#: and the ID/FD derivatives (their products as expressions, in-place ones too:
+#: :func:`~soadyn.codegen.products.expanded_products`): batches from 0.79-1.04x to 0.24-0.63x the single
+#: call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to 0.42-0.63x (xArm7).  The
+#: functions made of product loops only are left out (:data:`PRODUCT_LANE_FUNCTIONS`: compile budget)
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
