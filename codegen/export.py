@@ -42,7 +42,7 @@ from soadyn.codegen.emit import EmittedFunction, generator_version, module_prefi
 from soadyn.codegen.functions import Arg, FunctionSpec, expand_family, frame_enum
 from soadyn.codegen.pipeline import generate, resolve_robot
 from soadyn.codegen.printer import CPrinter, FloatPrinter
-from soadyn.codegen.products import mirrored_entries
+from soadyn.codegen.products import mirrored_entries, product_entries
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.trig import fuse_trig
 from soadyn.codegen.units import STAGE_OPS, finish_function
@@ -324,23 +324,6 @@ CHECK_CHAINS = 8
 _CHECKABLE = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT, cp.VOID})
 
 
-def product_entries(products: list[Any]) -> dict[str, list[int]]:
-    """Output -> the entries (row-major indices, in the loops' order) that product loops
-    (:mod:`soadyn.codegen.products`) compute and store last: a general product's block rows (a symmetric
-    one's upper triangle; the entries below it are copies), an in-place product's rows of each run."""
-    out: dict[str, list[int]] = {}
-    for p in products:
-        if p.k:
-            name, stride, col, n = p.runs[0]
-            out.setdefault(name, []).extend(stride * (p.row0 + i) + col + j for i in range(p.m)
-                                            for j in range(i if p.symmetric else 0, n))
-        else:
-            for name, stride, col, count in p.runs:
-                out.setdefault(name, []).extend(stride * i + col + j for i in range(p.m)
-                                                for j in range(count))
-    return out
-
-
 def checked_body(body: list[Stmt], outputs: list[Arg], products: list[Any] = (),
                  epilogue: int = 0) -> list[Stmt] | None:
     """``body`` computing also, into ``CHECK[0]``, a product that is (+-)0 when every output entry is
@@ -351,9 +334,9 @@ def checked_body(body: list[Stmt], outputs: list[Arg], products: list[Any] = (),
     it).  The stored values and their roundings are unchanged (a stored expression becomes a local
     first).  A function with product loops (``products``, called by the last ``epilogue`` statements)
     checks its statements' stores that the loops do not overwrite; the entries the loops compute
-    (:func:`product_entries`) are left to the caller (:func:`entries_check`).  None when the body is not
-    one straight-line block whose stores (and runs of zeros, and the product loops) write every output
-    entry: the caller checks the outputs after the call then."""
+    (:func:`~soadyn.codegen.products.product_entries`) are left to the caller (:func:`entries_check`).
+    None when the body is not one straight-line block whose stores (and runs of zeros, and the product
+    loops) write every output entry: the caller checks the outputs after the call then."""
     tail = list(body[len(body) - epilogue:]) if epilogue else []
     body = body[:len(body) - epilogue] if epilogue else body
     if any(s.kind not in _CHECKABLE and not (products and s.kind == cp.SCRATCH) for s in body):

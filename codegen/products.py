@@ -471,6 +471,23 @@ def _row_columns(p: Product, i: int) -> range:
     return range(*p.ranges[i]) if p.ranges else range(p.runs[0][3])
 
 
+def product_entries(products: list[Product]) -> dict[str, list[int]]:
+    """Output -> the entries (row-major indices, in the loops' order) that product loops compute and store
+    last: a general product's block rows (those of its mask, :func:`_row_columns`; a symmetric one's
+    upper triangle: the entries below it are copies), an in-place product's rows of each run."""
+    out: dict[str, list[int]] = {}
+    for p in products:
+        if p.k:
+            name, stride, col, _ = p.runs[0]
+            out.setdefault(name, []).extend(stride * (p.row0 + i) + col + j for i in range(p.m)
+                                            for j in _row_columns(p, i) if not (p.symmetric and j < i))
+        else:
+            for name, stride, col, count in p.runs:
+                out.setdefault(name, []).extend(stride * i + col + j for i in range(p.m)
+                                                for j in range(count))
+    return out
+
+
 def overwritten_entries(products: list[Product]) -> set[tuple[str, int]]:
     """(output, index) of the entries that a masked general product stores (not adds to): what the
     statements would store there before the product is overwritten, so they store nothing there."""

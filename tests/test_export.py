@@ -427,9 +427,9 @@ def test_product_loops_checked_inside_and_read_back(export_dir, tmp_path):
     if PANDA_URDF is None:
         pytest.skip("example-robot-data is not installed")
     import soadyn.codegen.cprogram as cp
-    from soadyn.codegen.export import CHECK, checked_body, product_entries
+    from soadyn.codegen.export import CHECK, checked_body
     from soadyn.codegen.pipeline import generate
-    from soadyn.codegen.products import mirrored_entries
+    from soadyn.codegen.products import mirrored_entries, product_entries
 
     robot, name = resolve_robot(PANDA_URDF, "free", mimic="independent")
     f = next(x for x in generate(robot, f"{name}_impl", functions="mass_matrix_inverse").functions
