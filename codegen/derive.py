@@ -20,6 +20,7 @@ from soadyn.codegen.functions import RESERVED, FunctionSpec
 from soadyn.model.parameters import param_indices
 from soadyn.model.robot import Robot
 from soadyn.symbolic import algorithms
+from soadyn.symbolic.algorithms.rnea_derivatives import CHAIN_PRODUCT
 from soadyn.symbolic.scalar import Assignment, Symbolic, mirror_upper
 
 #: number of symbolic derivations run in this process (tests use it to show that a cached compile derives
@@ -284,8 +285,11 @@ def _split_term(e: se.Basic, index: dict) -> tuple[se.Basic, int, se.Basic] | No
 #: zeros) are not repaid (M^-1 of examples/seed004_dual_arm.yaml, 6 x 6: 189 ns as expressions, 238 ns with
 #: the loop; 14 hinges: 2,335 -> 1,940 ns; 31 hinges: 3,640 -> 2,940 ns)
 GENERAL_PRODUCT_MIN = 64
-#: the fewest entries of a masked general product (``ctx.matmul``'s ``mask``) for which it becomes a loop
-MASKED_PRODUCT_MIN = 21
+#: the fewest entries of a masked general product (``ctx.matmul``'s ``mask``) for which it becomes a loop:
+#: the lower triangle of the shortest chain whose ID-derivative pairs ask for masked products
+#: (:data:`soadyn.symbolic.algorithms.rnea_derivatives.CHAIN_PRODUCT`), so that the two stay in step (a
+#: masked product left to statements is slower than the plain statements)
+MASKED_PRODUCT_MIN = CHAIN_PRODUCT * (CHAIN_PRODUCT + 1) // 2
 #: a masked product's ``B`` rows are padded to a multiple of this many columns in the scratch array (the
 #: widest vector of :func:`soadyn.codegen.products.product_function`)
 MASK_PAD = 8
