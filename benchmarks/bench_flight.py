@@ -50,9 +50,9 @@ FLAGS = {"generic": ["-std=c99", "-O2", *IEEE_FLAGS],
 LIB_ONLY = ["-ffreestanding", "-ftree-loop-distribute-patterns"]
 ROOT = Path(__file__).resolve().parents[1]
 
-#: a C loop over the states: f(in0 + i*s0, ..., out + i*so) for i < n, ns per call
-TIMING_C = r"""
-#include <time.h>
+#: the call of f (1 to 4 input arrays, then the output) in the C loops below: a function pointer type per
+#: arity and status; SOADYN_CALL(returns_int, n_in) calls f on A(0).., o and ors its status into bad
+CALL_C = r"""
 typedef void (*vf1)(const void *, void *);
 typedef void (*vf2)(const void *, const void *, void *);
 typedef void (*vf3)(const void *, const void *, const void *, void *);
@@ -61,6 +61,22 @@ typedef int (*if1)(const void *, void *);
 typedef int (*if2)(const void *, const void *, void *);
 typedef int (*if3)(const void *, const void *, const void *, void *);
 typedef int (*if4)(const void *, const void *, const void *, const void *, void *);
+#define SOADYN_CALL(returns_int, n_in) \
+    switch ((returns_int) ? (n_in) : -(n_in)) { \
+    case 1: bad |= ((if1)f)(A(0), o); break; \
+    case 2: bad |= ((if2)f)(A(0), A(1), o); break; \
+    case 3: bad |= ((if3)f)(A(0), A(1), A(2), o); break; \
+    case 4: bad |= ((if4)f)(A(0), A(1), A(2), A(3), o); break; \
+    case -1: ((vf1)f)(A(0), o); break; \
+    case -2: ((vf2)f)(A(0), A(1), o); break; \
+    case -3: ((vf3)f)(A(0), A(1), A(2), o); break; \
+    default: ((vf4)f)(A(0), A(1), A(2), A(3), o); break; \
+    }
+"""
+
+#: a C loop over the states: f(in0 + i*s0, ..., out + i*so) for i < n, ns per call
+TIMING_C = CALL_C + r"""
+#include <time.h>
 double soadyn_time(void *f, int returns_int, int n_in, char **in, const long *stride, char *out,
                    long out_stride, int n)
 {
@@ -70,21 +86,7 @@ double soadyn_time(void *f, int returns_int, int n_in, char **in, const long *st
     for (i = 0; i < n; ++i) {
         char *o = out + i * out_stride;
 #define A(k) (in[k] + i * stride[k])
-        if (returns_int) {
-            switch (n_in) {
-            case 1: bad |= ((if1)f)(A(0), o); break;
-            case 2: bad |= ((if2)f)(A(0), A(1), o); break;
-            case 3: bad |= ((if3)f)(A(0), A(1), A(2), o); break;
-            default: bad |= ((if4)f)(A(0), A(1), A(2), A(3), o); break;
-            }
-        } else {
-            switch (n_in) {
-            case 1: ((vf1)f)(A(0), o); break;
-            case 2: ((vf2)f)(A(0), A(1), o); break;
-            case 3: ((vf3)f)(A(0), A(1), A(2), o); break;
-            default: ((vf4)f)(A(0), A(1), A(2), A(3), o); break;
-            }
-        }
+        SOADYN_CALL(returns_int, n_in);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (bad) return -1.0;
@@ -103,15 +105,7 @@ DRIVER_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-typedef void (*vf1)(const double *, double *);
-typedef void (*vf2)(const double *, const double *, double *);
-typedef void (*vf3)(const double *, const double *, const double *, double *);
-typedef void (*vf4)(const double *, const double *, const double *, const double *, double *);
-typedef int (*if1)(const double *, double *);
-typedef int (*if2)(const double *, const double *, double *);
-typedef int (*if3)(const double *, const double *, const double *, double *);
-typedef int (*if4)(const double *, const double *, const double *, const double *, double *);
-static int run(int argc, char **argv);
+""" + CALL_C + r"""static int run(int argc, char **argv);
 /* SOADYN_STACK=bytes moves the stack of the calls (4 KiB aliasing, --layouts) */
 int main(int argc, char **argv)
 {
@@ -154,21 +148,7 @@ static int run(int argc, char **argv)
     for (i = 0; i < n; ++i) {
         double *o = out + (size_t)i * osz;
 #define A(k) (in[k] + (size_t)i * sz[k])
-        if (ret) {
-            switch (nin) {
-            case 1: bad |= ((if1)f)(A(0), o); break;
-            case 2: bad |= ((if2)f)(A(0), A(1), o); break;
-            case 3: bad |= ((if3)f)(A(0), A(1), A(2), o); break;
-            default: bad |= ((if4)f)(A(0), A(1), A(2), A(3), o); break;
-            }
-        } else {
-            switch (nin) {
-            case 1: ((vf1)f)(A(0), o); break;
-            case 2: ((vf2)f)(A(0), A(1), o); break;
-            case 3: ((vf3)f)(A(0), A(1), A(2), o); break;
-            default: ((vf4)f)(A(0), A(1), A(2), A(3), o); break;
-            }
-        }
+        SOADYN_CALL(ret, nin);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ts[p] = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
