@@ -130,10 +130,11 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
 #: relative margin of :func:`clearly_consistent` (far above the rounding of I_c, far inside the loader's
 #: bounds 1e-12 (positive definite) and ``TRIANGLE_TOL`` (triangle inequality))
 SCREEN_MARGIN = 1e-6
-#: the rounding bound of :func:`screen_conditions`, in units of the magnitude ``m sum|J_ij| + |h|^2``: 40
-#: eps (with ``sum|J_ij| >= max|J_ij|``, at least as strict as ``0.1 mu t > 8 eps (max|J_ij| + |h|^2/m)``,
-#: the bound on the rounding of ``J + h~h~/m`` that :func:`parameter_problem` computes)
-SCREEN_NOISE = 40.0 * float(np.finfo(float).eps)
+#: the rounding bound of :func:`screen_conditions`, in units of ``m sum|J_ij|`` (the six entries): 60 eps,
+#: at least as strict as ``0.1 mu t > 8 eps (max|J_ij| + |h|^2/m)`` (the bound on the rounding of
+#: ``J + h~h~/m`` that :func:`parameter_problem` computes) since ``|h|^2 < 0.51 m sum|J_ij|`` on a row that
+#: passes (:func:`screen_conditions`)
+SCREEN_NOISE = 60.0 * float(np.finfo(float).eps)
 
 
 def clearly_consistent(rows: np.ndarray) -> np.ndarray:
@@ -166,12 +167,16 @@ def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any]) -> lis
     ``(1 - mu) t/2 1 - I_c`` positive definite: the largest principal moment of ``I_c`` below
     ``(1 - mu) t / 2``, i.e. ``A + B - C > mu t`` for every ordering (the loader allows ``-TRIANGLE_TOL
     t``), and then every moment ``A = t - (B + C) ... > mu t`` too (above ``mu`` times the largest: the
-    loader's bound is ``1e-12``).  Last, ``mu tr(S) > SCREEN_NOISE (m sum|J_ij| + |h|^2)``: the rounding of
-    ``J + h~h~/m`` in :func:`parameter_problem` (a few ulps of ``max|J_ij| + |h|^2/m``) and of this rule's
-    own ``S`` stay below ``mu t / 20``.  Rounding in these tests can only misjudge a matrix within a few
-    ulps of the shifted boundary, which is still ``~mu`` inside the loader's, so no row this accepts is
-    refused by :func:`parameter_problem`.  A NaN or an infinity anywhere makes the last bound NaN or
-    infinite (``m > 0`` given), so the row fails: the rule needs no separate finiteness test.
+    loader's bound is ``1e-12``).  Last, ``mu tr(S) > SCREEN_NOISE m sum|J_ij|``: as ``tr(S) = m tr(J)/2 -
+    |h|^2 > 0`` and ``tr(J) <= sum|J_ij|`` (up to a few ulps of ``m sum|J_ij| + |h|^2``, the rounding of the
+    computed trace), ``|h|^2 < 0.51 m sum|J_ij|``, so the rounding of ``J + h~h~/m`` in
+    :func:`parameter_problem` (a few ulps of ``max|J_ij| + |h|^2/m``) and of this rule's own ``S`` stay
+    below ``mu t / 20``.  Rounding in these tests can only misjudge a matrix within a few ulps of the
+    shifted boundary, which is still ``~mu`` inside the loader's, so no row this accepts is refused by
+    :func:`parameter_problem`.  A NaN or an infinity anywhere fails the row (``m > 0`` given): in ``m`` or
+    ``J`` it makes the bound NaN or infinite, in ``h`` it makes ``tr(S)`` NaN or ``-inf``; the rule needs
+    no separate finiteness test.  ``det3`` is the determinant as ``d3 det2 - d1 o23^2 - d2 o13^2 - 2 o12
+    o13 o23`` (11 operations instead of 14).
     """
     m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = row
     half = 0.5 * (j11 + j22 + j33)                 # tr Sigma_O
@@ -185,10 +190,9 @@ def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any]) -> lis
     sh = SCREEN_MARGIN * (s11 + s22 + s33)
     d1, d2, d3 = s11 - sh, s22 - sh, s33 - sh
     det2 = d1 * d2 - o12 * o12
-    det3 = d1 * (d2 * d3 - o23 * o23) - o12 * (o12 * d3 + o13 * o23) - o13 * (o12 * o23 + d2 * o13)
+    det3 = d3 * det2 - (d1 * (o23 * o23) + d2 * (o13 * o13)) - (o12 * o13) * (o23 + o23)
     size = (absolute(j11) + absolute(j22) + absolute(j33)) + (absolute(j12) + absolute(j13) + absolute(j23))
-    noise = SCREEN_NOISE * (m * size + (xx + yy + zz))
-    return [(m, 0.0), (sh, noise), (d1, 0.0), (det2, 0.0), (det3, 0.0)]
+    return [(m, 0.0), (sh, SCREEN_NOISE * (m * size)), (d1, 0.0), (det2, 0.0), (det3, 0.0)]
 
 
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
