@@ -459,3 +459,7 @@ def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_
         batch = B.copy()
         batch[k % 8, (k // 8) % 5] = row
         assert (fx(Q, batch, None, True) is not None) == w, (k, row)
+        # check_params=False: the finiteness test alone (fx_finite_d, 8 entries per vector with AVX-512)
+        finite = bool(np.isfinite(row).all())
+        assert (fx(q, one, None, False) is not None) == finite, (k, row)
+        assert (fx(Q, batch, None, False) is not None) == finite, (k, row)
