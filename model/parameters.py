@@ -130,11 +130,12 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
 #: relative margin of :func:`clearly_consistent` (far above the rounding of I_c, far inside the loader's
 #: bounds 1e-12 (positive definite) and ``TRIANGLE_TOL`` (triangle inequality))
 SCREEN_MARGIN = 1e-6
-#: the rounding bound of :func:`screen_conditions`, in units of ``m sum|J_ij|`` (the six entries): 60 eps,
+#: the rounding bound of :func:`screen_conditions`, in units of ``m sum|J_ij|`` (the six entries): 64 eps,
 #: at least as strict as ``0.1 mu t > 8 eps (max|J_ij| + |h|^2/m)`` (the bound on the rounding of
-#: ``J + h~h~/m`` that :func:`parameter_problem` computes) since ``|h|^2 < 0.51 m sum|J_ij|`` on a row that
-#: passes (:func:`screen_conditions`)
-SCREEN_NOISE = 60.0 * float(np.finfo(float).eps)
+#: ``J + h~h~/m`` that :func:`parameter_problem` computes): on a row that passes, ``m t / 2`` is ``tr(S)``
+#: within a few ulps of ``m sum|J_ij| + |h|^2`` and ``|h|^2 < 0.51 m sum|J_ij|``
+#: (:func:`screen_conditions`), so ``mu t > 128 eps sum|J_ij| > 84 eps (max|J_ij| + |h|^2/m)``
+SCREEN_NOISE = 64.0 * float(np.finfo(float).eps)
 
 
 def clearly_consistent(rows: np.ndarray) -> np.ndarray:
