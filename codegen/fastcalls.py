@@ -70,19 +70,16 @@ def _c_operand(x: Any) -> str:
 
 def parameter_screen() -> str:
     """C statements of the parameter screen (:func:`soadyn.model.parameters.screen_conditions`, the rule of
-    ``clearly_consistent``) over one row, or four, of ``params``: they read ``FX_COL(k)`` (entry k of the
-    row), use ``FX_ABS``/``FX_MAX`` and the type ``T``, and clear ``ok`` where the row fails."""
+    ``clearly_consistent``) over one row, or a vector of rows, of ``params``: they read ``c0`` .. ``c9``
+    (the row's entries, defined by the template), use ``FX_ABS`` and the type ``T``, and clear ``ok`` where
+    the row fails."""
     lines: list[str] = []
     cols = [_Traced(f"c{k}", lines) for k in range(10)]
-    lines += [f"const T c{k} = FX_COL({k});" for k in range(10)]
 
     def absolute(x: _Traced) -> _Traced:
         return x._new(f"FX_ABS({x.text})")
 
-    def maximum(x: _Traced, y: _Traced) -> _Traced:
-        return x._new(f"FX_MAX({x.text}, {y.text})")
-
-    conds = screen_conditions(cols, absolute, maximum)
+    conds = screen_conditions(cols, absolute)
     lines += [f"ok &= {_c_operand(x)} > {_c_operand(y)};" for x, y in conds]
     return "\n".join(lines)
 

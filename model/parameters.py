@@ -127,71 +127,73 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
     return f"inertia about the centre of mass {problem}"
 
 
-def _det3(d1: np.ndarray, d2: np.ndarray, d3: np.ndarray, o12: np.ndarray, o13: np.ndarray,
-          o23: np.ndarray) -> np.ndarray:
-    """det [[d1, o12, o13], [o12, d2, o23], [o13, o23, d3]] (symmetric 3x3), elementwise."""
-    return d1 * (d2 * d3 - o23 * o23) - o12 * (o12 * d3 - o23 * o13) + o13 * (o12 * o23 - d2 * o13)
-
-
 #: relative margin of :func:`clearly_consistent` (far above the rounding of I_c, far inside the loader's
 #: bounds 1e-12 (positive definite) and ``TRIANGLE_TOL`` (triangle inequality))
 SCREEN_MARGIN = 1e-6
+#: the rounding bound of :func:`screen_conditions`, in units of ``m sum|J_ij|`` (the six entries): 64 eps,
+#: at least as strict as ``0.1 mu t > 8 eps (max|J_ij| + |h|^2/m)`` (the bound on the rounding of
+#: ``J + h~h~/m`` that :func:`parameter_problem` computes): on a row that passes, ``m t / 2`` is ``tr(S)``
+#: within a few ulps of ``m sum|J_ij| + |h|^2`` and ``|h|^2 < 0.51 m sum|J_ij|``
+#: (:func:`screen_conditions`), so ``mu t > 128 eps sum|J_ij| > 84 eps (max|J_ij| + |h|^2/m)``
+SCREEN_NOISE = 64.0 * float(np.finfo(float).eps)
 
 
 def clearly_consistent(rows: np.ndarray) -> np.ndarray:
     """Vectorised screen of :func:`parameter_problem` over rows (shape (k, 10)): True where the row is
     accepted with a wide margin, so that :func:`parameter_problem` (whose rule this restates) accepts it
     too; False where it refuses the row *or* where the row is near one of its boundaries (then
-    :func:`parameter_problem` decides).
-
-    Same rule, elementwise over the rows, with ``mu = SCREEN_MARGIN`` and ``t = trace(I_c)``: ``m > 0``
-    finite; the inertia about the CoM ``I_c = J + (h h^T - |h|^2 1) / m`` (= ``J + h~h~/m``) with
-    ``I_c - mu t 1`` positive definite (smallest principal moment above ``mu t``, so above ``mu`` times
-    the largest; the loader's bound is ``1e-12``) and ``(1 - mu) t / 2 1 - I_c`` positive definite (the
-    largest moment C below ``(1 - mu) t / 2``, i.e. ``A + B - C > mu (A + B + C)``; the loader allows
-    ``-TRIANGLE_TOL``), both by Sylvester's criterion (leading minors > 0); and the rounding error of
-    ``J + h~h~/m`` (``8 eps (max|J| + |h|^2/m)``) below ``0.1 mu t``.  Rounding in these tests can only
-    misjudge a matrix within a few ulps of a shifted boundary, which is still ``~mu`` inside the loader's,
-    so no row this accepts is refused by :func:`parameter_problem`.  NaN or inf anywhere fails a comparison
-    (massless rows are always left to :func:`parameter_problem`).
+    :func:`parameter_problem` decides), and on any row with a NaN or an infinity.  The rule:
+    :func:`screen_conditions`.
     """
     cols = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
     with np.errstate(all="ignore"):
-        ok = cols[0] < np.inf
-        for x, y in screen_conditions(cols, np.abs, np.maximum):
+        ok = np.ones(cols.shape[1], dtype=bool)
+        for x, y in screen_conditions(cols, np.abs):
             ok &= x > y
     return ok
 
 
-def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any],
-                      maximum: Callable[[Any, Any], Any]) -> list[tuple[Any, Any]]:
+def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any]) -> list[tuple[Any, Any]]:
     """The rule of :func:`clearly_consistent` over the ten entries ``row`` of a row (or of many rows: NumPy
-    arrays) as pairs ``(x, y)``: the row passes when ``x > y`` for every pair and ``m < inf``.  Written once
-    over any arithmetic type with ``+ - * /`` and the given ``absolute``/``maximum``: NumPy arrays
-    (:func:`clearly_consistent`), and the tracer of :mod:`soadyn.codegen.fastcalls` that prints the same
-    IEEE operations in the same order as the C screen of a compiled module's entries (so both give the
-    same verdict on every row of finite entries)."""
+    arrays) as pairs ``(x, y)``: the row passes when ``x > y`` for every pair.  Written once over any
+    arithmetic type with ``+ - *`` and the given ``absolute``: NumPy arrays (:func:`clearly_consistent`),
+    and the tracer of :mod:`soadyn.codegen.fastcalls` that prints the same IEEE operations in the same order
+    as the C screen of a compiled module's entries (so both give the same verdict on every row).
+
+    The rule, with ``mu = SCREEN_MARGIN``: ``m > 0`` and ``S - mu tr(S) 1`` positive definite (Sylvester's
+    criterion: its three leading minors > 0), where ``S = m Sigma_O - h h^T`` and ``Sigma_O = tr(J)/2 1 - J``
+    (the second moment of the mass about the body origin: the pseudo-inertia ``[[Sigma_O, h], [h^T, m]]`` is
+    positive definite iff ``m > 0`` and its Schur complement ``S / m = Sigma_c``, the second moment about
+    the CoM, is; no division).  ``Sigma_c = t/2 1 - I_c`` (``t = tr I_c = 2 tr Sigma_c``), so the test is
+    ``(1 - mu) t/2 1 - I_c`` positive definite: the largest principal moment of ``I_c`` below
+    ``(1 - mu) t / 2``, i.e. ``A + B - C > mu t`` for every ordering (the loader allows ``-TRIANGLE_TOL
+    t``), and then every moment ``A = t - (B + C) ... > mu t`` too (above ``mu`` times the largest: the
+    loader's bound is ``1e-12``).  Last, ``mu tr(S) > SCREEN_NOISE m sum|J_ij|``: as ``tr(S) = m tr(J)/2 -
+    |h|^2 > 0`` and ``tr(J) <= sum|J_ij|`` (up to a few ulps of ``m sum|J_ij| + |h|^2``, the rounding of the
+    computed trace), ``|h|^2 < 0.51 m sum|J_ij|``, so the rounding of ``J + h~h~/m`` in
+    :func:`parameter_problem` (a few ulps of ``max|J_ij| + |h|^2/m``) and of this rule's own ``S`` stay
+    below ``mu t / 20``.  Rounding in these tests can only misjudge a matrix within a few ulps of the
+    shifted boundary, which is still ``~mu`` inside the loader's, so no row this accepts is refused by
+    :func:`parameter_problem`.  A NaN or an infinity anywhere fails the row (``m > 0`` given): in ``m`` or
+    ``J`` it makes the bound NaN or infinite, in ``h`` it makes ``tr(S)`` NaN or ``-inf``; the rule needs
+    no separate finiteness test.  ``det3`` is the determinant as ``d3 det2 - d1 o23^2 - d2 o13^2 - 2 o12
+    o13 o23`` (11 operations instead of 14).
+    """
     m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = row
-    mu = SCREEN_MARGIN
-    inv = 1.0 / m
-    hh = hx * hx + hy * hy + hz * hz
-    a11 = j11 + (hx * hx - hh) * inv
-    a22 = j22 + (hy * hy - hh) * inv
-    a33 = j33 + (hz * hz - hh) * inv
-    a12 = j12 + hx * hy * inv
-    a13 = j13 + hx * hz * inv
-    a23 = j23 + hy * hz * inv
-    tr = a11 + a22 + a33
-    s = mu * tr                                # I_c - s 1 positive definite
-    b11, b22, b33 = a11 - s, a22 - s, a33 - s
-    t = (0.5 - 0.5 * mu) * tr                  # t 1 - I_c positive definite
-    k11, k22, k33 = t - a11, t - a22, t - a33
-    ab = [absolute(x) for x in (j11, j12, j13, j22, j23, j33)]
-    jmax = maximum(maximum(maximum(ab[0], ab[1]), maximum(ab[2], ab[3])), maximum(ab[4], ab[5]))
-    noise = 8.0 * float(np.finfo(float).eps) * (jmax + hh * inv)
-    return [(m, 0.0), (0.1 * s, noise),
-            (b11, 0.0), (b11 * b22 - a12 * a12, 0.0), (_det3(b11, b22, b33, a12, a13, a23), 0.0),
-            (k11, 0.0), (k11 * k22 - a12 * a12, 0.0), (_det3(k11, k22, k33, -a12, -a13, -a23), 0.0)]
+    half = 0.5 * (j11 + j22 + j33)                 # tr Sigma_O
+    xx, yy, zz = hx * hx, hy * hy, hz * hz
+    s11 = m * (half - j11) - xx                     # S = m Sigma_O - h h^T; its off-diagonals are -o
+    s22 = m * (half - j22) - yy
+    s33 = m * (half - j33) - zz
+    o12 = m * j12 + hx * hy
+    o13 = m * j13 + hx * hz
+    o23 = m * j23 + hy * hz
+    sh = SCREEN_MARGIN * (s11 + s22 + s33)
+    d1, d2, d3 = s11 - sh, s22 - sh, s33 - sh
+    det2 = d1 * d2 - o12 * o12
+    det3 = d3 * det2 - (d1 * (o23 * o23) + d2 * (o13 * o13)) - (o12 * o13) * (o23 + o23)
+    size = (absolute(j11) + absolute(j22) + absolute(j33)) + (absolute(j12) + absolute(j13) + absolute(j23))
+    return [(m, 0.0), (sh, SCREEN_NOISE * (m * size)), (d1, 0.0), (det2, 0.0), (det3, 0.0)]
 
 
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
