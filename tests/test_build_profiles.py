@@ -584,3 +584,49 @@ def test_full_writing_mass_matrix_batch_both_ways_of_writing_rows(tmp_path, test
     out = np.random.default_rng(6).normal(size=(9, robot.nv, robot.nv))
     assert m.mass_matrix(Q, out=out) is out
     assert np.array_equal(out, np.stack([m.mass_matrix(Q[i]) for i in range(9)]))
+
+
+@pytest.mark.parametrize("unrolled", [0, 1 << 20])
+def test_simd_batch_whole_rows_with_constants_and_blocks_equal_single_calls(tmp_path, monkeypatch, unrolled):
+    """The SIMD batch's copy of the lane-major buffers into the states' rows: an output stored whole with
+    constants among its entries (a fixed base's body poses: the base's identity rotation, fixed offsets)
+    gets its constants broadcast into the buffer and is copied back a lanes x lanes block at a time; a
+    packed output (the mass matrix's nonzero entries, the innovations factors after a memset) copies its
+    runs of consecutive entries the same way and the rest entry by entry (``lanes.UNROLLED_STORES`` 0: by a
+    table, else unrolled).  Into garbage out= arrays, 7 states (a lanes group and a remainder): the single
+    calls' bits; the full and the upper mass matrix against the plain module."""
+    import soadyn.codegen.lanes as lanes
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    monkeypatch.setattr(lanes, "UNROLLED_STORES", unrolled)
+    monkeypatch.setattr(lanes, "MEMSET_MIN", 0)
+    prof = Profile("rows_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4)
+    rng = np.random.default_rng(13)
+    n = 7
+    cases = {"fixed": ("body_poses,center_of_mass,innovations_factors",
+                       "o_R_b[0] = (soadyn_v4d){1, 1, 1, 1};"),
+             "free": ("mass_matrix,innovations_factors", "soadyn_trs(M + tb_M[j][0]")}
+    for base, (funcs, text) in cases.items():
+        robot = load_robot(TEST_ARM, base=base)
+        gen = pl.generate(robot, functions=funcs.split(","), profile=prof)
+        src = "\n".join(t for _, t in translation_units(gen.functions, gen.files[gen.header_name]))
+        assert text in src, base
+        m = soadyn_compile(robot, tmp_path / base, functions=funcs, profile=prof, progress=False)
+        Q = np.stack([robot.random_configuration(rng) for _ in range(n)])
+        for api in funcs.split(","):
+            f = getattr(m, api)
+            ones = [f(Q[i]) for i in range(n)]
+            ones = [o if isinstance(o, tuple) else (o,) for o in ones]
+            outs = tuple(rng.normal(size=(n, *o.shape)) for o in ones[0])
+            f(Q, out=outs if len(outs) > 1 else outs[0])
+            for i in range(n):
+                for b, o in zip(outs, ones[i]):
+                    assert np.array_equal(b[i].view(np.int64), np.asarray(o).view(np.int64)), (base, api, i)
+        if base == "free":
+            for tri in ("full", "upper"):
+                out = rng.normal(size=(n, robot.nv, robot.nv))
+                m.mass_matrix(Q, triangle=tri, out=out)
+                for i in range(n):
+                    one = m.mass_matrix(Q[i], triangle=tri)
+                    assert np.array_equal(out[i].view(np.int64), one.view(np.int64)), (tri, i)
