@@ -84,10 +84,33 @@ def simd_prelude(lanes: int) -> str:
         f"static inline void soadyn_vsincos({vd} x, {vd} *s, {vd} *c)\n{{\n"
         + ("    soadyn_sincos4(&x, s, c);\n}" if lanes == 4 else
            f"    int l;\n    for (l = 0; l < {lanes}; ++l) soadyn_sincos(x[l], &(*s)[l], &(*c)[l]);\n}}"),
+        _vsincos_n(lanes),
         f"#define SOADYN_LD(p, k, s) (({vd}){{{ld}}})",
         _transposer(lanes),
         "#endif",
     ]) + "\n"
+
+
+def _vsincos_n(lanes: int) -> str:
+    """``soadyn_vsincos_n(x, s, c, n)``: the sines and cosines of ``n`` vectors of angles, one loop (the
+    constants of the reduction and the polynomials stay in registers), the arguments out of the inline
+    reduction's range (and inf, nan) through libm afterwards, as :func:`soadyn_vsincos` does per vector:
+    the same bits."""
+    vd = vector_type(lanes)
+    head = (f"#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline, unused))\n#endif\n"
+            f"static void soadyn_vsincos_n(const {vd} *x, {vd} *s, {vd} *c, int n)\n{{\n    int k, l;\n")
+    if lanes != 4:
+        return head + "    for (k = 0; k < n; ++k) soadyn_vsincos(x[k], s + k, c + k);\n    (void)l;\n}"
+    return head + (
+        "    long long big = 0;\n"
+        "    for (k = 0; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
+        "    for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l) big |= !(fabs(x[k][l]) < SOADYN_TRIG_BIG);\n"
+        "    if (big)\n"
+        "        for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l)\n"
+        "            if (!(fabs(x[k][l]) < SOADYN_TRIG_BIG)) {\n"
+        "                s[k][l] = sin(x[k][l]);\n"
+        "                c[k][l] = cos(x[k][l]);\n"
+        "            }\n}")
 
 
 def _transposer(lanes: int) -> str:
@@ -230,6 +253,12 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
     vd = vector_type(lanes)
     # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
     pairs = _sincos_pairs(stmts)
+    # those of input elements (joint angles) all at once where the first is needed: one soadyn_vsincos_n
+    # over an array of them (a loop with its constants in registers), as the scalar code's soadyn_sincos_n
+    fused = _fused_sincos(stmts, pairs, inputs, transposed)
+    names = {a: (f"sv_s[{i}]", f"sv_c[{i}]") if a in fused else (f"sc_s{j}", f"sc_c{j}")
+             for i, a in enumerate(sorted(fused, key=lambda a: pairs[a]))
+             for j in [pairs[a]]} | {a: (f"sc_s{j}", f"sc_c{j}") for a, j in pairs.items() if a not in fused}
     done: set[str] = set()
     out = []
     for s in stmts:
@@ -238,6 +267,12 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
             expr = s.expr
             out += _blocks_first_used(expr, transposed, lanes)
             here = {a for _, a, _ in expr.trig_args()} & pairs.keys()
+            if here & fused.keys() and not done & fused.keys():
+                done.update(fused)
+                order = sorted(fused, key=lambda a: pairs[a])
+                out.append(f"{vd} sv_x[{len(order)}], sv_s[{len(order)}], sv_c[{len(order)}];")
+                out += _gathered("sv_x", [fused[a] for a in order], inputs, lanes)
+                out.append(f"soadyn_vsincos_n(sv_x, sv_s, sv_c, {len(order)});")
             for a in sorted(here, key=_natural):
                 j = pairs[a]
                 if a not in done:
@@ -246,7 +281,7 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
                     arg = _vexpr(Expr(a), inputs, 0, transposed)
                     out.append(f"soadyn_vsincos({arg}, &sc_s{j}, &sc_c{j});")
             if here:
-                expr = _substitute_trig(expr, {a: pairs[a] for a in here})
+                expr = _substitute_trig(expr, {a: names[a] for a in here})
             out.append(f"const {vd} {s.target} = {_vexpr(expr, inputs, lanes, transposed)};")
         elif k == cp.STORE and s.target in outputs:  # into the lane-major output buffer (transposed later)
             j = s.index
@@ -285,14 +320,53 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
     return out
 
 
-def _substitute_trig(expr: Expr, pairs: dict[str, int]) -> Expr:
-    """``expr`` with each ``sin(a)``/``cos(a)`` of ``pairs`` replaced by the lanes' ``sc_s<k>``/``sc_c<k>``
-    (the one sincos of ``a``)."""
+def _substitute_trig(expr: Expr, names: dict[str, tuple[str, str]]) -> Expr:
+    """``expr`` with each ``sin(a)``/``cos(a)`` of ``names`` replaced by the lanes' sine or cosine of ``a``
+    (``names[a]``: the two C names)."""
     toks = list(expr.tokens)
     for fn, a, i in sorted(expr.trig_args(), key=lambda x: -x[2]):
-        if a in pairs:
-            toks[i:i + 4] = [f"sc_{fn[0]}{pairs[a]}"]
+        if a in names:
+            toks[i:i + 4] = [names[a][fn == "cos"]]
     return Expr.of_tokens(toks)
+
+
+def _gathered(name: str, elements: list[str], inputs: dict[str, int], lanes: int) -> list[str]:
+    """Lines setting ``name[i]`` to input element ``elements[i]`` of the ``lanes`` states: ``lanes``
+    consecutive entries of one input by one block transposition (``soadyn_tr``), the others gathered."""
+    out = []
+    i = 0
+    while i < len(elements):
+        arr, k = cp.element(elements[i])
+        run = elements[i:i + lanes]
+        if len(run) == lanes and all(cp.element(e) == (arr, k + m) for m, e in enumerate(run)):
+            out.append(f"soadyn_tr({name} + {i}, {arr} + {k}, {inputs[arr]});")
+            i += lanes
+        else:
+            out.append(f"{name}[{i}] = SOADYN_LD({arr}, {k}, {inputs[arr]});")
+            i += 1
+    return out
+
+
+#: at least this many sine-cosine pairs of input elements in a body are computed by one
+#: ``soadyn_vsincos_n`` call (:func:`_fused_sincos`)
+FUSED_SINCOS_MIN = 2
+
+
+def _fused_sincos(stmts: list[Stmt], pairs: dict[str, int], inputs: dict[str, int],
+                  transposed: dict) -> dict[str, str]:
+    """The sine-cosine arguments of ``pairs`` that are elements of an input (not read lane-major), or loads
+    of one, -> the element: computed together by ``soadyn_vsincos_n`` where the first is needed (at least
+    :data:`FUSED_SINCOS_MIN` of them; else none).  One call per angle (``soadyn_vsincos``, out of line)
+    reloaded the reduction's and the polynomials' constants every time: TALOS's body poses, 32 angles,
+    ~120 instructions per call, half of the SIMD batch's instructions (issue 26)."""
+    loads = {s.target: s.expr.text for s in stmts if s.kind == cp.LOAD}
+    out = {}
+    for a in pairs:
+        e = a if cp.is_element(a) else loads.get(a)
+        if e is not None and cp.is_element(e) and cp.element(e)[0] in inputs \
+                and cp.element(e)[0] not in transposed:
+            out[a] = e
+    return out if len(out) >= FUSED_SINCOS_MIN else {}
 
 
 @dataclass
