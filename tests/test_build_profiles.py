@@ -6,6 +6,7 @@ their results must equal the scalar path to 1e-15 relative (in practice bit for 
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import numpy as np
@@ -630,3 +631,40 @@ def test_simd_batch_whole_rows_with_constants_and_blocks_equal_single_calls(tmp_
                 for i in range(n):
                     one = m.mass_matrix(Q[i], triangle=tri)
                     assert np.array_equal(out[i].view(np.int64), one.view(np.int64)), (tri, i)
+
+
+def test_large_new_batch_results_reuse_the_released_block(tmp_path, test_arm_path):
+    """A new batch result of 32 MiB or more (``FX_KEEP_MIN``, ``templates/fastcalls.c.j2``) is a block whose
+    release keeps it for the next one (glibc maps such blocks afresh each time: every call page-faulted its
+    result in): a result still alive is never reused, a released one is, and the reused block holds the new
+    batch's values (the single calls' bits, not the old batch's)."""
+    robot = load_robot(test_arm_path)
+    m = soadyn_compile(test_arm_path, tmp_path, functions="innovations_factors", progress=False)
+    n = (32 << 20) // (2 * 8 * robot.nv ** 2) + 5
+    rng = np.random.default_rng(14)
+    Q = np.stack([robot.random_configuration(rng) for _ in range(64)])[rng.integers(0, 64, n)]
+    Q2 = np.ascontiguousarray(Q[::-1])
+
+    def address(a):
+        return a.__array_interface__["data"][0]
+
+    def faults(f):
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        r = f()
+        return r, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+
+    L1, D1 = m.innovations_factors(Q)
+    first = address(L1)
+    (L2, D2), new = faults(lambda: m.innovations_factors(Q2))   # the first result is alive: a new block
+    assert address(L2) != first and new > 8              # (page faults: at least 16 huge pages)
+    del L1, D1
+    (L3, D3), kept = faults(lambda: m.innovations_factors(Q2))  # the first block, released, again
+    assert address(L3) == first and kept <= 4
+    assert np.array_equal(L3.view(np.int64), L2.view(np.int64))
+    assert np.array_equal(D3.view(np.int64), D2.view(np.int64))
+    for i in (0, n // 2, n - 1):
+        one = m.innovations_factors(Q2[i])
+        assert np.array_equal(L3[i].view(np.int64), one[0].view(np.int64))
+        assert np.array_equal(D3[i].view(np.int64), one[1].view(np.int64))
+    small = m.innovations_factors(Q[:64])[0]      # below FX_KEEP_MIN: numpy's own allocation
+    assert small.base is None or isinstance(small.base, np.ndarray)
