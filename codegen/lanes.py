@@ -3,7 +3,8 @@
 :func:`vectorise` prints a function's statements (:mod:`soadyn.codegen.cprogram`) for a vector of
 ``lanes`` doubles (GCC/Clang vector extensions): each local becomes a vector, an input element a gather
 (``SOADYN_LD``), an output store a store into a lane-major buffer transposed into the callers' arrays at
-the end (:func:`transposition`), a sine and cosine of one argument one ``soadyn_vsincos``.  Every lane
+the end (:func:`transposition`), a sine and cosine of one argument one ``soadyn_vsincos`` (those of the
+joint angles all in one ``soadyn_vsincos_n``: :func:`_fused_sincos`).  Every lane
 computes exactly what the scalar code computes: the same IEEE operations in the same order
 (``-ffp-contract=off``), the inline ``sin``/``cos`` of :mod:`soadyn.codegen.trig` per lane.
 """
@@ -582,11 +583,15 @@ def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str
     constant or None, slot); a constant is stored directly.  With ``zeroed``, zeros (``"0"``) are left
     out: a delegating function clears its states' rows with one memset first (a thousand unrolled zero
     stores cost gcc seconds of alias analysis); any other function stores them like the other constants.
-    More than :data:`UNROLLED_STORES` computed entries are copied by a loop over a table of their entries
-    in slot order, one vector load and ``lanes`` stores per entry: written out one store per line, gcc's
-    alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of gcc CPU for the 37-DOF mass
-    matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of the mass matrix family run
-    as fast or faster, measured in issue 11)."""
+    Runs of ``lanes`` consecutive entries in consecutive slots (:func:`_runs`; packed slots follow the
+    entries' order) are copied a lanes x lanes block at a time (``soadyn_trs``, a loop over a table of the
+    blocks: ``lanes`` vector loads, shuffles and stores instead of ``lanes``^2 scalar stores; B1+Z1's mass
+    matrix batch 0.92-0.94 -> 0.77-0.79x its single call, TALOS's operational-space inertias 0.91 ->
+    0.63x, issue 26).  Of the rest, more than :data:`UNROLLED_STORES` computed entries are copied by a
+    loop over a table of their entries in slot order, one vector load and ``lanes`` stores per entry:
+    written out one store per line, gcc's alias walkers (DSE, PRE) take time quadratic in their number
+    (4.4 s of gcc CPU for the 37-DOF mass matrix inverse's 1,369 entries, 0.06 s as a loop; the batched
+    entries of the mass matrix family run as fast or faster, measured in issue 11)."""
     consts = [(k, c) for k, c, _ in entries if c is not None and not (zeroed and c == "0")]
     vd = vector_type(lanes)
     blocks, rest = _runs(entries, lanes)
