@@ -3,7 +3,8 @@
 :func:`vectorise` prints a function's statements (:mod:`soadyn.codegen.cprogram`) for a vector of
 ``lanes`` doubles (GCC/Clang vector extensions): each local becomes a vector, an input element a gather
 (``SOADYN_LD``), an output store a store into a lane-major buffer transposed into the callers' arrays at
-the end (:func:`transposition`), a sine and cosine of one argument one ``soadyn_vsincos``.  Every lane
+the end (:func:`transposition`), a sine and cosine of one argument one ``soadyn_vsincos`` (those of the
+joint angles all in one ``soadyn_vsincos_n``: :func:`_fused_sincos`).  Every lane
 computes exactly what the scalar code computes: the same IEEE operations in the same order
 (``-ffp-contract=off``), the inline ``sin``/``cos`` of :mod:`soadyn.codegen.trig` per lane.
 """
@@ -84,10 +85,33 @@ def simd_prelude(lanes: int) -> str:
         f"static inline void soadyn_vsincos({vd} x, {vd} *s, {vd} *c)\n{{\n"
         + ("    soadyn_sincos4(&x, s, c);\n}" if lanes == 4 else
            f"    int l;\n    for (l = 0; l < {lanes}; ++l) soadyn_sincos(x[l], &(*s)[l], &(*c)[l]);\n}}"),
+        _vsincos_n(lanes),
         f"#define SOADYN_LD(p, k, s) (({vd}){{{ld}}})",
         _transposer(lanes),
         "#endif",
     ]) + "\n"
+
+
+def _vsincos_n(lanes: int) -> str:
+    """``soadyn_vsincos_n(x, s, c, n)``: the sines and cosines of ``n`` vectors of angles, one loop (the
+    constants of the reduction and the polynomials stay in registers), the arguments out of the inline
+    reduction's range (and inf, nan) through libm afterwards, as :func:`soadyn_vsincos` does per vector:
+    the same bits."""
+    vd = vector_type(lanes)
+    head = (f"#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline, unused))\n#endif\n"
+            f"static void soadyn_vsincos_n(const {vd} *x, {vd} *s, {vd} *c, int n)\n{{\n    int k, l;\n")
+    if lanes != 4:
+        return head + "    for (k = 0; k < n; ++k) soadyn_vsincos(x[k], s + k, c + k);\n    (void)l;\n}"
+    return head + (
+        "    long long big = 0;\n"
+        "    for (k = 0; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
+        "    for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l) big |= !(fabs(x[k][l]) < SOADYN_TRIG_BIG);\n"
+        "    if (big)\n"
+        "        for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l)\n"
+        "            if (!(fabs(x[k][l]) < SOADYN_TRIG_BIG)) {\n"
+        "                s[k][l] = sin(x[k][l]);\n"
+        "                c[k][l] = cos(x[k][l]);\n"
+        "            }\n}")
 
 
 def _transposer(lanes: int) -> str:
@@ -230,6 +254,12 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
     vd = vector_type(lanes)
     # sin(x) and cos(x) of one argument: one sincos per lane (what gcc does for the scalar code)
     pairs = _sincos_pairs(stmts)
+    # those of input elements (joint angles) all at once where the first is needed: one soadyn_vsincos_n
+    # over an array of them (a loop with its constants in registers), as the scalar code's soadyn_sincos_n
+    fused = _fused_sincos(stmts, pairs, inputs, transposed)
+    names = {a: (f"sv_s[{i}]", f"sv_c[{i}]") if a in fused else (f"sc_s{j}", f"sc_c{j}")
+             for i, a in enumerate(sorted(fused, key=lambda a: pairs[a]))
+             for j in [pairs[a]]} | {a: (f"sc_s{j}", f"sc_c{j}") for a, j in pairs.items() if a not in fused}
     done: set[str] = set()
     out = []
     for s in stmts:
@@ -238,6 +268,12 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
             expr = s.expr
             out += _blocks_first_used(expr, transposed, lanes)
             here = {a for _, a, _ in expr.trig_args()} & pairs.keys()
+            if here & fused.keys() and not done & fused.keys():
+                done.update(fused)
+                order = sorted(fused, key=lambda a: pairs[a])
+                out.append(f"{vd} sv_x[{len(order)}], sv_s[{len(order)}], sv_c[{len(order)}];")
+                out += _gathered("sv_x", [fused[a] for a in order], inputs, lanes)
+                out.append(f"soadyn_vsincos_n(sv_x, sv_s, sv_c, {len(order)});")
             for a in sorted(here, key=_natural):
                 j = pairs[a]
                 if a not in done:
@@ -246,7 +282,7 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
                     arg = _vexpr(Expr(a), inputs, 0, transposed)
                     out.append(f"soadyn_vsincos({arg}, &sc_s{j}, &sc_c{j});")
             if here:
-                expr = _substitute_trig(expr, {a: pairs[a] for a in here})
+                expr = _substitute_trig(expr, {a: names[a] for a in here})
             out.append(f"const {vd} {s.target} = {_vexpr(expr, inputs, lanes, transposed)};")
         elif k == cp.STORE and s.target in outputs:  # into the lane-major output buffer (transposed later)
             j = s.index
@@ -285,14 +321,53 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
     return out
 
 
-def _substitute_trig(expr: Expr, pairs: dict[str, int]) -> Expr:
-    """``expr`` with each ``sin(a)``/``cos(a)`` of ``pairs`` replaced by the lanes' ``sc_s<k>``/``sc_c<k>``
-    (the one sincos of ``a``)."""
+def _substitute_trig(expr: Expr, names: dict[str, tuple[str, str]]) -> Expr:
+    """``expr`` with each ``sin(a)``/``cos(a)`` of ``names`` replaced by the lanes' sine or cosine of ``a``
+    (``names[a]``: the two C names)."""
     toks = list(expr.tokens)
     for fn, a, i in sorted(expr.trig_args(), key=lambda x: -x[2]):
-        if a in pairs:
-            toks[i:i + 4] = [f"sc_{fn[0]}{pairs[a]}"]
+        if a in names:
+            toks[i:i + 4] = [names[a][fn == "cos"]]
     return Expr.of_tokens(toks)
+
+
+def _gathered(name: str, elements: list[str], inputs: dict[str, int], lanes: int) -> list[str]:
+    """Lines setting ``name[i]`` to input element ``elements[i]`` of the ``lanes`` states: ``lanes``
+    consecutive entries of one input by one block transposition (``soadyn_tr``), the others gathered."""
+    out = []
+    i = 0
+    while i < len(elements):
+        arr, k = cp.element(elements[i])
+        run = elements[i:i + lanes]
+        if len(run) == lanes and all(cp.element(e) == (arr, k + m) for m, e in enumerate(run)):
+            out.append(f"soadyn_tr({name} + {i}, {arr} + {k}, {inputs[arr]});")
+            i += lanes
+        else:
+            out.append(f"{name}[{i}] = SOADYN_LD({arr}, {k}, {inputs[arr]});")
+            i += 1
+    return out
+
+
+#: at least this many sine-cosine pairs of input elements in a body are computed by one
+#: ``soadyn_vsincos_n`` call (:func:`_fused_sincos`)
+FUSED_SINCOS_MIN = 2
+
+
+def _fused_sincos(stmts: list[Stmt], pairs: dict[str, int], inputs: dict[str, int],
+                  transposed: dict) -> dict[str, str]:
+    """The sine-cosine arguments of ``pairs`` that are elements of an input (not read lane-major), or loads
+    of one, -> the element: computed together by ``soadyn_vsincos_n`` where the first is needed (at least
+    :data:`FUSED_SINCOS_MIN` of them; else none).  One call per angle (``soadyn_vsincos``, out of line)
+    reloaded the reduction's and the polynomials' constants every time: TALOS's body poses, 32 angles,
+    ~120 instructions per call, half of the SIMD batch's instructions (issue 26)."""
+    loads = {s.target: s.expr.text for s in stmts if s.kind == cp.LOAD}
+    out = {}
+    for a in pairs:
+        e = a if cp.is_element(a) else loads.get(a)
+        if e is not None and cp.is_element(e) and cp.element(e)[0] in inputs \
+                and cp.element(e)[0] not in transposed:
+            out[a] = e
+    return out if len(out) >= FUSED_SINCOS_MIN else {}
 
 
 @dataclass
@@ -324,15 +399,31 @@ def guarded(lanes: int, text: str) -> str:
     return f"#ifdef {vector_type(lanes).upper()}\n{text}#endif\n"
 
 
+def _memset_rows(f, a, stored: dict[str, list[tuple[int, str | None]]]) -> bool:
+    """Output ``a`` of ``f`` is large, written whole, a quarter or more of it exact zeros: the SIMD batch
+    zeroes the lanes' rows with one memset and stores the other entries one by one (:data:`MEMSET_MIN`)."""
+    zeros = sum(c == "0" for _, c in stored[a.name])
+    return (not f.core and a.size > MEMSET_MIN and 4 * zeros >= a.size
+            and sorted(k for k, _ in stored[a.name]) == list(range(a.size)))
+
+
 def _slots(f, stored: dict[str, list[tuple[int, str | None]]]
            ) -> tuple[dict[str, bool], dict[str, dict[int, int]]]:
-    """Outputs stored whole with computed values (in any order) keep slot = entry and are copied back by
-    one loop; the others are packed: (packed per output, {output: {entry: slot}})."""
+    """Outputs whose every entry the statements store (computed values or constants, in any order) keep
+    slot = entry, their constants broadcast into the lane-major buffer, and are copied back a lanes x
+    lanes block at a time; the others are packed (entries left alone, a delegate's core, or large and
+    zeroed by a memset: :func:`_memset_rows`): (packed per output, {output: {entry: slot}}).  Whole
+    blocks instead of one vector load and ``lanes`` scalar stores per computed entry (and ``lanes`` per
+    constant): the fixed xArm7's body poses (96 entries, 24 constants) took 600 instructions per state in
+    the SIMD batch, a third of them in that copy, against 780 for a single call; 459 with whole blocks
+    (batch / single call 0.86 -> 0.62 in a C loop; issue 26)."""
     packed = {a.name: sorted(k for k, _ in stored[a.name]) != list(range(a.size))
-              or any(c is not None for _, c in stored[a.name]) for a in f.outputs}
+              or (any(c is not None for _, c in stored[a.name]) and (f.core or _memset_rows(f, a, stored)))
+              for a in f.outputs}
     slots: dict[str, dict[int, int]] = {}
     for a in f.outputs:
-        computed = [k for k, c in stored[a.name] if c is None]
+        # packed slots in entry order: a run of consecutive entries has consecutive slots (:func:`_runs`)
+        computed = sorted(k for k, c in stored[a.name] if c is None)
         slots[a.name] = {k: j for j, k in enumerate(computed)} if packed[a.name] else {k: k for k in computed}
     return packed, slots
 
@@ -400,21 +491,21 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     # zeroed output) keeps only its computed entries there, in slots, and the transposition writes each
     # stored entry by name, the constants directly
     plain = [a for a in f.outputs if not packed[a.name]]
-    vbody = ([f"{vd} o_{a.name}[{max(len(slots[a.name]), 1)}];" for a in f.outputs] + vbody
-             + ["int k, l;" if plain else "int l;"])
+    vbody = ([f"{vd} o_{a.name}[{a.size if not packed[a.name] else max(len(slots[a.name]), 1)}];"
+              for a in f.outputs] + vbody + ["int k, l;" if plain else "int l;"])
     for a in f.outputs:
         if not packed[a.name]:
-            # a lanes x lanes block at a time (soadyn_trs: shuffles, then each lane's row stored whole):
-            # lanes vector stores instead of lanes^2 scalar ones
+            # the constants broadcast into the buffer, then a lanes x lanes block at a time (soadyn_trs:
+            # shuffles, then each lane's row stored whole): lanes vector stores instead of lanes^2 scalar ones
+            vbody += [f"o_{a.name}[{k}] = ({vd}){{{', '.join([c] * lanes)}}};"
+                      for k, c in stored[a.name] if c is not None]
             vbody.append(f"for (k = 0; k + {lanes} <= {a.size}; k += {lanes}) "
                          f"soadyn_trs({a.name} + k, {a.size}, o_{a.name} + k);")
             vbody.append(f"for (; k < {a.size}; ++k) for (l = 0; l < {lanes}; ++l) "
                          f"{a.name}[l * {a.size} + k] = o_{a.name}[k][l];")
             continue
         entries = [(k, c, slots[a.name].get(k, -1)) for k, c in stored[a.name]]
-        zeros = sum(c == "0" for _, c in stored[a.name])
-        if not f.core and a.size > MEMSET_MIN and 4 * zeros >= a.size \
-                and sorted(k for k, _ in stored[a.name]) == list(range(a.size)):
+        if _memset_rows(f, a, stored):
             # a large full-writing output, a quarter or more exact zeros: the lanes' rows zeroed at once
             vbody.append(f"__builtin_memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
             vbody += transposition(a.name, a.size, lanes, entries, zeroed=True)
@@ -493,35 +584,68 @@ def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str
     constant or None, slot); a constant is stored directly.  With ``zeroed``, zeros (``"0"``) are left
     out: a delegating function clears its states' rows with one memset first (a thousand unrolled zero
     stores cost gcc seconds of alias analysis); any other function stores them like the other constants.
-    More than :data:`UNROLLED_STORES` computed entries are copied by a loop over a table of their entries
-    in slot order, one vector load and ``lanes`` stores per entry: written out one store per line, gcc's
-    alias walkers (DSE, PRE) take time quadratic in their number (4.4 s of gcc CPU for the 37-DOF mass
-    matrix inverse's 1,369 entries, 0.06 s as a loop; the batched entries of the mass matrix family run
-    as fast or faster, measured in issue 11)."""
+    Runs of ``lanes`` consecutive entries in consecutive slots (:func:`_runs`; packed slots follow the
+    entries' order) are copied a lanes x lanes block at a time (``soadyn_trs``, a loop over a table of the
+    blocks: ``lanes`` vector loads, shuffles and stores instead of ``lanes``^2 scalar stores; B1+Z1's mass
+    matrix batch 0.92-0.94 -> 0.77-0.79x its single call, TALOS's operational-space inertias 0.91 ->
+    0.63x, issue 26).  Of the rest, more than :data:`UNROLLED_STORES` computed entries are copied by a
+    loop over a table of their entries in slot order, one vector load and ``lanes`` stores per entry:
+    written out one store per line, gcc's alias walkers (DSE, PRE) take time quadratic in their number
+    (4.4 s of gcc CPU for the 37-DOF mass matrix inverse's 1,369 entries, 0.06 s as a loop; the batched
+    entries of the mass matrix family run as fast or faster, measured in issue 11)."""
     consts = [(k, c) for k, c, _ in entries if c is not None and not (zeroed and c == "0")]
     vd = vector_type(lanes)
-    computed = sorted((slot, k) for k, c, slot in entries if c is None)
+    blocks, rest = _runs(entries, lanes)
+    out = []
+    if blocks:
+        # runs of lanes consecutive entries in consecutive slots: lanes x lanes blocks (soadyn_trs)
+        table = ", ".join(f"{{{k}, {slot}}}" for k, slot in blocks)
+        out = [f"static const int tb_{name}[{len(blocks)}][2] = {{{table}}};",
+               f"for (j = 0; j < {len(blocks)}; ++j) "
+               f"soadyn_trs({name} + tb_{name}[j][0], {size}, o_{name} + tb_{name}[j][1]);"]
+    computed = sorted((slot, k) for k, slot in rest)
     if len(computed) <= UNROLLED_STORES:
-        lines = [f"    {name}[l * {size} + {k}] = {c};" if c is not None else
-                 f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for k, c, slot in entries
-                 if not (zeroed and c == "0")]
-        return [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"]
+        lines = [f"    {name}[l * {size} + {k}] = {c};" for k, c in consts]
+        lines += [f"    {name}[l * {size} + {k}] = o_{name}[{slot}][l];" for slot, k in computed]
+        loop = [f"for (l = 0; l < {lanes}; ++l) {{", *lines, "}"] if lines else []
+        return ["{", "int j;", *out, *loop, "}"] if out else loop
     n = len(computed)
     if [slot for slot, _ in computed] == list(range(n)):     # slots 0 .. n-1: a table of the entries
         table = ", ".join(str(k) for _, k in computed)
-        out = [f"static const int tr_{name}[{n}] = {{{table}}};",
-               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[j];",
-               f"    const int e = tr_{name}[j];"]
+        out += [f"static const int tr_{name}[{n}] = {{{table}}};",
+                f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[j];",
+                f"    const int e = tr_{name}[j];"]
     else:                                                      # a subset of the slots: (entry, slot) pairs
         table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
-        out = [f"static const int tr_{name}[{n}][2] = {{{table}}};",
-               f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[tr_{name}[j][1]];",
-               f"    const int e = tr_{name}[j][0];"]
+        out += [f"static const int tr_{name}[{n}][2] = {{{table}}};",
+                f"for (j = 0; j < {n}; ++j) {{", f"    const {vd} t = o_{name}[tr_{name}[j][1]];",
+                f"    const int e = tr_{name}[j][0];"]
     out += [f"    for (l = 0; l < {lanes}; ++l) {name}[l * {size} + e] = t[l];", "}"]
     if consts:
         out += [f"for (l = 0; l < {lanes}; ++l) {{",
                 *(f"    {name}[l * {size} + {k}] = {c};" for k, c in consts), "}"]
     return ["{", "int j;", *out, "}"]
+
+
+def _runs(entries: list[tuple[int, str | None, int]], lanes: int
+          ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The computed ``entries`` (entry, constant or None, slot) split into lanes x lanes blocks (first entry,
+    first slot: ``lanes`` consecutive entries in consecutive slots, copied by one ``soadyn_trs``) and the
+    rest (entry, slot), copied entry by entry."""
+    computed = sorted((k, slot) for k, c, slot in entries if c is None)
+    blocks: list[tuple[int, int]] = []
+    rest: list[tuple[int, int]] = []
+    i = 0
+    while i < len(computed):
+        j = i + 1
+        while j < len(computed) and computed[j][0] == computed[i][0] + (j - i) \
+                and computed[j][1] == computed[i][1] + (j - i):
+            j += 1
+        full = (j - i) // lanes * lanes
+        blocks += [computed[m] for m in range(i, i + full, lanes)]
+        rest += computed[i + full:j]
+        i = j
+    return blocks, rest
 
 
 def whole_rows(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:

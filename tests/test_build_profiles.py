@@ -6,6 +6,7 @@ their results must equal the scalar path to 1e-15 relative (in practice bit for 
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import numpy as np
@@ -584,3 +585,86 @@ def test_full_writing_mass_matrix_batch_both_ways_of_writing_rows(tmp_path, test
     out = np.random.default_rng(6).normal(size=(9, robot.nv, robot.nv))
     assert m.mass_matrix(Q, out=out) is out
     assert np.array_equal(out, np.stack([m.mass_matrix(Q[i]) for i in range(9)]))
+
+
+@pytest.mark.parametrize("unrolled", [0, 1 << 20])
+def test_simd_batch_whole_rows_with_constants_and_blocks_equal_single_calls(tmp_path, monkeypatch, unrolled):
+    """The SIMD batch's copy of the lane-major buffers into the states' rows: an output stored whole with
+    constants among its entries (a fixed base's body poses: the base's identity rotation, fixed offsets)
+    gets its constants broadcast into the buffer and is copied back a lanes x lanes block at a time; a
+    packed output (the mass matrix's nonzero entries, the innovations factors after a memset) copies its
+    runs of consecutive entries the same way and the rest entry by entry (``lanes.UNROLLED_STORES`` 0: by a
+    table, else unrolled).  Into garbage out= arrays, 7 states (a lanes group and a remainder): the single
+    calls' bits; the full and the upper mass matrix against the plain module."""
+    import soadyn.codegen.lanes as lanes
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    monkeypatch.setattr(lanes, "UNROLLED_STORES", unrolled)
+    monkeypatch.setattr(lanes, "MEMSET_MIN", 0)
+    prof = Profile("rows_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4)
+    rng = np.random.default_rng(13)
+    n = 7
+    cases = {"fixed": ("body_poses,center_of_mass,innovations_factors",
+                       "o_R_b[0] = (soadyn_v4d){1, 1, 1, 1};"),
+             "free": ("mass_matrix,innovations_factors", "soadyn_trs(M + tb_M[j][0]")}
+    for base, (funcs, text) in cases.items():
+        robot = load_robot(TEST_ARM, base=base)
+        gen = pl.generate(robot, functions=funcs.split(","), profile=prof)
+        src = "\n".join(t for _, t in translation_units(gen.functions, gen.files[gen.header_name]))
+        assert text in src, base
+        m = soadyn_compile(robot, tmp_path / base, functions=funcs, profile=prof, progress=False)
+        Q = np.stack([robot.random_configuration(rng) for _ in range(n)])
+        for api in funcs.split(","):
+            f = getattr(m, api)
+            ones = [f(Q[i]) for i in range(n)]
+            ones = [o if isinstance(o, tuple) else (o,) for o in ones]
+            outs = tuple(rng.normal(size=(n, *o.shape)) for o in ones[0])
+            f(Q, out=outs if len(outs) > 1 else outs[0])
+            for i in range(n):
+                for b, o in zip(outs, ones[i]):
+                    assert np.array_equal(b[i].view(np.int64), np.asarray(o).view(np.int64)), (base, api, i)
+        if base == "free":
+            for tri in ("full", "upper"):
+                out = rng.normal(size=(n, robot.nv, robot.nv))
+                m.mass_matrix(Q, triangle=tri, out=out)
+                for i in range(n):
+                    one = m.mass_matrix(Q[i], triangle=tri)
+                    assert np.array_equal(out[i].view(np.int64), one.view(np.int64)), (tri, i)
+
+
+def test_large_new_batch_results_reuse_the_released_block(tmp_path, test_arm_path):
+    """A new batch result of 32 MiB or more (``FX_KEEP_MIN``, ``templates/fastcalls.c.j2``) is a block whose
+    release keeps it for the next one (glibc maps such blocks afresh each time: every call page-faulted its
+    result in): a result still alive is never reused, a released one is, and the reused block holds the new
+    batch's values (the single calls' bits, not the old batch's)."""
+    robot = load_robot(test_arm_path)
+    m = soadyn_compile(test_arm_path, tmp_path, functions="innovations_factors", progress=False)
+    n = (32 << 20) // (2 * 8 * robot.nv ** 2) + 5
+    rng = np.random.default_rng(14)
+    Q = np.stack([robot.random_configuration(rng) for _ in range(64)])[rng.integers(0, 64, n)]
+    Q2 = np.ascontiguousarray(Q[::-1])
+
+    def address(a):
+        return a.__array_interface__["data"][0]
+
+    def faults(f):
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        r = f()
+        return r, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+
+    L1, D1 = m.innovations_factors(Q)
+    first = address(L1)
+    (L2, D2), new = faults(lambda: m.innovations_factors(Q2))   # the first result is alive: a new block
+    assert address(L2) != first and new > 8              # (page faults: at least 16 huge pages)
+    del L1, D1
+    (L3, D3), kept = faults(lambda: m.innovations_factors(Q2))  # the first block, released, again
+    assert address(L3) == first and kept <= 4
+    assert np.array_equal(L3.view(np.int64), L2.view(np.int64))
+    assert np.array_equal(D3.view(np.int64), D2.view(np.int64))
+    for i in (0, n // 2, n - 1):
+        one = m.innovations_factors(Q2[i])
+        assert np.array_equal(L3[i].view(np.int64), one[0].view(np.int64))
+        assert np.array_equal(D3[i].view(np.int64), one[1].view(np.int64))
+    small = m.innovations_factors(Q[:64])[0]      # below FX_KEEP_MIN: numpy's own allocation
+    assert small.base is None or isinstance(small.base, np.ndarray)

@@ -141,3 +141,52 @@ def test_fuse_trig_inline_in_long_bodies():
     assert not any("soadyn_sincos_n" in x for x in long)
     assert long[2:] == _fused(short)[2:] + filler      # the rest of the body as before
 
+
+
+_LANES_PROGRAM = r"""
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+%s
+%s
+int main(void)
+{
+    enum { N = 4096, L = %d };
+    static soadyn_v%dd x[N / L], s[N / L], c[N / L];
+    long i, mismatched = 0, big = 0;
+    srand(5);
+    for (i = 0; i < N; ++i) {
+        double u = rand() / (double)RAND_MAX;
+        x[i / L][i %% L] = i %% 7 == 6 ? (2 * u - 1) * 1e9 : (2 * u - 1) * (i %% 2 ? 4 : 823549);
+    }
+    x[0][0] = INFINITY; x[0][1] = NAN; x[1][0] = -0.0; x[1][1] = 823549.6;
+    soadyn_vsincos_n(x, s, c, N / L);
+    for (i = 0; i < N; ++i) {
+        double s1, c1, xs = x[i / L][i %% L], vs = s[i / L][i %% L], vc = c[i / L][i %% L];
+        soadyn_sincos(xs, &s1, &c1);
+        mismatched += memcmp(&s1, &vs, 8) != 0 || memcmp(&c1, &vc, 8) != 0;
+        big += !(fabs(xs) < 823549.6);
+    }
+    printf("%%ld %%ld\n", mismatched, big);
+    return 0;
+}
+"""
+
+
+@requires_cc
+@pytest.mark.parametrize("lanes", [4, 2])
+def test_lanes_sincos_of_an_array_of_vectors_equals_scalar(tmp_path, cc, lanes):
+    """``soadyn_vsincos_n`` of the SIMD batches (the joint angles' sines and cosines of a lanes group in
+    one loop, :func:`soadyn.codegen.lanes.vectorise`): every lane bit for bit the scalar
+    ``soadyn_sincos``, libm's values out of the reduction's range, inf and nan included."""
+    from soadyn.codegen.lanes import simd_prelude
+
+    src = tmp_path / "vtrig.c"
+    src.write_text(_LANES_PROGRAM % (trig.PRELUDE, simd_prelude(lanes), lanes, lanes))
+    exe = tmp_path / "vtrig"
+    subprocess.run([*cc, "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-Wall", "-Werror",
+                    "-Wno-parentheses", str(src), "-o", str(exe), "-lm"], check=True)
+    mismatched, big = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    assert int(mismatched) == 0
+    assert int(big) > 500                     # the libm fallback ran, in many vectors
