@@ -494,9 +494,57 @@ def test_flight_targets_use_the_printers():
     from soadyn.codegen.printer import CPrinter, FloatPrinter
 
     assert type(printer_for("double").printer) is CPrinter and printer_for("double").fuse
-    assert type(printer_for("float").printer) is FloatPrinter and not printer_for("float").fuse
+    assert type(printer_for("float").printer) is FloatPrinter and printer_for("float").fuse
+    assert printer_for("float").stage_ops == printer_for("double").stage_ops > 0
     with pytest.raises(ValueError, match="use one of double, float"):
         printer_for("half")
+
+
+def test_float_staged_and_fused_gives_the_unstaged_bits(tmp_path, monkeypatch):
+    """The float library staged like the double one (stage functions printed in float, a float work
+    array) with its sines and cosines fused (the double kernels four at a time, each result rounded once
+    to float) returns the bits of one unstaged body per function with per-statement ``sinf``/``cosf``:
+    the Panda (free) at 400 operations per stage (every function staged, the Jacobians' frame family as
+    prefix stages and cases, M^-1 from its expanded products), 20 random states."""
+    if PANDA_URDF is None:
+        pytest.skip("example-robot-data is not installed")
+    import dataclasses
+
+    import soadyn.codegen.export as export_module
+
+    plain = printer_for("float")
+    libs = {}
+    for label, target in (("unstaged", dataclasses.replace(plain, fuse=False, stage_ops=0)),
+                          ("staged", dataclasses.replace(plain, stage_ops=400))):
+        monkeypatch.setattr(export_module, "printer_for", lambda precision, t=target: t)
+        d = tmp_path / label
+        export_c_library(PANDA_URDF, d, "float", functions=HELD_OUT, base="free", mimic="independent")
+        text = (d / f"{_name(d)}.c").read_text()
+        stages, fused = len(re.findall(r"^SOADYN_STAGE void", text, re.M)), "soadyn_ts[" in text
+        assert (stages > 5 and fused) if label == "staged" else (stages == 0 and not fused), (label, stages)
+        (tmp_path / label / "so").mkdir()
+        libs[label] = _shared_library(d, tmp_path / label / "so")
+    r, name = resolve_robot(PANDA_URDF, "free", mimic="independent")
+    ins = random_inputs(r, 20, np.random.default_rng(5))
+    frames = {f: i for f, _, i in frame_enum(r, name)}
+    fp = ctypes.POINTER(ctypes.c_float)
+    compared = 0
+    for spec in select_functions(function_table(r, derivatives=True), HELD_OUT, r.name):
+        for e in expand_family(spec):
+            frame = dict(e.kwargs).get("frame")
+            for i in range(20):
+                got = []
+                for lib in libs.values():
+                    args = [np.ascontiguousarray(ins[a.name][i], dtype=np.float32) for a in e.inputs]
+                    outs = [np.full(a.size, 7.0, dtype=np.float32) for a in e.outputs]
+                    fr = [] if frame is None else [ctypes.c_int(frames[frame])]
+                    status = getattr(lib, f"{name}_{spec.name}")(*[a.ctypes.data_as(fp) for a in args], *fr,
+                                                                 *[o.ctypes.data_as(fp) for o in outs])
+                    assert status == 0, (e.name, i, status)
+                    got.append(np.concatenate(outs).view(np.uint32))
+                assert np.array_equal(*got), (e.name, i)
+                compared += 1
+    assert compared >= 20 * 5
 
 
 @pytest.mark.parametrize("robot, base", [(TIAN_WU, None), (PANDA_URDF, "free")], ids=["tian_wu", "panda"])
