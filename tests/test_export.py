@@ -734,6 +734,29 @@ def test_interval_pass_proves_and_refuses():
     assert "pow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(s1, 3)")), ok[-1]], [q], out, lim)
 
 
+def test_divisor_floors_of_the_interval_pass():
+    """A floor given for a divisor (``divisor_intervals``, benchmarks/flight_divisor_bounds.py) is what the
+    pass assumes of it, for that statement and the divisor's later uses: the quotient then bounded, the
+    divisor's own interval reported; a floor above the interval, or for a statement that is no
+    reciprocal, refused."""
+    import soadyn.codegen.cprogram as cpg
+    from soadyn.codegen.bounds import Limits, divisor_intervals, prove_finite
+    from soadyn.codegen.functions import Arg
+
+    lim = Limits(1e5, 1e-3, 1e3, "double", False, 0)
+    q, out = Arg("q", (1,)), [Arg("y", (2,))]
+    body = [cpg.Stmt(cpg.TRIG, "s", fn="sin", arg="q[0]"), cpg.value("D", cpg.Expr.of("0.5 + s")),
+            cpg.value("Dinv", cpg.Expr.of("1/D")), cpg.store("y", 0, cpg.Expr.of("Dinv*s")),
+            cpg.store("y", 1, cpg.Expr.of("s/D"))]
+    assert "divisor" in prove_finite(body, [q], out, lim)
+    seen, why = divisor_intervals(body, [q], out, lim, {"Dinv": 0.25})
+    assert why is None and seen["Dinv"][2] == 0.25
+    assert seen["Dinv"][0] < -0.5 < 1.5 < seen["Dinv"][1] < 1.6        # [-0.5, 1.5], widened by roundoff
+    assert "divisor" in divisor_intervals(body[:4], [q], out[:1], lim, {})[1]
+    assert "below the floor" in divisor_intervals(body, [q], out, lim, {"Dinv": 2.0})[1]
+    assert "not 1/divisor" in divisor_intervals(body, [q], out, lim, {"D": 0.25})[1]
+
+
 def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
     """Panda (free): M, ID, the centre of mass, the frame Jacobians and the angular reduced dynamics (which
     calls its *_fext twin) are proved finite (no result check in the source), M^-1 and FD keep theirs; at
