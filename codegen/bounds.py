@@ -254,7 +254,6 @@ class _Eval:
             else:
                 raise Refused(f"a {k} statement")
 
-
     def floored(self, target: str, text: str) -> Bound:
         """``target = 1/Y`` with ``Y >= floors[target]`` taken as given (Y a name: narrowed for its later
         uses too)."""
