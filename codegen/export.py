@@ -571,13 +571,17 @@ def measure_stack(source: Path, names: list[str]) -> tuple[dict[str, int | None]
 # --------------------------------------------------------------------------------------------------
 def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike,
                      precision: str = "double", functions: list[str] | tuple[str, ...] | str | None = None,
-                     base: str | None = None, **load_kw: Any) -> ExportResult:
+                     base: str | None = None, compact: bool = False, **load_kw: Any) -> ExportResult:
     """Write the standalone C99 library of a robot into ``out_dir`` (see the module docstring).
 
     ``functions``: public API names (default: every function of the robot's table); ``base`` overrides
-    the robot file's base.  The files are written into a temporary directory first and moved into
-    ``out_dir`` when all of them exist (an error leaves ``out_dir`` as it was)."""
+    the robot file's base; ``compact``: one body per function (no stage functions) with per-statement
+    sines and cosines -- less stack, more time, the same results bit for bit (docs/flight-c.md).  The
+    files are written into a temporary directory first and moved into ``out_dir`` when all of them exist
+    (an error leaves ``out_dir`` as it was)."""
     printer = printer_for(precision)
+    if compact:
+        printer = replace(printer, fuse=False, stage_ops=0)
     robot, name = resolve_robot(robot_or_path, base, **load_kw)
     impl_name = f"{name}_impl"
     prefix, impl_prefix = module_prefix(name), module_prefix(impl_name)

@@ -368,6 +368,11 @@ def test_cli_export(tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     header = (tmp_path / "f" / "tian_wu_3dof.h").read_text()
     assert "int tian_wu_3dof_mass_matrix(const float *q, float *M);" in header
+    assert "soadyn_ts[" in (tmp_path / "f" / "tian_wu_3dof.c").read_text()       # fused sines and cosines
+    rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "c"), "--precision", "float",
+                   "--compact", "--functions", "mass_matrix"])
+    assert rc == 0, capsys.readouterr().err
+    assert "soadyn_ts[" not in (tmp_path / "c" / "tian_wu_3dof.c").read_text()   # one sinf/cosf each
     rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "g"), "--functions", "bogus"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "bogus" in err and not (tmp_path / "g").exists()
@@ -500,25 +505,28 @@ def test_flight_targets_use_the_printers():
         printer_for("half")
 
 
-def test_float_staged_and_fused_gives_the_unstaged_bits(tmp_path, monkeypatch):
-    """The float library staged like the double one (stage functions printed in float, a float work
-    array) with its sines and cosines fused (the double kernels four at a time, each result rounded once
-    to float) returns the bits of one unstaged body per function with per-statement ``sinf``/``cosf``:
-    the Panda (free) at 400 operations per stage (every function staged, the Jacobians' frame family as
-    prefix stages and cases, M^-1 from its expanded products), 20 random states."""
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_staged_and_fused_gives_the_compact_bits(tmp_path, monkeypatch, precision):
+    """The library staged (stage functions and work array printed in the precision's type) with its
+    sines and cosines fused (the double kernels four at a time; in float each result rounded once)
+    returns the bits of the ``compact`` export (one body per function, per-statement sines and cosines;
+    float: the float library of main 4768997): the Panda (free) at 400 operations per stage (every
+    function staged, the Jacobians' frame family as prefix stages and cases, M^-1 -- in float from its
+    expanded products), 20 random states."""
     if PANDA_URDF is None:
         pytest.skip("example-robot-data is not installed")
     import dataclasses
 
     import soadyn.codegen.export as export_module
 
-    plain = printer_for("float")
+    staged = dataclasses.replace(printer_for(precision), stage_ops=400)
     libs = {}
-    for label, target in (("unstaged", dataclasses.replace(plain, fuse=False, stage_ops=0)),
-                          ("staged", dataclasses.replace(plain, stage_ops=400))):
-        monkeypatch.setattr(export_module, "printer_for", lambda precision, t=target: t)
+    for label in ("compact", "staged"):
         d = tmp_path / label
-        export_c_library(PANDA_URDF, d, "float", functions=HELD_OUT, base="free", mimic="independent")
+        if label == "staged":
+            monkeypatch.setattr(export_module, "printer_for", lambda p, t=staged: t)
+        export_c_library(PANDA_URDF, d, precision, functions=HELD_OUT, base="free",
+                         compact=label == "compact", mimic="independent")
         text = (d / f"{_name(d)}.c").read_text()
         stages, fused = len(re.findall(r"^SOADYN_STAGE void", text, re.M)), "soadyn_ts[" in text
         assert (stages > 5 and fused) if label == "staged" else (stages == 0 and not fused), (label, stages)
@@ -527,7 +535,8 @@ def test_float_staged_and_fused_gives_the_unstaged_bits(tmp_path, monkeypatch):
     r, name = resolve_robot(PANDA_URDF, "free", mimic="independent")
     ins = random_inputs(r, 20, np.random.default_rng(5))
     frames = {f: i for f, _, i in frame_enum(r, name)}
-    fp = ctypes.POINTER(ctypes.c_float)
+    real, bits = (np.float32, np.uint32) if precision == "float" else (np.float64, np.uint64)
+    fp = ctypes.POINTER(ctypes.c_float if precision == "float" else ctypes.c_double)
     compared = 0
     for spec in select_functions(function_table(r, derivatives=True), HELD_OUT, r.name):
         for e in expand_family(spec):
@@ -535,13 +544,13 @@ def test_float_staged_and_fused_gives_the_unstaged_bits(tmp_path, monkeypatch):
             for i in range(20):
                 got = []
                 for lib in libs.values():
-                    args = [np.ascontiguousarray(ins[a.name][i], dtype=np.float32) for a in e.inputs]
-                    outs = [np.full(a.size, 7.0, dtype=np.float32) for a in e.outputs]
+                    args = [np.ascontiguousarray(ins[a.name][i], dtype=real) for a in e.inputs]
+                    outs = [np.full(a.size, 7.0, dtype=real) for a in e.outputs]
                     fr = [] if frame is None else [ctypes.c_int(frames[frame])]
                     status = getattr(lib, f"{name}_{spec.name}")(*[a.ctypes.data_as(fp) for a in args], *fr,
                                                                  *[o.ctypes.data_as(fp) for o in outs])
                     assert status == 0, (e.name, i, status)
-                    got.append(np.concatenate(outs).view(np.uint32))
+                    got.append(np.concatenate(outs).view(bits))
                 assert np.array_equal(*got), (e.name, i)
                 compared += 1
     assert compared >= 20 * 5
