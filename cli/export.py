@@ -1,4 +1,4 @@
-"""``soadyn export ROBOT --c-library -o DIR [--precision double|float] [--functions a,b] [--base ...]``.
+"""``soadyn export ROBOT --c-library -o DIR [--precision double|float] [--compact] [--functions a,b]``.
 
 Writes the standalone C99 flight library of a robot into ``DIR``
 (:func:`soadyn.codegen.export.export_c_library`): ``<name>.h``, ``<name>.c``, ``CMakeLists.txt``,
@@ -26,6 +26,9 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory of the library")
     p.add_argument("--precision", choices=("double", "float"), default="double",
                    help="floating-point type (default double: the module's results bit for bit)")
+    p.add_argument("--compact", action="store_true",
+                   help="no stage functions and per-statement sines and cosines: less stack, more time, "
+                        "the same results (docs/flight-c.md)")
     p.add_argument("--functions", default=None, metavar="NAMES",
                    help="comma-separated public function names (default: all), e.g. "
                         "forward_dynamics,mass_matrix,jacobian")
@@ -37,7 +40,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     try:
         result = export_c_library(args.robot, args.out, args.precision, args.functions, args.base,
-                                  mimic=args.mimic)
+                                  compact=args.compact, mimic=args.mimic)
     except ExportError as e:
         print(terminal(f"error: {e}", 2000), file=sys.stderr)
         return 1

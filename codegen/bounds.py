@@ -76,12 +76,16 @@ class Limits:
 
 
 class _Eval:
-    def __init__(self, limits: Limits, inputs: list[Any]) -> None:
+    def __init__(self, limits: Limits, inputs: list[Any], floors: dict[str, float] | None = None) -> None:
         self.lim = limits
         self.inputs = {a.name for a in inputs}
         self.max, self.u, self.tiny, self.half_ulp = PRECISION[limits.precision]
         self.grow = 1.0 + 4.0 * self.u + 4.0 * 2.0 ** -53
         self.env: dict[str, Bound] = {}
+        #: statement ``X = 1/Y`` -> a lower bound of ``Y`` taken as given (:func:`divisor_intervals`)
+        self.floors = floors or {}
+        #: X -> (Y's interval before its floor, the floor)
+        self.divisors: dict[str, tuple[float, float, float]] = {}
 
     # -- intervals ------------------------------------------------------------------------------------
     def make(self, lo: float, hi: float, quat: frozenset[int] | None = None) -> Bound:
@@ -225,6 +229,8 @@ class _Eval:
                 self.env[s.target] = self.element(s.array, s.index)
             elif k == cp.TRIG:
                 self.env[s.target] = self.trig(self.expr(s.arg))
+            elif k == cp.ARITH and s.target in self.floors:
+                self.env[s.target] = self.floored(s.target, s.expr.text)
             elif k == cp.ARITH:
                 self.env[s.target] = self.expr(s.expr.text)
             elif k in (cp.STORE, cp.ZEROS):
@@ -247,6 +253,25 @@ class _Eval:
                 self.env = env
             else:
                 raise Refused(f"a {k} statement")
+
+    def floored(self, target: str, text: str) -> Bound:
+        """``target = 1/Y`` with ``Y >= floors[target]`` taken as given (Y a name: narrowed for its later
+        uses too)."""
+        try:
+            tree = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as e:
+            raise Refused(f"cannot parse {text!r}") from e
+        if not (isinstance(tree, ast.BinOp) and isinstance(tree.op, ast.Div)
+                and isinstance(tree.left, ast.Constant) and tree.left.value == 1):
+            raise Refused(f"{target}: a floor for a statement that is not 1/divisor")
+        b, floor = self.node(tree.right), self.floors[target]
+        self.divisors[target] = (b.lo, b.hi, floor)
+        if b.top or b.hi < floor:
+            raise Refused(f"{target}: its divisor's interval is below the floor")
+        narrowed = Bound(max(b.lo, floor), b.hi)
+        if isinstance(tree.right, ast.Name):
+            self.env[tree.right.id] = narrowed
+        return self.div(self.const(1.0), narrowed)
 
 
 def _covered(written: dict[str, set[int]], sizes: dict[str, int]) -> None:
@@ -284,3 +309,21 @@ def bounds_of(body: list[Stmt], inputs: list[Any],
         else:
             ev.block([s], {}, {})
     return out
+
+
+def divisor_intervals(body: list[Stmt], inputs: list[Any], outputs: list[Any], limits: Limits,
+                      floors: dict[str, float]) -> tuple[dict[str, tuple[float, float, float]], str | None]:
+    """The pass of :func:`prove_finite` with a lower bound taken as given for the divisor ``Y`` of each
+    statement ``X = 1/Y`` named in ``floors`` (X -> bound): what a run-time guard ``Y >= bound`` would
+    let the pass prove (a study of the articulated-body divisors, ``benchmarks/flight_divisor_bounds.py``;
+    the flight export assumes no floor).  Returns each floored divisor's interval as the pass computed it
+    (lo, hi, floor), and None when every output is then proved finite, else the reason."""
+    ev = _Eval(limits, inputs, floors)
+    sizes = {a.name: a.size for a in outputs}
+    written: dict[str, set[int]] = {n: set() for n in sizes}
+    try:
+        ev.block(body, written, sizes)
+        _covered(written, sizes)
+    except Refused as e:
+        return ev.divisors, str(e)
+    return ev.divisors, None

@@ -90,7 +90,8 @@ FLOAT_MATH = """/* float math: the double sin/cos kernels above rounded once to 
 class FlightTarget:
     """What a precision changes in the exported C: the statement printer of
     :mod:`soadyn.codegen.printer` (``CPrinter`` for double, ``FloatPrinter`` for float), the scalar
-    type and its literals, and whether the module's trig fusion applies (its kernels are double)."""
+    type and its literals, and whether the module's trig fusion applies (both precisions: the float
+    printer runs the double kernels and rounds their results once to float)."""
 
     printer: Any
     scalar: str
@@ -101,7 +102,7 @@ class FlightTarget:
     #: of a floating-point literal
     suffix: str = ""
     #: operations per stage function (:mod:`soadyn.codegen.stages`, as the module's build profiles cut
-    #: them; 0: no stages).  Double only: the stages are printed by the double printer.
+    #: them; 0: no stages), printed by this target's printer (float: ``float`` stages and work array)
     stage_ops: int = 0
 
     def functions(self, robot: Robot, impl_name: str, functions: Any) -> tuple[list[FunctionSpec],
@@ -138,8 +139,8 @@ def printer_for(precision: str) -> FlightTarget:
     if precision == "double":
         return FlightTarget(CPrinter(), "double", "0.0", "2.0", TRIG_PRELUDE, True, stage_ops=STAGE_OPS)
     if precision == "float":
-        return FlightTarget(FloatPrinter(), "float", "0.0f", "2.0f", TRIG_PRELUDE + "\n" + FLOAT_MATH, False,
-                            "f")
+        return FlightTarget(FloatPrinter(), "float", "0.0f", "2.0f", TRIG_PRELUDE + "\n" + FLOAT_MATH, True,
+                            "f", stage_ops=STAGE_OPS)
     raise ExportError(f"--precision {precision!r}: use one of {', '.join(PRECISIONS)}")
 
 
@@ -255,11 +256,12 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
     for s in specs:
         f = by_name[impl_prefix + s.name]
         helpers = [] if s.zero_fext_call else f.helpers
-        body = None
         if helpers and target.scalar != "double" and f.lanes_body is not None:
             # the product loops (double C text) as the statements they stand for: the same operations
-            # in the same order (EmittedFunction.lanes_body), printed in this precision
-            helpers, body = [], target.printer.lines(f.lanes_body)
+            # in the same order (EmittedFunction.lanes_body), printed in this precision: a straight-line
+            # function from here on (checked inside, staged, its sines and cosines fused)
+            helpers = []
+            f.body, f.epilogue, f.scratch, f.products = list(f.lanes_body), [], [], []
         if helpers and target.scalar != "double":
             raise ExportError(f"{s.name}: its product loops have no {target.scalar} printer yet; leave it "
                               "out with --functions or export with --precision double")
@@ -274,18 +276,13 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         if proved:
             proved_names.add(f.cname)
             pass                        # no result check: every output entry is finite (proved)
-        elif body is None and not s.is_family and not s.zero_fext_call:
-            if helpers and target.scalar == "double":
+        elif not s.is_family and not s.zero_fext_call:
+            if helpers:
                 # the statements' stores checked inside, the entries of the product loops after the call
                 checked = checked_body(f.body, f.outputs, f.products, len(f.epilogue))
                 readback = product_entries(f.products) if checked is not None else {}
             else:
                 checked = checked_body(f.body, f.outputs)
-        elif body is not None and not s.is_family:
-            # the expanded products: straight-line statements, checked inside like the others
-            expanded = checked_body(f.lanes_body, f.outputs)
-            if expanded is not None:
-                checked, body = expanded, target.printer.lines(expanded)
         calls = [f"{impl_prefix}{s.name}_entries({', '.join(readback)})"] if readback else []
         if s.zero_fext_call and impl_prefix + s.zero_fext_call in checked_names:
             # the twin checks its result inside: pass the check through (and its read-back)
@@ -296,11 +293,12 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
             checked_names.add(f.cname)
             f.body = checked
             f.outputs = [*f.outputs, Arg(CHECK, (1,))]
-        if target.stage_ops > 0 and body is None and not s.zero_fext_call:
+        if target.stage_ops > 0 and not s.zero_fext_call:
             # the module's stage functions (a long body cut where the module's build cuts it; a frame
             # family: its prefix and one function per case, each with its sines and cosines fused): the
-            # same code as the module's, static here (SOADYN_STAGE of the source)
-            finish_function(f, target.stage_ops, 1, by_name)
+            # same code as the module's, static here (SOADYN_STAGE of the source), printed in this
+            # precision
+            finish_function(f, target.stage_ops, 1, by_name, target.printer)
             helpers = helpers + list(f.extra.pieces)
         real = target.scalar
         params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])
@@ -311,7 +309,7 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
         out.append(dict(name=s.name, checked=checked is not None, proved=proved, doc=f.doc, ops=f.ops,
                         signature=signature, readback=calls,
                         unused=f.unused,
-                        body=body if body is not None else target.body(f, s.is_family), helpers=helpers))
+                        body=target.body(f, s.is_family), helpers=helpers))
     return out
 
 
@@ -573,13 +571,17 @@ def measure_stack(source: Path, names: list[str]) -> tuple[dict[str, int | None]
 # --------------------------------------------------------------------------------------------------
 def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os.PathLike,
                      precision: str = "double", functions: list[str] | tuple[str, ...] | str | None = None,
-                     base: str | None = None, **load_kw: Any) -> ExportResult:
+                     base: str | None = None, compact: bool = False, **load_kw: Any) -> ExportResult:
     """Write the standalone C99 library of a robot into ``out_dir`` (see the module docstring).
 
     ``functions``: public API names (default: every function of the robot's table); ``base`` overrides
-    the robot file's base.  The files are written into a temporary directory first and moved into
-    ``out_dir`` when all of them exist (an error leaves ``out_dir`` as it was)."""
+    the robot file's base; ``compact``: one body per function (no stage functions) with per-statement
+    sines and cosines -- less stack, more time, the same results bit for bit (docs/flight-c.md).  The
+    files are written into a temporary directory first and moved into ``out_dir`` when all of them exist
+    (an error leaves ``out_dir`` as it was)."""
     printer = printer_for(precision)
+    if compact:
+        printer = replace(printer, fuse=False, stage_ops=0)
     robot, name = resolve_robot(robot_or_path, base, **load_kw)
     impl_name = f"{name}_impl"
     prefix, impl_prefix = module_prefix(name), module_prefix(impl_name)

@@ -18,6 +18,8 @@ transformation before printing, are shared.
 
 from __future__ import annotations
 
+import re
+
 import symengine as se
 
 import soadyn.codegen.cprogram as cp
@@ -27,6 +29,8 @@ from soadyn.codegen.derive import DerivationError
 #: names a generated expression may call
 _C_FUNCS = frozenset({"sin", "cos", "sqrt", "pow", "soadyn_sin", "soadyn_cos"})
 _INLINE = {"sin": "soadyn_sin", "cos": "soadyn_cos"}
+#: a read of a fused sine or cosine (:func:`soadyn.codegen.trig.fuse_trig`: double arrays)
+_FUSED_READ = re.compile(r"soadyn_t[sc]\[\d+\]")
 
 
 def _exact_constants(e: se.Basic) -> se.Basic:
@@ -132,13 +136,27 @@ class CPrinter:
 class FloatPrinter(CPrinter):
     """C99 ``float``: the same statements in single precision -- ``float`` locals and arrays, literals
     with an ``f`` suffix (rounded once, from their decimal text, to the nearest float), and libm's float
-    functions (``sinf``, ``cosf``, ``sqrtf``, ``powf``).  Sines and cosines are not fused (the fused
-    kernels are double)."""
+    functions (``sinf``, ``cosf``, ``sqrtf``, ``powf``).  Fused sines and cosines
+    (:func:`~soadyn.codegen.trig.fuse_trig`) run the double kernels on the float arguments converted
+    exactly to double and round each result once to float: the value of ``sinf(x)`` as the flight
+    library defines it (``(float)soadyn_sin((double)x)``), with explicit conversions (``-Wconversion
+    -Wdouble-promotion``)."""
 
     real = "float"
     functions = {"soadyn_sin": "sinf", "soadyn_cos": "cosf", "sin": "sinf", "cos": "cosf", "sqrt": "sqrtf",
                  "pow": "powf"}
     zero = "0.0f"
+
+    def _statement(self, s: Stmt, ind: str, out: list[str]) -> None:
+        if s.kind == cp.SINCOS:
+            n = len(s.args)
+            xs = ", ".join(x if x == "0" else f"(double){x}" for x in s.args)
+            out.append(f"{ind}double soadyn_tx[{n}] = {{{xs}}}, soadyn_ts[{n}], soadyn_tc[{n}];")
+            out.append(f"{ind}{s.fn}(soadyn_tx, soadyn_ts, soadyn_tc, {n});")
+        elif s.kind == cp.ARITH and _FUSED_READ.fullmatch(s.expr.text):
+            out.append(f"{ind}const float {s.target} = (float){s.expr.text};")
+        else:
+            super()._statement(s, ind, out)
 
     def expr(self, e: Expr) -> str:
         toks = e.calls(self.functions).tokens

@@ -71,25 +71,29 @@ def _calls(names: list[str], params: list[tuple[str, str]]) -> list[Stmt]:
 
 
 def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
-                 max_ops: int = STAGE_OPS) -> Staged | None:
+                 max_ops: int = STAGE_OPS, printer: CPrinter | None = None) -> Staged | None:
     """Split a straight-line body into stage functions (None when it is short or not straight-line).
 
-    ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``.
+    ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``;
+    ``printer``: the statement printer of the stages (:class:`~soadyn.codegen.printer.CPrinter`, the
+    default, or the flight library's ``FloatPrinter``: its scalar type is the work array's too).
     """
     if not _straight(body):
         return None
     chunks = _cut(body, max_ops)
     if len(chunks) < 2:
         return None
-    staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))])
+    staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))],
+                              printer)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1))] + _calls(staged.names, params)
     return staged
 
 
 def split_family(cname: str, params: list[tuple[str, str]], body: list[Stmt],
-                 max_ops: int = STAGE_OPS) -> Staged | None:
+                 max_ops: int = STAGE_OPS, printer: CPrinter | None = None) -> Staged | None:
     """A frame family (shared prefix, then its switch over the frames) as prefix stages plus one function
-    per frame case, all reading the prefix's values from the work array (None when it is short)."""
+    per frame case, all reading the prefix's values from the work array (None when it is short;
+    ``printer`` as in :func:`split_stages`)."""
     at = next((i for i, s in enumerate(body) if s.kind == cp.SWITCH), None)
     if at is None:
         return None
@@ -106,7 +110,7 @@ def split_family(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     n_pre = len(chunks) - len(cases)
     names = [f"{cname}_stage{k}" for k in range(n_pre)] + [f"{cname}_case{j}" for j in range(len(cases))]
     stmts = prefix + [s for c in cases for s in c.body]
-    staged = _chunk_functions(params, stmts, chunks, names)
+    staged = _chunk_functions(params, stmts, chunks, names, printer)
     calls = _calls(names, params)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1)), *calls[:n_pre],
                    Stmt(cp.SWITCH, cases=[cp.Case(c.enumerator, None, [k])
@@ -143,8 +147,9 @@ def _slots(chunks: list[list[Stmt]], own: list[set[str]]) -> tuple[dict[str, int
 
 
 def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
-                     names: list[str]) -> Staged:
-    """The C functions of ``chunks`` (consecutive statements), passing values through a work array."""
+                     names: list[str], printer: CPrinter | None = None) -> Staged:
+    """The C functions of ``chunks`` (consecutive statements), passing values through a work array,
+    printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`)."""
     loads = {s.target: s for s in stmts if s.kind == cp.LOAD}
     # a value is defined in one chunk, or (frame families) copied into several cases that each use
     # their own copy: only a use outside every chunk that defines it crosses a boundary
@@ -152,8 +157,8 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
     slot, n_slots = _slots(chunks, own)
     staged = Staged(work=n_slots)
     pnames = [p for _, p in params]
-    decl = ", ".join(f"{t}{p}" for t, p in params) + ", double *w"
-    printer = CPrinter()
+    printer = CPrinter() if printer is None else printer
+    decl = ", ".join(f"{t}{p}" for t, p in params) + f", {printer.real} *w"
     for name, chunk, mine in zip(names, chunks, own):
         used: set[str] = set()
         for s in chunk:

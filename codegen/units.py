@@ -83,9 +83,12 @@ STAGE_MACRO = ("#ifndef SOADYN_STAGE",
                "#endif")
 
 
-def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None) -> None:
+def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
+                    printer: CPrinter | None = None) -> None:
     """Split ``f`` (an :class:`~soadyn.codegen.emit.EmittedFunction`) into stages when it is long
     (``stage_ops`` > 0) and give its batch entry a ``lanes``-wide SIMD path (``lanes`` > 1); in place.
+    ``printer``: the stages' statement printer and scalar type (default ``CPrinter``, double; the flight
+    library's float target passes its ``FloatPrinter``).
     Frame families keep their body and scalar batch loop.  A function with ``f.delegate`` gets its SIMD
     batch from its nonzero-only variant's vector computation (``finished``: the functions by C name, the
     variant already finished)."""
@@ -95,14 +98,15 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
         if lanes > 1:
             finish_zero_fext(f, extra, lanes)
         return
-    params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+    real = (printer or CPrinter()).real
+    params = [(f"const {real} *", a.name) for a in f.inputs] + [(f"{real} *", a.name) for a in f.outputs]
     if f.is_family:
         # a SIMD batch when every case writes whole outputs and no input is read lane-major (a block
         # transposed in one case would be missing in another)
         cases = (family_cases(f.body, {a.name: a.size for a in f.outputs})
                  if lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs) else None)
         vector = cases is not None and not zeros_dominated(cases)
-        staged = split_family(f.cname, params, f.body, stage_ops) if stage_ops > 0 else None
+        staged = split_family(f.cname, params, f.body, stage_ops, printer) if stage_ops > 0 else None
         if staged is not None:
             f.body = staged.body
             extra.prototypes += staged.prototypes
@@ -118,8 +122,8 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None)
     scratch = f.scratch
     decls = f.body[:len(scratch)]
     statements = f.body[len(scratch):len(f.body) - n_epi]
-    staged = split_stages(f.cname, params + [("double *", n) for n, _ in scratch], statements,
-                          stage_ops) if stage_ops > 0 else None
+    staged = split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
+                          stage_ops, printer) if stage_ops > 0 else None
     if staged is not None:
         f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes

@@ -368,6 +368,11 @@ def test_cli_export(tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     header = (tmp_path / "f" / "tian_wu_3dof.h").read_text()
     assert "int tian_wu_3dof_mass_matrix(const float *q, float *M);" in header
+    assert "soadyn_ts[" in (tmp_path / "f" / "tian_wu_3dof.c").read_text()       # fused sines and cosines
+    rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "c"), "--precision", "float",
+                   "--compact", "--functions", "mass_matrix"])
+    assert rc == 0, capsys.readouterr().err
+    assert "soadyn_ts[" not in (tmp_path / "c" / "tian_wu_3dof.c").read_text()   # one sinf/cosf each
     rc = cli_main(["export", str(TIAN_WU), "--c-library", "-o", str(tmp_path / "g"), "--functions", "bogus"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "bogus" in err and not (tmp_path / "g").exists()
@@ -494,9 +499,61 @@ def test_flight_targets_use_the_printers():
     from soadyn.codegen.printer import CPrinter, FloatPrinter
 
     assert type(printer_for("double").printer) is CPrinter and printer_for("double").fuse
-    assert type(printer_for("float").printer) is FloatPrinter and not printer_for("float").fuse
+    assert type(printer_for("float").printer) is FloatPrinter and printer_for("float").fuse
+    assert printer_for("float").stage_ops == printer_for("double").stage_ops > 0
     with pytest.raises(ValueError, match="use one of double, float"):
         printer_for("half")
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_staged_and_fused_gives_the_compact_bits(tmp_path, monkeypatch, precision):
+    """The library staged (stage functions and work array printed in the precision's type) with its
+    sines and cosines fused (the double kernels four at a time; in float each result rounded once)
+    returns the bits of the ``compact`` export (one body per function, per-statement sines and cosines;
+    float: the float library of main 4768997): the Panda (free) at 400 operations per stage (every
+    function staged, the Jacobians' frame family as prefix stages and cases, M^-1 -- in float from its
+    expanded products), 20 random states."""
+    if PANDA_URDF is None:
+        pytest.skip("example-robot-data is not installed")
+    import dataclasses
+
+    import soadyn.codegen.export as export_module
+
+    staged = dataclasses.replace(printer_for(precision), stage_ops=400)
+    libs = {}
+    for label in ("compact", "staged"):
+        d = tmp_path / label
+        if label == "staged":
+            monkeypatch.setattr(export_module, "printer_for", lambda p, t=staged: t)
+        export_c_library(PANDA_URDF, d, precision, functions=HELD_OUT, base="free",
+                         compact=label == "compact", mimic="independent")
+        text = (d / f"{_name(d)}.c").read_text()
+        stages, fused = len(re.findall(r"^SOADYN_STAGE void", text, re.M)), "soadyn_ts[" in text
+        assert (stages > 5 and fused) if label == "staged" else (stages == 0 and not fused), (label, stages)
+        (tmp_path / label / "so").mkdir()
+        libs[label] = _shared_library(d, tmp_path / label / "so")
+    r, name = resolve_robot(PANDA_URDF, "free", mimic="independent")
+    ins = random_inputs(r, 20, np.random.default_rng(5))
+    frames = {f: i for f, _, i in frame_enum(r, name)}
+    real, bits = (np.float32, np.uint32) if precision == "float" else (np.float64, np.uint64)
+    fp = ctypes.POINTER(ctypes.c_float if precision == "float" else ctypes.c_double)
+    compared = 0
+    for spec in select_functions(function_table(r, derivatives=True), HELD_OUT, r.name):
+        for e in expand_family(spec):
+            frame = dict(e.kwargs).get("frame")
+            for i in range(20):
+                got = []
+                for lib in libs.values():
+                    args = [np.ascontiguousarray(ins[a.name][i], dtype=real) for a in e.inputs]
+                    outs = [np.full(a.size, 7.0, dtype=real) for a in e.outputs]
+                    fr = [] if frame is None else [ctypes.c_int(frames[frame])]
+                    status = getattr(lib, f"{name}_{spec.name}")(*[a.ctypes.data_as(fp) for a in args], *fr,
+                                                                 *[o.ctypes.data_as(fp) for o in outs])
+                    assert status == 0, (e.name, i, status)
+                    got.append(np.concatenate(outs).view(bits))
+                assert np.array_equal(*got), (e.name, i)
+                compared += 1
+    assert compared >= 20 * 5
 
 
 @pytest.mark.parametrize("robot, base", [(TIAN_WU, None), (PANDA_URDF, "free")], ids=["tian_wu", "panda"])
@@ -684,6 +741,29 @@ def test_interval_pass_proves_and_refuses():
     assert "divisor" in prove_finite(head + [tiny] + ok[-2:], [q], out, lim)
     # the flight library's pow computes squares only: a cube is refused (it would be NaN there)
     assert "pow" in prove_finite(head + [cpg.store("y", 0, cpg.Expr.of("pow(s1, 3)")), ok[-1]], [q], out, lim)
+
+
+def test_divisor_floors_of_the_interval_pass():
+    """A floor given for a divisor (``divisor_intervals``, benchmarks/flight_divisor_bounds.py) is what the
+    pass assumes of it, for that statement and the divisor's later uses: the quotient then bounded, the
+    divisor's own interval reported; a floor above the interval, or for a statement that is no
+    reciprocal, refused."""
+    import soadyn.codegen.cprogram as cpg
+    from soadyn.codegen.bounds import Limits, divisor_intervals, prove_finite
+    from soadyn.codegen.functions import Arg
+
+    lim = Limits(1e5, 1e-3, 1e3, "double", False, 0)
+    q, out = Arg("q", (1,)), [Arg("y", (2,))]
+    body = [cpg.Stmt(cpg.TRIG, "s", fn="sin", arg="q[0]"), cpg.value("D", cpg.Expr.of("0.5 + s")),
+            cpg.value("Dinv", cpg.Expr.of("1/D")), cpg.store("y", 0, cpg.Expr.of("Dinv*s")),
+            cpg.store("y", 1, cpg.Expr.of("s/D"))]
+    assert "divisor" in prove_finite(body, [q], out, lim)
+    seen, why = divisor_intervals(body, [q], out, lim, {"Dinv": 0.25})
+    assert why is None and seen["Dinv"][2] == 0.25
+    assert seen["Dinv"][0] < -0.5 < 1.5 < seen["Dinv"][1] < 1.6        # [-0.5, 1.5], widened by roundoff
+    assert "divisor" in divisor_intervals(body[:4], [q], out[:1], lim, {})[1]
+    assert "below the floor" in divisor_intervals(body, [q], out, lim, {"Dinv": 2.0})[1]
+    assert "not 1/divisor" in divisor_intervals(body, [q], out, lim, {"D": 0.25})[1]
 
 
 def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
