@@ -79,10 +79,11 @@ PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dyna
 #: of values live (their statements in register-pressure order, :mod:`soadyn.codegen.schedule`), and the
 #: priority allocator spills fewer of them.  Register allocation only: the same operations in the same
 #: order, the same bits (checked bit for bit against the default allocator's build).  Measured (issue 26,
-#: benchmarks/README.md): callgrind instructions per call (-mno-avx512f build) xArm7 free ID / FD
-#: derivatives -3 % / -4 %, B1 + Z1 -3 % / -3 %; the single call's time, fresh copies of the shared object
-#: alternating, -5 to -7 %.  Not for the whole profile: the forward dynamics ran 5 % slower with it
-#: (xArm7 free, 401-409 -> 421-430 ns), the inverse dynamics and M^-1 faster (150 -> 142, 485 -> 449 ns).
+#: benchmarks/README.md): ID derivatives of xArm7 free / fixed / UR10, callgrind instructions per call
+#: (-mno-avx512f build) 10,136 / 8,182 / 6,037 -> 10,021 / 6,635 / 5,933, ns (fresh copies of the shared
+#: objects alternating, load 9) 881-893 / 710-723 / 514 -> 852-855 / 676-680 / 462-465.  Not for the whole
+#: profile: the forward dynamics ran 5 % slower with it (xArm7 free, 401-409 -> 421-430 ns), the inverse
+#: dynamics and M^-1 faster (150 -> 142, 483-487 -> 445-452 ns).
 PRIORITY_RA_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext",
                                    "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
 #: the first lines of a translation unit of a :data:`PRIORITY_RA_FUNCTIONS` function (GCC only; the
