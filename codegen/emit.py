@@ -36,7 +36,7 @@ from soadyn.codegen.schedule import pressure_order, statement_deps, worth_schedu
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.trig import fuse_trig
-from soadyn.codegen.units import SIMD_FUNCTIONS, finish_function
+from soadyn.codegen.units import PRIORITY_RA_FUNCTIONS, SIMD_FUNCTIONS, finish_function
 from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.robot import Robot
 
@@ -92,6 +92,9 @@ class EmittedFunction:
     #: entry on zero wrenches (:func:`soadyn.codegen.lanes.finish_zero_fext`)
     zero_fext: str = ""
     zero_fext_inputs: tuple[tuple[str, int], ...] = ()
+    #: its translation units are compiled with gcc's priority register allocator
+    #: (:data:`~soadyn.codegen.units.PRIORITY_RA_FUNCTIONS`)
+    priority_ra: bool = False
 
     @property
     def is_family(self) -> bool:
@@ -444,6 +447,8 @@ def emit_functions(robot: Robot, module_name: str, specs: list[FunctionSpec],
         if variants:
             _delegate_to_nonzero([main, variants[1]], variants[0], p)
         group = [main, *variants]
+        for f in group:
+            f.priority_ra = s.name in PRIORITY_RA_FUNCTIONS
         funcs += group
         simd += [s.name in SIMD_FUNCTIONS] * len(group)
     return funcs, simd

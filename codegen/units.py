@@ -30,8 +30,8 @@ from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
-__all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "finish_function",
-           "translation_units", "prelude"]
+__all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "PRIORITY_RA_FUNCTIONS",
+           "finish_function", "translation_units", "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
@@ -72,6 +72,25 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
 #: 29.8-30.8 s; budgets 8 s and 30 s, issue 26), so they are not in :data:`SIMD_FUNCTIONS` by default
 PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
                                     "generalized_bias_fext", "angular_reduced_dynamics_fext"})
+
+#: functions whose translation units gcc compiles with its priority-based register allocator
+#: (``-fira-algorithm=priority``, Chow-Hennessy colouring, instead of the default Chaitin-Briggs), by
+#: :data:`PRIORITY_RA_PRAGMA` at the top of each of their units: the derivatives' long bodies keep hundreds
+#: of values live (their statements in register-pressure order, :mod:`soadyn.codegen.schedule`), and the
+#: priority allocator spills fewer of them.  Register allocation only: the same operations in the same
+#: order, the same bits (checked bit for bit against the default allocator's build).  Measured (issue 26,
+#: benchmarks/README.md): ID derivatives of xArm7 free / fixed / UR10, callgrind instructions per call
+#: (-mno-avx512f build) 10,136 / 8,182 / 6,037 -> 10,021 / 6,635 / 5,933, ns (fresh copies of the shared
+#: objects alternating, load 9) 881-893 / 710-723 / 514 -> 852-855 / 676-680 / 462-465.  Not for the whole
+#: profile: the forward dynamics ran 5 % slower with it (xArm7 free, 401-409 -> 421-430 ns), the inverse
+#: dynamics and M^-1 faster (150 -> 142, 483-487 -> 445-452 ns).
+PRIORITY_RA_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext",
+                                   "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
+#: the first lines of a translation unit of a :data:`PRIORITY_RA_FUNCTIONS` function (GCC only; the
+#: portable single-file source and the flight library do not carry it)
+PRIORITY_RA_PRAGMA = ("#if defined(__GNUC__) && !defined(__clang__)",
+                      '#pragma GCC optimize ("ira-algorithm=priority")',
+                      "#endif")
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
@@ -170,7 +189,9 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
         enum = f.enum_text if f.is_family else ""
         if f.is_family and not enum:
             raise ValueError(f"{f.cname}: a frame family's unit needs the frame enum (emit_module sets it)")
-        head = (f"#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n" + prelude(lanes))
+        pragma = "\n".join(PRIORITY_RA_PRAGMA) + "\n" if getattr(f, "priority_ra", False) else ""
+        head = (f"{pragma}#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n"
+                + prelude(lanes))
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
         per = f.ops.get("total", 0) // max(1, len(pieces))

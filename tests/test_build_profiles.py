@@ -668,3 +668,34 @@ def test_large_new_batch_results_reuse_the_released_block(tmp_path, test_arm_pat
         assert np.array_equal(D3[i].view(np.int64), one[1].view(np.int64))
     small = m.innovations_factors(Q[:64])[0]      # below FX_KEEP_MIN: numpy's own allocation
     assert small.base is None or isinstance(small.base, np.ndarray)
+
+
+def test_priority_register_allocation_same_bits(tmp_path, monkeypatch):
+    """The derivatives' translation units ask gcc for its priority register allocator (``#pragma GCC
+    optimize``, :data:`~soadyn.codegen.units.PRIORITY_RA_FUNCTIONS`), the other functions' do not; the
+    results, single call and SIMD batch, are the bits of the same build without the pragma (a pragma that
+    dropped ``-ffp-contract=off`` or ``-fno-math-errno`` would change them)."""
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import PRIORITY_RA_PRAGMA, translation_units
+
+    robot = load_robot(EXAMPLES / "tian_wu_3dof.yaml")
+    funcs = "inverse_dynamics_derivatives,forward_dynamics_derivatives,mass_matrix"
+    gen = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
+    pragma = PRIORITY_RA_PRAGMA[1]
+    units = translation_units(gen.functions, gen.files[gen.header_name])
+    marked = {stem for stem, text in units if pragma in text}
+    assert marked and all("_derivatives" in stem for stem in marked)
+    assert any("_derivatives_stage1(" in text for stem, text in units if stem in marked)   # its stages too
+    assert any("mass_matrix" in stem for stem, _ in units)
+    assert not any("mass_matrix" in stem for stem in marked)
+    assert pragma not in "".join(gen.files.values())            # the portable single-file C: none
+    with_ra = soadyn_compile(robot, tmp_path / "ra", functions=funcs, progress=False, profile=TINY_STAGES)
+    monkeypatch.setattr("soadyn.codegen.emit.PRIORITY_RA_FUNCTIONS", frozenset())
+    without = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
+    Q, V, A = _states(robot, 9)
+    for name in ("inverse_dynamics_derivatives", "forward_dynamics_derivatives"):
+        single = [np.stack([np.stack(getattr(m, name)(Q[i], V[i], A[i])) for i in range(len(Q))])
+                  for m in (with_ra, without)]
+        batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (with_ra, without)]
+        assert single[0].tobytes() == single[1].tobytes(), name
+        assert batch[0].tobytes() == batch[1].tobytes(), name

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -240,7 +240,7 @@ def sweep_at_forward_dynamics(kin: Any, sw: Sweep, Minv: np.ndarray, tau: np.nda
                 fk = fk + Fq[c]
         Fq[k] = ctx.stage(f"Fqc{k}", fk)
         F[k] = ctx.stage(f"Fcq{k}", sw.F[k] + Fq[k])
-    return Sweep(sw.grav, sw.S, sw.V, A, sw.inert, sw.Ic, sw.Cc, sw.Hc, F)
+    return replace(sw, A=A, F=F)
 
 
 def _hinge_bodies(robot: Any) -> list[list[int]]:

@@ -133,7 +133,9 @@ def _is_path(robot: Any, j: int, i: int) -> bool:
 class Sweep:
     """The per-body quantities of the two sweeps, base-aligned coordinates (module docstring): joint
     columns S, velocities V, accelerations A, body inertias I and, per subtree, composite inertia Ic,
-    Coriolis block Cc and momentum Hc, force F (None for a fixed root); ``grav`` is ``a_root = -g``."""
+    Coriolis block Cc and momentum Hc, force F (None for a fixed root); ``grav`` is ``a_root = -g``;
+    ``U[k] = S_k x v_lambda`` of a one-column joint (the ``u_j`` of the module docstring, which the
+    acceleration's velocity product reuses: ``v_lambda x S_k qd_k = -qd_k u_k``), None elsewhere."""
 
     grav: np.ndarray
     S: list[list[np.ndarray]]
@@ -144,6 +146,7 @@ class Sweep:
     Cc: list[np.ndarray]
     Hc: list[np.ndarray]
     F: list[np.ndarray]
+    U: list[np.ndarray | None]
 
 
 def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.ndarray | None = None,
@@ -170,6 +173,7 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
     f: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     hb: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     Cb: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    U: list[np.ndarray | None] = [None] * n
     zero6 = ctx.zeros(6)
     # ---- base to tip: joint columns, velocities, accelerations, body forces (base coordinates) --------
     for k in range(n):
@@ -186,7 +190,8 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
             S[k] = [col]
             qd = v[robot.v_index(k)][0]
             V[k] = ctx.stage(f"vb{k}", V[p] + col * qd)
-            acc = A[p] + motion_cross(V[p], col * qd)
+            U[k] = ctx.stage(f"u{k}", motion_cross(col, V[p]))
+            acc = A[p] - U[k] * qd          # v_lambda x S_k qd_k, from u_k (needed by the derivatives)
             A[k] = ctx.stage(f"ab{k}", acc if a is None else acc + col * a[robot.v_index(k)][0])
         if k in ctx.parameters:      # run-time parameters: (m, h, J about O_k) moved to the base
             body = body_inertia(robot, ctx, k).rigid()
@@ -219,7 +224,7 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
         Cc[k] = ctx.stage_symmetric(f"Cc{k}", Ck)
         Hc[k] = ctx.stage(f"Hc{k}", Hk)
         F[k] = ctx.stage(f"Fc{k}", Fk)
-    return Sweep(grav, S, V, A, inert, Ic, Cc, Hc, F)
+    return Sweep(grav, S, V, A, inert, Ic, Cc, Hc, F, U)
 
 
 def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -243,7 +248,7 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
         has_anc = robot.parent[j] > 0 or (robot.parent[j] == 0 and bool(S[0]))
         cj = []
         for s in S[j]:
-            u = ctx.stage(f"u{j}", motion_cross(s, vl))
+            u = ctx.stage(f"u{j}", motion_cross(s, vl)) if sw.U[j] is None else sw.U[j]
             alpha = ctx.stage(f"al{j}", motion_cross(s, al) - motion_cross(u, vl))
             if p < 0:           # the free base: six columns of S_0 = I6
                 beta = ctx.stage(f"be{j}", motion_cross(s, V[j] + vl))
