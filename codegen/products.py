@@ -386,7 +386,8 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
     a local ``<scratch>_<i>`` (an entry of ``A`` read in place from an output, ``Product.source``, the local
     ``<output>_s<i>`` stored there), and each result entry ``C + s (a_i0 b_0j + ...)`` is stored after the
     statements, summed left to right like the loops (a symmetric product's entry (i, j), i <= j, also at
-    (j, i)).  An in-place product (``k`` = 0, ``s A B`` with ``A`` the output ``left`` and ``B`` stored where
+    (j, i)); an entry that a later product reads in place becomes that local too (its finished value).
+    An in-place product (``k`` = 0, ``s A B`` with ``A`` the output ``left`` and ``B`` stored where
     the result goes): the entries of ``A`` are stored and kept as locals ``<left>_s<i>``, those of ``B``
     become locals ``<output>_b<i>`` instead of stores, and each result entry ``s (a_i0 b_0j + ...)`` is stored
     after the statements, summed left to right like the loops."""
@@ -462,7 +463,13 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
                 for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
                     value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
                              else f"{sign}{p.left}_r{i}_{j}")
-                    out.append(cp.store(name, stride * (p.row0 + a) + col + b, Expr.of(value)))
+                    at = stride * (p.row0 + a) + col + b
+                    if (name, at) in read:           # a later product reads the finished entry
+                        local = f"{name}_s{at}"
+                        out += [cp.value(local, Expr.of(value)), cp.store(name, at, Expr.of(local))]
+                        defined.add(local)
+                    else:
+                        out.append(cp.store(name, at, Expr.of(value)))
     return out
 
 

@@ -127,8 +127,10 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         bias = base_aligned_sweep(kin, v, None, f_ext)
         # Algorithm 2 and M^-1 in the sweep's base-aligned coordinates (no transforms between bodies)
         ab = articulated_body(robot, ctx, q, BaseAligned.of(kin, bias))
-        Minv = mass_matrix_inverse_from(ab, loop=False)   # M^-1 is the next product's left factor
-        sweep = sweep_at_forward_dynamics(kin, bias, Minv, net_torques(robot, ctx, v, tau))
+        # M^-1 (the products' left factor, read in place after its base terms' loop) and qdd from its factors
+        rhs = net_torques(robot, ctx, v, tau) - bias_torques(kin, bias)
+        Minv, qdd = mass_matrix_inverse_from(ab, rhs=rhs)
+        sweep = sweep_at_forward_dynamics(kin, bias, ctx.stage("afd", qdd))
         dq, dv = rnea_entries(kin, sweep, base_q=not robot.is_free)
         J = np.concatenate([dq, add_damping_derivative(robot, ctx, v, dv)], axis=1)
     else:
@@ -200,25 +202,29 @@ class BaseAligned(Kinematics):
         return None
 
 
-def sweep_at_forward_dynamics(kin: Any, sw: Sweep, Minv: np.ndarray, tau: np.ndarray) -> Sweep:
+def bias_torques(kin: Any, sw: Sweep) -> np.ndarray:
+    """``h``, the generalised forces of the bias sweep ``sw`` (every acceleration zero): ``h_i = S_i^T
+    F_i(bias)``, so that ``qdd = M^-1 (tau - h)``."""
+    robot = kin.robot
+    h = kin.ctx.zeros(robot.nv)
+    for k in range(robot.n_bodies):
+        if sw.S[k]:
+            h[robot.v_index(k)] = [s @ sw.F[k] for s in sw.S[k]]
+    return h
+
+
+def sweep_at_forward_dynamics(kin: Any, sw: Sweep, qdd: np.ndarray) -> Sweep:
     """The base-aligned sweep of :func:`~soadyn.symbolic.algorithms.rnea_derivatives.base_aligned_sweep` at
     ``qdd = FD(q, v, tau)`` from its bias sweep ``sw`` (every acceleration zero), with qdd from the M^-1
-    the caller computes anyway instead of a second articulated-body pass (Algorithm 3 and its body-frame
-    velocities)::
+    factors the caller computes anyway (``M^-1 (tau - h)``, :func:`bias_torques`) instead of a second
+    articulated-body pass (Algorithm 3 and its body-frame velocities)::
 
-        qdd = M^-1 (tau - h),   h_i = S_i^T F_i(bias)
         A_k = A_k(bias) + Aq_k,   Aq_k = Aq_parent + S_k qdd_k   (Aq_base = qdd_base, S_0 = I6)
         F_i = F_i(bias) + sum of I_k Aq_k over the subtree of i
 
-    (the body forces are affine in the accelerations).  ``tau``: the net joint forces (drive train's
-    passive forces already subtracted)."""
+    (the body forces are affine in the accelerations)."""
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
-    h = ctx.zeros(robot.nv)
-    for k in range(n):
-        if sw.S[k]:
-            h[robot.v_index(k)] = [s @ sw.F[k] for s in sw.S[k]]
-    qdd = ctx.stage("afd", Minv @ (tau - h))
     Aq: list[Any] = [None] * n
     A = list(sw.A)
     for k in range(n):
