@@ -119,7 +119,8 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     (left to right), then stored into (or, ``accumulate``, added to) its output row.  A symmetric product
     computes row i from column i on (whole vectors from the one holding column i), stores it from column
     i on and copies it into column i below the diagonal (what the program stored there equals the
-    entry above).  ``width`` doubles per vector (1: the plain scalar loops)."""
+    entry above; the vector loops copy every row's entries after the last row, unrolled).  ``width``
+    doubles per vector (1: the plain scalar loops)."""
     m, k, n = p.m, p.k, p.columns
     name, stride, col, _ = p.runs[0]
     op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
@@ -173,8 +174,11 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     # whole (unaligned) vectors of the row, then its last entries one by one
     out += [f"    {UNROLL} for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
             f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
-            f"    {UNROLL} for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
-    return out + mirror + ["}"]
+            f"    {UNROLL} for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];", "}"]
+    # a symmetric product's copies below the diagonal once every row is done, unrolled (constant offsets:
+    # a loop per row cost ~6 instructions per entry; B1 + Z1's base terms of M^-1, 153 entries)
+    return out + [f"{name}[{stride * (p.row0 + j) + col + i}] = {name}[{stride * (p.row0 + i) + col + j}];"
+                  for i in range(m) for j in range(i + 1, n)] if p.symmetric else out
 
 
 #: at most this many vector accumulators in a column of :func:`_column_product_lines` (else by rows)

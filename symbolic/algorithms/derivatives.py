@@ -157,12 +157,12 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     closed = method == "inverse"                 # the free base's closed-form columns (below)
     for g, (cols, rows, out) in enumerate(product_blocks(robot, skip_base=closed)):
         name = "dadx" if g == 0 else f"dadx{g}"
-        B = J[np.ix_(rows, cols)]
+        B = -J[np.ix_(rows, cols)]          # -dtau/dx: the sign folds into its expressions
         if len(rows) == nv and len(out) == nv:
             P = ctx.matmul(name, Minv, B)
         else:             # a block of M^-1: the generated loops read it from da_dtau in place
             P = ctx.matmul(name, Minv[np.ix_(out, rows)], B, left_of=(Minv, out, rows))
-        da[np.ix_(out, cols)] = -P
+        da[np.ix_(out, cols)] = P
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
