@@ -15,10 +15,12 @@ Derivatives with respect to q are taken along the tangent ``q (+) delta`` of doc
 
   with ``M^-1`` from the innovations factorisation (eq. 2.10c) of Algorithm 2 run in the base-aligned
   coordinates of the analytic ``dtau/dx`` (:class:`BaseAligned`: no transform between bodies; xArm7 on a
-  free base 17,486 -> 15,542 operations with the next change), ``a = M^-1 (tau - h)`` and the sweep at
-  that ``a`` from its bias sweep (:func:`sweep_at_forward_dynamics`, instead of Algorithm 3), and
+  free base 17,486 -> 15,542 operations with the next change), ``a = M^-1 (tau - h)`` from M^-1's factors
+  (``mass_matrix_inverse_from(rhs=)``: M^-1's base terms stay a loop that the products read after it) and
+  the sweep at that ``a`` from its bias sweep (:func:`sweep_at_forward_dynamics`, instead of Algorithm 3), and
   ``dtau/dx`` the analytic derivatives above at that ``a`` (Carpentier & Mansard 2018 use the same
-  identity).  The product is ``ctx.matmul``: one scalar expression per entry on a plain
+  identity).  The product ``M^-1 (-dtau/dx)`` (the sign folded into dtau's expressions) is ``ctx.matmul``:
+  one scalar expression per entry on a plain
   symbolic context, loops over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
   ``Product``), one per block of columns of ``dtau/dx`` with the rows the tree lets be non-zero
   (:func:`product_blocks`); a block's rows and columns of M^-1 are read in place from ``da_dtau``
