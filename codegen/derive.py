@@ -184,6 +184,9 @@ class CodegenSymbolic(Symbolic):
     #: :func:`soadyn.symbolic.algorithms.derivatives.plain_products`)
     expand_products: bool = False
 
+    def product_loops(self, entries: int) -> bool:
+        return not self.expand_products and entries >= GENERAL_PRODUCT_MIN
+
     def matmul(self, name: str, A: np.ndarray, B: np.ndarray, symmetric: bool = False,
                left_of: tuple[np.ndarray, list[int], list[int]] | None = None,
                mask: np.ndarray | None = None) -> np.ndarray:
@@ -211,10 +214,12 @@ class CodegenSymbolic(Symbolic):
 
 
 def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
-                used: set) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
+                used: set, original: dict[str, list[se.Basic]] | None = None
+                ) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
     """The :class:`Product` of ``d`` and the output entries to store before it, or None when ``d`` cannot
     run in place: a result entry used by the program, or stored other than as ``+-P_ij`` down whole
-    columns of one output, or ``A`` not square or not an output."""
+    columns of one output, or ``A`` not square or not an output (as the algorithm returned the outputs,
+    ``original``: an earlier product loop may finish its entries)."""
     m, k = d.A.shape
     if m != k or d.symmetric or d.mask is not None or used & set(d.P.ravel()):
         return None
@@ -233,7 +238,7 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     if len(signs) > 1:
         return None
     targets = {w[0] for w in where.values()}
-    left = next((n for n, es in outputs.items() if shapes.get(n) == (m, m) and n not in targets
+    left = next((n for n, es in (original or outputs).items() if shapes.get(n) == (m, m) and n not in targets
                  and all(es[i * m + j] == se.sympify(d.A[i, j]) for i in range(m) for j in range(m))), None)
     if left is None:
         return None
@@ -296,7 +301,8 @@ MASK_PAD = 8
 
 
 def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
-                        used: set, lefts: dict | None = None
+                        used: set, lefts: dict | None = None,
+                        original: dict[str, list[se.Basic]] | None = None
                         ) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
     """The general :class:`Product` of ``d`` (``A`` m x k, ``B`` k x n, both copied into a scratch array)
     when every result entry is stored once, as ``C + s P_ij`` (one sign), in one dense block of one
@@ -361,7 +367,7 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     if scratch in outputs:
         return None
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
-    source = _left_source(d, outputs, shapes, name)
+    source = _left_source(d, original or outputs, shapes, name)
     mirror = source is not None and _symmetric(np.asarray(d.left_of[0], dtype=object))
     key = tuple(se.sympify(e) for e in d.A.ravel())
     if source is None and ranges and lefts is not None and key in lefts:
@@ -411,27 +417,51 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
                    ) -> tuple[list[tuple[str, list[se.Basic]]], list[Product]]:
     """Turn the products of ``ctx.matmul`` into :class:`Product` loops where their results are outputs
     (whole columns, one sign, ``A`` an output too); expand the others into ``ctx.program`` (in place).
-    Returns the outputs to store before the products, and the products in order."""
+    Returns the outputs to store before the products, and the products in order.
+
+    A product's result may be a later product's ``A`` when that one reads ``A`` in place from the output
+    (an in-place product, or ``Product.source``): the loops run in order, so it reads the finished
+    entries (forward-dynamics derivatives: M^-1's base terms, then ``-M^-1 dtau/dx``).  Any other use of
+    a result (a statement, a factor copied into a scratch array, an expanded product) expands it."""
     used: set = set()
     for a in ctx.program:
         used |= a.expr.free_symbols
-    for d in ctx.deferred:            # a product's result that is another product's factor is expanded
-        used |= {s for e in (*d.A.ravel(), *d.B.ravel()) for s in se.sympify(e).free_symbols}
-    outs = {n: [se.sympify(e) for e in es] for n, es in outputs}
-    products: list[Product] = []
-    expand: list[_Deferred] = []
-    lefts: dict = {}
-    for d in ctx.deferred:
-        found = _as_product(d, outs, shapes, used) or _as_general_product(d, outs, shapes, used, lefts)
-        if found is None:
-            expand.append(d)
-            continue
-        product, stores = found
-        if product.k:
-            outs[product.left] = [se.Integer(0)] * scratch_size(product)
-        for (name, flat), e in stores.items():
-            outs[name][flat] = e
-        products.append(product)
+    reads_in_place = [d.left_of is not None or d.A.shape[0] == d.A.shape[1] for d in ctx.deferred]
+    for d, inplace in zip(ctx.deferred, reads_in_place):   # a factor's symbols, unless read in place
+        factors = (*(() if inplace else d.A.ravel()), *d.B.ravel())
+        used |= {s for e in factors for s in se.sympify(e).free_symbols}
+    original = {n: [se.sympify(e) for e in es] for n, es in outputs}
+    forced: set = set()
+    while True:
+        outs = {n: list(es) for n, es in original.items()}
+        placed: list[tuple[int, Product]] = []
+        expand: list[_Deferred] = []
+        lefts: dict = {}
+        for at, d in enumerate(ctx.deferred):
+            found = (_as_product(d, outs, shapes, used | forced, original)
+                     or _as_general_product(d, outs, shapes, used | forced, lefts, original))
+            if found is None:
+                expand.append(d)
+                continue
+            product, stores = found
+            if product.k:
+                outs[product.left] = [se.Integer(0)] * scratch_size(product)
+            for (name, flat), e in stores.items():
+                outs[name][flat] = e
+            placed.append((at, product))
+        # a placed product's result read by an expanded product, a copied factor or an earlier loop: expand it
+        results = {at: {x for x in ctx.deferred[at].P.ravel() if x is not None} for at, _ in placed}
+        where = {at: p for at, p in placed}
+        clash = set()
+        for at, d in enumerate(ctx.deferred):
+            p = where.get(at)
+            in_place = p is not None and (not p.k or p.source is not None)
+            syms = {s for e in d.A.ravel() for s in se.sympify(e).free_symbols}
+            clash |= {w for w, r in results.items() if r & syms and (not in_place or w > at)}
+        if not clash:
+            break
+        forced |= set().union(*(results[w] for w in clash))
+    products = [p for _, p in placed]
     for d in sorted(expand, key=lambda d: -d.position):
         full = d.A @ d.B
         ctx.program[d.position:d.position] = [Assignment(d.P[ij], se.sympify(full[ij]), d.name)

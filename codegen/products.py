@@ -119,7 +119,8 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     (left to right), then stored into (or, ``accumulate``, added to) its output row.  A symmetric product
     computes row i from column i on (whole vectors from the one holding column i), stores it from column
     i on and copies it into column i below the diagonal (what the program stored there equals the
-    entry above).  ``width`` doubles per vector (1: the plain scalar loops)."""
+    entry above; the vector loops copy every row's entries after the last row, unrolled).  ``width``
+    doubles per vector (1: the plain scalar loops)."""
     m, k, n = p.m, p.k, p.columns
     name, stride, col, _ = p.runs[0]
     op = ("-=" if p.scale < 0 else "+=") if p.accumulate else "="
@@ -173,8 +174,11 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     # whole (unaligned) vectors of the row, then its last entries one by one
     out += [f"    {UNROLL} for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
             f"*(prod_w *)(prod_o + prod_j) {op} {sign}*(const prod_w *)(prod_u.d + prod_j);",
-            f"    {UNROLL} for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];"]
-    return out + mirror + ["}"]
+            f"    {UNROLL} for (; prod_j < {n}; ++prod_j) prod_o[prod_j] {op} {sign}prod_u.d[prod_j];", "}"]
+    # a symmetric product's copies below the diagonal once every row is done, unrolled (constant offsets:
+    # a loop per row cost ~6 instructions per entry; B1 + Z1's base terms of M^-1, 153 entries)
+    return out + [f"{name}[{stride * (p.row0 + j) + col + i}] = {name}[{stride * (p.row0 + i) + col + j}];"
+                  for i in range(m) for j in range(i + 1, n)] if p.symmetric else out
 
 
 #: at most this many vector accumulators in a column of :func:`_column_product_lines` (else by rows)
@@ -386,7 +390,8 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
     a local ``<scratch>_<i>`` (an entry of ``A`` read in place from an output, ``Product.source``, the local
     ``<output>_s<i>`` stored there), and each result entry ``C + s (a_i0 b_0j + ...)`` is stored after the
     statements, summed left to right like the loops (a symmetric product's entry (i, j), i <= j, also at
-    (j, i)).  An in-place product (``k`` = 0, ``s A B`` with ``A`` the output ``left`` and ``B`` stored where
+    (j, i)); an entry that a later product reads in place becomes that local too (its finished value).
+    An in-place product (``k`` = 0, ``s A B`` with ``A`` the output ``left`` and ``B`` stored where
     the result goes): the entries of ``A`` are stored and kept as locals ``<left>_s<i>``, those of ``B``
     become locals ``<output>_b<i>`` instead of stores, and each result entry ``s (a_i0 b_0j + ...)`` is stored
     after the statements, summed left to right like the loops."""
@@ -462,7 +467,13 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
                 for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
                     value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
                              else f"{sign}{p.left}_r{i}_{j}")
-                    out.append(cp.store(name, stride * (p.row0 + a) + col + b, Expr.of(value)))
+                    at = stride * (p.row0 + a) + col + b
+                    if (name, at) in read:           # a later product reads the finished entry
+                        local = f"{name}_s{at}"
+                        out += [cp.value(local, Expr.of(value)), cp.store(name, at, Expr.of(local))]
+                        defined.add(local)
+                    else:
+                        out.append(cp.store(name, at, Expr.of(value)))
     return out
 
 

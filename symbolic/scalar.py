@@ -94,6 +94,12 @@ class ScalarContext(Protocol):
         those (the others are None there)."""
         ...
 
+    def product_loops(self, entries: int) -> bool:
+        """Whether :meth:`matmul` of a result with this many entries may become a loop over the factors
+        (an algorithm then keeps its result out of its other expressions); False: one expression per
+        entry, which the rest of the algorithm may read at no cost."""
+        ...
+
 
 def mirror_upper(R: np.ndarray) -> np.ndarray:
     """``R`` (square) with its strict lower triangle replaced by the mirror of its upper triangle."""
@@ -159,6 +165,9 @@ class Numeric:
                mask: np.ndarray | None = None) -> np.ndarray:
         R = np.asarray(A) @ np.asarray(B)
         return mirror_upper(R) if symmetric else R
+
+    def product_loops(self, entries: int) -> bool:
+        return False
 
     def stage_symmetric(self, name: str, arr: Any) -> Any:
         return arr
@@ -297,6 +306,9 @@ class Symbolic:
         a loop in the generated C instead)."""
         R = np.asarray(A) @ np.asarray(B)
         return mirror_upper(R) if symmetric else R
+
+    def product_loops(self, entries: int) -> bool:
+        return False
 
     def _stage_one(self, sym_name: str, e: Any, stage: str = "") -> Any:
         e = se.sympify(e)

@@ -419,8 +419,10 @@ def test_block_products_in_generated_c(tmp_path, deriv_dir, base):
     if robot.is_free:     # one block of each branch's columns: base and branch rows, a loop
         inner = sorted(p.inner for p in program.products)
         assert inner and min(inner) < robot.nv, inner
-        # ... reading its block of M^-1 in place from da_dtau (not copied into a scratch array)
-        assert all(p.source[0] == "da_dtau" for p in program.products if p.inner < robot.nv)
+        # ... reading its block of M^-1 in place from da_dtau (not copied into a scratch array; the symmetric
+        # product is M^-1's base terms, added to da_dtau before them)
+        assert all(p.source[0] == "da_dtau" for p in program.products
+                   if p.inner < robot.nv and not p.symmetric)
     else:                 # the two branches do not reach each other: exact zeros, no product entry
         da_dq = np.array(dict(program.outputs)["da_dq"], dtype=object).reshape(robot.nv, robot.nv)
         assert all(e == 0 for e in da_dq[5:, :5].ravel()) and all(e == 0 for e in da_dq[:5, 5:].ravel())
@@ -536,6 +538,32 @@ def test_derivative_batches_through_the_simd_lanes_equal_single_calls(arm, tmp_p
         for i in range(len(Q)):
             for b, s1 in zip(batch, getattr(mod, name)(Q[i], V[i], third[i])):
                 assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), (name, i)
+
+
+def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path):
+    """The two-branch free tree (10 hinges): M^-1's base terms are a symmetric loop added to da_dtau first
+    (qdd from M^-1's factors, not its entries), and the products -M^-1 dtau/dx read da_dtau in place after
+    it.  The single call agrees with the differences and the float run; the SIMD batch (the products as
+    expressions, the later ones reading the finished entries) has the bits of the single call."""
+    from soadyn.codegen.derive import derive
+    from soadyn.codegen.functions import function_table
+    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("free")), GRAVITY)
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    first, *rest = derive(robot, spec).products
+    assert first.symmetric and first.accumulate and first.runs[0][0] == "da_dtau" and first.m == robot.nv - 6
+    assert rest and all((p.source or (p.left,))[0] == "da_dtau" for p in rest)
+    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
+    mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
+                        profile=prof)
+    Q, V, T, _ = _states(robot, 7, 36)
+    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
+    batch = mod.forward_dynamics_derivatives(Q, V, T)
+    for i in range(len(Q)):
+        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
+            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
 
 
 @pytest.mark.parametrize("base", ["free", "fixed"])

@@ -15,10 +15,12 @@ Derivatives with respect to q are taken along the tangent ``q (+) delta`` of doc
 
   with ``M^-1`` from the innovations factorisation (eq. 2.10c) of Algorithm 2 run in the base-aligned
   coordinates of the analytic ``dtau/dx`` (:class:`BaseAligned`: no transform between bodies; xArm7 on a
-  free base 17,486 -> 15,542 operations with the next change), ``a = M^-1 (tau - h)`` and the sweep at
-  that ``a`` from its bias sweep (:func:`sweep_at_forward_dynamics`, instead of Algorithm 3), and
+  free base 17,486 -> 15,542 operations with the next change), ``a = M^-1 (tau - h)`` from M^-1's factors
+  (``mass_matrix_inverse_from(rhs=)``: M^-1's base terms stay a loop that the products read after it) and
+  the sweep at that ``a`` from its bias sweep (:func:`sweep_at_forward_dynamics`, instead of Algorithm 3), and
   ``dtau/dx`` the analytic derivatives above at that ``a`` (Carpentier & Mansard 2018 use the same
-  identity).  The product is ``ctx.matmul``: one scalar expression per entry on a plain
+  identity).  The product ``M^-1 (-dtau/dx)`` (the sign folded into dtau's expressions) is ``ctx.matmul``:
+  one scalar expression per entry on a plain
   symbolic context, loops over the stored factors in the generated C (:mod:`soadyn.codegen.derive`,
   ``Product``), one per block of columns of ``dtau/dx`` with the rows the tree lets be non-zero
   (:func:`product_blocks`); a block's rows and columns of M^-1 are read in place from ``da_dtau``
@@ -127,8 +129,10 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         bias = base_aligned_sweep(kin, v, None, f_ext)
         # Algorithm 2 and M^-1 in the sweep's base-aligned coordinates (no transforms between bodies)
         ab = articulated_body(robot, ctx, q, BaseAligned.of(kin, bias))
-        Minv = mass_matrix_inverse_from(ab, loop=False)   # M^-1 is the next product's left factor
-        sweep = sweep_at_forward_dynamics(kin, bias, Minv, net_torques(robot, ctx, v, tau))
+        # M^-1 (the products' left factor, read in place after its base terms' loop) and qdd from its factors
+        rhs = net_torques(robot, ctx, v, tau) - bias_torques(kin, bias)
+        Minv, qdd = mass_matrix_inverse_from(ab, rhs=rhs)
+        sweep = sweep_at_forward_dynamics(kin, bias, ctx.stage("afd", qdd))
         dq, dv = rnea_entries(kin, sweep, base_q=not robot.is_free)
         J = np.concatenate([dq, add_damping_derivative(robot, ctx, v, dv)], axis=1)
     else:
@@ -155,12 +159,12 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
     closed = method == "inverse"                 # the free base's closed-form columns (below)
     for g, (cols, rows, out) in enumerate(product_blocks(robot, skip_base=closed)):
         name = "dadx" if g == 0 else f"dadx{g}"
-        B = J[np.ix_(rows, cols)]
+        B = -J[np.ix_(rows, cols)]          # -dtau/dx: the sign folds into its expressions
         if len(rows) == nv and len(out) == nv:
             P = ctx.matmul(name, Minv, B)
         else:             # a block of M^-1: the generated loops read it from da_dtau in place
             P = ctx.matmul(name, Minv[np.ix_(out, rows)], B, left_of=(Minv, out, rows))
-        da[np.ix_(out, cols)] = -P
+        da[np.ix_(out, cols)] = P
     if robot.is_free and method == "inverse":
         # The base attitude only turns gravity, which enters exactly as a base acceleration -g_b:
         # dtau/d delta_w = M[:, base] da_w, so da/d delta_w = -[da_w; 0] with da_w = [0; e_m x g_b],
@@ -200,25 +204,29 @@ class BaseAligned(Kinematics):
         return None
 
 
-def sweep_at_forward_dynamics(kin: Any, sw: Sweep, Minv: np.ndarray, tau: np.ndarray) -> Sweep:
+def bias_torques(kin: Any, sw: Sweep) -> np.ndarray:
+    """``h``, the generalised forces of the bias sweep ``sw`` (every acceleration zero): ``h_i = S_i^T
+    F_i(bias)``, so that ``qdd = M^-1 (tau - h)``."""
+    robot = kin.robot
+    h = kin.ctx.zeros(robot.nv)
+    for k in range(robot.n_bodies):
+        if sw.S[k]:
+            h[robot.v_index(k)] = [s @ sw.F[k] for s in sw.S[k]]
+    return h
+
+
+def sweep_at_forward_dynamics(kin: Any, sw: Sweep, qdd: np.ndarray) -> Sweep:
     """The base-aligned sweep of :func:`~soadyn.symbolic.algorithms.rnea_derivatives.base_aligned_sweep` at
     ``qdd = FD(q, v, tau)`` from its bias sweep ``sw`` (every acceleration zero), with qdd from the M^-1
-    the caller computes anyway instead of a second articulated-body pass (Algorithm 3 and its body-frame
-    velocities)::
+    factors the caller computes anyway (``M^-1 (tau - h)``, :func:`bias_torques`) instead of a second
+    articulated-body pass (Algorithm 3 and its body-frame velocities)::
 
-        qdd = M^-1 (tau - h),   h_i = S_i^T F_i(bias)
         A_k = A_k(bias) + Aq_k,   Aq_k = Aq_parent + S_k qdd_k   (Aq_base = qdd_base, S_0 = I6)
         F_i = F_i(bias) + sum of I_k Aq_k over the subtree of i
 
-    (the body forces are affine in the accelerations).  ``tau``: the net joint forces (drive train's
-    passive forces already subtracted)."""
+    (the body forces are affine in the accelerations)."""
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
-    h = ctx.zeros(robot.nv)
-    for k in range(n):
-        if sw.S[k]:
-            h[robot.v_index(k)] = [s @ sw.F[k] for s in sw.S[k]]
-    qdd = ctx.stage("afd", Minv @ (tau - h))
     Aq: list[Any] = [None] * n
     A = list(sw.A)
     for k in range(n):

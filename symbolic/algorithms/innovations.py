@@ -60,12 +60,22 @@ def mass_matrix_inverse(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.nda
     return mass_matrix_inverse_from(articulated_body(robot, ctx, q))
 
 
-def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True) -> np.ndarray:
+def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.ndarray | None = None
+                             ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """:func:`mass_matrix_inverse` from an articulated-body run that is already staged.
 
     ``loop``: the free base's term of every pair of hinges as one dense product (``ctx.matmul``, a loop in
-    the generated C when M^-1 is an output and nothing else reads it); False: one 6-term sum per pair,
-    shared by (a, b) and (b, a), for callers that go on computing with M^-1."""
+    the generated C when M^-1 is an output and nothing else reads its entries but later product loops
+    that read it in place); False: one 6-term sum per pair, shared by (a, b) and (b, a), for callers
+    that go on computing with M^-1's entries.
+
+    ``rhs`` (nv,): also return ``M^-1 rhs``, from the factors rather than from M^-1's entries, so that the
+    base's terms can stay a loop: with ``s = sum_b W0(b) rhs_b``, the base rows are ``D(n)^-1 rhs_base + s``
+    and hinge a's ``W0(a) . rhs_base + Y(n, a) . s + sum_b (hinges' terms of (a, b)) rhs_b`` (no term for
+    hinges on other branches): always when the base's terms are a loop (``loop``, and the context makes a
+    loop of that product: M^-1's entries would need the loop's results), else when that takes fewer
+    multiply-adds than M^-1's rows (B1 + Z1 on a free base: 432 instead of 576; not a chain: the xArm7's
+    211 against 169, and its base terms stay expressions)."""
     robot, ctx = ab.kin.robot, ab.kin.ctx
     cols = innovation_columns(ab)
     nv, n = robot.nv, robot.n_bodies
@@ -98,28 +108,48 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True) -> np.ndarr
     # them are outboard of the base), the dense product of the (nv - 6) x 6 rows Y(n, a)* and the 6 x (nv - 6)
     # columns W0(b): one loop in the generated C (ctx.matmul) instead of a 6-term sum per entry
     base = None
-    if robot.is_free and n > 1 and loop:
+    if robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
         base = ctx.matmul("MinvB", np.array([cols[a][0] for a in range(1, n)]),
                           np.stack([W0[b] for b in range(1, n)], axis=1), symmetric=True)
     # the hinges' terms: Y(i, a) D^-1(i) Y(i, b) over the hinges i inboard of (or at) both a and b, which are
     # none for bodies on different branches; computed once per pair (M^-1 is symmetric)
+    hinge: dict[tuple[int, int], Any] = {}      # (a, b), a <= b: the hinges' terms, where there are any
     for b in range(1, n):
         for a in range(1, b + 1):
-            terms = []
-            for i in range(1, n):
-                ya, wb = y(i, a), W.get((i, b))
-                if ya is not None and wb is not None:
-                    terms.append(ya * wb)
+            terms = [y(i, a) * W[i, b] for i in range(1, n) if y(i, a) is not None and (i, b) in W]
+            if terms:
+                hinge[a, b] = sum(terms[1:], terms[0])
+    pairs = sum(1 if a == b else 2 for a, b in hinge)
+    factored = rhs is not None and robot.is_free and n > 1 and (
+        base is not None or 18 * (n - 1) + 36 + pairs < nv * nv)
+    for b in range(1, n):
+        for a in range(1, b + 1):
+            terms = [hinge[a, b]] if (a, b) in hinge else []
             if robot.is_free and base is None:
+                if terms and factored:           # the hinges' terms kept apart for M^-1 rhs
+                    hinge[a, b] = terms[0] = ctx.stage(f"Minvh{a}_{b}", terms[0])
                 terms.append(cols[a][0] @ W0[b])
             va = vb = ctx.stage(f"Minv{a}_{b}", sum(terms[1:], terms[0])) if terms else 0
+            if (a, b) in hinge and (base is not None or not robot.is_free):
+                hinge[a, b] = va
             if base is not None:
                 va, vb = va + base[a - 1, b - 1], vb + base[b - 1, a - 1]
             elif not terms:
                 continue
             Minv[robot.v_index(a), robot.v_index(b)] = va
             Minv[robot.v_index(b), robot.v_index(a)] = vb
-    return Minv
+    if rhs is None:
+        return Minv
+    if not factored:                 # M^-1's rows: no loop of base terms to keep, and as cheap
+        return Minv, Minv @ rhs
+    at = [robot.v_index(k).start for k in range(n)]
+    x = ctx.zeros(nv)
+    s = ctx.stage("Minvs", sum((W0[b] * rhs[at[b]] for b in range(2, n)), W0[1] * rhs[at[1]]))
+    x[0:6] = Minv[0:6, 0:6] @ rhs[0:6] + s
+    for a in range(1, n):
+        x[at[a]] = sum((hinge[min(a, b), max(a, b)] * rhs[at[b]] for b in range(1, n)
+                        if (min(a, b), max(a, b)) in hinge), W0[a] @ rhs[0:6] + cols[a][0] @ s)
+    return Minv, x
 
 
 def innovations_factors(robot: Any, ctx: ScalarContext, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
