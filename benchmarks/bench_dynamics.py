@@ -336,12 +336,13 @@ def python_mass_structure(mod, Q: np.ndarray, n_batch: int, rounds: int = 2) -> 
 
 def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
     """Compiler CPU seconds per generated mass-matrix function (its translation units: stages, SIMD lanes,
-    the function and its batch entry), each unit compiled alone with the profile's flags."""
+    the function and its batch entry), each unit compiled alone with the flags the build gives it."""
     import resource
 
+    from soadyn.codegen.build import lowered_flags
     from soadyn.codegen.pipeline import generate
     from soadyn.codegen.profiles import compiler_command, get_profile
-    from soadyn.codegen.units import translation_units
+    from soadyn.codegen.units import lowered_unit, translation_units
 
     prof = get_profile(profile)
     gen = generate(robot, functions=["mass_matrix"], profile=prof)
@@ -352,7 +353,8 @@ def unit_compile_cpu(robot, profile: str, workdir: Path) -> dict[str, float]:
     for stem, text in translation_units(gen.functions, gen.files[gen.header_name]):
         (d / f"{stem}.c").write_text(text)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([*compiler_command(), "-c", "-fPIC", *prof.cflags, f"-I{d}", str(d / f"{stem}.c"), "-o",
+        flags = lowered_flags(prof.cflags) if lowered_unit(stem) else prof.cflags      # as the build does
+        subprocess.run([*compiler_command(), "-c", "-fPIC", *flags, f"-I{d}", str(d / f"{stem}.c"), "-o",
                         str(d / f"{stem}.o")], check=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         fn = next(f.cname for f in sorted(gen.functions, key=lambda f: -len(f.cname)) if stem.startswith(f.cname))

@@ -120,7 +120,7 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
         comp = started if started is not None else UnitCompiler(module_dir, ext_name, flags, object_cache)
         try:
             comp.progress = progress
-            comp.add(wrapper, wrapper_flags(flags), None)
+            comp.add(wrapper, lowered_flags(flags), None)
             if fast_source is not None:
                 import numpy
 
@@ -141,11 +141,13 @@ def build_extension(module_dir: Path, ext_name: str, header_file: str, cdef: str
     return target
 
 
-def wrapper_flags(flags: Sequence[str]) -> list[str]:
-    """The flags of cffi's wrapper unit: the profile's, with ``-O2``/``-O3`` lowered to ``-O1``.  The wrapper
-    converts Python arguments once per call of a ``lib`` function (single calls from Python go through
-    the ``_fast`` unit, batches call it once per batch); at ``-O2`` it was the largest unit of the Panda's
-    build (1.33 s of gcc CPU, 0.92 s at ``-O1``)."""
+def lowered_flags(flags: Sequence[str]) -> list[str]:
+    """``flags`` with ``-O2``/``-O3`` lowered to ``-O1``: for cffi's wrapper unit and the SIMD batches'
+    own units (:func:`soadyn.codegen.units.lowered_unit`).  The wrapper converts Python arguments once per
+    call of a ``lib`` function (single calls from Python go through the ``_fast`` unit, batches call it
+    once per batch); at ``-O2`` it was the largest unit of the Panda's build (1.33 s of gcc CPU, 0.92 s at
+    ``-O1``).  A SIMD batch's vector stages at ``-O1``: 20-25 % less gcc CPU (the xArm7's Schur FD lanes),
+    the batch 0-5 % slower per state."""
     return ["-O1" if f in ("-O2", "-O3") else f for f in flags]
 
 

@@ -173,6 +173,8 @@ def _blocks_first_used(expr: Expr, transposed: dict[str, tuple[int, set[int]]], 
     reads for the first time (marked done): each block is transposed where it is first needed, between
     the operations, rather than all at the start (measured on the inverse dynamics' batch of 256 states,
     in cache: 1.18x the constant module all at the start, 1.09-1.11x where first read)."""
+    if not transposed:
+        return []
     out: list[str] = []
     for t in expr.tokens:
         if cp.is_element(t):
@@ -376,6 +378,9 @@ class Extra:
     the source)."""
 
     pieces: list[str] = field(default_factory=list)       # C definitions: stages, vector stages, lanes driver
+    #: where the SIMD batch's pieces (its vector stages and lanes driver, :func:`finish_lanes`) start in
+    #: ``pieces`` (None: no SIMD stages of its own)
+    simd_from: int | None = None
     prototypes: list[str] = field(default_factory=list)
     lanes: int = 1
     vectorised: bool = False
@@ -515,6 +520,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     vprotos.append(f"{sig};")
     vpieces.append(guarded(lanes, block(sig, vbody)))
     extra.prototypes += [guarded(lanes, "\n".join(vprotos) + "\n")]
+    extra.simd_from = len(extra.pieces)
     extra.pieces += vpieces
     extra.vectorised = True
     f.batch_body = _lanes_batch_body(f, vname, lanes)

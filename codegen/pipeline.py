@@ -49,7 +49,7 @@ from soadyn.codegen.load import load
 from soadyn.codegen.optimise import optimise
 from soadyn.codegen.profiles import Profile, get_profile
 from soadyn.codegen.python_api import emit_wrapper
-from soadyn.codegen.units import translation_units
+from soadyn.codegen.units import lowered_unit, translation_units
 from soadyn.model.names import module_name
 from soadyn.model.robot import Robot
 
@@ -387,7 +387,9 @@ def _build_into(robot: Robot, module_name: str, selected: list[str] | None, key:
 
         def start(funcs: list, header_text: str) -> None:
             for stem, text in translation_units(funcs, header_text):
-                units.add_unit(stem, text)
+                # a SIMD batch's own units and the product-loop functions' at -O1 (lowered_unit)
+                lowered = _build.lowered_flags(prof.cflags) if lowered_unit(stem) else None
+                units.add_unit(stem, text, flags=lowered)
 
         gen = generate(robot, module_name, progress=progress, functions=selected, profile=prof,
                        on_function=start)

@@ -49,15 +49,15 @@ def _straight(body: list[Stmt]) -> bool:
 
 
 def _cut(stmts: list[Stmt], max_ops: int) -> list[list[Stmt]]:
-    total = sum(s.cost() for s in stmts)
+    costs = [s.cost() for s in stmts]
+    total = sum(costs)
     n = max(1, round(total / max_ops))
     if n == 1 or total <= 1.5 * max_ops:
         return [stmts]
     target = total / n
     chunks: list[list[Stmt]] = [[]]
     acc = 0
-    for s in stmts:
-        c = s.cost()
+    for s, c in zip(stmts, costs):
         if acc >= target * len(chunks) and len(chunks) < n and c:
             chunks.append([])
         chunks[-1].append(s)
@@ -71,12 +71,15 @@ def _calls(names: list[str], params: list[tuple[str, str]]) -> list[Stmt]:
 
 
 def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
-                 max_ops: int = STAGE_OPS, printer: CPrinter | None = None) -> Staged | None:
+                 max_ops: int = STAGE_OPS, printer: CPrinter | None = None,
+                 printed: bool = True) -> Staged | None:
     """Split a straight-line body into stage functions (None when it is short or not straight-line).
 
     ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``;
     ``printer``: the statement printer of the stages (:class:`~soadyn.codegen.printer.CPrinter`, the
-    default, or the flight library's ``FloatPrinter``: its scalar type is the work array's too).
+    default, or the flight library's ``FloatPrinter``: its scalar type is the work array's too);
+    ``printed``: False when only the stages' statements are needed (a SIMD batch prints its own), not
+    their scalar C (``Staged.stages`` then empty).
     """
     if not _straight(body):
         return None
@@ -84,7 +87,7 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     if len(chunks) < 2:
         return None
     staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))],
-                              printer)
+                              printer, printed)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1))] + _calls(staged.names, params)
     return staged
 
@@ -147,9 +150,10 @@ def _slots(chunks: list[list[Stmt]], own: list[set[str]]) -> tuple[dict[str, int
 
 
 def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
-                     names: list[str], printer: CPrinter | None = None) -> Staged:
+                     names: list[str], printer: CPrinter | None = None, printed: bool = True) -> Staged:
     """The C functions of ``chunks`` (consecutive statements), passing values through a work array,
-    printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`)."""
+    printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`; ``printed``: their C text
+    too)."""
     loads = {s.target: s for s in stmts if s.kind == cp.LOAD}
     # a value is defined in one chunk, or (frame families) copied into several cases that each use
     # their own copy: only a use outside every chunk that defines it crosses a boundary
@@ -184,7 +188,8 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
         staged.names.append(name)
         staged.stage_bodies.append(lines)
         staged.prototypes.append(f"SOADYN_STAGE {proto};")
-        staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n"
-                             + "".join(f"    {x}\n" for x in printer.lines(fuse_trig(lines))) + "}\n")
+        if printed:
+            staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n"
+                                 + "".join(f"    {x}\n" for x in printer.lines(fuse_trig(lines))) + "}\n")
         staged.costs.append(sum(s.cost() for s in chunk))
     return staged

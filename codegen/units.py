@@ -31,11 +31,26 @@ from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
 __all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "PRIORITY_RA_FUNCTIONS",
-           "finish_function", "translation_units", "prelude"]
+           "finish_function", "translation_units", "lowered_unit", "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
 UNIT_OPS = 10000
+#: the Schur-complement and decoupled forward dynamics, the generalized bias and the angular reduced
+#: dynamics (``*_fext``; their variants without wrenches run the twin's lanes on zero wrenches,
+#: :func:`~soadyn.codegen.lanes.finish_zero_fext`); named "product-loop functions" after the in-place
+#: products (M^-1 B) they may end with, which the lanes evaluate as expressions (on the xArm7 and TALOS
+#: they have none: straight-line statements only).  Their lanes made the batches 0.27-0.62x the single
+#: call instead of ~1.0x but cost 15-20 % more compile time for the default functions (xArm7 free 8.6-9.1
+#: s, budget 8 s) while every SIMD batch was compiled at -O2 in :data:`STAGE_OPS` stages; with the SIMD
+#: batches in shorter stages (:data:`LANES_STAGE_OPS`) and units of their own at -O1
+#: (:data:`SIMD_UNIT_OPS`), and these functions' single calls at -O1 too (:data:`LOWERED_FUNCTIONS`),
+#: they are back in :data:`SIMD_FUNCTIONS`: xArm7 free ``soadyn compile`` CPU as before, their batches
+#: 0.27-0.37x the single call (TALOS 0.29-0.60x; benchmarks/README.md, issue 26)
+PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
+                                    "generalized_bias_fext", "angular_reduced_dynamics_fext"})
+
+
 #: functions whose batched entry points get SIMD lanes (C names without the robot prefix): the dynamics
 #: that batches are made of (simulation, rollouts, sampling), and the straight-line functions that are
 #: cheap to vectorise (issue 26 item 2: a batch per state at most 0.8x the single call).  The lanes
@@ -48,8 +63,8 @@ UNIT_OPS = 10000
 #: batch is the writing of a large, mostly zero output, :func:`~soadyn.codegen.lanes.zeros_dominated`),
 #: and the ID/FD derivatives (their products as expressions, in-place ones too:
 #: :func:`~soadyn.codegen.products.expanded_products`): batches from 0.79-1.04x to 0.24-0.63x the single
-#: call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to 0.42-0.63x (xArm7).  The
-#: functions made of product loops only are left out (:data:`PRODUCT_LANE_FUNCTIONS`: compile budget)
+#: call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to 0.42-0.63x (xArm7).  And the
+#: :data:`PRODUCT_LANE_FUNCTIONS` (see there)
 SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "inverse_dynamics",
                             "inverse_dynamics_fext", "mass_matrix", "mass_matrix_inverse", "bias_forces",
                             # kinematics and momentum
@@ -63,15 +78,28 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
                             "jacobian_local", "jacobian_world", "frame_pose", "generalized_jacobian",
                             "momentum_frame_twist",
                             # the derivatives (their general products as expressions too)
-                            "inverse_dynamics_derivatives", "forward_dynamics_derivatives"})
-#: functions made of product loops (in place: M^-1 B) that the lanes can evaluate as expressions (their
-#: variants without wrenches then run the ``*_fext`` twin's lanes on zero wrenches,
-#: :func:`~soadyn.codegen.lanes.finish_zero_fext`): batches 0.27-0.62x the single call instead of ~1.0x
-#: (xArm7 free, TALOS; benchmarks/README.md), but their lanes add 15-20 % to the default functions' compile
-#: time (xArm7 free ``soadyn compile`` 7.4-7.7 s without them, 8.6-9.1 s with them; TALOS 25.1 vs
-#: 29.8-30.8 s; budgets 8 s and 30 s, issue 26), so they are not in :data:`SIMD_FUNCTIONS` by default
-PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dynamics_decoupled_fext",
-                                    "generalized_bias_fext", "angular_reduced_dynamics_fext"})
+                            "inverse_dynamics_derivatives", "forward_dynamics_derivatives",
+                            # the product-loop functions
+                            *PRODUCT_LANE_FUNCTIONS})
+
+#: target operations per stage function of a SIMD batch (its statements cut again, shorter than the
+#: single call's :data:`STAGE_OPS`): gcc's register allocation and combiner are superlinear in a function's
+#: length and a vector stage boundary costs little per state.  xArm7 free, gcc CPU of the default
+#: functions' units with the product-loop functions' lanes: 11.2-11.3 s with the SIMD stages at 2,500
+#: operations, 10.2-10.4 s at 1,000 (9.3-9.4 s without those lanes); the Schur FD batch 296-301 ->
+#: 283-284 ns per state (benchmarks/README.md, issue 26)
+LANES_STAGE_OPS = 1000
+
+#: the SIMD batch of a function of at least this many operations is compiled in translation units of its
+#: own (:func:`translation_units`), stems ``<function>__simd<k>``, at ``-O1`` (:func:`lowered_unit`)
+SIMD_UNIT_OPS = 2000
+SIMD_UNIT = "__simd"
+#: functions whose single-call units are compiled at ``-O1`` too (stems ending in :data:`LOWERED_UNIT`):
+#: the product-loop functions, not the hot path (their variants without wrenches call them with zero
+#: wrenches).  xArm7 free, C loop over 1,000 states, min of 5, three runs (load 12-13): Schur FD
+#: 1,049-1,090 ns at -O2, 1,058-1,087 at -O1; decoupled FD 1,148-1,176 at -O2, 949-965 at -O1
+LOWERED_FUNCTIONS = PRODUCT_LANE_FUNCTIONS
+LOWERED_UNIT = "__O1"
 
 #: functions whose translation units gcc compiles with its priority-based register allocator
 #: (``-fira-algorithm=priority``, Chow-Hennessy colouring, instead of the default Chaitin-Briggs), by
@@ -148,12 +176,19 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
         extra.prototypes += staged.prototypes
         extra.pieces += staged.stages
     main = f.body
+    lanes_ops = min(stage_ops, LANES_STAGE_OPS) if stage_ops > 0 else 0
+    if lanes > 1 and not n_epi and lanes_ops != stage_ops and f.delegate is None:
+        # the SIMD batch's own, shorter stages (LANES_STAGE_OPS)
+        staged = split_stages(f.cname, params + [("double *", n) for n, _ in scratch], statements, lanes_ops,
+                              printed=False)
+        main = decls + staged.body if staged is not None else decls + statements
     if n_epi:
         # the SIMD batch of a function with general products: from its statements with the products as
         # expressions (the same roundings), staged on their own
         if f.lanes_body is None or lanes <= 1:
             return
-        staged = split_stages(f.cname, params, f.lanes_body, stage_ops) if stage_ops > 0 else None
+        staged = (split_stages(f.cname, params, f.lanes_body, lanes_ops, printed=False) if lanes_ops > 0
+                  else None)
         main = staged.body if staged is not None else f.lanes_body
         stored = stored_entries(f.lanes_body, [a.name for a in f.outputs])
     if f.delegate is not None:
@@ -176,7 +211,10 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
     and is self-contained: the function's prototypes and, for a frame family, the frame enum
     (``f.enum_text``, as the module header prints it; ``header_text`` is not read) stand in for the
     module header, so its text alone is the object-cache key (:mod:`soadyn.codegen.objcache`) and
-    an unchanged function keeps its objects."""
+    an unchanged function keeps its objects.  The SIMD batch of a function of at least
+    :data:`SIMD_UNIT_OPS` operations (its vector stages and lanes driver) goes to units of its own, stems
+    ending in :data:`SIMD_UNIT`, compiled at ``-O1`` (:func:`lowered_unit`), as are the units of the
+    :data:`LOWERED_FUNCTIONS`."""
     units: list[tuple[str, str]] = []
     for f in funcs:
         extra: Extra | None = getattr(f, "extra", None)
@@ -194,16 +232,36 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
                 + prelude(lanes))
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
-        per = f.ops.get("total", 0) // max(1, len(pieces))
-        own = pieces[-1:] if extra and extra.vectorised else []    # the SIMD driver goes with the function
+        total = f.ops.get("total", 0)
+        if (extra is not None and extra.vectorised and extra.simd_from is not None
+                and total >= SIMD_UNIT_OPS):
+            # the SIMD batch in units of its own (the function's unit calls its lanes driver)
+            simd = pieces[extra.simd_from:]
+            pieces = pieces[:extra.simd_from]
+            groups = _pack(simd, total // max(1, len(simd)))
+            for k, group in enumerate(groups):
+                units.append((f"{f.cname}{SIMD_UNIT}{k if k else ''}", head + protos + "\n".join(group)))
+            own: list[str] = []
+        else:
+            # the SIMD driver goes with the function
+            own = pieces[-1:] if extra and extra.vectorised else []
+        per = total // max(1, len(pieces))
         rest = pieces[:len(pieces) - len(own)]
         groups = _pack(rest, per)
+        low = LOWERED_UNIT if any(f.cname.endswith(f"_{n}") for n in LOWERED_FUNCTIONS) else ""
         for k, group in enumerate(groups[:-1]):
-            units.append((f"{f.cname}_{k}", head + protos + "\n".join(group)))
+            units.append((f"{f.cname}_{k}{low}", head + protos + "\n".join(group)))
         last = groups[-1] if groups else []
         text = head + protos + "\n".join(last + own) + _function_text(f)
-        units.append((f.cname, text))
+        units.append((f"{f.cname}{low}", text))
     return units
+
+
+def lowered_unit(stem: str) -> bool:
+    """Whether the translation unit ``stem`` of :func:`translation_units` is compiled at ``-O1``
+    (:func:`soadyn.codegen.build.lowered_flags`): a SIMD batch's own unit, or a unit of one of the
+    :data:`LOWERED_FUNCTIONS`."""
+    return SIMD_UNIT in stem or stem.endswith(LOWERED_UNIT)
 
 
 def _pack(pieces: list[str], per: int) -> list[list[str]]:

@@ -37,10 +37,33 @@ def _rel(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
 
 
+#: the SIMD batches' own stages (``units.LANES_STAGE_OPS``) shorter than TINY_STAGES' and every SIMD batch
+#: in units of its own, compiled at -O1 (``units.SIMD_UNIT_OPS``): the module of the tests below
+SIMD_PATCH = {"LANES_STAGE_OPS": 60, "SIMD_UNIT_OPS": 0}
+
+
 @pytest.fixture(scope="module")
 def staged_module(tmp_path_factory, test_arm_path):
-    return soadyn_compile(test_arm_path, tmp_path_factory.mktemp("staged"), functions=FUNCS,
-                          profile=TINY_STAGES, progress=False)
+    """The test arm's FUNCS built with TINY_STAGES and :data:`SIMD_PATCH`; ``unit_flags``: the flags each
+    translation unit was compiled with, by stem."""
+    import soadyn.codegen.build as build
+    import soadyn.codegen.units as units
+
+    seen: dict[str, list[str]] = {}
+    add_unit = build.UnitCompiler.add_unit
+
+    def spy(self, stem, text, dependency="", flags=None):
+        seen[stem] = list(flags if flags is not None else self.flags)
+        return add_unit(self, stem, text, dependency, flags)
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in SIMD_PATCH.items():
+            mp.setattr(units, k, v)
+        mp.setattr(build.UnitCompiler, "add_unit", spy)
+        m = soadyn_compile(test_arm_path, tmp_path_factory.mktemp("staged"), functions=FUNCS,
+                           profile=TINY_STAGES, progress=False)
+    m.unit_flags = seen
+    return m
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +88,45 @@ def test_stages_and_lanes_are_in_the_build(staged_module):
     assert f"{name}_forward_dynamics_lanes(" in src and f"{name}_forward_dynamics_lanes_stage1(" in src
     assert f"{name}_jacobian_local_case1(" in src     # a frame family: prefix stages + one function per frame
     assert f"{name}_jacobian_local_lanes_case1(" in src   # ... and its SIMD batch the same way
+
+
+def test_simd_batches_in_shorter_stages_and_units_of_their_own(staged_module, monkeypatch):
+    """A SIMD batch's statements are cut into stages of their own, shorter than the single call's
+    (``units.LANES_STAGE_OPS``); a function's SIMD pieces (vector stages, lanes driver) are translation
+    units of their own (``units.SIMD_UNIT_OPS``), compiled at -O1 with every other flag of the profile,
+    the single-call units at the profile's -O2.  (The batches' bits: the tests below, on this module.)"""
+    import soadyn.codegen.pipeline as pl
+    import soadyn.codegen.units as units
+    from soadyn.codegen.units import SIMD_UNIT, lowered_unit, translation_units
+
+    for k, v in SIMD_PATCH.items():
+        monkeypatch.setattr(units, k, v)
+    gen = pl.generate(load_robot(TEST_ARM), functions=FUNCS, profile=TINY_STAGES)
+    out = dict(translation_units(gen.functions, gen.files[gen.header_name]))
+    fd = f"{gen.module_name}_forward_dynamics"
+    simd = {stem: text for stem, text in out.items() if SIMD_UNIT in stem}
+    assert all(map(lowered_unit, simd)) and not lowered_unit(fd)
+
+    def defines(text: str, name: str) -> bool:
+        return any(x.startswith((f"void {name}(", f"SOADYN_STAGE void {name}(")) and not x.endswith(";")
+                   for x in text.splitlines())
+
+    assert f"{fd}__simd" in simd and defines(simd[f"{fd}__simd"], f"{fd}_lanes")
+    assert not defines(out[fd], f"{fd}_lanes") and f"{fd}_lanes(q + " in out[fd]     # the batch calls it
+    assert not any(defines(out[fd], f"{fd}_lanes_stage{k}") for k in range(100))
+    scalar = sum(defines(out[fd], f"{fd}_stage{k}") for k in range(100))
+    vector = sum(defines("".join(simd.values()), f"{fd}_lanes_stage{k}") for k in range(100))
+    assert 2 <= scalar < vector, (scalar, vector)
+    fast = list(TINY_STAGES.cflags)
+    assert staged_module.unit_flags[f"{fd}__simd"] == ["-O1" if f == "-O2" else f for f in fast]
+    assert staged_module.unit_flags[fd] == fast and "-O2" in fast
+    # the product-loop functions' single-call units are lowered too, not their zero-wrench callers'
+    gen = pl.generate(load_robot(EXAMPLES / "seed004_dual_arm.yaml"), functions=["generalized_bias"],
+                      profile=TINY_STAGES)
+    stems = [stem for stem, _ in translation_units(gen.functions, gen.files[gen.header_name])]
+    gb = f"{gen.module_name}_generalized_bias"
+    assert f"{gb}_fext__O1" in stems and f"{gb}" in stems, stems
+    assert all(lowered_unit(x) == x.startswith(f"{gb}_fext") for x in stems), stems
 
 
 def test_batch_lanes_threads_equal_scalar_path(staged_module, plain_module, test_arm_path):
@@ -392,15 +454,15 @@ def test_c_entries_of_scalar_and_several_outputs(tmp_path, test_arm_path, monkey
         assert np.array_equal(batch[1][0], per_state[0][1])
 
 
-def test_wrapper_flags_lower_only_the_optimisation_level():
+def test_lowered_flags_lower_only_the_optimisation_level():
     """cffi's wrapper unit is compiled at -O1 for the -O2/-O3 profiles, with every other flag kept."""
-    from soadyn.codegen.build import wrapper_flags
+    from soadyn.codegen.build import lowered_flags
 
     fast = list(get_profile("fast").cflags)
-    assert wrapper_flags(fast) == ["-O1" if f == "-O2" else f for f in fast] and "-O2" in fast
-    assert wrapper_flags(["-O3", *IEEE_FLAGS]) == ["-O1", *IEEE_FLAGS]
+    assert lowered_flags(fast) == ["-O1" if f == "-O2" else f for f in fast] and "-O2" in fast
+    assert lowered_flags(["-O3", *IEEE_FLAGS]) == ["-O1", *IEEE_FLAGS]
     debug = list(get_profile("debug").cflags)
-    assert wrapper_flags(debug) == debug
+    assert lowered_flags(debug) == debug
 
 
 def test_units_streamed_per_function_equal_the_whole_module_units():
@@ -473,7 +535,7 @@ def test_a_compiler_that_cannot_run_is_not_taken_for_gcc(tmp_path, monkeypatch):
     assert compiler_is_gcc() is False
 
 
-def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_path, monkeypatch):
+def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_path):
     """Every function of ``SIMD_FUNCTIONS`` that a free-base tree (two arms on one base) has: its batch
     (4 lanes, 7 states: one lanes group and a scalar remainder) equals its single calls bit for bit, and the
     build really has its SIMD entry (a dropped vectorisation would make the batch a scalar loop).  Among
@@ -485,9 +547,7 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
     from soadyn.codegen.functions import api_names, function_table
     from soadyn.codegen.units import PRODUCT_LANE_FUNCTIONS, SIMD_FUNCTIONS, translation_units
 
-    # the product-loop functions' lanes too (not in the default set: compile budget)
-    SIMD_FUNCTIONS = SIMD_FUNCTIONS | PRODUCT_LANE_FUNCTIONS          # noqa: N806
-    monkeypatch.setattr("soadyn.codegen.emit.SIMD_FUNCTIONS", SIMD_FUNCTIONS)
+    assert PRODUCT_LANE_FUNCTIONS <= SIMD_FUNCTIONS       # the product-loop functions' lanes: by default
     robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
     prof = Profile("lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4)
     apis = sorted(set(api_names(function_table(robot))) & {n.removesuffix("_fext") for n in SIMD_FUNCTIONS})
