@@ -633,7 +633,10 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
                 fast=f"soadyn_flight_inputs{k}", status=f"soadyn_flight_status{k}",
                 params=", ".join(f"const {printer.scalar} *{x.name}" for x in a["inputs"]),
                 cname=a["check_cname"], names=[x.name for x in a["inputs"]],
-                null_test=" || ".join(f"({x.name} == NULL)" for x in a["inputs"]) or "0",
+                # (one pointer: no extra parentheses inside the if's, which clang's -Wparentheses-equality
+                # reports)
+                null_test=(f"{a['inputs'][0].name} == NULL" if len(a["inputs"]) == 1 else
+                           " || ".join(f"({x.name} == NULL)" for x in a["inputs"]) or "0"),
                 users=[],
                 lines=input_check(a["inputs"], robot.is_free, first_joint, printer.scalar, printer.zero, P),
                 finite_test=a["finite_test"], range_test=a["range_test"], has_q=a["has_q"])
