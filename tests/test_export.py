@@ -809,7 +809,8 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
     listed = header.split("Results proved finite")[1].split("Worst-case stack")[0]
     assert all(f"*   {p}\n" in listed for p in proved)
     assert "mass_matrix_inverse" not in listed and "forward_dynamics" not in listed
-    assert source.count("proved finite for inputs within the limits") == len(proved)
+    # (each function and its _prechecked twin)
+    assert source.count("proved finite for inputs within the limits") == 2 * len(proved)
     robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")     # as export_dir exports it
     chosen = "mass_matrix,inverse_dynamics,center_of_mass,jacobian,angular_reduced_dynamics"
     specs = {s.name: s for s in select_functions(function_table(robot), chosen, robot.name)}
@@ -834,6 +835,8 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
         status, (m,) = _call_flight(lib, prefix, specs["mass_matrix"], [q])
         assert status == 0 and np.all(np.isfinite(m))
         assert np.all(m.ravel() >= lo) and np.all(m.ravel() <= hi)
+        status, (m2,) = _call_flight(lib, prefix, specs["mass_matrix"], [q], suffix="_prechecked")
+        assert status == 0 and np.array_equal(m2.view(np.uint64), m.view(np.uint64))
         status, outs = _call_flight(lib, prefix, specs["center_of_mass"], [q])
         assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
         va = [rng.choice([-vmax, vmax], robot.nv) if k % 2 else rng.uniform(-vmax, vmax, robot.nv)
