@@ -683,10 +683,16 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
         (tmp / "freestanding").mkdir()
         for rel, text in files.items():
             (tmp / rel).write_text(text, encoding="utf-8", newline="\n")
-        stack, how = measure_stack(tmp / f"{name}.c", [a["cname"] for a in api])
+        roots = ([a["cname"] for a in api] + [a["pre_cname"] for a in api]
+                 + [c["cname"] for c in checks.values()])
+        stack, how = measure_stack(tmp / f"{name}.c", roots)
         for a in api:
             a["stack"] = "n/a" if stack[a["cname"]] is None else stack[a["cname"]]
-        files[stack_name] = render("clib_stack.txt.j2", api=api, stack_note=how, **common)
+            a["pre_stack"] = "n/a" if stack[a["pre_cname"]] is None else stack[a["pre_cname"]]
+        for c in checks.values():
+            c["stack"] = "n/a" if stack[c["cname"]] is None else stack[c["cname"]]
+        files[stack_name] = render("clib_stack.txt.j2", api=api, checks=list(checks.values()), stack_note=how,
+                                   **common)
         (tmp / stack_name).write_text(files[stack_name], encoding="utf-8", newline="\n")
         written = []
         for rel in sorted(files):

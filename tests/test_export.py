@@ -203,7 +203,9 @@ def test_header_documents_ops_and_stack(export_dir):
     stack = (d / f"{name}_stack.txt").read_text()
     assert "gcc" in stack and "-fcallgraph-info=su" in stack and "MACHINE-DEPENDENT" in stack
     figures = dict(re.findall(rf"^({name}_\w+) +(\d+)$", stack, re.M))
-    assert set(figures) == {f"{name}_{s.name}" for s in function_table(robot)}
+    checks = {f"{name}_check_" + "_".join(a.name for a in s.inputs) for s in function_table(robot)}
+    assert set(figures) == ({f"{name}_{s.name}" for s in function_table(robot)}
+                            | {f"{name}_{s.name}_prechecked" for s in function_table(robot)} | checks)
     assert all(0 < int(v) < 64 * 1024 for v in figures.values())
 
 
