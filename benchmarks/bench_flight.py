@@ -16,6 +16,10 @@ library's outputs are compared with the module C's, bit for bit, on every state.
     python benchmarks/bench_flight.py [--states 1000] [--rounds 9] [--flags generic|native] [ROBOT ...]
     python benchmarks/bench_flight.py --callgrind --no-float [ROBOT ...]     # instructions per call
 
+With ``--callgrind`` and ``--layouts`` the library's ``<fn>_prechecked`` (the same function without
+the input check: the state-checked-once API, docs/flight-c.md) is measured beside the library and the
+module (``--no-prechecked``: not).
+
 Without robots: the example-robot-data URDFs Panda (free base) and the held-out xArm7 (free base) and
 UR10 (fixed) (docs/flight-c.md).
 """
@@ -34,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from soadyn.codegen.export import export_c_library
+from soadyn.codegen.export import PRECHECKED, export_c_library
 from soadyn.codegen.functions import function_table, select_functions
 from soadyn.codegen.pipeline import generate, resolve_robot
 from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
@@ -181,18 +185,18 @@ PADS = (0, 320, 1088, 1600, 2112, 2624, 3136, 3648)
 STACKS = (0, 1024, 2048, 3072)
 
 
-def layouts(tmp: Path, robot_name: str, specs: list, builds: dict[str, tuple[list[str], list[str], bool]],
-            prefix: str) -> None:
+def layouts(tmp: Path, robot_name: str, specs: list,
+            builds: dict[str, tuple[list[str], list[str], bool, str]], prefix: str) -> None:
     """Per function: ns per call of each build (label -> (compile arguments, link arguments, returns
-    int)) over :data:`PADS` code layouts x :data:`STACKS` stack offsets, a fresh copy of the .so each
-    time (median of 20 passes over the states), and the ratio to the first build in each configuration;
-    prints median [min-max] over the configurations."""
+    int, suffix of the function's name)) over :data:`PADS` code layouts x :data:`STACKS` stack offsets,
+    a fresh copy of the .so each time (median of 20 passes over the states), and the ratio to the first
+    build in each configuration; prints median [min-max] over the configurations."""
     sos = {}
     for pad in PADS:
         pf = tmp / f"pad{pad}.c"
         pf.write_text(f'void soadyn_pad_fn(void);\nvoid soadyn_pad_fn(void) {{ __asm__ volatile(".fill '
                       f'{pad // 4}, 4, 0x90909090"); }}\n')
-        for label, (args, libs, _) in builds.items():
+        for label, (args, libs, _, _) in builds.items():
             so = tmp / f"{label}_pad{pad}.so"
             _gcc([*args[:-1], str(pf), args[-1], *libs, "-o", str(so)])
             sos[label, pad] = so
@@ -206,7 +210,8 @@ def layouts(tmp: Path, robot_name: str, specs: list, builds: dict[str, tuple[lis
                 for label in (list(builds) if (i + j) % 2 == 0 else list(builds)[::-1]):
                     fresh = tmp / f"fresh_{label}.so"
                     shutil.copyfile(sos[label, pad], fresh)
-                    r = subprocess.run([str(tmp / "driver"), str(fresh), prefix + spec.name,
+                    fn = prefix + spec.name + builds[label][3]
+                    r = subprocess.run([str(tmp / "driver"), str(fresh), fn,
                                         str(int(builds[label][2])), "1000",
                                         *[f"{tmp / a.name}.bin:{a.size}" for a in spec.inputs],
                                         str(spec.outputs[0].size)], capture_output=True, text=True,
@@ -286,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--callgrind", action="store_true",
                     help="instead of timing: instructions per call (valgrind), module and double library, "
                          "over 200 states (load-independent)")
+    ap.add_argument("--no-prechecked", action="store_true",
+                    help="with --callgrind or --layouts: leave out the library's <fn>_prechecked (the "
+                         "function without the input check, after <name>_check_<inputs>)")
     args = ap.parse_args(argv)
     robots = [(r, args.base) for r in args.robots] or default_robots()
     flags = FLAGS[args.flags]
@@ -297,7 +305,10 @@ def main(argv: list[str] | None = None) -> int:
           f"load {' '.join(load0)}")
     if args.callgrind:
         print("instructions per call (valgrind --tool=callgrind, the function and its callees, 200 states)")
-    print(f"{'robot':24s} {'fn':5s} {'module':>17s} {'library':>17s} {'lib/mod':>17s} {'float lib':>17s}")
+        last = "" if args.no_prechecked else f" {'prechecked':>17s} {'prechecked-mod':>17s}"
+        print(f"{'robot':24s} {'fn':5s} {'module':>17s} {'library':>17s} {'lib/mod':>17s}{last}")
+    else:
+        print(f"{'robot':24s} {'fn':5s} {'module':>17s} {'library':>17s} {'lib/mod':>17s} {'float lib':>17s}")
     for path, base in robots:
         robot, name = resolve_robot(path, base, mimic="independent")
         specs = [s for s in select_functions(function_table(robot, derivatives=True), args.functions,
@@ -332,19 +343,26 @@ def main(argv: list[str] | None = None) -> int:
             if args.layouts:
                 lib_c = str(tmp / "double" / f"{name}.c")
                 # (the pad function goes before the last argument: the module's first unit is its last)
-                builds = {"module": ([*flags, "-fPIC", "-shared", *map(str, srcs[::-1])], ["-lm"], False),
-                          "library": ([*flags, *LIB_ONLY, "-fPIC", "-shared", lib_c], [], True)}
+                builds = {"module": ([*flags, "-fPIC", "-shared", *map(str, srcs[::-1])], ["-lm"], False, ""),
+                          "library": ([*flags, *LIB_ONLY, "-fPIC", "-shared", lib_c], [], True, "")}
+                if not args.no_prechecked:      # the same library, its functions without the input check
+                    builds["prechecked"] = ([*flags, *LIB_ONLY, "-fPIC", "-shared", lib_c], [], True,
+                                            PRECHECKED)
                 if args.compare:
-                    builds["compare"] = ([*flags, *LIB_ONLY, "-fPIC", "-shared", args.compare], [], True)
+                    builds["compare"] = ([*flags, *LIB_ONLY, "-fPIC", "-shared", args.compare], [], True, "")
                 layouts(tmp, robot.name, specs, builds, f"{name}_")
                 continue
             if args.callgrind:
                 for spec in specs:
-                    got = [instructions(tmp, v.so, v.prefix + spec.name, v.returns_int,
+                    calls = [(v, spec.name) for v in variants[:2]]
+                    if not args.no_prechecked:
+                        calls.append((variants[1], spec.name + PRECHECKED))
+                    got = [instructions(tmp, v.so, v.prefix + fn, v.returns_int,
                                         [(a.name, a.size) for a in spec.inputs], spec.outputs[0].size, 200)
-                           for v in variants[:2]]
+                           for v, fn in calls]
+                    pre = "" if args.no_prechecked else f" {got[2]:>17d} {got[2] - got[0]:>+17d}"
                     print(f"{robot.name[:24]:24s} {SHORT.get(spec.name, spec.name)[:5]:5s} "
-                          f"{got[0]:>17d} {got[1]:>17d} {got[1] / got[0]:>17.3f}", flush=True)
+                          f"{got[0]:>17d} {got[1]:>17d} {got[1] / got[0]:>17.3f}{pre}", flush=True)
                 continue
             rows = []
             for spec in specs:

@@ -165,7 +165,10 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
     pointers = [a.name for a in spec.inputs] + [a.name for a in spec.outputs]
     args = [a.name for a in spec.inputs] + (["frame"] if family else []) + [a.name for a in spec.outputs]
     call = f"{impl_prefix}{spec.name}({', '.join(args)})"
+    pre = f"{prefix}{spec.name}{PRECHECKED}"
     return dict(
+        pre_cname=pre, pre_prototype=f"int {pre}({', '.join(params)})",
+        check_cname=check_name(prefix, spec.inputs),
         name=spec.name, cname=prefix + spec.name, doc=c_comment(spec.doc), inputs=list(spec.inputs),
         outputs=list(spec.outputs), family=family, ops=core.ops,
         prototype=f"int {prefix}{spec.name}({', '.join(params)})",
@@ -176,6 +179,16 @@ def _api_entry(spec: FunctionSpec, core: EmittedFunction, prefix: str, impl_pref
         result_test=" && ".join(f"soadyn_flight_finite({a.name}, {a.size})" for a in spec.outputs),
         has_q=any(a.name == "q" for a in spec.inputs),
         call=("(void)" if family else "") + call, stack="n/a", check_init=None)
+
+
+#: the suffix of the public functions without the input check (the state-checked-once API)
+PRECHECKED = "_prechecked"
+
+
+def check_name(prefix: str, inputs: Any) -> str:
+    """The public input check of one input signature: ``<prefix>check_<input names joined by _>``
+    (e.g. ``panda_check_q_v_tau``)."""
+    return f"{prefix}check_{'_'.join(a.name for a in inputs) or 'none'}"
 
 
 def _tree(op: str, terms: list[str], name: str, lines: list[str], scalar: str) -> str:
@@ -456,19 +469,27 @@ def _test_cases(robot: Robot, specs: list[FunctionSpec], prefix: str, enum_by_fr
                          fn: str = prefix + spec.name) -> str:
                     return f"{fn}({', '.join(args + fr + outs)})"
 
+                def check(args: list[str], fn: str = check_name(prefix, e.inputs)) -> str:
+                    return f"{fn}({', '.join(args)})"
+
                 bad: list[dict[str, Any]] = []
                 if i == 0 and (frame is None or frame == spec.frames[0]):
-                    bad = _bad_inputs(robot, e, names, call, P, first_joint)
+                    bad = _bad_inputs(robot, e, names, call, P, first_joint, check,
+                                      prefix + spec.name + PRECHECKED)
                 # a label is printed in C strings: the frame as an identifier (no quote, no backslash)
                 where = f"[{c_identifier(frame, 60)}]" if frame is not None else ""
                 label = f"{spec.name}{where} state {i}"
-                cases.append(dict(label=label, inputs=inputs, outputs=outputs, call=call(names), bad=bad))
+                cases.append(dict(label=label, inputs=inputs, outputs=outputs, call=call(names), bad=bad,
+                                  check=check(names), pre_call=call(names, outs=[f"pre_{o}" for o in outs],
+                                                                    fn=prefix + spec.name + PRECHECKED)))
     return cases, unreferenced
 
 
 def _bad_inputs(robot: Robot, spec: FunctionSpec, names: list[str], call: Any, P: str,
-                first_joint: int) -> list[dict[str, Any]]:
-    """Bad-input cases of one function: (setup, call, restore, expected status)."""
+                first_joint: int, check: Any, pre: str) -> list[dict[str, Any]]:
+    """Bad-input cases of one function: (setup, call, restore, expected status), with the call of the
+    input check of its signature on the same inputs (``check``; None for a frame id), which must give
+    the same status, and invalid frame ids given to the function without the input check (``pre``)."""
     first, last = spec.inputs[0], spec.inputs[-1]
     out = [dict(what="NaN input", setup=f"saved[0] = {first.name}[0]; {first.name}[0] = NAN;",
                 call=call(names), restore=f"{first.name}[0] = saved[0];", status=f"{P}ERR_NONFINITE"),
@@ -494,6 +515,12 @@ def _bad_inputs(robot: Robot, spec: FunctionSpec, names: list[str], call: Any, P
         for fr in ("-1", f"{P}N_FRAMES"):
             out.append(dict(what=f"frame {fr}", setup="", call=call(names, [fr], outs), restore="",
                             status=f"{P}ERR_FRAME"))
+            out.append(dict(what=f"frame {fr} (prechecked)", setup="", call=call(names, [fr], outs, pre),
+                            restore="", status=f"{P}ERR_FRAME", check=None))
+    for b in out:
+        if "check" not in b:
+            b["check"] = (None if b["what"].startswith("frame")
+                          else check(["NULL"] + names[1:]) if b["what"] == "NULL input" else check(names))
     return out
 
 
@@ -605,9 +632,16 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
             checks[sig] = dict(
                 fast=f"soadyn_flight_inputs{k}", status=f"soadyn_flight_status{k}",
                 params=", ".join(f"const {printer.scalar} *{x.name}" for x in a["inputs"]),
+                cname=a["check_cname"], names=[x.name for x in a["inputs"]],
+                # (one pointer: no extra parentheses inside the if's, which clang's -Wparentheses-equality
+                # reports)
+                null_test=(f"{a['inputs'][0].name} == NULL" if len(a["inputs"]) == 1 else
+                           " || ".join(f"({x.name} == NULL)" for x in a["inputs"]) or "0"),
+                users=[],
                 lines=input_check(a["inputs"], robot.is_free, first_joint, printer.scalar, printer.zero, P),
                 finite_test=a["finite_test"], range_test=a["range_test"], has_q=a["has_q"])
         c = checks[sig]
+        c["users"].append(a["name"])
         names = ", ".join(x.name for x in a["inputs"])
         a["fast_check"], a["status_check"] = f"{c['fast']}({names})", f"{c['status']}({names})"
     for a, c in zip(api, core):
@@ -626,7 +660,8 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
     header = render("clib_header.h.j2", guard=f"SOADYN_FLIGHT_{c_identifier(name).upper()}_H", api=api,
                     enum=enum, quat_min=QUAT_NORM_MIN + printer.suffix,
                     quat_max=QUAT_NORM_MAX + printer.suffix, joint_max=JOINT_Q_MAX + printer.suffix,
-                    input_max=INPUT_MAX + printer.suffix,
+                    input_max=INPUT_MAX + printer.suffix, checks=list(checks.values()),
+                    prechecked=PRECHECKED,
                     stack_name=stack_name, **common)
 
     cases, unreferenced = _test_cases(robot, specs, prefix, {fr: e for fr, e, _ in enum}, first_joint)
@@ -648,10 +683,16 @@ def export_c_library(robot_or_path: Robot | str | os.PathLike, out_dir: str | os
         (tmp / "freestanding").mkdir()
         for rel, text in files.items():
             (tmp / rel).write_text(text, encoding="utf-8", newline="\n")
-        stack, how = measure_stack(tmp / f"{name}.c", [a["cname"] for a in api])
+        roots = ([a["cname"] for a in api] + [a["pre_cname"] for a in api]
+                 + [c["cname"] for c in checks.values()])
+        stack, how = measure_stack(tmp / f"{name}.c", roots)
         for a in api:
             a["stack"] = "n/a" if stack[a["cname"]] is None else stack[a["cname"]]
-        files[stack_name] = render("clib_stack.txt.j2", api=api, stack_note=how, **common)
+            a["pre_stack"] = "n/a" if stack[a["pre_cname"]] is None else stack[a["pre_cname"]]
+        for c in checks.values():
+            c["stack"] = "n/a" if stack[c["cname"]] is None else stack[c["cname"]]
+        files[stack_name] = render("clib_stack.txt.j2", api=api, checks=list(checks.values()), stack_note=how,
+                                   **common)
         (tmp / stack_name).write_text(files[stack_name], encoding="utf-8", newline="\n")
         written = []
         for rel in sorted(files):

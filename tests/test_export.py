@@ -203,7 +203,9 @@ def test_header_documents_ops_and_stack(export_dir):
     stack = (d / f"{name}_stack.txt").read_text()
     assert "gcc" in stack and "-fcallgraph-info=su" in stack and "MACHINE-DEPENDENT" in stack
     figures = dict(re.findall(rf"^({name}_\w+) +(\d+)$", stack, re.M))
-    assert set(figures) == {f"{name}_{s.name}" for s in function_table(robot)}
+    checks = {f"{name}_check_" + "_".join(a.name for a in s.inputs) for s in function_table(robot)}
+    assert set(figures) == ({f"{name}_{s.name}" for s in function_table(robot)}
+                            | {f"{name}_{s.name}_prechecked" for s in function_table(robot)} | checks)
     assert all(0 < int(v) < 64 * 1024 for v in figures.values())
 
 
@@ -239,16 +241,24 @@ def _ptr(a: np.ndarray):
     return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
 
-def _call_flight(lib, prefix: str, spec, args: list[np.ndarray], frame: int | None = None
-                 ) -> tuple[int, list[np.ndarray]]:
+def _call_flight(lib, prefix: str, spec, args: list[np.ndarray], frame: int | None = None,
+                 suffix: str = "") -> tuple[int, list[np.ndarray]]:
+    """``<prefix><spec.name><suffix>`` (suffix "_prechecked": without the input check) on ``args``."""
     outs = [np.full(a.shape, 7.0) for a in spec.outputs]
-    fn = getattr(lib, prefix + spec.name)
+    fn = getattr(lib, prefix + spec.name + suffix)
     fn.restype = ctypes.c_int
     cargs = [_ptr(np.ascontiguousarray(a, dtype=float)) for a in args]
     if frame is not None:
         cargs.append(ctypes.c_int(frame))
     status = fn(*cargs, *[_ptr(o) for o in outs])
     return status, outs
+
+
+def _check_inputs(lib, prefix: str, spec, args: list[np.ndarray | None]) -> int:
+    """The status of the public input check of ``spec``'s input signature (None: a NULL pointer)."""
+    fn = getattr(lib, prefix + "check_" + "_".join(a.name for a in spec.inputs))
+    fn.restype = ctypes.c_int
+    return fn(*[None if a is None else _ptr(np.ascontiguousarray(a, dtype=float)) for a in args])
 
 
 @pytest.mark.parametrize("robot, base, functions, extra", [
@@ -282,7 +292,12 @@ def test_bit_identical_to_the_cffi_module(request, tmp_path_factory, export_dir,
                 status, outs = _call_flight(lib, name + "_", spec, args,
                                             None if frame is None else frames[frame])
                 assert status == 0, (e.name, i, status)
-                for o, g in zip(outs, got):
+                # the state checked once, then the function without the input check: the same bits
+                assert _check_inputs(lib, name + "_", e, args) == 0, (e.name, i)
+                pre_status, pre = _call_flight(lib, name + "_", spec, args,
+                                               None if frame is None else frames[frame], "_prechecked")
+                assert pre_status == 0, (e.name, i, pre_status)
+                for o, g in zip(pre + outs, got + got):
                     mine = o.reshape(-1).view(np.uint64)
                     ref = np.ascontiguousarray(g[i], dtype=float).reshape(-1).view(np.uint64)
                     assert np.array_equal(mine, ref), (e.name, i, o, g[i])
@@ -310,6 +325,9 @@ def test_bad_input_statuses(export_dir, tmp_path):
         st, (a,) = _call_flight(lib, name + "_", spec, [qq, vv, tau])
         cases.append((what, st))
         assert st == want and np.all(a == 0.0), (what, st, a)
+        # the state-checked-once API: the input check alone gives the same status
+        assert _check_inputs(lib, name + "_", spec, [qq, vv, tau]) == want, what
+    assert _check_inputs(lib, name + "_", spec, [q, None, tau]) == 1
     # rates each within INPUT_MAX whose squares sum beyond it: the fast check fails, the detailed pass
     st, (a,) = _call_flight(lib, name + "_", spec, [q, np.full(v.size, 0.99e9), tau])
     assert st == 0 and np.all(np.isfinite(a)), st
@@ -328,6 +346,9 @@ def test_bad_input_statuses(export_dir, tmp_path):
     idspec = next(s for s in function_table(robot) if s.name == "inverse_dynamics")
     st, (t,) = _call_flight(wide_lib, name + "_", idspec, [q, v * 1e200, tau])
     assert st == 6 and np.all(t == 0.0), (st, t)
+    # without the input check (its precondition broken here: v beyond INPUT_MAX) the result check stays
+    st, (t,) = _call_flight(wide_lib, name + "_", idspec, [q, v * 1e200, tau], suffix="_prechecked")
+    assert st == 6 and np.all(t == 0.0), (st, t)
     # joints each within the limit whose squares sum beyond it: the straight-line check is conservative
     # there (it fails), the detailed checks pass, and the function computes (against the reference path)
     from soadyn.codegen.verify import reference_function
@@ -343,11 +364,16 @@ def test_bad_input_statuses(export_dir, tmp_path):
     assert st == 0 and np.all(np.isfinite(a))
     jac = next(s for s in function_table(robot) if s.name == "jacobian_local")
     for frame, want in [(0, 0), (-1, 2), (10 ** 6, 2)]:
-        st, (J,) = _call_flight(lib, name + "_", jac, [q], frame)
-        assert st == want and (want == 0 or np.all(J == 0.0)), (frame, st)
+        for suffix in ("", "_prechecked"):
+            st, (J,) = _call_flight(lib, name + "_", jac, [q], frame, suffix)
+            assert st == want and (want == 0 or np.all(J == 0.0)), (frame, suffix, st)
     fn = getattr(lib, name + "_forward_dynamics")
     out = np.full(robot.nv, 7.0)
     assert fn(None, _ptr(v), _ptr(tau), _ptr(out)) == 1 and np.all(out == 0.0)
+    out[:] = 7.0
+    fn = getattr(lib, name + "_forward_dynamics_prechecked")
+    assert fn(_ptr(q), _ptr(v), _ptr(tau), None) == 1
+    assert fn(_ptr(q), None, _ptr(tau), _ptr(out)) == 1 and np.all(out == 0.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -785,7 +811,8 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
     listed = header.split("Results proved finite")[1].split("Worst-case stack")[0]
     assert all(f"*   {p}\n" in listed for p in proved)
     assert "mass_matrix_inverse" not in listed and "forward_dynamics" not in listed
-    assert source.count("proved finite for inputs within the limits") == len(proved)
+    # (each function and its _prechecked twin)
+    assert source.count("proved finite for inputs within the limits") == 2 * len(proved)
     robot, _ = resolve_robot(PANDA_URDF, "free", mimic="independent")     # as export_dir exports it
     chosen = "mass_matrix,inverse_dynamics,center_of_mass,jacobian,angular_reduced_dynamics"
     specs = {s.name: s for s in select_functions(function_table(robot), chosen, robot.name)}
@@ -810,6 +837,8 @@ def test_proved_outputs_finite_and_inside_their_bounds(export_dir, tmp_path):
         status, (m,) = _call_flight(lib, prefix, specs["mass_matrix"], [q])
         assert status == 0 and np.all(np.isfinite(m))
         assert np.all(m.ravel() >= lo) and np.all(m.ravel() <= hi)
+        status, (m2,) = _call_flight(lib, prefix, specs["mass_matrix"], [q], suffix="_prechecked")
+        assert status == 0 and np.array_equal(m2.view(np.uint64), m.view(np.uint64))
         status, outs = _call_flight(lib, prefix, specs["center_of_mass"], [q])
         assert status == 0 and all(np.all(np.isfinite(o)) for o in outs)
         va = [rng.choice([-vmax, vmax], robot.nv) if k % 2 else rng.uniform(-vmax, vmax, robot.nv)
