@@ -4,8 +4,8 @@ For each robot: export the double and the float C library (``soadyn.codegen.expo
 (default FD, M, ID, M^-1), generate the module's C of the same functions as the module builds it (its
 translation units: stage functions, fused sin/cos; :func:`soadyn.codegen.units.translation_units` of
 the profile), and compile all three with the **same flags** (``--flags generic``: the exported CMake
-file's for gcc, ``-O2 -ffreestanding -ftree-loop-distribute-patterns -fno-math-errno -ffp-contract=off``,
-the module's units without ``-ffreestanding -ftree-loop-distribute-patterns``; ``--flags native`` adds
+file's for gcc, ``-O2 -ffreestanding -ftree-loop-distribute-patterns -fno-math-errno -ffp-contract=off``
+and on x86 ``-mforce-drap``, the module's units without these three; ``--flags native`` adds
 ``-march=native -fno-tree-slp-vectorize``, the CMake option ``<NAME>_NATIVE`` and the module's ``fast``
 profile).  One C loop calls a function on each of N random
 states (``soadyn.codegen.verify.random_inputs``) in turn; a round times every variant of every function
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from soadyn.codegen.export import PRECHECKED, export_c_library
+from soadyn.codegen.export import PRECHECKED, X86_GCC_FLAGS, export_c_library
 from soadyn.codegen.functions import function_table, select_functions
 from soadyn.codegen.pipeline import generate, resolve_robot
 from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
@@ -50,8 +51,9 @@ SHORT = {"forward_dynamics": "FD", "mass_matrix": "M", "inverse_dynamics": "ID",
          "mass_matrix_inverse": "M^-1"}
 FLAGS = {"generic": ["-std=c99", "-O2", *IEEE_FLAGS],
          "native": ["-std=c99", "-O2", *IEEE_FLAGS, "-march=native", "-fno-tree-slp-vectorize"]}
-#: the exported CMake file's for gcc (the module's C includes math.h)
-LIB_ONLY = ["-ffreestanding", "-ftree-loop-distribute-patterns"]
+#: the exported CMake file's for gcc (the module's C includes math.h; -mforce-drap on x86)
+LIB_ONLY = ["-ffreestanding", "-ftree-loop-distribute-patterns",
+            *(X86_GCC_FLAGS if platform.machine() in ("x86_64", "AMD64", "i686") else ())]
 ROOT = Path(__file__).resolve().parents[1]
 
 #: the call of f (1 to 4 input arrays, then the output) in the C loops below: a function pointer type per

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ import pytest
 from conftest import EXAMPLES, PANDA_URDF, UR5_URDF, module_cache_dir, requires_cc
 
 from soadyn.cli.main import main as cli_main
-from soadyn.codegen.export import export_c_library, parse_callgraph, printer_for, worst_stack
+from soadyn.codegen.export import X86_GCC_FLAGS, export_c_library, parse_callgraph, printer_for, worst_stack
 from soadyn.codegen.functions import expand_family, frame_enum, function_table, select_functions
 from soadyn.codegen.pipeline import compile_robot, resolve_robot
 from soadyn.codegen.verify import _call_generated, random_inputs
@@ -232,7 +233,9 @@ def test_worst_stack_follows_the_deepest_chain():
 def _shared_library(d: Path, tmp: Path, extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     name = _name(d)
     so = tmp / f"lib{name}_flight.so"
-    r = _run(["gcc", *STRICT, *LIB_FLAGS, *extra, "-fPIC", "-shared", str(d / f"{name}.c"), "-o", str(so)])
+    x86 = X86_GCC_FLAGS if platform.machine() == "x86_64" else ()      # as the exported CMake file
+    r = _run(["gcc", *STRICT, *LIB_FLAGS, *x86, *extra, "-fPIC", "-shared", str(d / f"{name}.c"), "-o",
+              str(so)])
     assert r.returncode == 0, r.stderr[-3000:]
     return ctypes.CDLL(str(so))
 
