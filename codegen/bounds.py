@@ -280,10 +280,9 @@ def _covered(written: dict[str, set[int]], sizes: dict[str, int]) -> None:
             raise Refused(f"output {n}: {size - len(written[n] & set(range(size)))} entries not stored")
 
 
-def prove_finite(body: list[Stmt], inputs: list[Any], outputs: list[Any], limits: Limits) -> str | None:
-    """None when every output entry of ``body`` is proved finite for every input within ``limits`` (see
-    the module docstring), else the reason it is not (the first thing the pass could not bound)."""
-    ev = _Eval(limits, inputs)
+def _unproved(ev: _Eval, body: list[Stmt], outputs: list[Any]) -> str | None:
+    """Run the pass ``ev`` over ``body``: None when every entry of ``outputs`` is stored and bounded,
+    else the first reason it is not."""
     sizes = {a.name: a.size for a in outputs}
     written: dict[str, set[int]] = {n: set() for n in sizes}
     try:
@@ -292,6 +291,12 @@ def prove_finite(body: list[Stmt], inputs: list[Any], outputs: list[Any], limits
     except Refused as e:
         return str(e)
     return None
+
+
+def prove_finite(body: list[Stmt], inputs: list[Any], outputs: list[Any], limits: Limits) -> str | None:
+    """None when every output entry of ``body`` is proved finite for every input within ``limits`` (see
+    the module docstring), else the reason it is not (the first thing the pass could not bound)."""
+    return _unproved(_Eval(limits, inputs), body, outputs)
 
 
 def bounds_of(body: list[Stmt], inputs: list[Any],
@@ -319,11 +324,5 @@ def divisor_intervals(body: list[Stmt], inputs: list[Any], outputs: list[Any], l
     the flight export assumes no floor).  Returns each floored divisor's interval as the pass computed it
     (lo, hi, floor), and None when every output is then proved finite, else the reason."""
     ev = _Eval(limits, inputs, floors)
-    sizes = {a.name: a.size for a in outputs}
-    written: dict[str, set[int]] = {n: set() for n in sizes}
-    try:
-        ev.block(body, written, sizes)
-        _covered(written, sizes)
-    except Refused as e:
-        return ev.divisors, str(e)
-    return ev.divisors, None
+    reason = _unproved(ev, body, outputs)
+    return ev.divisors, reason
