@@ -48,6 +48,7 @@ from soadyn.model.robot import (
     Robot,
     resolve_mimics,
     snap,
+    snap_rotation,
 )
 from soadyn.model.robotfile import (
     MassCheck,
@@ -211,7 +212,7 @@ def parse_mjcf(path: str | Path, base: str | None = None, *, check: MassCheck | 
             continue
         parent = int(m.body_parentid[b])
         pname = bname(parent)
-        R = snap(_quat_wxyz_to_matrix(m.body_quat[b]))
+        R = snap_rotation(_quat_wxyz_to_matrix(m.body_quat[b]))
         p = np.asarray(m.body_pos[b], float)
         joints = list(range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b])))
         if not joints:
@@ -251,7 +252,7 @@ def parse_mjcf(path: str | Path, base: str | None = None, *, check: MassCheck | 
         if sname in names_used:
             raise RobotFileError(path, f'<site name="{brief(sname, 40)[1:-1]}">', "has the name of a body; "
                                  "rename the site (bodies are frames too)")
-        Xs = Placement(snap(_quat_wxyz_to_matrix(m.site_quat[s])),
+        Xs = Placement(snap_rotation(_quat_wxyz_to_matrix(m.site_quat[s])),
                        snap(np.asarray(m.site_pos[s], float) - anchor[b]))
         frames.append((sname, bname(b), Xs))
     model_name = m.names[: m.names.index(b"\0")].decode("utf-8", "replace") or path.stem

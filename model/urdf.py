@@ -61,6 +61,7 @@ from soadyn.model.robot import (
     Robot,
     resolve_mimics,
     snap,
+    snap_rotation,
 )
 from soadyn.model.robotfile import (
     MassCheck,
@@ -174,7 +175,7 @@ def _placement(T: np.ndarray | None) -> Placement:
     if T is None:
         return Placement.identity()
     T = np.asarray(T, dtype=float)
-    return Placement(snap(T[:3, :3]), snap(T[:3, 3]))
+    return Placement(snap_rotation(T[:3, :3]), snap(T[:3, 3]))
 
 
 def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str = "couple", *,

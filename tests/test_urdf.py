@@ -59,10 +59,13 @@ def test_matches_pinocchio(rel: str) -> None:
     assert robot.nq == model.nq and robot.nv == model.nv
     # total mass (pinocchio: joint 0 'universe' holds the root link's inertia)
     assert robot.total_mass == pytest.approx(sum(i.mass for i in model.inertias), rel=1e-14)
+    # rotations: the UR5 writes pi/2 to 12 digits; soadyn takes such a rotation as the exact signed
+    # permutation (``snap_rotation``), Pinocchio keeps the 4.9e-12 cosines
+    tol_R = 1e-11
     for k in range(1, robot.n_bodies):
         jid = model.getJointId(robot.joints[k].name)
         Xp = model.jointPlacements[jid]
-        np.testing.assert_allclose(robot.joints[k].placement.R, Xp.rotation, atol=1e-12)
+        np.testing.assert_allclose(robot.joints[k].placement.R, Xp.rotation, atol=tol_R)
         np.testing.assert_allclose(robot.joints[k].placement.p, Xp.translation, atol=1e-12)
         I = model.inertias[jid]
         assert robot.inertias[k].mass == pytest.approx(I.mass, rel=1e-12)
@@ -80,14 +83,32 @@ def test_matches_pinocchio(rel: str) -> None:
         world = _fk(robot, q)
         for k in range(1, robot.n_bodies):
             oMi = data.oMi[model.getJointId(robot.joints[k].name)]
-            np.testing.assert_allclose(world[k].R, oMi.rotation, atol=1e-12)
-            np.testing.assert_allclose(world[k].p, oMi.translation, atol=1e-12)
+            np.testing.assert_allclose(world[k].R, oMi.rotation, atol=4 * tol_R)
+            np.testing.assert_allclose(world[k].p, oMi.translation, atol=4 * tol_R)
         assert robot.frames, "fixed-joint links should become frames"
         for f in robot.frames:
             X = world[f.body] * f.placement
             oMf = data.oMf[model.getFrameId(f.name)]
-            np.testing.assert_allclose(X.R, oMf.rotation, atol=1e-12)
-            np.testing.assert_allclose(X.p, oMf.translation, atol=1e-12)
+            np.testing.assert_allclose(X.R, oMf.rotation, atol=4 * tol_R)
+            np.testing.assert_allclose(X.p, oMf.translation, atol=4 * tol_R)
+
+
+def test_rotations_of_multiples_of_half_pi_are_exact(tmp_path: Path) -> None:
+    """pi and pi/2 written to 12 digits give an exact signed permutation; 1.5708 is a different angle."""
+    def joint_R(rpy: str) -> np.ndarray:
+        f = tmp_path / "r.urdf"
+        f.write_text(f"""<robot name="r"><link name="a"/><link name="b"><inertial><mass value="1"/>
+<inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+<joint name="j" type="revolute"><parent link="a"/><child link="b"/><origin xyz="0 0 0" rpy="{rpy}"/>
+<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>""")
+        return load_robot(f, base="fixed").joints[1].placement.R
+    R = joint_R("-1.57079632679 0 3.14159265359")
+    np.testing.assert_array_equal(R, [[-1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, -1.0, 0.0]])
+    assert np.array_equal(R @ R.T, np.eye(3))
+    R = joint_R("1.5708 0 0")          # 3.7e-6 from pi/2: kept as written
+    assert R[1, 1] == pytest.approx(math.cos(1.5708), rel=1e-12) and R[1, 1] != 0.0
+    R = joint_R("1.57079632679 0.3 0")  # not a permutation: only the 1e-14 snap
+    assert R[2, 0] == pytest.approx(-math.sin(0.3), rel=1e-12) and R[2, 2] != 0.0
 
 
 def test_panda_defaults_and_mimic_modes() -> None:
