@@ -6,7 +6,8 @@ alternating rounds, and every batched entry point against its single call.
 
 Robots (example-robot-data URDFs that no test uses): xArm7 on a free base (nv = 13) and fixed (nv = 7), B1
 quadruped + Z1 arm on a free base with the gripper joint locked (nv = 24), UR10 fixed (nv = 6), TALOS
-reduced on a free base (nv = 38; no derivative module: its rows are the core functions and M batched).
+reduced on a free base (nv = 38; no derivative module: its rows are the core functions and M batched),
+Kinova Jaco2 (6 joints, fingers fixed) on a free base (nv = 12) and UR3 fixed (nv = 6).
 Every robot is compiled with ideal joints (``Robot.rigid``: the URDFs' damping and friction dropped), as
 Pinocchio's algorithms compute.
 
@@ -58,6 +59,8 @@ ROBOTS = {
     "b1_z1_free": ("b1_description/urdf/b1-z1.urdf", "free", ["jointGripper"], True),
     "ur10_fixed": ("ur_description/urdf/ur10_robot.urdf", "fixed", [], True),
     "talos_free": ("talos_data/robots/talos_reduced.urdf", "free", [], False),
+    "kinova_free": ("kinova_description/robots/kinova.urdf", "free", [], True),
+    "ur3_fixed": ("ur_description/urdf/ur3_robot.urdf", "fixed", [], True),
 }
 DERIVATIVES = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")
 #: (row label, soadyn C function, Pinocchio timing, target ratio)

@@ -99,10 +99,11 @@ def _vsincos_n(lanes: int) -> str:
     the same bits."""
     vd = vector_type(lanes)
     head = (f"#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline, unused))\n#endif\n"
-            f"static void soadyn_vsincos_n(const {vd} *x, {vd} *s, {vd} *c, int n)\n{{\n    int k, l;\n")
+            f"static void soadyn_vsincos_n(const {vd} *x, {vd} *s, {vd} *c, int n)\n{{\n")
     if lanes != 4:
-        return head + "    for (k = 0; k < n; ++k) soadyn_vsincos(x[k], s + k, c + k);\n    (void)l;\n}"
+        return head + "    int k;\n    for (k = 0; k < n; ++k) soadyn_vsincos(x[k], s + k, c + k);\n}"
     return head + (
+        "    int k, l;\n"
         "    long long big = 0;\n"
         "    for (k = 0; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
         "    for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l) big |= !(fabs(x[k][l]) < SOADYN_TRIG_BIG);\n"
