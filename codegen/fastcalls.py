@@ -57,8 +57,8 @@ def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[di
         ins_chunk_ps="".join(f"FX_D(args[{i}]) + i0 * {_size(a)}, " for i, a in enumerate(inputs)),
         out_chunk=f"FX_D(r) + i0 * {_size(outputs[0])}",
         outs_chunk=", ".join(f"FX_D(o[{j}]) + i0 * {_size(o)}" for j, o in enumerate(outputs)),
-        # the batch entry's screen in its SIMD lanes (lanes.batch_screen_text): its parameter list
-        screen=", ".join([f"const double *{a['name']}" for a in inputs]
+        # the batch entry checking its parameters in its SIMD lanes (lanes.batch_checked_text): its parameters
+        checked=", ".join([f"const double *{a['name']}" for a in inputs]
                          + [f"double *{o['name']}" for o in outputs]) if ip is not None and not frame else "",
         m=m, nd=len(outputs[0]["dims"]), outs=", ".join(f"FX_D(o[{j}])" for j in range(m)),
         e_list=", ".join(f"e{j}" for j in range(m)), nd_list=", ".join(str(len(o["dims"])) for o in outputs))

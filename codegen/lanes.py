@@ -57,9 +57,10 @@ def screen_function(lanes: int) -> str:
     states, lane-major (``c[10 r + k]``: entry k of row r of every state), all pass the parameter screen
     (:func:`soadyn.codegen.screen.parameter_screen`: the rule of ``clearly_consistent``, the same IEEE
     operations in the same order as the single-call entries' ``fx_screen``, so the same verdict on every
-    row; a NaN or an infinity fails it), else 0.  A SIMD batch with run-time parameters runs it on the
-    columns it transposed for its own use (``<f>_batch_screen``, :func:`finish_lanes`) instead of the
-    Python entry's separate pass over the rows before the batch (issue 26).  Four lanes under AVX-512: two
+    row; a NaN or an infinity fails it), else 0; and ``soadyn_vfinite(c, n)``, the finiteness test of
+    ``check_params=False``.  A SIMD batch with run-time parameters runs them on the columns it transposed
+    for its own use (``<f>_batch_checked``, :func:`finish_lanes`) instead of the Python entry's separate
+    pass over the rows before the batch (issue 26).  Four lanes under AVX-512: two
     rows per vector of eight (their columns side by side, one shuffle each), as ``fx_screen`` does: 20
     instead of 27 instructions per row (xArm7, AVX2), about half that with AVX-512."""
     vd = vector_type(lanes)
@@ -86,8 +87,20 @@ def screen_function(lanes: int) -> str:
                   "}", "#endif"]
     lines += ["{", f"typedef {vm} soadyn_vm;", *rows(vd, "soadyn_vm", "c[{k}]", 1, lanes), "}", "return 1;"]
     body = "".join(f"{x}\n" if x.startswith("#") else f"    {x}\n" for x in lines)
+    um = f"unsigned long long __attribute__((vector_size({8 * lanes})))"
+    finite = ("/* every entry c[0 .. n - 1] of the lanes is finite: the bit test of fx_finite_d,\n"
+              " * (u & E) + 2^52 carries into bit 63 exactly when the exponent is all ones (NaN, inf) */\n"
+              f"static inline int soadyn_vfinite(const {vd} *c, int n)\n{{\n"
+              f"    typedef {um} soadyn_vu;\n"
+              "    const soadyn_vu E = (soadyn_vu){0} + 0x7ff0000000000000ULL;\n"
+              "    const soadyn_vu C = (soadyn_vu){0} + 0x0010000000000000ULL;\n"
+              "    soadyn_vu x = {0}, y = {0};\n    unsigned long long t = 0;\n    int k, l;\n"
+              "    for (k = 0; k + 2 <= n; k += 2) {\n"
+              "        x |= ((soadyn_vu)c[k] & E) + C;\n        y |= ((soadyn_vu)c[k + 1] & E) + C;\n    }\n"
+              "    if (k < n)\n        x |= ((soadyn_vu)c[k] & E) + C;\n    x |= y;\n"
+              f"    for (l = 0; l < {lanes}; ++l)\n        t |= x[l];\n    return !(t >> 63);\n}}\n")
     return (f"#ifndef SOADYN_VSCREEN\n#define SOADYN_VSCREEN 1\n"
-            f"static inline int soadyn_vscreen(const {vd} *c, int rows)\n{{\n{body}}}\n#endif")
+            f"static inline int soadyn_vscreen(const {vd} *c, int rows)\n{{\n{body}}}\n{finite}#endif")
 
 
 def _screened(f, transposed: dict[str, tuple[int, set[int]]]) -> bool:
@@ -530,7 +543,8 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
         rest = [x for b in range(-(-size // lanes)) if b not in done
                 for x in transposed_block(SCREENED_INPUT, size, lanes, b)]
         screen = (["if (!check)", "    return 1;", *rest,
-                   f"return soadyn_vscreen(T_{SCREENED_INPUT}, {size // 10});"])
+                   f"return check == 1 ? soadyn_vscreen(T_{SCREENED_INPUT}, {size // 10})",
+                   f"                  : soadyn_vfinite(T_{SCREENED_INPUT}, {size});"])
     # the lane-major buffers, filled block by block where first read; the lanes' rows of the inputs
     # prefetched (one per 64-byte line) first: in cache as fast as gathers, and on 2,000 states (out of
     # cache) 1.27-1.29x the constant module instead of 1.45 (Panda, xArm7; transposed all at the start:
@@ -576,7 +590,8 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
             continue
         vbody += transposition(a.name, a.size, lanes, entries, zeroed=False)
     sig = f"void {vname}({decl})"
-    if screened:   # check 1: the screen of the parameter rows too (1 when they pass), 0: none (returns 1)
+    if screened:   # check 1: the screen of the parameter rows too, 2: their finiteness (1 when they pass),
+        # 0: none (returns 1)
         sig = f"int {vname}({decl}, int check)"
         vbody += screen
     vprotos.append(f"{sig};")
@@ -588,7 +603,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     extra.vectorised = True
     f.batch_body = _lanes_batch_body(f, vname, lanes, screened)
     if screened:
-        f.batch_screen_body = _lanes_screen_body(f, vname, lanes)
+        f.batch_checked_body = _lanes_checked_body(f, vname, lanes)
 
 
 def _lane_args(f) -> str:
@@ -596,27 +611,29 @@ def _lane_args(f) -> str:
                      + [f"{a.name} + (long)i * {a.size}" for a in f.outputs])
 
 
-def _lanes_screen_body(f, vname: str, lanes: int) -> list[str]:
-    """The body of ``<f>_batch_screen`` (:func:`batch_screen_text`) with a SIMD batch that screens its
+def _lanes_checked_body(f, vname: str, lanes: int) -> list[str]:
+    """The body of ``<f>_batch_checked`` (:func:`batch_checked_text`) with a SIMD batch that checks its
     parameter rows: ``lanes`` states at a time through ``vname`` with its check, up to the first group whose
     rows fail (computed, but not counted)."""
     vd = vector_type(lanes)
     return ["int i = 0;", f"#ifdef {vd.upper()}", f"for (; i + {lanes} <= n; i += {lanes})",
-            f"    if (!{vname}({_lane_args(f)}, 1))", "        break;", "#endif", "return i;"]
+            f"    if (!{vname}({_lane_args(f)}, check))", "        break;", "#endif", "return i;"]
 
 
-def batch_screen_text(f) -> str:
-    """``int <f>_batch_screen(n, inputs..., outputs...)`` of a function with run-time parameters (not a frame
-    family): the batch entry's leading states, whole SIMD groups, whose parameter rows pass the screen of
-    :func:`screen_function` (their results stored), up to the first group that fails; it returns their
-    number (0 without such a SIMD batch: no states done).  The Python entry runs it first and checks the
-    rest as before (``templates/fastcalls.c.j2``); "" for other functions."""
+def batch_checked_text(f) -> str:
+    """``int <f>_batch_checked(n, inputs..., outputs..., check)`` of a function with run-time parameters
+    (not a frame family): the batch entry's leading states, whole SIMD groups, whose parameter rows pass
+    the check (1: the screen of :func:`screen_function`, 2: finiteness alone), their results stored, up to
+    the first group that fails; it returns their number (0 without such a SIMD batch: no states done).
+    The Python entry runs it first and checks the rest as before (``templates/fastcalls.c.j2``); "" for
+    other functions."""
     if f.is_family or SCREENED_INPUT not in {a.name for a in f.inputs}:
         return ""
-    sig = "int " + f.batch_signature.removeprefix("void ").replace("_batch(", "_batch_screen(", 1)
-    body = getattr(f, "batch_screen_body", None)
+    sig = ("int " + f.batch_signature.removeprefix("void ").replace("_batch(", "_batch_checked(", 1)
+           .removesuffix(")") + ", int check)")
+    body = getattr(f, "batch_checked_body", None)
     if body is None:
-        body = [f"(void){a.name};" for a in f.inputs + f.outputs] + ["(void)n;", "return 0;"]
+        body = [f"(void){a.name};" for a in f.inputs + f.outputs] + ["(void)n;", "(void)check;", "return 0;"]
     return f"\n{sig};\n{sig}\n{{\n" + "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n"
                                                for x in body) + "}\n"
 
