@@ -442,8 +442,9 @@ def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_
     and a NaN or an infinity at each of the ten entries of a valid row (the screen is the only finiteness
     test of a checked set: both screens refuse them).  In 'fast' and 'portable' the inverse dynamics' batch
     screens the rows in its SIMD lanes (codegen/lanes.py, screen_function; check_params=False: their
-    finiteness): from Python the same verdicts, and its C entry <f>_batch_checked runs the groups of lanes
-    before the row's and stops at the row's."""
+    finiteness, from their sum): from Python the same verdicts, and its C entry <f>_batch_checked runs the
+    groups of lanes before the row's and stops at the row's (or at finite entries whose sum overflows,
+    which the Python entry's own finiteness test then accepts)."""
     import ctypes
 
     from soadyn.codegen.profiles import Profile, get_profile
@@ -517,3 +518,8 @@ def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_
             for check, ok in ((1, w), (2, finite)):
                 done = checked(8, *(x.ctypes.data for x in (Q, V, V, batch, tau)), check)
                 assert done == (8 if ok else k % 8 // lanes * lanes), (k, row, check)
+    if lanes is not None:       # finite entries whose sum overflows: the lanes leave them to fx_finite_d
+        big = B.copy()
+        big[5, 1, 4:6] = 1.5e308
+        assert checked(8, *(x.ctypes.data for x in (Q, V, V, big, tau)), 2) == 5 // lanes * lanes
+        assert fid(Q, V, V, big, None, False) is not None
