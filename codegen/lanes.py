@@ -60,9 +60,9 @@ def screen_function(lanes: int) -> str:
     row; a NaN or an infinity fails it), else 0; and ``soadyn_vfinite(c, n)``, the finiteness test of
     ``check_params=False``.  A SIMD batch with run-time parameters runs them on the columns it transposed
     for its own use (``<f>_batch_checked``, :func:`finish_lanes`) instead of the Python entry's separate
-    pass over the rows before the batch (issue 26).  Four lanes under AVX-512: two
-    rows per vector of eight (their columns side by side, one shuffle each), as ``fx_screen`` does: 20
-    instead of 27 instructions per row (xArm7, AVX2), about half that with AVX-512."""
+    pass over the rows before the batch (issue 26): 20 instead of 27 instructions per row (xArm7, AVX2).
+    Four lanes under AVX-512: two rows per vector of eight (their columns side by side, one shuffle each),
+    eight rows per vector as in ``fx_screen``."""
     vd = vector_type(lanes)
     screen = parameter_screen().splitlines()
 
