@@ -34,8 +34,8 @@ import bench_pinocchio as bp  # noqa: E402
 
 from soadyn import load_robot  # noqa: E402
 from soadyn.codegen.emit import render  # noqa: E402
-from soadyn.codegen.fastcalls import parameter_screen  # noqa: E402
 from soadyn.codegen.profiles import IEEE_FLAGS, compiler_command, get_profile  # noqa: E402
+from soadyn.codegen.screen import parameter_screen  # noqa: E402
 from soadyn.model.parameters import random_params, with_param_bodies  # noqa: E402
 
 DRIVER = r"""

@@ -10,78 +10,14 @@ what differs between entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from math import prod
 from typing import Any
 
 from soadyn.codegen.emit import module_prefix, render
 from soadyn.codegen.functions import FunctionSpec
 from soadyn.codegen.python_api import fast_entries, python_api
-from soadyn.model.parameters import screen_conditions
+from soadyn.codegen.screen import parameter_screen
 from soadyn.model.robot import Robot
-
-
-def _binary(op: str, swap: bool = False) -> Callable[[_Traced, Any], _Traced]:
-    """The method ``a op b`` (``swap``: ``b op a``, the reflected operator) of :class:`_Traced`."""
-    def method(self: _Traced, other: Any) -> _Traced:
-        return self._op(other, op, swap)
-    return method
-
-
-class _Traced:
-    """A value of the C parameter screen: every operation appends ``const T t<k> = a op b;`` to ``lines``
-    (``T``: ``double``, or a vector of four rows; the template defines it), so that a formula written over
-    NumPy arrays prints as C with the same IEEE operations in the same order."""
-
-    def __init__(self, text: str, lines: list[str]) -> None:
-        self.text, self.lines = text, lines
-
-    def _new(self, rhs: str) -> _Traced:
-        name = f"t{len(self.lines)}"
-        self.lines.append(f"const T {name} = {rhs};")
-        return _Traced(name, self.lines)
-
-    def _op(self, other: Any, op: str, swap: bool = False) -> _Traced:
-        a, b = self.text, _c_operand(other)
-        return self._new(f"{b} {op} {a}" if swap else f"{a} {op} {b}")
-
-    __add__ = _binary("+")
-    __radd__ = _binary("+", swap=True)
-    __sub__ = _binary("-")
-    __rsub__ = _binary("-", swap=True)
-    __mul__ = _binary("*")
-    __rmul__ = _binary("*", swap=True)
-    __truediv__ = _binary("/")
-    __rtruediv__ = _binary("/", swap=True)
-
-    def __neg__(self) -> _Traced:
-        return self._new(f"-{self.text}")
-
-
-def _c_operand(x: Any) -> str:
-    """A traced value's name, or a constant as a C double literal (``repr``: the exact value)."""
-    if isinstance(x, _Traced):
-        return x.text
-    r = repr(float(x))
-    if r in ("inf", "-inf", "nan"):
-        raise ValueError(f"parameter screen: constant {r} has no C literal")
-    return r
-
-
-def parameter_screen() -> str:
-    """C statements of the parameter screen (:func:`soadyn.model.parameters.screen_conditions`, the rule of
-    ``clearly_consistent``) over one row, or a vector of rows, of ``params``: they read ``c0`` .. ``c9``
-    (the row's entries, defined by the template), use ``FX_ABS`` and the type ``T``, and clear ``ok`` where
-    the row fails."""
-    lines: list[str] = []
-    cols = [_Traced(f"c{k}", lines) for k in range(10)]
-
-    def absolute(x: _Traced) -> _Traced:
-        return x._new(f"FX_ABS({x.text})")
-
-    conds = screen_conditions(cols, absolute)
-    lines += [f"ok &= {_c_operand(x)} > {_c_operand(y)};" for x, y in conds]
-    return "\n".join(lines)
 
 
 def _dims(a: dict[str, Any]) -> str:
@@ -121,6 +57,9 @@ def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[di
         ins_chunk_ps="".join(f"FX_D(args[{i}]) + i0 * {_size(a)}, " for i, a in enumerate(inputs)),
         out_chunk=f"FX_D(r) + i0 * {_size(outputs[0])}",
         outs_chunk=", ".join(f"FX_D(o[{j}]) + i0 * {_size(o)}" for j, o in enumerate(outputs)),
+        # the batch entry checking its parameters in its SIMD lanes (lanes.batch_checked_text): its parameters
+        checked=", ".join([f"const double *{a['name']}" for a in inputs]
+                         + [f"double *{o['name']}" for o in outputs]) if ip is not None and not frame else "",
         m=m, nd=len(outputs[0]["dims"]), outs=", ".join(f"FX_D(o[{j}])" for j in range(m)),
         e_list=", ".join(f"e{j}" for j in range(m)), nd_list=", ".join(str(len(o["dims"])) for o in outputs))
 

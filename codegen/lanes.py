@@ -16,6 +16,7 @@ from itertools import groupby
 
 import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
+from soadyn.codegen.screen import parameter_screen
 from soadyn.codegen.trig import C_COS, C_SIN
 
 #: a lanes transposition with more computed entries than this is a loop over a table of them
@@ -45,6 +46,79 @@ WHOLE_ROWS_MAX = 256
 #: stored like the other constants, one unrolled scalar store per lane: TALOS's innovations factors,
 #: 2,888 entries, ~2,400 of them zeros)
 MEMSET_MIN = 256
+
+#: the input whose rows (ten inertial parameters per body) a SIMD batch can screen in its lanes
+#: (:func:`screen_function`): they are transposed lane-major there anyway (:data:`TRANSPOSED_INPUTS`)
+SCREENED_INPUT = "params"
+
+
+def screen_function(lanes: int) -> str:
+    """``soadyn_vscreen(c, rows)``: 1 when the ``rows`` rows of ten parameters of each of the ``lanes``
+    states, lane-major (``c[10 r + k]``: entry k of row r of every state), all pass the parameter screen
+    (:func:`soadyn.codegen.screen.parameter_screen`: the rule of ``clearly_consistent``, the same IEEE
+    operations in the same order as the single-call entries' ``fx_screen``, so the same verdict on every
+    row; a NaN or an infinity fails it), else 0; and ``soadyn_vfinite(c, n)``, the finiteness test of
+    ``check_params=False``.  A SIMD batch with run-time parameters runs them on the columns it transposed
+    for its own use (``<f>_batch_checked``, :func:`finish_lanes`) instead of the Python entry's separate
+    pass over the rows before the batch (issue 26): 20 instead of 27 instructions per row (xArm7, AVX2).
+    Four lanes under AVX-512: two rows per vector of eight (their columns side by side, one shuffle each),
+    eight rows per vector as in ``fx_screen``."""
+    vd = vector_type(lanes)
+    screen = parameter_screen().splitlines()
+
+    def rows(vt: str, mt: str, col: str, step: int, width: int) -> list[str]:
+        return [f"{mt} ok = ({mt}){{0}} - 1;   /* every lane of every row so far */",
+                f"#define T {vt}",
+                f"#define FX_ABS(x) ((T)(({mt})(x) & (({mt}){{0}} + 0x7fffffffffffffffLL)))",
+                f"for (; r + {step} <= rows; r += {step}, c += {10 * step}) {{",
+                "    const T " + ", ".join(f"c{k} = {col.format(k=k, k10=k + 10)}" for k in range(10)) + ";",
+                *(f"    {x}" for x in screen), "}", "#undef T", "#undef FX_ABS",
+                f"for (all = ok[0], l = 1; l < {width}; ++l)", "    all &= ok[l];",
+                "if (!all)", "    return 0;"]
+
+    vm = f"long long __attribute__((vector_size({8 * lanes})))"
+    lines = ["long long all;", "int r = 0, l;"]
+    if lanes == 4:
+        lines += ["#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 12)", "{",
+                  "typedef double soadyn_w8 __attribute__((vector_size(64)));",
+                  "typedef long long soadyn_m8 __attribute__((vector_size(64)));",
+                  *rows("soadyn_w8", "soadyn_m8",
+                        "__builtin_shufflevector(c[{k}], c[{k10}], 0, 1, 2, 3, 4, 5, 6, 7)", 2, 8),
+                  "}", "#endif"]
+    lines += ["{", f"typedef {vm} soadyn_vm;", *rows(vd, "soadyn_vm", "c[{k}]", 1, lanes), "}", "return 1;"]
+    body = "".join(f"{x}\n" if x.startswith("#") else f"    {x}\n" for x in lines)
+    um = f"unsigned long long __attribute__((vector_size({8 * lanes})))"
+    finite = ("/* 1 when every entry c[0 .. n - 1] of the lanes is finite: their sum per lane is (a NaN\n"
+              " * or an infinity makes it NaN or infinite), tested by the bit test of fx_finite_d,\n"
+              " * (u & E) + 2^52 carries into bit 63 exactly when the exponent is all ones; one addition\n"
+              " * per vector instead of three bit operations (xArm7, AVX2: 96 -> 42 instructions a state).\n"
+              " * A sum that overflows returns 0: the caller's fx_finite_d decides then */\n"
+              f"static inline int soadyn_vfinite(const {vd} *c, int n)\n{{\n"
+              f"    typedef {um} soadyn_vu;\n"
+              "    const soadyn_vu E = (soadyn_vu){0} + 0x7ff0000000000000ULL;\n"
+              "    const soadyn_vu C = (soadyn_vu){0} + 0x0010000000000000ULL;\n"
+              f"    {vd} s0 = {{0}}, s1 = {{0}}, s2 = {{0}}, s3 = {{0}};\n"
+              "    soadyn_vu x;\n    unsigned long long t = 0;\n    int k, l;\n"
+              "    for (k = 0; k + 4 <= n; k += 4) {\n"
+              "        s0 += c[k];\n        s1 += c[k + 1];\n"
+              "        s2 += c[k + 2];\n        s3 += c[k + 3];\n"
+              "    }\n"
+              "    for (; k < n; ++k)\n        s0 += c[k];\n"
+              "    x = (((soadyn_vu)((s0 + s1) + (s2 + s3))) & E) + C;\n"
+              f"    for (l = 0; l < {lanes}; ++l)\n        t |= x[l];\n    return !(t >> 63);\n}}\n")
+    return (f"#ifndef SOADYN_VSCREEN\n#define SOADYN_VSCREEN 1\n"
+            # out of line: inlined, its AVX-512 code made the lanes driver's frame 64-byte aligned and the
+            # xArm7's batch of 256 states, in cache, 1.15x slower even with the check off (58 -> 67 ns)
+            "__attribute__((noinline))\n"
+            f"static int soadyn_vscreen(const {vd} *c, int rows)\n{{\n{body}}}\n{finite}#endif")
+
+
+def _screened(f, transposed: dict[str, tuple[int, set[int]]]) -> bool:
+    """Whether the SIMD batch of ``f`` screens its parameter rows in its lanes (:func:`screen_function`):
+    a function (not a frame family, no delegate's core) with the :data:`SCREENED_INPUT` read lane-major."""
+    return (SCREENED_INPUT in transposed and not f.is_family and not f.core
+            and transposed[SCREENED_INPUT][0] % 10 == 0)
+
 
 _VFUNCS = {"sin": "soadyn_vsin", "cos": "soadyn_vcos", "sqrt": "soadyn_vsqrt", "pow": "soadyn_vpow",
            C_SIN: "soadyn_vsin", C_COS: "soadyn_vcos"}
@@ -473,6 +547,15 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     vbody = vectorise(main, inputs, outputs, lanes, rename, slots, transposed)
     if vbody is None:
         return
+    screened = _screened(f, transposed)
+    if screened:
+        # check: the blocks of the parameters no statement read, then the screen of the lanes' rows
+        size, done = transposed[SCREENED_INPUT]
+        rest = [x for b in range(-(-size // lanes)) if b not in done
+                for x in transposed_block(SCREENED_INPUT, size, lanes, b)]
+        screen = (["if (!check)", "    return 1;", *rest,
+                   f"return check == 1 ? soadyn_vscreen(T_{SCREENED_INPUT}, {size // 10})",
+                   f"                  : soadyn_vfinite(T_{SCREENED_INPUT}, {size});"])
     # the lane-major buffers, filled block by block where first read; the lanes' rows of the inputs
     # prefetched (one per 64-byte line) first: in cache as fast as gathers, and on 2,000 states (out of
     # cache) 1.27-1.29x the constant module instead of 1.45 (Panda, xArm7; transposed all at the start:
@@ -518,22 +601,65 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
             continue
         vbody += transposition(a.name, a.size, lanes, entries, zeroed=False)
     sig = f"void {vname}({decl})"
+    if screened:   # check 1: the screen of the parameter rows too, 2: their finiteness (1 when they pass),
+        # 0: none (returns 1)
+        sig = f"int {vname}({decl}, int check)"
+        vbody += screen
     vprotos.append(f"{sig};")
-    vpieces.append(guarded(lanes, block(sig, vbody)))
+    # the screen in the driver's piece (its unit: a large function's SIMD pieces are split into several)
+    vpieces.append(guarded(lanes, (screen_function(lanes) + "\n" if screened else "") + block(sig, vbody)))
     extra.prototypes += [guarded(lanes, "\n".join(vprotos) + "\n")]
     extra.simd_from = len(extra.pieces)
     extra.pieces += vpieces
     extra.vectorised = True
-    f.batch_body = _lanes_batch_body(f, vname, lanes)
+    f.batch_body = _lanes_batch_body(f, vname, lanes, screened)
+    if screened:
+        f.batch_checked_body = _lanes_checked_body(f, vname, lanes)
 
 
-def _lanes_batch_body(f, vname: str, lanes: int) -> list[str]:
-    """The batched entry of ``f``: ``lanes`` states at a time through ``vname``, the rest one by one (a
-    frame family: after its check of the frame id, which every state shares)."""
+def _lane_args(f) -> str:
+    return ", ".join([f"{a.name} + (long)i * {a.size}" for a in f.inputs] + (["frame"] if f.is_family else [])
+                     + [f"{a.name} + (long)i * {a.size}" for a in f.outputs])
+
+
+def _lanes_checked_body(f, vname: str, lanes: int) -> list[str]:
+    """The body of ``<f>_batch_checked`` (:func:`batch_checked_text`) with a SIMD batch that checks its
+    parameter rows: ``lanes`` states at a time through ``vname`` with its check, up to the first group whose
+    rows fail (computed, but not counted)."""
     vd = vector_type(lanes)
-    lane_args = ", ".join([f"{a.name} + (long)i * {a.size}" for a in f.inputs]
-                          + (["frame"] if f.is_family else [])
-                          + [f"{a.name} + (long)i * {a.size}" for a in f.outputs])
+    return ["int i = 0;", *_voids(f), f"#ifdef {vd.upper()}", f"for (; i + {lanes} <= n; i += {lanes})",
+            f"    if (!{vname}({_lane_args(f)}, check))", "        break;", "#endif", "return i;"]
+
+
+def _voids(f) -> list[str]:
+    """``(void)`` of every parameter of ``<f>_batch_checked``: none is read without SIMD lanes."""
+    return [f"(void){a.name};" for a in f.inputs + f.outputs] + ["(void)n;", "(void)check;"]
+
+
+def batch_checked_text(f) -> str:
+    """``int <f>_batch_checked(n, inputs..., outputs..., check)`` of a function with run-time parameters
+    (not a frame family): the batch entry's leading states, whole SIMD groups, whose parameter rows pass
+    the check (1: the screen of :func:`screen_function`, 2: finiteness alone), their results stored, up to
+    the first group that fails; it returns their number (0 without such a SIMD batch: no states done).
+    The Python entry runs it first and checks the rest as before (``templates/fastcalls.c.j2``); "" for
+    other functions."""
+    if f.is_family or SCREENED_INPUT not in {a.name for a in f.inputs}:
+        return ""
+    sig = ("int " + f.batch_signature.removeprefix("void ").replace("_batch(", "_batch_checked(", 1)
+           .removesuffix(")") + ", int check)")
+    body = getattr(f, "batch_checked_body", None)
+    if body is None:
+        body = [*_voids(f), "return 0;"]
+    return f"\n{sig};\n{sig}\n{{\n" + "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n"
+                                               for x in body) + "}\n"
+
+
+def _lanes_batch_body(f, vname: str, lanes: int, screened: bool = False) -> list[str]:
+    """The batched entry of ``f``: ``lanes`` states at a time through ``vname`` (``screened``: with its
+    check off), the rest one by one (a frame family: after its check of the frame id, which every state
+    shares)."""
+    vd = vector_type(lanes)
+    lane_args = _lane_args(f) + (", 0" if screened else "")
     check = [x for x in f.batch_body if x.startswith("if (frame ")]
     call = f"(void){f.cname}" if f.is_family else f.cname
     return [*check, "int i = 0;", f"#ifdef {vd.upper()}",

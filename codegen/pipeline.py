@@ -207,7 +207,7 @@ GENERATOR_MANIFEST: tuple[tuple[str, str], ...] = (
         # load: imported by the package for its public load()
         "load", "units", "profiles", "objcache", "schedule", "trig",
         # the typed program, its printers and transformations (issue 22)
-        "cprogram", "printer", "products", "stages", "lanes", "python_api", "fastcalls")),
+        "cprogram", "printer", "products", "stages", "lanes", "python_api", "fastcalls", "screen")),
     ("soadyn.templates", "__init__.py"),
     ("soadyn.templates", "module.c.j2"),
     ("soadyn.templates", "module.h.j2"),

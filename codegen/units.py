@@ -19,6 +19,7 @@ from soadyn.codegen.cprogram import stored_entries
 from soadyn.codegen.lanes import (
     TRANSPOSED_INPUTS,
     Extra,
+    batch_checked_text,
     family_cases,
     finish_delegate,
     finish_lanes,
@@ -280,4 +281,5 @@ def _function_text(f) -> str:
     lines = CPrinter().lines(fuse_trig(f.body))
     body = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in lines)
     batch = "".join(f"    {x}\n" if not x.startswith("#") else f"{x}\n" for x in f.batch_body)
-    return f"{helpers}\n{f.signature}\n{{\n{unused}{body}}}\n\n{f.batch_signature}\n{{\n{batch}}}\n"
+    return (f"{helpers}\n{f.signature}\n{{\n{unused}{body}}}\n\n{f.batch_signature}\n{{\n{batch}}}\n"
+            + batch_checked_text(f))

@@ -440,7 +440,13 @@ def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_
     on an unknown set iff every row passes, else it leaves the call to the Python check.  Rows: every edge
     of _screen_cases, their small perturbations, random valid bodies, rows that fail one condition alone,
     and a NaN or an infinity at each of the ten entries of a valid row (the screen is the only finiteness
-    test of a checked set: both screens refuse them)."""
+    test of a checked set: both screens refuse them).  In 'fast' and 'portable' the inverse dynamics' batch
+    screens the rows in its SIMD lanes (codegen/lanes.py, screen_function; check_params=False: their
+    finiteness, from their sum): from Python the same verdicts, and its C entry <f>_batch_checked runs the
+    groups of lanes before the row's and stops at the row's (or at finite entries whose sum overflows,
+    which the Python entry's own finiteness test then accepts)."""
+    import ctypes
+
     from soadyn.codegen.profiles import Profile, get_profile
 
     robot, mod = arm_params                 # the tests' profile
@@ -486,6 +492,15 @@ def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_
     Q = np.array([robot.random_configuration(rng) for _ in range(8)])
     B = np.array([random_params(robot, rng) for _ in range(8)])
     assert clearly_consistent(base).all() and clearly_consistent(B.reshape(-1, 10)).all()
+    lanes = None
+    if profile in ("fast", "portable"):       # the inverse dynamics' lanes check the rows themselves
+        lanes = get_profile(profile).lanes
+        fid = mod._FX["inverse_dynamics"]
+        ext = ctypes.CDLL(str(next(Path(mod.__file__).parent.glob("_soadyn_*.so"))))
+        checked = ext[f"{mod.module_name}_inverse_dynamics_batch_checked"]
+        checked.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 5 + [ctypes.c_int]
+        V, tau = rng.normal(size=(8, robot.nv)), np.empty((8, robot.nv))
+        assert checked(8, *(x.ctypes.data for x in (Q, V, V, B, tau)), 1) == 8
     for k, (row, w) in enumerate(zip(rows, want)):
         one = base.copy()
         one[k % 5] = row
@@ -497,3 +512,14 @@ def test_c_parameter_screen_gives_the_python_screens_verdict(arm_params, module_
         finite = bool(np.isfinite(row).all())
         assert (fx(q, one, None, False) is not None) == finite, (k, row)
         assert (fx(Q, batch, None, False) is not None) == finite, (k, row)
+        if lanes is not None:
+            assert (fid(Q, V, V, batch, None, True) is not None) == w, (k, row)
+            assert (fid(Q, V, V, batch, None, False) is not None) == finite, (k, row)
+            for check, ok in ((1, w), (2, finite)):
+                done = checked(8, *(x.ctypes.data for x in (Q, V, V, batch, tau)), check)
+                assert done == (8 if ok else k % 8 // lanes * lanes), (k, row, check)
+    if lanes is not None:       # finite entries whose sum overflows: the lanes leave them to fx_finite_d
+        big = B.copy()
+        big[5, 1, 4:6] = 1.5e308
+        assert checked(8, *(x.ctypes.data for x in (Q, V, V, big, tau)), 2) == 5 // lanes * lanes
+        assert fid(Q, V, V, big, None, False) is not None
