@@ -208,7 +208,10 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
         fk = inertia_apply(body, A[k]) + force_cross(V[k], h)
         if f_ext is not None:
             fk = fk - X.force_to_parent(f_ext[k])
-        f[k], hb[k], Cb[k] = fk, h, coriolis_block(body, V[k])
+        Ck = coriolis_block(body, V[k])
+        if robot.children[k]:       # named, so that the composites below add one term per child (latency)
+            fk, Ck = ctx.stage(f"fb{k}", fk), ctx.stage_symmetric(f"Cb{k}", Ck)
+        f[k], hb[k], Cb[k] = fk, h, Ck
     # ---- tip to base: composite inertia, Coriolis operator and force of each subtree -------------------
     Ic: list[RigidInertia] = [None] * n  # type: ignore[list-item]
     Cc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
