@@ -567,23 +567,6 @@ def family_cases(body: list[Stmt], outputs: dict[str, int]
     return out
 
 
-#: a frame family whose outputs have more entries than this, half or more of them exact zeros over its
-#: cases (:func:`zeros_dominated`), keeps its scalar batch
-FAMILY_OUTPUT_MAX = 128
-
-
-def zeros_dominated(cases: dict[str, dict[str, list[tuple[int, str | None]]]]) -> bool:
-    """A frame family's batch is the writing of its output: more than :data:`FAMILY_OUTPUT_MAX` entries per
-    state, half or more of those its cases store exact zeros (TALOS's Jacobians, 6 x 38: the joints off the
-    frame's path).  SIMD lanes left TALOS's ``jacobian`` (1.8 KB per state, 54 ns per single call) at
-    1.01-1.29x the single call (1.12-1.18x without) for 3.8 s more gcc CPU of the two Jacobians; each case
-    of the lanes copying its computed entries after a memset of the rows instead: 1.26-1.63x.  The xArm7's
-    (6 x 13) went from 1.03x to 0.41x with lanes."""
-    entries = [c for case in cases.values() for es in case.values() for _, c in es]
-    size = sum(len(es) for es in next(iter(cases.values())).values())
-    return size > FAMILY_OUTPUT_MAX and 2 * sum(c == "0" for c in entries) >= len(entries)
-
-
 def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
                    zeroed: bool = True) -> list[str]:
     """Lines copying the lane-major buffer ``o_<name>`` into the callers' arrays: ``entries`` (entry,

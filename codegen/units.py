@@ -24,7 +24,6 @@ from soadyn.codegen.lanes import (
     finish_lanes,
     finish_zero_fext,
     simd_prelude,
-    zeros_dominated,
 )
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
@@ -152,7 +151,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
         # transposed in one case would be missing in another)
         cases = (family_cases(f.body, {a.name: a.size for a in f.outputs})
                  if lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs) else None)
-        vector = cases is not None and not zeros_dominated(cases)
+        vector = cases is not None
         staged = split_family(f.cname, params, f.body, stage_ops, printer) if stage_ops > 0 else None
         if staged is not None:
             f.body = staged.body
