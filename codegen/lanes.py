@@ -16,7 +16,7 @@ from itertools import groupby
 
 import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
-from soadyn.codegen.trig import C_COS, C_SIN
+from soadyn.codegen.trig import C_COS, C_SIN, SINCOS8
 
 #: a lanes transposition with more computed entries than this is a loop over a table of them
 UNROLLED_STORES = 32
@@ -96,15 +96,20 @@ def _vsincos_n(lanes: int) -> str:
     """``soadyn_vsincos_n(x, s, c, n)``: the sines and cosines of ``n`` vectors of angles, one loop (the
     constants of the reduction and the polynomials stay in registers), the arguments out of the inline
     reduction's range (and inf, nan) through libm afterwards, as :func:`soadyn_vsincos` does per vector:
-    the same bits."""
+    the same bits.  With 512-bit vectors, 4 lanes take two vectors at a time
+    (:data:`~soadyn.codegen.trig.SINCOS8`)."""
     vd = vector_type(lanes)
     head = (f"#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline, unused))\n#endif\n"
             f"static void soadyn_vsincos_n(const {vd} *x, {vd} *s, {vd} *c, int n)\n{{\n    int k, l;\n")
     if lanes != 4:
         return head + "    for (k = 0; k < n; ++k) soadyn_vsincos(x[k], s + k, c + k);\n    (void)l;\n}"
-    return head + (
+    return SINCOS8 + head + (
         "    long long big = 0;\n"
-        "    for (k = 0; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
+        "    k = 0;\n"
+        "#ifdef SOADYN_T8D\n"
+        "    for (; k + 2 <= n; k += 2) soadyn_sincos8_core(x + k, s + k, c + k);\n"
+        "#endif\n"
+        "    for (; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
         "    for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l) big |= !(fabs(x[k][l]) < SOADYN_TRIG_BIG);\n"
         "    if (big)\n"
         "        for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l)\n"
