@@ -58,9 +58,10 @@ PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dyna
 #: more compiler CPU for the default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 ->
 #: 31.0-32.9 s; issue 26, benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the
 #: xArm7.  Then the rest of the default functions and the derivatives (issue 26): the frame families
-#: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; not those whose
-#: batch is the writing of a large, mostly zero output, :func:`~soadyn.codegen.lanes.zeros_dominated`),
-#: and the ID/FD derivatives (their products as expressions, in-place ones too:
+#: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; those with large,
+#: mostly zero outputs too: TALOS's and B1+Z1's Jacobians kept a scalar batch at 1.02-1.06x the single
+#: call, with lanes their C batches run 0.78-0.91x and 0.60-0.65x, for more gcc CPU: benchmarks/README.md,
+#: tenth session), and the ID/FD derivatives (their products as expressions, in-place ones too:
 #: :func:`~soadyn.codegen.products.expanded_products`): batches from 0.79-1.04x to 0.24-0.63x the single
 #: call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to 0.42-0.63x (xArm7).  And the
 #: :data:`PRODUCT_LANE_FUNCTIONS` (see there)
