@@ -17,7 +17,7 @@ from itertools import groupby
 import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
 from soadyn.codegen.screen import parameter_screen
-from soadyn.codegen.trig import C_COS, C_SIN
+from soadyn.codegen.trig import C_COS, C_SIN, SINCOS8
 
 #: a lanes transposition with more computed entries than this is a loop over a table of them
 UNROLLED_STORES = 32
@@ -170,16 +170,21 @@ def _vsincos_n(lanes: int) -> str:
     """``soadyn_vsincos_n(x, s, c, n)``: the sines and cosines of ``n`` vectors of angles, one loop (the
     constants of the reduction and the polynomials stay in registers), the arguments out of the inline
     reduction's range (and inf, nan) through libm afterwards, as :func:`soadyn_vsincos` does per vector:
-    the same bits."""
+    the same bits.  With 512-bit vectors, 4 lanes take two vectors at a time
+    (:data:`~soadyn.codegen.trig.SINCOS8`)."""
     vd = vector_type(lanes)
     head = (f"#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline, unused))\n#endif\n"
             f"static void soadyn_vsincos_n(const {vd} *x, {vd} *s, {vd} *c, int n)\n{{\n")
     if lanes != 4:
         return head + "    int k;\n    for (k = 0; k < n; ++k) soadyn_vsincos(x[k], s + k, c + k);\n}"
-    return head + (
+    return SINCOS8 + head + (
         "    int k, l;\n"
         "    long long big = 0;\n"
-        "    for (k = 0; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
+        "    k = 0;\n"
+        "#ifdef SOADYN_T8D\n"
+        "    for (; k + 2 <= n; k += 2) soadyn_sincos8_core(x + k, s + k, c + k);\n"
+        "#endif\n"
+        "    for (; k < n; ++k) soadyn_sincos4_core(x + k, s + k, c + k);\n"
         "    for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l) big |= !(fabs(x[k][l]) < SOADYN_TRIG_BIG);\n"
         "    if (big)\n"
         "        for (k = 0; k < n; ++k) for (l = 0; l < 4; ++l)\n"
@@ -692,23 +697,6 @@ def family_cases(body: list[Stmt], outputs: dict[str, int]
             return None
         out[c.enumerator] = {name: sorted(es.items()) for name, es in seen.items()}
     return out
-
-
-#: a frame family whose outputs have more entries than this, half or more of them exact zeros over its
-#: cases (:func:`zeros_dominated`), keeps its scalar batch
-FAMILY_OUTPUT_MAX = 128
-
-
-def zeros_dominated(cases: dict[str, dict[str, list[tuple[int, str | None]]]]) -> bool:
-    """A frame family's batch is the writing of its output: more than :data:`FAMILY_OUTPUT_MAX` entries per
-    state, half or more of those its cases store exact zeros (TALOS's Jacobians, 6 x 38: the joints off the
-    frame's path).  SIMD lanes left TALOS's ``jacobian`` (1.8 KB per state, 54 ns per single call) at
-    1.01-1.29x the single call (1.12-1.18x without) for 3.8 s more gcc CPU of the two Jacobians; each case
-    of the lanes copying its computed entries after a memset of the rows instead: 1.26-1.63x.  The xArm7's
-    (6 x 13) went from 1.03x to 0.41x with lanes."""
-    entries = [c for case in cases.values() for es in case.values() for _, c in es]
-    size = sum(len(es) for es in next(iter(cases.values())).values())
-    return size > FAMILY_OUTPUT_MAX and 2 * sum(c == "0" for c in entries) >= len(entries)
 
 
 def transposition(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],

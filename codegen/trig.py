@@ -211,6 +211,33 @@ static void soadyn_sincos_n(const double *x, double *s, double *c, int n)
 #endif
 """
 
+#: ``soadyn_sincos8_core(x, s, c)``: the arithmetic of :func:`soadyn_sincos4_core` on 8 arguments at once
+#: (two consecutive vectors of 4, read and written as one 64-byte vector), for machines with 512-bit
+#: vectors (``__AVX512F__``; elsewhere ``SOADYN_T8D`` stays undefined and the 4-wide core runs).  The same
+#: IEEE operations in the same order on every lane: the same bits.  Text for the SIMD batches' units only
+#: (:func:`soadyn.codegen.lanes.simd_prelude`), after :data:`PRELUDE`: the sines and cosines of a lanes
+#: group's joint angles (``soadyn_vsincos_n``) were half the instructions of TALOS's and B1+Z1's
+#: ``body_poses`` batches, as many per state as in the single call (issue 26)
+SINCOS8 = r"""#if defined(SOADYN_T4D) && defined(__AVX512F__) && !defined(SOADYN_T8D)
+#define SOADYN_T8D 1
+typedef double soadyn_t8d __attribute__((vector_size(64)));
+typedef unsigned long long soadyn_t8u __attribute__((vector_size(64)));
+SOADYN_INLINE void soadyn_sincos8_core(const soadyn_t4d *xp, soadyn_t4d *s, soadyn_t4d *c)
+{
+    soadyn_t8d x, t, fn, tt, w, r, y0, y1, z, v, p, hz, u, ks, kc;
+    soadyn_t8u n, bs, bc, sel, rs, rc;
+    memcpy(&x, xp, sizeof x);
+    SOADYN_SINCOS_ARITH(x, ks, kc, t)
+    n = (soadyn_t8u)t;
+    bs = (soadyn_t8u)ks;
+    bc = (soadyn_t8u)kc;
+    SOADYN_SINCOS_QUADRANT(n, bs, bc, rs, rc)
+    memcpy(s, &rs, sizeof rs);
+    memcpy(c, &rc, sizeof rc);
+}
+#endif
+"""
+
 
 def to_inline(text: str) -> str:
     """C text with libm's ``sin(``/``cos(`` calls replaced by the prelude's inline functions."""

@@ -25,7 +25,6 @@ from soadyn.codegen.lanes import (
     finish_lanes,
     finish_zero_fext,
     simd_prelude,
-    zeros_dominated,
 )
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
@@ -60,9 +59,10 @@ PRODUCT_LANE_FUNCTIONS = frozenset({"forward_dynamics_schur_fext", "forward_dyna
 #: more compiler CPU for the default functions (xArm7 free 8.7-9.3 -> 9.8-10.5 s, TALOS 27.6-28.8 ->
 #: 31.0-32.9 s; issue 26, benchmarks/README.md) and bring their batches to 0.3-0.7x the single call on the
 #: xArm7.  Then the rest of the default functions and the derivatives (issue 26): the frame families
-#: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; not those whose
-#: batch is the writing of a large, mostly zero output, :func:`~soadyn.codegen.lanes.zeros_dominated`),
-#: and the ID/FD derivatives (their products as expressions, in-place ones too:
+#: (the frame's case chosen once per lanes group, :func:`soadyn.codegen.lanes.vectorise`; those with large,
+#: mostly zero outputs too: TALOS's and B1+Z1's Jacobians kept a scalar batch at 1.02-1.06x the single
+#: call, with lanes their C batches run 0.78-0.91x and 0.60-0.65x, for more gcc CPU: benchmarks/README.md,
+#: tenth session), and the ID/FD derivatives (their products as expressions, in-place ones too:
 #: :func:`~soadyn.codegen.products.expanded_products`): batches from 0.79-1.04x to 0.24-0.63x the single
 #: call on the xArm7 (free) and TALOS, the derivatives' from 0.80-1.03x to 0.42-0.63x (xArm7).  And the
 #: :data:`PRODUCT_LANE_FUNCTIONS` (see there)
@@ -153,7 +153,7 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
         # transposed in one case would be missing in another)
         cases = (family_cases(f.body, {a.name: a.size for a in f.outputs})
                  if lanes > 1 and not any(a.name in TRANSPOSED_INPUTS for a in f.inputs) else None)
-        vector = cases is not None and not zeros_dominated(cases)
+        vector = cases is not None
         staged = split_family(f.cname, params, f.body, stage_ops, printer) if stage_ops > 0 else None
         if staged is not None:
             f.body = staged.body

@@ -585,20 +585,23 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
                                 (api, kw.keys(), frame, opt, i)
 
 
-def test_frame_family_of_large_mostly_zero_outputs_keeps_its_scalar_batch(monkeypatch):
-    """A frame family whose outputs are large (``lanes.FAMILY_OUTPUT_MAX``, lowered here) and mostly exact
-    zeros over its cases (the free tree's local Jacobians: most joints off each frame's path) keeps its
-    scalar batch; the world-aligned Jacobians (few zeros) and small outputs get lanes."""
-    import soadyn.codegen.lanes as lanes
+def test_frame_family_of_mostly_zero_outputs_gets_lanes_too():
+    """A frame family whose outputs are large and mostly exact zeros over its cases (the four-arm tree's
+    Jacobians, 6 x 37: most joints off each frame's path) gets SIMD lanes like the others: its scalar
+    batch was the single call in a loop, 1.02-1.06x its time on B1+Z1 and TALOS (issue 26; those batches
+    are not bound by writing the output: benchmarks/README.md, tenth session)."""
     import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.lanes import family_cases
 
-    robot = load_robot(EXAMPLES / "seed004_dual_arm.yaml")
-    prof = Profile("z", ("-O0",), 0, lanes=4)
-    for limit, local in ((lanes.FAMILY_OUTPUT_MAX, True), (0, False)):
-        monkeypatch.setattr(lanes, "FAMILY_OUTPUT_MAX", limit)
-        gen = pl.generate(robot, functions=["jacobian", "frame_pose"], profile=prof)
-        got = {f.cname.removeprefix(gen.module_name + "_"): f.extra.vectorised for f in gen.functions}
-        assert got == {"jacobian_local": local, "jacobian_world": True, "frame_pose": True}, (limit, got)
+    robot = load_robot(EXAMPLES / "seed004_four_arm_37dof.yaml")      # 6 x 37 Jacobians
+    gen = pl.generate(robot, functions=["jacobian"], profile=Profile("z", ("-O0",), 0, lanes=4))
+    funcs = {f.cname.removeprefix(gen.module_name + "_"): f for f in gen.functions}
+    local = funcs["jacobian_local"]
+    cases = family_cases(local.body, {a.name: a.size for a in local.outputs})
+    entries = [c for case in cases.values() for es in case.values() for _, c in es]
+    assert 2 * sum(c == "0" for c in entries) >= len(entries)      # mostly zeros: the case in point
+    got = {name: f.extra.vectorised for name, f in funcs.items()}
+    assert got == {"jacobian_local": True, "jacobian_world": True}, got
 
 
 def test_large_outputs_with_zeros_zeroed_at_once_in_the_simd_batch(tmp_path, monkeypatch):
