@@ -382,7 +382,8 @@ def test_parameter_batch_lanes_test_the_state_inputs(module_dir, rng, profile):
     lanes' rows, q[3:7] of each lane) and tests the states after their groups itself: a NaN or an infinity
     in any state input, or a zero quaternion, at a state inside the lanes' groups or in the scalar tail,
     stops the lanes at that state's group and leaves the call to the Python code, which refuses it as
-    before (the same message as the constant module's); without those bits the lanes do not look."""
+    before (the same message as the constant module's); without those bits the lanes do not look.  Finite
+    entries whose sums overflow stop the lanes too, and the entry's own test then runs them."""
     import ctypes
 
     from soadyn.codegen.profiles import get_profile
@@ -418,6 +419,10 @@ def test_parameter_batch_lanes_test_the_state_inputs(module_dir, rng, profile):
                 assert fid(*args, P, None, True) is None and fid(*args, P, None, False) is None
         with pytest.raises(ValueError, match="non-finite"):
             mod.inverse_dynamics(*args, params=P)
+    big = v.copy()                            # finite entries whose sums overflow: the entry's test decides
+    big[:8] = 1.5e308
+    assert checked(8, *(y.ctypes.data for y in (q, big, a, P, tau)), 1 | 4) == 0
+    assert fid(q, big, a, P, None, True) is not None
     for s in (2, 7, 36):                      # a zero quaternion: finite, refused by the Python code
         z = q.copy()
         z[s, 3:7] = 0.0
