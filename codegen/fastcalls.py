@@ -47,9 +47,15 @@ def _entry(name: str, cfunc: str, inputs: list[dict[str, Any]], outputs: list[di
         checks=" || ".join(f"!fx_ok(args[{i}], n, {len(inputs[i]['dims'])}, d{i})" for i in rest) or "0",
         # a non-finite input: the module's Python code refuses it (issue 21); params: below
         finite=" || ".join(f"!fx_finite(args[{i}])" for i in rest) or "0",
+        # a batch of parameter sets: the states from i0 on, not tested by the SIMD lanes (check & 4, & 8)
+        finite_rest=" || ".join([f"!fx_finite_d(FX_D(args[{i}]) + i0 * {_size(inputs[i])}, "
+                                 f"(n - i0) * {_size(inputs[i])})" for i in rest]
+                                + ([f"!fx_quats_nonzero(FX_D(args[{iq}]) + i0 * {_size(inputs[iq])}, "
+                                    "n - i0)"] if quat else [])) or "0",
+        state_check="4 | 8" if quat else "4",
         ip=ip, p_size=_size(inputs[ip]) if ip is not None else 0,
         p_nd=len(inputs[ip]["dims"]) if ip is not None else 0,
-        quat=quat, iq=iq, nq=inputs[iq]["dims"][0] if quat else 0, frame=frame,
+        quat=quat, iq=iq, frame=frame,
         ins="".join(f"FX_D(args[{i}]), " for i in range(len(inputs))), fid="fid, " if frame else "",
         # one parameter set for a batch: the batch entry on chunks of states, params tiled (fx_tile)
         ins_chunk="".join("tile, " if i == ip else f"FX_D(args[{i}]) + i0 * {_size(a)}, "

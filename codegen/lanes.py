@@ -52,6 +52,30 @@ MEMSET_MIN = 256
 SCREENED_INPUT = "params"
 
 
+#: ``soadyn_vsum`` (:func:`screen_function`) for four lanes under AVX-512: eight doubles per vector
+WIDE_SUM = """#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 12)
+    typedef double soadyn_w8 __attribute__((vector_size(64)));
+    soadyn_w8 w, u = {0};
+    int k;
+    SOADYN_UNROLL
+    for (k = 0; k + 8 <= n; k += 8) {
+        __builtin_memcpy(&w, p + k, sizeof w);
+        u += w;
+    }
+    s += __builtin_shufflevector(u, u, 0, 1, 2, 3) + __builtin_shufflevector(u, u, 4, 5, 6, 7);
+    if (k + 4 <= n) {
+        soadyn_v4d y;
+        __builtin_memcpy(&y, p + k, sizeof y);
+        s += y;
+        k += 4;
+    }
+    for (; k < n; ++k)
+        s[0] += p[k];
+    return s;
+#else
+"""
+
+
 def screen_function(lanes: int) -> str:
     """``soadyn_vscreen(c, rows)``: 1 when the ``rows`` rows of ten parameters of each of the ``lanes``
     states, lane-major (``c[10 r + k]``: entry k of row r of every state), all pass the parameter screen
@@ -88,24 +112,49 @@ def screen_function(lanes: int) -> str:
     lines += ["{", f"typedef {vm} soadyn_vm;", *rows(vd, "soadyn_vm", "c[{k}]", 1, lanes), "}", "return 1;"]
     body = "".join(f"{x}\n" if x.startswith("#") else f"    {x}\n" for x in lines)
     um = f"unsigned long long __attribute__((vector_size({8 * lanes})))"
-    finite = ("/* 1 when every entry c[0 .. n - 1] of the lanes is finite: their sum per lane is (a NaN\n"
-              " * or an infinity makes it NaN or infinite), tested by the bit test of fx_finite_d,\n"
-              " * (u & E) + 2^52 carries into bit 63 exactly when the exponent is all ones; one addition\n"
-              " * per vector instead of three bit operations (xArm7, AVX2: 96 -> 42 instructions a state).\n"
-              " * A sum that overflows returns 0: the caller's fx_finite_d decides then */\n"
-              f"static inline int soadyn_vfinite(const {vd} *c, int n)\n{{\n"
+    finite = ("/* 1 when every lane of s is finite, by the bit test of fx_finite_d: (u & E) + 2^52 carries\n"
+              " * into bit 63 exactly when the exponent is all ones */\n"
+              f"static inline int soadyn_vfinite_sum({vd} s)\n{{\n"
               f"    typedef {um} soadyn_vu;\n"
-              "    const soadyn_vu E = (soadyn_vu){0} + 0x7ff0000000000000ULL;\n"
-              "    const soadyn_vu C = (soadyn_vu){0} + 0x0010000000000000ULL;\n"
+              "    const soadyn_vu x = (((soadyn_vu)s) & ((soadyn_vu){0} + 0x7ff0000000000000ULL))\n"
+              "                        + ((soadyn_vu){0} + 0x0010000000000000ULL);\n"
+              "    unsigned long long t = 0;\n    int l;\n"
+              f"    for (l = 0; l < {lanes}; ++l)\n        t |= x[l];\n    return !(t >> 63);\n}}\n"
+              "/* 1 when every entry c[0 .. n - 1] of the lanes is finite: their sum per lane is (a NaN\n"
+              " * or an infinity makes it NaN or infinite); one addition per vector instead of three bit\n"
+              " * operations (xArm7, AVX2: 96 -> 42 instructions a state).  A sum that overflows returns 0:\n"
+              " * the caller's fx_finite_d decides then */\n"
+              f"static inline int soadyn_vfinite(const {vd} *c, int n)\n{{\n"
               f"    {vd} s0 = {{0}}, s1 = {{0}}, s2 = {{0}}, s3 = {{0}};\n"
-              "    soadyn_vu x;\n    unsigned long long t = 0;\n    int k, l;\n"
+              "    int k;\n"
               "    for (k = 0; k + 4 <= n; k += 4) {\n"
               "        s0 += c[k];\n        s1 += c[k + 1];\n"
               "        s2 += c[k + 2];\n        s3 += c[k + 3];\n"
               "    }\n"
               "    for (; k < n; ++k)\n        s0 += c[k];\n"
-              "    x = (((soadyn_vu)((s0 + s1) + (s2 + s3))) & E) + C;\n"
-              f"    for (l = 0; l < {lanes}; ++l)\n        t |= x[l];\n    return !(t >> 63);\n}}\n")
+              "    return soadyn_vfinite_sum((s0 + s1) + (s2 + s3));\n}\n"
+              "/* s plus the sum, per position in a vector, of the n doubles p[0 .. n - 1] (the lanes'\n"
+              " * rows of a state input, contiguous: unaligned vector loads, the loop unrolled (n is a\n"
+              " * constant where it is inlined); the last n % lanes one by one into lane 0): the lanes'\n"
+              " * finiteness test of the state inputs (soadyn_vfinite_sum), instead of the Python entry's\n"
+              " * separate pass over every state's q, v, a.  Eight doubles per vector with AVX-512 */\n"
+              "#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8\n"
+              "#define SOADYN_UNROLL _Pragma(\"GCC unroll 16\")\n"
+              "#else\n#define SOADYN_UNROLL\n#endif\n"
+              f"static inline {vd} soadyn_vsum(const double *p, int n, {vd} s)\n{{\n"
+              + (WIDE_SUM if lanes == 4 else "")
+              + f"    {vd} x, y, t = {{0}};\n"
+              "    int k;\n"
+              "    SOADYN_UNROLL\n"
+              f"    for (k = 0; k + {2 * lanes} <= n; k += {2 * lanes}) {{\n"
+              "        __builtin_memcpy(&x, p + k, sizeof x);\n"
+              f"        __builtin_memcpy(&y, p + k + {lanes}, sizeof y);\n"
+              "        s += x;\n        t += y;\n    }\n"
+              f"    for (; k + {lanes} <= n; k += {lanes}) {{\n"
+              "        __builtin_memcpy(&x, p + k, sizeof x);\n        s += x;\n    }\n"
+              "    for (; k < n; ++k)\n        s[0] += p[k];\n"
+              "    return s + t;\n"
+              + ("#endif\n" if lanes == 4 else "") + "}\n")
     return (f"#ifndef SOADYN_VSCREEN\n#define SOADYN_VSCREEN 1\n"
             # out of line: inlined, its AVX-512 code made the lanes driver's frame 64-byte aligned and the
             # xArm7's batch of 256 states, in cache, 1.15x slower even with the check off (58 -> 67 ns)
@@ -558,9 +607,23 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
         size, done = transposed[SCREENED_INPUT]
         rest = [x for b in range(-(-size // lanes)) if b not in done
                 for x in transposed_block(SCREENED_INPUT, size, lanes, b)]
-        screen = (["if (!check)", "    return 1;", *rest,
-                   f"return check == 1 ? soadyn_vscreen(T_{SCREENED_INPUT}, {size // 10})",
-                   f"                  : soadyn_vfinite(T_{SCREENED_INPUT}, {size});"])
+        states = [a for a in f.inputs if a.name != SCREENED_INPUT]
+        # check & 4: the state inputs' rows (contiguous: lanes x size) finite, from one sum per vector
+        # position; check & 8 (a free base's q): no lane's quaternion q[3:7] all zeros.  The Python entry
+        # tested them in a pass of its own over the whole batch before (xArm7: 2.5-4.6 ns a state)
+        quat = next((a for a in f.inputs if a.name == "q" and a.size >= 7), None)
+        sums = "".join(f"soadyn_vsum({a.name}, {lanes * a.size}, " for a in states)
+        screen = (["if (!check)", "    return 1;",
+                   *(["if (check & 4) {",
+                      f"    const {vd} s = {sums}({vd}){{0}}{')' * len(states)};",
+                      "    if (!soadyn_vfinite_sum(s))", "        return 0;", "}"] if states else []),
+                   *([f"if (check & 8) for (l = 0; l < {lanes}; ++l)",
+                      "    if (!(" + " || ".join(f"q[l * {quat.size} + {k}] != 0" for k in range(3, 7))
+                      + "))",
+                      "        return 0;"] if quat is not None else []),
+                   *rest,
+                   f"return (check & 3) == 1 ? soadyn_vscreen(T_{SCREENED_INPUT}, {size // 10})",
+                   f"     : (check & 3) == 2 ? soadyn_vfinite(T_{SCREENED_INPUT}, {size}) : 1;"])
     # the lane-major buffers, filled block by block where first read; the lanes' rows of the inputs
     # prefetched (one per 64-byte line) first: in cache as fast as gathers, and on 2,000 states (out of
     # cache) 1.27-1.29x the constant module instead of 1.45 (Panda, xArm7; transposed all at the start:
@@ -606,8 +669,8 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
             continue
         vbody += transposition(a.name, a.size, lanes, entries, zeroed=False)
     sig = f"void {vname}({decl})"
-    if screened:   # check 1: the screen of the parameter rows too, 2: their finiteness (1 when they pass),
-        # 0: none (returns 1)
+    if screened:   # check & 3: 1, the screen of the parameter rows too, 2, their finiteness; check & 4: the
+        # state inputs finite, & 8: the quaternions nonzero (1 when all pass); 0: none (returns 1)
         sig = f"int {vname}({decl}, int check)"
         vbody += screen
     vprotos.append(f"{sig};")
@@ -643,11 +706,12 @@ def _voids(f) -> list[str]:
 
 def batch_checked_text(f) -> str:
     """``int <f>_batch_checked(n, inputs..., outputs..., check)`` of a function with run-time parameters
-    (not a frame family): the batch entry's leading states, whole SIMD groups, whose parameter rows pass
-    the check (1: the screen of :func:`screen_function`, 2: finiteness alone), their results stored, up to
-    the first group that fails; it returns their number (0 without such a SIMD batch: no states done).
-    The Python entry runs it first and checks the rest as before (``templates/fastcalls.c.j2``); "" for
-    other functions."""
+    (not a frame family): the batch entry's leading states, whole SIMD groups, whose rows pass the check,
+    their results stored, up to the first group that fails; it returns their number (0 without such a SIMD
+    batch: no states done).  ``check & 3``: 1, the parameter rows pass the screen of
+    :func:`screen_function`, 2, they are finite; ``check & 4``: every other input (the state: q, v, a) is
+    finite; ``check & 8``: no state's quaternion ``q[3:7]`` is all zeros (a free base).  The Python entry
+    runs it first and checks the rest as before (``templates/fastcalls.c.j2``); "" for other functions."""
     if f.is_family or SCREENED_INPUT not in {a.name for a in f.inputs}:
         return ""
     sig = ("int " + f.batch_signature.removeprefix("void ").replace("_batch(", "_batch_checked(", 1)

@@ -375,6 +375,65 @@ def test_parameter_batches_through_the_lanes_equal_single_calls(module_dir, rng,
     assert mod.inverse_dynamics(q, v, a, params=P[5], out=out) is out and np.array_equal(out, one)
 
 
+@pytest.mark.parametrize("profile", ["fast", "portable"])
+def test_parameter_batch_lanes_test_the_state_inputs(module_dir, rng, profile):
+    """A per-state parameter batch from Python leaves the finiteness of q, v, a and the free base's
+    quaternions to the SIMD lanes (<f>_batch_checked, check & 4 and & 8: a sum per vector position of the
+    lanes' rows, q[3:7] of each lane) and tests the states after their groups itself: a NaN or an infinity
+    in any state input, or a zero quaternion, at a state inside the lanes' groups or in the scalar tail,
+    stops the lanes at that state's group and leaves the call to the Python code, which refuses it as
+    before (the same message as the constant module's); without those bits the lanes do not look.  Finite
+    entries whose sums overflow stop the lanes too, and the entry's own test then runs them."""
+    import ctypes
+
+    from soadyn.codegen.profiles import get_profile
+
+    robot = with_param_bodies(load_robot(TEST_ARM), "all").replace(name=f"scratch_tree_lanes_{profile}")
+    mod = compile_robot(robot, module_dir, functions=["inverse_dynamics", "mass_matrix"],
+                        profile=get_profile(profile), progress=False)
+    lanes = get_profile(profile).lanes
+    ext = ctypes.CDLL(str(next(Path(mod.__file__).parent.glob("_soadyn_*.so"))))
+    checked = ext[f"{mod.module_name}_inverse_dynamics_batch_checked"]
+    checked.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 5 + [ctypes.c_int]
+    fid = mod._FX["inverse_dynamics"]
+    n = 37                                    # 36 states in the lanes' groups, one in the scalar tail
+    P = np.array([random_params(robot, rng) for _ in range(n)])
+    q = np.array([robot.random_configuration(rng) for _ in range(n)])
+    v, a = rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv))
+    tau = np.empty((n, robot.nv))
+    for check in (1, 2):
+        assert checked(8, *(x.ctypes.data for x in (q, v, a, P, tau)), check | 4 | 8) == 8
+    assert fid(q, v, a, P, None, True) is not None and fid(q, v, a, P, None, False) is not None
+    for which, k in (("q", 0), ("q", 5), ("v", 2), ("a", robot.nv - 1)):
+        for s in (1, 6, 21, 36):
+            for bad in (np.nan, np.inf, -np.inf):
+                x = {"q": q, "v": v, "a": a}
+                x = {name: y.copy() for name, y in x.items()}
+                x[which][s, k] = bad
+                args = [x["q"], x["v"], x["a"]]
+                if s < 8:
+                    for check in (1, 2):
+                        assert checked(8, *(y.ctypes.data for y in (*args, P, tau)), check | 4) \
+                            == s // lanes * lanes, (which, k, s, bad)
+                        assert checked(8, *(y.ctypes.data for y in (*args, P, tau)), check) == 8
+                assert fid(*args, P, None, True) is None and fid(*args, P, None, False) is None
+        with pytest.raises(ValueError, match="non-finite"):
+            mod.inverse_dynamics(*args, params=P)
+    big = v.copy()                            # finite entries whose sums overflow: the entry's test decides
+    big[:8] = 1.5e308
+    assert checked(8, *(y.ctypes.data for y in (q, big, a, P, tau)), 1 | 4) == 0
+    assert fid(q, big, a, P, None, True) is not None
+    for s in (2, 7, 36):                      # a zero quaternion: finite, refused by the Python code
+        z = q.copy()
+        z[s, 3:7] = 0.0
+        if s < 8:
+            assert checked(8, *(y.ctypes.data for y in (z, v, a, P, tau)), 1 | 8) == s // lanes * lanes
+            assert checked(8, *(y.ctypes.data for y in (z, v, a, P, tau)), 1 | 4) == 8
+        assert fid(z, v, a, P, None, True) is None and fid(z, v, a, P, None, False) is None
+        with pytest.raises(ValueError, match="quaternion"):
+            mod.inverse_dynamics(z, v, a, params=P)
+
+
 def _cc_runs_avx2() -> bool:
     """This machine runs AVX2 and FMA code (x86-64-v3)."""
     try:
