@@ -500,11 +500,13 @@ def product_entries(products: list[Product]) -> dict[str, list[int]]:
 
 
 def overwritten_entries(products: list[Product]) -> set[tuple[str, int]]:
-    """(output, index) of the entries that a masked general product stores (not adds to): what the
-    statements would store there before the product is overwritten, so they store nothing there."""
+    """(output, index) of the entries that a general product stores (not adds to): what the statements
+    would store there before the product is overwritten, so they store nothing there (B1 + Z1's
+    forward-dynamics derivatives: the zeros of 864 entries of ``da_dq`` and ``da_dv`` that the products
+    ``M^-1 (-dtau/dx)`` of the legs' and the arm's columns write)."""
     out: set[tuple[str, int]] = set()
     for p in products:
-        if p.k and p.ranges and not p.accumulate:
+        if p.k and not p.accumulate:
             name, stride, col, _ = p.runs[0]
             out |= {(name, stride * (p.row0 + i) + col + j) for i in range(p.m) for j in _row_columns(p, i)}
     return out

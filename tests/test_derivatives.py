@@ -460,6 +460,28 @@ def test_block_products_read_in_place_give_the_same_bits(cc, tmp_path, deriv_dir
                (Q[0], V[0], T[0]), mod.forward_dynamics_derivatives(Q[0], V[0], T[0]), robot.nv)
 
 
+def test_block_products_leave_their_entries_to_the_loops(tmp_path):
+    """The two-branch free tree's block products store their results (they add nothing to what the
+    statements stored): the statements store nothing in those entries, which the loops write anyway
+    (B1 + Z1: 864 stores of zeros), and every entry of every output is still written, by a statement, a
+    loop or a loop's copy below the diagonal (the test above fills the outputs with NaN first)."""
+    import soadyn.codegen.cprogram as cp
+    from soadyn.codegen.pipeline import generate
+    from soadyn.codegen.products import mirrored_entries, product_entries
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("free")), GRAVITY)
+    (f,) = [f for f in generate(robot, functions=["forward_dynamics_derivatives"]).functions
+            if f.cname.endswith("_forward_dynamics_derivatives")]
+    stored = [(s.target, i) for s in f.body if s.kind in (cp.STORE, cp.ZEROS)
+              for i in (range(s.index, s.end) if s.kind == cp.ZEROS else (s.index,))]
+    stores = [p for p in f.products if p.k and not p.accumulate]
+    looped = {(n, i) for n, es in product_entries(stores).items() for i in es}
+    assert stores and looped and not looped & set(stored)
+    written = set(stored) | {(n, i) for n, es in product_entries(f.products).items() for i in es}
+    written |= mirrored_entries(f.products)
+    assert written >= {(n, i) for n in ("da_dq", "da_dv", "da_dtau") for i in range(robot.nv ** 2)}
+
+
 def test_product_down_the_columns_in_place_gives_the_same_bits(cc, tmp_path, deriv_dir):
     """Few columns and many rows of M^-1 (exactly symmetric): the loops run down each result column, whole
     vectors of a row of M^-1 plus its last entries one by one: here the product over all of M^-1 in place
