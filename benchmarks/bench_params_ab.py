@@ -20,7 +20,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,15 +31,10 @@ from soadyn.codegen.load import load
 from soadyn.model.parameters import random_params, with_param_bodies
 from soadyn.structure.operations import lock_joints
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_batches import best_ns  # noqa: E402  (ns per state, the fastest of reps calls)
 
-def best_ns(f: Callable[[], object], n: int, reps: int = 20) -> float:
-    """ns per state (``n`` states per call of ``f``): the fastest of ``reps`` calls, process CPU time."""
-    b = float("inf")
-    for _ in range(reps):
-        t = time.process_time()
-        f()
-        b = min(b, time.process_time() - t)
-    return b / n * 1e9
+REPS = 20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,13 +69,14 @@ def main(argv: list[str] | None = None) -> int:
                 m = load(dst)
                 g, c = m.inverse_dynamics, getattr(m._lib, f"{m.module_name}_inverse_dynamics_batch")
                 if kind == "const":
-                    runs[label, "C"] = lambda c=c: best_ns(lambda: c(n, *cargs, cout), n)
-                    runs[label, "Python"] = lambda g=g: best_ns(lambda: g(q, v, a, threads=1, out=out), n)
+                    runs[label, "C"] = lambda c=c: best_ns(lambda: c(n, *cargs, cout), n, REPS)
+                    runs[label, "Python"] = lambda g=g: best_ns(
+                        lambda: g(q, v, a, threads=1, out=out), n, REPS)
                     continue
-                runs[label, "C"] = lambda c=c: best_ns(lambda: c(n, *cargs, cps, cout), n)
+                runs[label, "C"] = lambda c=c: best_ns(lambda: c(n, *cargs, cps, cout), n, REPS)
                 for check in (True, False):
                     runs[label, f"check_params={check}"] = lambda g=g, check=check: best_ns(
-                        lambda: g(q, v, a, params=ps, check_params=check, threads=1, out=out), n)
+                        lambda: g(q, v, a, params=ps, check_params=check, threads=1, out=out), n, REPS)
         times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
         keys = list(runs)
         for r in range(args.rounds):
