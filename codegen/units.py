@@ -81,7 +81,11 @@ SIMD_FUNCTIONS = frozenset({"forward_dynamics", "forward_dynamics_fext", "invers
                             # the derivatives (their general products as expressions too)
                             "inverse_dynamics_derivatives", "forward_dynamics_derivatives",
                             # the product-loop functions
-                            *PRODUCT_LANE_FUNCTIONS})
+                            *PRODUCT_LANE_FUNCTIONS,
+                            # the regressors: their scalar batches of 2,000 states ran 0.81-0.84x (xArm7, all
+                            # 8 bodies) and 1.19-1.21x (B1+Z1, 19 bodies) the single call from Python, with
+                            # lanes 0.25x and 0.41-0.43x (benchmarks/README.md, tenth session)
+                            "inverse_dynamics_regressor", "momentum_regressor"})
 
 #: target operations per stage function of a SIMD batch (its statements cut again, shorter than the
 #: single call's :data:`STAGE_OPS`): gcc's register allocation and combiner are superlinear in a function's

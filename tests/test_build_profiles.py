@@ -585,6 +585,33 @@ def test_every_simd_function_batch_equals_its_single_calls_on_a_free_tree(tmp_pa
                                 (api, kw.keys(), frame, opt, i)
 
 
+def test_regressor_batches_run_in_lanes_and_equal_single_calls(tmp_path):
+    """The regressors' batches (large outputs: 8 KB a state on the xArm7, 36 KB on the B1+Z1) run in SIMD
+    lanes: the build has their ``_lanes`` entries, and 7 states (one lanes group, a scalar remainder) give
+    the single calls' bits, on a free tree with every body's parameters as inputs."""
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+    from soadyn.model.parameters import with_param_bodies
+
+    robot = with_param_bodies(load_robot(EXAMPLES / "seed004_dual_arm.yaml"), "all")
+    prof = Profile("lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=0, lanes=4)
+    funcs = ["inverse_dynamics_regressor", "momentum_regressor"]
+    gen = pl.generate(robot, functions=funcs, profile=prof)
+    src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
+    for c in funcs:
+        assert f"{gen.module_name}_{c}_lanes(" in src, c
+    m = soadyn_compile(robot, tmp_path, functions=funcs, profile=prof, progress=False)
+    n, rng = 7, np.random.default_rng(5)
+    q = np.stack([robot.random_configuration(rng) for _ in range(n)])
+    v, a = rng.normal(size=(n, robot.nv)), rng.normal(size=(n, robot.nv))
+    Y, Yh = m.inverse_dynamics_regressor(q, v, a, threads=1), m.momentum_regressor(q, v, threads=1)
+    assert np.count_nonzero(Y) > Y.size // 10 and np.count_nonzero(Yh) > Yh.size // 10
+    for i in range(n):
+        one = m.inverse_dynamics_regressor(q[i], v[i], a[i])
+        assert np.array_equal(Y[i].view(np.int64), one.view(np.int64))
+        assert np.array_equal(Yh[i].view(np.int64), m.momentum_regressor(q[i], v[i]).view(np.int64))
+
+
 def test_frame_family_of_mostly_zero_outputs_gets_lanes_too():
     """A frame family whose outputs are large and mostly exact zeros over its cases (the four-arm tree's
     Jacobians, 6 x 37: most joints off each frame's path) gets SIMD lanes like the others: its scalar

@@ -77,6 +77,9 @@ def test_regressor_identities(which, base, bodies, module_dir, rng):
     Y = mod.inverse_dynamics_regressor(q, v, a)
     Yh = mod.momentum_regressor(q, v)
     assert Y.shape == (N, robot.nv, pi.size) and Yh.shape == (N, 6, pi.size)
+    # the batches (SIMD lanes, four states at a time, and the tail one by one) give the single calls' bits
+    assert np.array_equal(Y, np.stack([mod.inverse_dynamics_regressor(*s) for s in zip(q, v, a)]))
+    assert np.array_equal(Yh, np.stack([mod.momentum_regressor(*s) for s in zip(q, v)]))
     # constant bodies' share, from a second parameter set (params = 0 is not a body on a moving joint: the
     # module refuses it, as a robot file refuses mass 0 there); it vanishes when every body is parameterised
     P2 = random_params(robot, rng)
