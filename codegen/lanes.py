@@ -93,10 +93,9 @@ def screen_function(lanes: int) -> str:
     def rows(vt: str, mt: str, col: str, step: int, width: int) -> list[str]:
         return [f"{mt} ok = ({mt}){{0}} - 1;   /* every lane of every row so far */",
                 f"#define T {vt}",
-                f"#define FX_ABS(x) ((T)(({mt})(x) & (({mt}){{0}} + 0x7fffffffffffffffLL)))",
                 f"for (; r + {step} <= rows; r += {step}, c += {10 * step}) {{",
                 "    const T " + ", ".join(f"c{k} = {col.format(k=k, k10=k + 10)}" for k in range(10)) + ";",
-                *(f"    {x}" for x in screen), "}", "#undef T", "#undef FX_ABS",
+                *(f"    {x}" for x in screen), "}", "#undef T",
                 f"for (all = ok[0], l = 1; l < {width}; ++l)", "    all &= ok[l];",
                 "if (!all)", "    return 0;"]
 
