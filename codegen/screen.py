@@ -62,14 +62,10 @@ def _c_operand(x: Any) -> str:
 def parameter_screen() -> str:
     """C statements of the parameter screen (:func:`soadyn.model.parameters.screen_conditions`, the rule of
     ``clearly_consistent``) over one row, or a vector of rows, of ``params``: they read ``c0`` .. ``c9``
-    (the row's entries, defined by the template), use ``FX_ABS`` and the type ``T``, and clear ``ok`` where
-    the row fails."""
+    (the row's entries, defined by the template), use the type ``T``, and clear ``ok`` where the row
+    fails."""
     lines: list[str] = []
     cols = [_Traced(f"c{k}", lines) for k in range(10)]
-
-    def absolute(x: _Traced) -> _Traced:
-        return x._new(f"FX_ABS({x.text})")
-
-    conds = screen_conditions(cols, absolute)
+    conds = screen_conditions(cols)
     lines += [f"ok &= {_c_operand(x)} > {_c_operand(y)};" for x, y in conds]
     return "\n".join(lines)

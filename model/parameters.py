@@ -31,7 +31,7 @@ zero.  ``I_c`` is computed from J about the body origin, so it carries the round
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -130,12 +130,11 @@ def parameter_problem(pi: Sequence[float], moving: bool = True) -> str | None:
 #: relative margin of :func:`clearly_consistent` (far above the rounding of I_c, far inside the loader's
 #: bounds 1e-12 (positive definite) and ``TRIANGLE_TOL`` (triangle inequality))
 SCREEN_MARGIN = 1e-6
-#: the rounding bound of :func:`screen_conditions`, in units of ``m sum|J_ij|`` (the six entries): 64 eps,
-#: at least as strict as ``0.1 mu t > 8 eps (max|J_ij| + |h|^2/m)`` (the bound on the rounding of
-#: ``J + h~h~/m`` that :func:`parameter_problem` computes): on a row that passes, ``m t / 2`` is ``tr(S)``
-#: within a few ulps of ``m sum|J_ij| + |h|^2`` and ``|h|^2 < 0.51 m sum|J_ij|``
-#: (:func:`screen_conditions`), so ``mu t > 128 eps sum|J_ij| > 84 eps (max|J_ij| + |h|^2/m)``
-SCREEN_NOISE = 64.0 * float(np.finfo(float).eps)
+#: the rounding bound of :func:`screen_conditions`: ``mu tr(S) > SCREEN_NOISE |h|^2`` (512 eps), with the
+#: screen's other conditions enough for the rounding of ``J + h~h~/m`` in :func:`parameter_problem` (its
+#: ``8 eps (max|J_ij| + |h|^2/m)``) to stay below ``mu t / 60`` and for that of the screen's own ``S`` to stay
+#: below ``mu tr(S) / 30`` per entry (the argument: :func:`screen_conditions`)
+SCREEN_NOISE = 512.0 * float(np.finfo(float).eps)
 
 
 def clearly_consistent(rows: np.ndarray) -> np.ndarray:
@@ -148,17 +147,17 @@ def clearly_consistent(rows: np.ndarray) -> np.ndarray:
     cols = np.asarray(rows, dtype=float).reshape(-1, 10).T.copy()
     with np.errstate(all="ignore"):
         ok = np.ones(cols.shape[1], dtype=bool)
-        for x, y in screen_conditions(cols, np.abs):
+        for x, y in screen_conditions(cols):
             ok &= x > y
     return ok
 
 
-def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any]) -> list[tuple[Any, Any]]:
+def screen_conditions(row: Sequence[Any]) -> list[tuple[Any, Any]]:
     """The rule of :func:`clearly_consistent` over the ten entries ``row`` of a row (or of many rows: NumPy
     arrays) as pairs ``(x, y)``: the row passes when ``x > y`` for every pair.  Written once over any
-    arithmetic type with ``+ - *`` and the given ``absolute``: NumPy arrays (:func:`clearly_consistent`),
-    and the tracer of :mod:`soadyn.codegen.fastcalls` that prints the same IEEE operations in the same order
-    as the C screen of a compiled module's entries (so both give the same verdict on every row).
+    arithmetic type with ``+ - *``: NumPy arrays (:func:`clearly_consistent`), and the tracer of
+    :mod:`soadyn.codegen.screen` that prints the same IEEE operations in the same order as the C screen of a
+    compiled module's entries (so both give the same verdict on every row).
 
     The rule, with ``mu = SCREEN_MARGIN``: ``m > 0`` and ``S - mu tr(S) 1`` positive definite (Sylvester's
     criterion: its three leading minors > 0), where ``S = m Sigma_O - h h^T`` and ``Sigma_O = tr(J)/2 1 - J``
@@ -168,16 +167,31 @@ def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any]) -> lis
     ``(1 - mu) t/2 1 - I_c`` positive definite: the largest principal moment of ``I_c`` below
     ``(1 - mu) t / 2``, i.e. ``A + B - C > mu t`` for every ordering (the loader allows ``-TRIANGLE_TOL
     t``), and then every moment ``A = t - (B + C) ... > mu t`` too (above ``mu`` times the largest: the
-    loader's bound is ``1e-12``).  Last, ``mu tr(S) > SCREEN_NOISE m sum|J_ij|``: as ``tr(S) = m tr(J)/2 -
-    |h|^2 > 0`` and ``tr(J) <= sum|J_ij|`` (up to a few ulps of ``m sum|J_ij| + |h|^2``, the rounding of the
-    computed trace), ``|h|^2 < 0.51 m sum|J_ij|``, so the rounding of ``J + h~h~/m`` in
-    :func:`parameter_problem` (a few ulps of ``max|J_ij| + |h|^2/m``) and of this rule's own ``S`` stay
-    below ``mu t / 20``.  Rounding in these tests can only misjudge a matrix within a few ulps of the
-    shifted boundary, which is still ``~mu`` inside the loader's, so no row this accepts is refused by
-    :func:`parameter_problem`.  A NaN or an infinity anywhere fails the row (``m > 0`` given): in ``m`` or
-    ``J`` it makes the bound NaN or infinite, in ``h`` it makes ``tr(S)`` NaN or ``-inf``; the rule needs
-    no separate finiteness test.  ``det3`` is the determinant as ``d3 det2 - d1 o23^2 - d2 o13^2 - 2 o12
+    loader's bound is ``1e-12``).  ``det3`` is the determinant as ``d3 det2 - d1 o23^2 - d2 o13^2 - 2 o12
     o13 o23`` (11 operations instead of 14).
+
+    Last, the rounding bound ``mu tr(S) > SCREEN_NOISE |h|^2`` (``C = SCREEN_NOISE = 512 eps``; 3
+    operations, where a bound on ``sum|J_ij|`` took 13).  Why it is enough (``S^`` the computed ``S``, ``T =
+    tr S^`` as computed, ``E = m max|J_ij| + |h|^2``, ``D`` the largest error of an entry of ``S^``: a few
+    roundings of terms of at most ``2.5 m max|J_ij| + |h|^2``, so ``D <= 8 eps E``).  Exactly, ``m J_ii =
+    s_jj + s_kk + h_j^2 + h_k^2`` (``{i, j, k} = {1, 2, 3}``) and ``m J_ij = o_ij - h_i h_j``; on a row that
+    passes, ``S^ - mu T 1`` is positive definite (up to the rounding of the minors, below), so ``0 < s^_ii
+    < T`` and ``|o^_ij| < T / 2``; hence ``m max|J_ij| <= T + |h|^2 + 2 D`` and ``E <= T + 2 |h|^2 + 16 eps
+    E``, i.e. ``E < 1.0001 (T + 2 |h|^2)``.  With ``|h|^2 < mu T / C`` (the bound; ``mu / C = 8.8e6``) this
+    is ``E < 1.8e7 T``, so (1) ``D < 8 eps E < 3.2e-8 T = 0.032 mu T``: the exact ``S`` is within ``3 D <
+    0.1 mu tr S`` (eigenvalues) of ``S^``, so ``S - 0.9 mu tr(S) 1`` is positive definite; (2) the noise
+    bound of :func:`parameter_problem`, ``8 eps E / m < 3.2e-8 T / m``, is below ``mu t / 60`` (``m t = 2
+    tr S``), far below the smallest principal moment of ``I_c`` (``> 0.9 mu t`` by (1)), so it never calls
+    these numbers undetermined, and its own ``I_c`` is as close.  Rounding in the minors can only misjudge
+    a matrix within a few ulps of the shifted boundary, which is still ``~mu`` inside the loader's, so no
+    row this accepts is refused by :func:`parameter_problem`.  (Below the normal range, where a rounding is
+    absolute, none of this holds; such a row's ``tr S`` is subnormal and ``mu tr S`` is then 0 or subnormal,
+    which fails the bound unless ``|h|^2`` is as small.)
+
+    A NaN or an infinity anywhere fails the row (``m > 0`` given): in ``m``, ``h`` or a diagonal entry of
+    ``J`` it makes ``tr S`` (and ``sh``, ``d1``) NaN or infinite (``d1 = s11 - sh`` NaN or ``-inf``, or
+    ``sh`` NaN, ``-inf``, or against an infinite ``C |h|^2``), in ``J_12`` ``det2`` NaN or ``-inf``, in
+    ``J_13`` or ``J_23`` ``det3`` (``d1, d2 > 0``); the rule needs no separate finiteness test.
     """
     m, hx, hy, hz, j11, j12, j13, j22, j23, j33 = row
     half = 0.5 * (j11 + j22 + j33)                 # tr Sigma_O
@@ -192,8 +206,7 @@ def screen_conditions(row: Sequence[Any], absolute: Callable[[Any], Any]) -> lis
     d1, d2, d3 = s11 - sh, s22 - sh, s33 - sh
     det2 = d1 * d2 - o12 * o12
     det3 = d3 * det2 - (d1 * (o23 * o23) + d2 * (o13 * o13)) - (o12 * o13) * (o23 + o23)
-    size = (absolute(j11) + absolute(j22) + absolute(j33)) + (absolute(j12) + absolute(j13) + absolute(j23))
-    return [(m, 0.0), (sh, SCREEN_NOISE * (m * size)), (d1, 0.0), (det2, 0.0), (det3, 0.0)]
+    return [(m, 0.0), (sh, SCREEN_NOISE * (xx + yy + zz)), (d1, 0.0), (det2, 0.0), (det3, 0.0)]
 
 
 def first_parameter_problem(rows: np.ndarray, moving: Sequence[bool]) -> tuple[int, str] | None:
