@@ -93,11 +93,24 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     Minv = ctx.zeros((nv, nv))
     # free base: W0(j) = D(n)^-1 Y(n, j), and the base block of M^-1 is D(n)^-1 itself
     W0: dict[int, Any] = {}
+    hinges = [robot.v_index(j).start for j in range(1, n)]
+    # M^-1 rhs with the base's terms a loop (forward-dynamics derivatives): the base rows and columns
+    # W0(j)* = Y(n, j)* D(n)^-1 are loops too, from D(n)^-1 (an output anyway) and the rows Y(n, j)*,
+    # instead of one LDL solve per hinge (B1 + Z1: 828 operations of statements); the base terms' loop
+    # reads them in place.  Both products sum the same terms in the same order: the block and its
+    # mirror are the same bits.  Not for the M^-1 function (``rhs`` None), whose code stays as it was.
+    w0_loops = (robot.is_free and n > 1 and loop and rhs is not None and nv == 5 + n
+                and all(0 in cols[j] for j in range(1, n))
+                and ctx.product_loops((n - 1) ** 2) and ctx.product_loops(6 * (n - 1)))
     if robot.is_free:
         fac = ab.Dinv[0]
-        Minv[0:6, 0:6] = fac.inverse("Dninv")
+        Minv[0:6, 0:6] = Dninv = fac.inverse("Dninv")
+        if w0_loops:
+            Yn = np.array([cols[j][0] for j in range(1, n)])
+            Minv[np.ix_(hinges, range(6))] = W0T = ctx.matmul("W0T", Yn, Dninv)
+            Minv[np.ix_(range(6), hinges)] = ctx.matmul("W0", Dninv, Yn.T)
         for j in range(1, n):
-            if 0 in cols[j]:
+            if 0 in cols[j] and not w0_loops:
                 W0[j] = fac.solve(cols[j][0], f"W0_{j}")
                 Minv[0:6, robot.v_index(j)] = W0[j].reshape(6, 1)
                 Minv[robot.v_index(j), 0:6] = W0[j].reshape(1, 6)
@@ -112,7 +125,9 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     # them are outboard of the base), the dense product of the (nv - 6) x 6 rows Y(n, a)* and the 6 x (nv - 6)
     # columns W0(b): one loop in the generated C (ctx.matmul) instead of a 6-term sum per entry
     base = None
-    if robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
+    if w0_loops:                  # (W0(a)* . Y(n, b)), W0* read in place from M^-1's base columns
+        base = ctx.matmul("MinvB", W0T, Yn.T, symmetric=True, left_of=(Minv, hinges, list(range(6))))
+    elif robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
         base = ctx.matmul("MinvB", np.array([cols[a][0] for a in range(1, n)]),
                           np.stack([W0[b] for b in range(1, n)], axis=1), symmetric=True)
     # the hinges' terms: Y(i, a) D^-1(i) Y(i, b) over the hinges i inboard of (or at) both a and b, which are
