@@ -6,7 +6,8 @@ alternating rounds, and every batched entry point against its single call.
 
 Robots (example-robot-data URDFs that no test uses): xArm7 on a free base (nv = 13) and fixed (nv = 7), B1
 quadruped + Z1 arm on a free base with the gripper joint locked (nv = 24), UR10 fixed (nv = 6), TALOS
-reduced on a free base (nv = 38; no derivative module: its rows are the core functions and M batched),
+reduced on a free base (nv = 38; no derivative module unless ``--derivatives talos_free``: its compile
+takes ~40 s more),
 Kinova Jaco2 (6 joints, fingers fixed) on a free base (nv = 12) and UR3 fixed (nv = 6).
 Every robot is compiled with ideal joints (``Robot.rigid``: the URDFs' damping and friction dropped), as
 Pinocchio's algorithms compute.
@@ -116,19 +117,23 @@ def batched_entries(mod, ins: dict[str, np.ndarray], frame: str) -> dict[str, tu
     return out
 
 
-def prepare(label: str, work: Path, n: int, n_batch: int, flags: list[str]) -> dict:
-    """Compile the modules of one robot, draw the states, check both sides at state 0."""
+def prepare(label: str, work: Path, n: int, n_batch: int, flags: list[str],
+            derivatives: bool = False) -> dict:
+    """Compile the modules of one robot, draw the states, check both sides at state 0; ``derivatives``:
+    the derivative module too where the robot's row has none by default."""
     import pinocchio as pin
 
     from soadyn.model.conventions import PinocchioMap
 
     rel, base, lock, derivs = ROBOTS[label]
+    derivs = derivs or derivatives
     path = robots_dir() / rel
     robot = load_robot(path, base=base, mimic="independent")
     robot = (lock_joints(robot, lock) if lock else robot).rigid()      # Pinocchio's ABA has no damping
     frame = robot.body_names[-1]                  # a leaf (depth-first order): the tip of an arm
     info = bd.fresh_compile(path, base, lock, work / label, "fast", rigid=True)
     mods = {"default": load(info["module_dir"])}
+    infod = None
     if derivs:
         infod = bd.fresh_compile(path, base, lock, work / f"{label}_deriv", "fast", ",".join(DERIVATIVES),
                                  rigid=True)
@@ -166,7 +171,8 @@ def prepare(label: str, work: Path, n: int, n_batch: int, flags: list[str]) -> d
             checks[k] = float(np.max(np.abs(o - pmap.matrix_from_pin(ref[k]))) / np.max(np.abs(ref[k])))
         checks["Pinocchio derivative C++ vs Python"] = max(res["check_max_rel_diff"].values())
         pin_deriv = res["timing_command"]
-    return {"label": label, "robot": robot, "frame": frame, "info": info, "mods": mods, "pm": pm, "pst": pst,
+    return {"label": label, "robot": robot, "frame": frame, "info": info, "info_deriv": infod, "mods": mods,
+            "pm": pm, "pst": pst,
             "st": st, "batch": batch, "checks": checks, "pin_deriv": pin_deriv}
 
 
@@ -261,7 +267,9 @@ def report(jobs: list[dict], best: dict[str, dict]) -> str:
                   f"default functions: compile wall {info['wall']:.1f} s"
                   + (f" (budget {budget:g} s)" if budget else "") + "; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in t.items())
-                  + f"; {sum(v['total'] for v in info['stamp']['ops'].values()):,} operations",
+                  + f"; {sum(v['total'] for v in info['stamp']['ops'].values()):,} operations"
+                  + (f"; derivative functions: compile wall {job['info_deriv']['wall']:.1f} s"
+                     if job.get("info_deriv") else ""),
                   "checks at state 0 (max relative difference): "
                   + ", ".join(f"{k} {v:.1e}" for k, v in job["checks"].items()), "",
                   "| function | C single ns | Python single ns | batch ns/state | batch out= ns/state "
@@ -289,15 +297,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flags", default=" ".join(bp.DEFAULT_FLAGS), help="Pinocchio's C++ flags")
     ap.add_argument("--workdir", default=str(HERE / "build" / "round3"))
     ap.add_argument("--out", help="write the figures (JSON) here")
+    ap.add_argument("--derivatives", default="",
+                    help="comma-separated robots whose derivative module is built and timed although their "
+                         "row has none by default (talos_free: ~40 s more of compile)")
     ap.add_argument("--fresh-copies", action="store_true",
                     help="time both sides from fresh copies of their compiled code every round (a new "
                          "placement of the pages per round) and report the median over the rounds instead "
                          "of the minimum")
     args = ap.parse_args(argv)
     labels = [x for x in args.robots.split(",") if x]
-    unknown = [x for x in labels if x not in ROBOTS]
+    extra = [x for x in args.derivatives.split(",") if x]
+    unknown = [x for x in labels + extra if x not in ROBOTS]
     if unknown:
         ap.error(f"unknown robot(s) {unknown}; choose from {', '.join(ROBOTS)}")
+    if set(extra) - set(labels):
+        ap.error(f"--derivatives {','.join(sorted(set(extra) - set(labels)))}: not in --robots")
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     flags = args.flags.split()
@@ -306,9 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     try:
         for label in labels:
-            jobs.append(prepare(label, work, args.states, args.batch, flags))
-            print(f"{label}: compiled in {jobs[-1]['info']['wall']:.1f} s (load {os.getloadavg()[0]:.1f})",
-                  flush=True)
+            jobs.append(prepare(label, work, args.states, args.batch, flags, label in extra))
+            infod = jobs[-1]["info_deriv"]
+            print(f"{label}: compiled in {jobs[-1]['info']['wall']:.1f} s"
+                  + (f", derivative functions in {infod['wall']:.1f} s" if infod else "")
+                  + f" (load {os.getloadavg()[0]:.1f})", flush=True)
     except bp.BenchError as e:           # no Pinocchio/Eigen headers, a compiler failure: one line
         print(f"bench_round3: {e}", file=sys.stderr)
         return 1

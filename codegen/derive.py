@@ -214,7 +214,7 @@ class CodegenSymbolic(Symbolic):
 
 
 def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
-                used: set, original: dict[str, list[se.Basic]] | None = None
+                used: set, original: dict[str, list[se.Basic]] | None = None, twins: dict | None = None
                 ) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
     """The :class:`Product` of ``d`` and the output entries to store before it, or None when ``d`` cannot
     run in place: a result entry used by the program, or stored other than as ``+-P_ij`` down whole
@@ -265,7 +265,7 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     if not runs:
         return None
     product = Product(d.name, left, m, signs.pop() if signs else 1, tuple(tuple(r) for r in runs),
-                      left_symmetric=_symmetric(np.asarray(d.A, dtype=object)))
+                      left_symmetric=_symmetric(np.asarray(d.A, dtype=object), twins))
     return product, stores
 
 
@@ -302,7 +302,7 @@ MASK_PAD = 8
 
 def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
                         used: set, lefts: dict | None = None,
-                        original: dict[str, list[se.Basic]] | None = None
+                        original: dict[str, list[se.Basic]] | None = None, twins: dict | None = None
                         ) -> tuple[Product, dict[tuple[str, int], se.Basic]] | None:
     """The general :class:`Product` of ``d`` (``A`` m x k, ``B`` k x n, both copied into a scratch array)
     when every result entry is stored once, as ``C + s P_ij`` (one sign), in one dense block of one
@@ -367,8 +367,8 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     if scratch in outputs:
         return None
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
-    source = _left_source(d, original or outputs, shapes, name)
-    mirror = source is not None and _symmetric(np.asarray(d.left_of[0], dtype=object))
+    source = _left_source(d, original or outputs, shapes, name, (row0, row0 + m, col0, col0 + n))
+    mirror = source is not None and _symmetric(np.asarray(d.left_of[0], dtype=object), twins)
     key = tuple(se.sympify(e) for e in d.A.ravel())
     if source is None and ranges and lefts is not None and key in lefts:
         source = (lefts[key], k, tuple(range(m)), tuple(range(k)))
@@ -387,27 +387,54 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     return product, stores
 
 
-def _symmetric(W: np.ndarray) -> bool:
-    """``W`` (square, entries symbols or numbers) equals its transpose entry by entry."""
+def _symmetric(W: np.ndarray, twins: dict | None = None) -> bool:
+    """``W`` (square, entries symbols or numbers) equals its transpose entry by entry; ``twins``: result
+    symbols of a product -> the same entry of another product (:func:`_twins`), taken as equal."""
     n = W.shape[0]
-    return W.shape == (n, n) and all(se.sympify(W[i, j]) == se.sympify(W[j, i])
-                                     for i in range(n) for j in range(i + 1, n))
+    twins = twins or {}
+
+    def same(a: Any, b: Any) -> bool:
+        a, b = se.sympify(a), se.sympify(b)
+        return twins.get(a, a) == twins.get(b, b)
+    return W.shape == (n, n) and all(same(W[i, j], W[j, i]) for i in range(n) for j in range(i + 1, n))
+
+
+def _twins(deferred: list[_Deferred]) -> dict:
+    """Result symbols of a product ``B* A*`` -> the symbols of the transposed entries of an earlier
+    product ``A B`` (no mask, not symmetric): entry (j, i) of the one sums ``B[k, j] A[i, k]`` over k in
+    the order in which entry (i, j) of the other sums ``A[i, k] B[k, j]``, and IEEE multiplication
+    commutes, so the two are the same bits (M^-1's base columns W0 and rows W0*: M^-1 stays symmetric
+    symbol by symbol for the products that read it by columns)."""
+    out: dict = {}
+    for i, d1 in enumerate(deferred):
+        for d2 in deferred[i + 1:]:
+            if (d1.mask is None and d2.mask is None and not d1.symmetric and not d2.symmetric
+                    and d2.A.shape == d1.B.T.shape and d2.B.shape == d1.A.T.shape
+                    and all(se.sympify(a) == se.sympify(b) for a, b in zip(d2.A.ravel(), d1.B.T.ravel()))
+                    and all(se.sympify(a) == se.sympify(b) for a, b in zip(d2.B.ravel(), d1.A.T.ravel()))):
+                out.update({se.sympify(x): se.sympify(y) for x, y in zip(d2.P.ravel(), d1.P.T.ravel())})
+    return out
 
 
 def _left_source(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]],
-                 target: str) -> tuple[str, int, tuple[int, ...], tuple[int, ...]] | None:
-    """Where a general product reads ``A`` in place: an output other than its result ``target`` holding
-    the whole matrix of ``ctx.matmul``'s ``left_of`` (row-major), so that the loops read the block from it
-    instead of a copy (``Product.source``); None otherwise."""
+                 target: str, block: tuple[int, int, int, int]
+                 ) -> tuple[str, int, tuple[int, ...], tuple[int, ...]] | None:
+    """Where a general product reads ``A`` in place: an output holding the whole matrix of
+    ``ctx.matmul``'s ``left_of`` (row-major), so that the loops read the block from it instead of a copy
+    (``Product.source``); None otherwise.  The result's own output ``target`` only where the block it
+    reads misses the result's ``block`` (rows r0 <= r < r1, columns c0 <= c < c1): M^-1's base terms
+    read the base columns, ``W0*``, beside the hinges' block they add to."""
     if d.left_of is None:
         return None
     W = np.asarray(d.left_of[0], dtype=object)
     rows, cols = tuple(int(r) for r in d.left_of[1]), tuple(int(c) for c in d.left_of[2])
     if W.ndim != 2 or (len(rows), len(cols)) != d.A.shape:
         return None
+    r0, r1, c0, c1 = block
+    apart = all(not r0 <= r < r1 for r in rows) or all(not c0 <= c < c1 for c in cols)
     flat = [se.sympify(e) for e in W.ravel()]
     for name, es in outputs.items():
-        if name != target and shapes.get(name) == W.shape and es == flat:
+        if (name != target or apart) and shapes.get(name) == W.shape and es == flat:
             return name, W.shape[1], rows, cols
     return None
 
@@ -431,6 +458,7 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
         factors = (*(() if inplace else d.A.ravel()), *d.B.ravel())
         used |= {s for e in factors for s in se.sympify(e).free_symbols}
     original = {n: [se.sympify(e) for e in es] for n, es in outputs}
+    twins = _twins(ctx.deferred)
     forced: set = set()
     while True:
         outs = {n: list(es) for n, es in original.items()}
@@ -438,8 +466,8 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
         expand: list[_Deferred] = []
         lefts: dict = {}
         for at, d in enumerate(ctx.deferred):
-            found = (_as_product(d, outs, shapes, used | forced, original)
-                     or _as_general_product(d, outs, shapes, used | forced, lefts, original))
+            found = (_as_product(d, outs, shapes, used | forced, original, twins)
+                     or _as_general_product(d, outs, shapes, used | forced, lefts, original, twins))
             if found is None:
                 expand.append(d)
                 continue
@@ -458,6 +486,10 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
             in_place = p is not None and (not p.k or p.source is not None)
             syms = {s for e in d.A.ravel() for s in se.sympify(e).free_symbols}
             clash |= {w for w, r in results.items() if r & syms and (not in_place or w > at)}
+        looped = set().union(*results.values()) if results else set()
+        if twins and any((x in looped) != (y in looped) for x, y in twins.items()):
+            twins = {}            # a twin left to statements may round otherwise: read M^-1 as it is
+            continue
         if not clash:
             break
         forced |= set().union(*(results[w] for w in clash))

@@ -369,8 +369,9 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
         head = (f"{name} = {sign}{p.left} B, ({p.m} x {p.m}) by ({p.m} x {p.columns}), B read back from the "
                 "outputs")
     n_const = 2 if p.k and p.source else 1          # the factors' arrays are read only
-    params = ", ".join([f"const double *{o}" for o in args[:n_const]]
-                       + [f"double *{o}" for o in args[n_const:]])
+    written = args[n_const:]
+    args = list(dict.fromkeys(args))      # A read in place from the output the product writes: one pointer
+    params = ", ".join(f"double *{o}" if o in written else f"const double *{o}" for o in args)
     ind = "    "
     body = (["#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD)",
              "#if defined(__AVX512F__)"]

@@ -563,20 +563,29 @@ def test_derivative_batches_through_the_simd_lanes_equal_single_calls(arm, tmp_p
 
 
 def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path):
-    """The two-branch free tree (10 hinges): M^-1's base terms are a symmetric loop added to da_dtau first
-    (qdd from M^-1's factors, not its entries), and the products -M^-1 dtau/dx read da_dtau in place after
-    it.  The single call agrees with the differences and the float run; the SIMD batch (the products as
-    expressions, the later ones reading the finished entries) has the bits of the single call."""
+    """The two-branch free tree (12 hinges): M^-1's base rows and columns ``W0* = Y(n)* D(n)^-1`` and
+    ``W0 = D(n)^-1 Y(n)`` are loops stored into da_dtau, then its base terms a symmetric loop that reads
+    ``W0*`` in place from da_dtau and adds to its hinges' block (qdd from M^-1's factors, not its
+    entries), and the products -M^-1 dtau/dx read da_dtau in place after them, by columns (M^-1 is
+    symmetric symbol by symbol: W0 is W0*'s twin).  The single call agrees with the differences and the
+    float run, and its M^-1 is exactly symmetric; the SIMD batch (the products as expressions, the later
+    ones reading the finished entries) has the bits of the single call."""
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
     from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 
-    robot = with_gravity(_robot(tmp_path, _two_branch_doc("free")), GRAVITY)
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("free", joints=6)), GRAVITY)
+    nh = robot.nv - 6
     spec = next(s for s in function_table(robot, derivatives=True)
                 if s.name == "forward_dynamics_derivatives")
-    first, *rest = derive(robot, spec).products
-    assert first.symmetric and first.accumulate and first.runs[0][0] == "da_dtau" and first.m == robot.nv - 6
+    w0t, w0, first, *rest = derive(robot, spec).products
+    assert (w0t.m, w0t.k, w0t.columns, w0t.row0, w0t.runs[0][:3]) == (nh, 6, 6, 6, ("da_dtau", robot.nv, 0))
+    assert (w0.m, w0.k, w0.columns, w0.row0, w0.runs[0][:3]) == (6, 6, nh, 0, ("da_dtau", robot.nv, 6))
+    assert not (w0t.accumulate or w0.accumulate)
+    assert first.symmetric and first.accumulate and first.runs[0][0] == "da_dtau" and first.m == nh
+    assert first.source == ("da_dtau", robot.nv, tuple(range(6, robot.nv)), tuple(range(6)))
     assert rest and all((p.source or (p.left,))[0] == "da_dtau" for p in rest)
+    assert all(p.left_symmetric for p in rest)
     prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
     mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
                         profile=prof)
@@ -584,7 +593,9 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path):
     _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
     batch = mod.forward_dynamics_derivatives(Q, V, T)
     for i in range(len(Q)):
-        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
+        single = mod.forward_dynamics_derivatives(Q[i], V[i], T[i])
+        assert np.array_equal(single[2], single[2].T), i
+        for b, s1 in zip(batch, single):
             assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
 
 

@@ -70,12 +70,16 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     that go on computing with M^-1's entries.
 
     ``rhs`` (nv,): also return ``M^-1 rhs``, from the factors rather than from M^-1's entries, so that the
-    base's terms can stay a loop: with ``s = sum_b W0(b) rhs_b``, the base rows are ``D(n)^-1 rhs_base + s``
-    and hinge a's ``W0(a) . rhs_base + Y(n, a) . s + sum_b (hinges' terms of (a, b)) rhs_b`` (no term for
-    hinges on other branches): always when the base's terms are a loop (``loop``, and the context makes a
-    loop of that product: M^-1's entries would need the loop's results), else when that takes fewer
-    multiply-adds than M^-1's rows (B1 + Z1 on a free base: 432 instead of 576; not a chain: the xArm7's
-    211 against 169, and its base terms stay expressions)."""
+    base's terms can stay a loop.  The base's part of (2.10c),
+    ``u = D(n)^-1 (rhs_base + sum_b Y(n, b) rhs_b)`` (the base entry of ``D^-1 Y rhs``: one LDL solve), is
+    the base rows, and hinge a's row is
+    ``Y(n, a) . u + sum_b (hinges' terms of (a, b)) rhs_b`` (no term for hinges on other branches; this
+    equals ``W0(a) . rhs_base + Y(n, a) . sum_b W0(b) rhs_b`` with ``W0(b) = D(n)^-1 Y(n, b)``, at 6
+    instead of 12 multiply-adds per hinge and one solve instead of a 6 x 6 product).  Used always when the
+    base's terms are a loop (``loop``, and the context makes a loop of that product: M^-1's entries would
+    need the loop's results), else when that takes fewer multiply-adds than M^-1's rows (B1 + Z1 on a free
+    base: 324 instead of 576; not a chain: the xArm7's 169 against 169, and its base terms stay
+    expressions)."""
     robot, ctx = ab.kin.robot, ab.kin.ctx
     cols = innovation_columns(ab)
     nv, n = robot.nv, robot.n_bodies
@@ -89,11 +93,24 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     Minv = ctx.zeros((nv, nv))
     # free base: W0(j) = D(n)^-1 Y(n, j), and the base block of M^-1 is D(n)^-1 itself
     W0: dict[int, Any] = {}
+    hinges = [robot.v_index(j).start for j in range(1, n)]
+    # M^-1 rhs with the base's terms a loop (forward-dynamics derivatives): the base rows and columns
+    # W0(j)* = Y(n, j)* D(n)^-1 are loops too, from D(n)^-1 (an output anyway) and the rows Y(n, j)*,
+    # instead of one LDL solve per hinge (B1 + Z1: 828 operations of statements); the base terms' loop
+    # reads them in place.  Both products sum the same terms in the same order: the block and its
+    # mirror are the same bits.  Not for the M^-1 function (``rhs`` None), whose code stays as it was.
+    w0_loops = (robot.is_free and n > 1 and loop and rhs is not None and nv == 5 + n
+                and all(0 in cols[j] for j in range(1, n))
+                and ctx.product_loops((n - 1) ** 2) and ctx.product_loops(6 * (n - 1)))
     if robot.is_free:
         fac = ab.Dinv[0]
-        Minv[0:6, 0:6] = fac.inverse("Dninv")
+        Minv[0:6, 0:6] = Dninv = fac.inverse("Dninv")
+        if w0_loops:
+            Yn = np.array([cols[j][0] for j in range(1, n)])
+            Minv[np.ix_(hinges, range(6))] = W0T = ctx.matmul("W0T", Yn, Dninv)
+            Minv[np.ix_(range(6), hinges)] = ctx.matmul("W0", Dninv, Yn.T)
         for j in range(1, n):
-            if 0 in cols[j]:
+            if 0 in cols[j] and not w0_loops:
                 W0[j] = fac.solve(cols[j][0], f"W0_{j}")
                 Minv[0:6, robot.v_index(j)] = W0[j].reshape(6, 1)
                 Minv[robot.v_index(j), 0:6] = W0[j].reshape(1, 6)
@@ -108,7 +125,9 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     # them are outboard of the base), the dense product of the (nv - 6) x 6 rows Y(n, a)* and the 6 x (nv - 6)
     # columns W0(b): one loop in the generated C (ctx.matmul) instead of a 6-term sum per entry
     base = None
-    if robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
+    if w0_loops:                  # (W0(a)* . Y(n, b)), W0* read in place from M^-1's base columns
+        base = ctx.matmul("MinvB", W0T, Yn.T, symmetric=True, left_of=(Minv, hinges, list(range(6))))
+    elif robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
         base = ctx.matmul("MinvB", np.array([cols[a][0] for a in range(1, n)]),
                           np.stack([W0[b] for b in range(1, n)], axis=1), symmetric=True)
     # the hinges' terms: Y(i, a) D^-1(i) Y(i, b) over the hinges i inboard of (or at) both a and b, which are
@@ -121,7 +140,7 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
                 hinge[a, b] = sum(terms[1:], terms[0])
     pairs = sum(1 if a == b else 2 for a, b in hinge)
     factored = rhs is not None and robot.is_free and n > 1 and (
-        base is not None or 18 * (n - 1) + 36 + pairs < nv * nv)
+        base is not None or 12 * (n - 1) + 36 + pairs < nv * nv)
     for b in range(1, n):
         for a in range(1, b + 1):
             terms = [hinge[a, b]] if (a, b) in hinge else []
@@ -144,11 +163,12 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
         return Minv, Minv @ rhs
     at = [robot.v_index(k).start for k in range(n)]
     x = ctx.zeros(nv)
-    s = ctx.stage("Minvs", sum((W0[b] * rhs[at[b]] for b in range(2, n)), W0[1] * rhs[at[1]]))
-    x[0:6] = Minv[0:6, 0:6] @ rhs[0:6] + s
+    t = ctx.stage("Minvt", sum((cols[b][0] * rhs[at[b]] for b in range(1, n)), rhs[0:6]))
+    u = ab.Dinv[0].solve(t, "Minvu")
+    x[0:6] = u
     for a in range(1, n):
         x[at[a]] = sum((hinge[min(a, b), max(a, b)] * rhs[at[b]] for b in range(1, n)
-                        if (min(a, b), max(a, b)) in hinge), W0[a] @ rhs[0:6] + cols[a][0] @ s)
+                        if (min(a, b), max(a, b)) in hinge), cols[a][0] @ u)
     return Minv, x
 
 
