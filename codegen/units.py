@@ -138,7 +138,7 @@ PRIORITY_RA_PRAGMA = ("#if defined(__GNUC__) && !defined(__clang__)",
 #: bits (checked against the build without it).  Measured (issue 26, benchmarks/README.md, eleventh
 #: session): ID derivatives, callgrind instructions per call (``-mno-avx512f`` build) xArm7 free / fixed /
 #: B1+Z1 9,713 / 7,908 / 20,915 -> 9,530 / 7,777 / 20,349, ns (fresh copies alternating, load 11-12)
-#: 814-838 -> 778-789, 613-672 -> 614-646, 1,935-1,965 -> 1,743-1,761.  Not for the FD derivatives: the
+#: 814-825 -> 778-789, 613-672 -> 614-646, 1,935-1,965 -> 1,743-1,761.  Not for the FD derivatives: the
 #: fixed xArm7's ran 887-913 -> 1,091-1,116 ns with it (the same instruction count).
 SLP_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext"})
 #: the first lines of a scalar translation unit of an :data:`SLP_FUNCTIONS` function (GCC on x86 only)
