@@ -36,7 +36,13 @@ from soadyn.codegen.schedule import pressure_order, statement_deps, worth_schedu
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
 from soadyn.codegen.trig import fuse_trig
-from soadyn.codegen.units import PRIORITY_RA_FUNCTIONS, SIMD_FUNCTIONS, finish_function
+from soadyn.codegen.units import (
+    LOAD_ONCE_FUNCTIONS,
+    PRIORITY_RA_FUNCTIONS,
+    SIMD_FUNCTIONS,
+    SLP_FUNCTIONS,
+    finish_function,
+)
 from soadyn.model.names import c_comment, py_doc, py_literal
 from soadyn.model.robot import Robot
 
@@ -95,6 +101,11 @@ class EmittedFunction:
     #: its translation units are compiled with gcc's priority register allocator
     #: (:data:`~soadyn.codegen.units.PRIORITY_RA_FUNCTIONS`)
     priority_ra: bool = False
+    #: its translation units let gcc's SLP vectoriser pair its scalar operations, fused multiply-adds
+    #: excluded (:data:`~soadyn.codegen.units.SLP_FUNCTIONS`)
+    slp: bool = False
+    #: its stage functions read each work-array value once (:data:`~soadyn.codegen.units.LOAD_ONCE_FUNCTIONS`)
+    load_once: bool = False
 
     @property
     def is_family(self) -> bool:
@@ -449,6 +460,8 @@ def emit_functions(robot: Robot, module_name: str, specs: list[FunctionSpec],
         group = [main, *variants]
         for f in group:
             f.priority_ra = s.name in PRIORITY_RA_FUNCTIONS
+            f.slp = s.name in SLP_FUNCTIONS
+            f.load_once = s.name in LOAD_ONCE_FUNCTIONS
         funcs += group
         simd += [s.name in SIMD_FUNCTIONS] * len(group)
     return funcs, simd

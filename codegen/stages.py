@@ -72,14 +72,16 @@ def _calls(names: list[str], params: list[tuple[str, str]]) -> list[Stmt]:
 
 def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
                  max_ops: int = STAGE_OPS, printer: CPrinter | None = None,
-                 printed: bool = True) -> Staged | None:
+                 printed: bool = True, load_once: bool = False) -> Staged | None:
     """Split a straight-line body into stage functions (None when it is short or not straight-line).
 
     ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``;
     ``printer``: the statement printer of the stages (:class:`~soadyn.codegen.printer.CPrinter`, the
     default, or the flight library's ``FloatPrinter``: its scalar type is the work array's too);
     ``printed``: False when only the stages' statements are needed (a SIMD batch prints its own), not
-    their scalar C (``Staged.stages`` then empty).
+    their scalar C (``Staged.stages`` then empty); ``load_once``: the printed stages read each value
+    from the work array once, into a local before its first use (:func:`_loaded_once`; the statements
+    of ``Staged.stage_bodies`` keep reading ``w[k]`` at each use).
     """
     if not _straight(body):
         return None
@@ -87,7 +89,7 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     if len(chunks) < 2:
         return None
     staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))],
-                              printer, printed)
+                              printer, printed, load_once)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1))] + _calls(staged.names, params)
     return staged
 
@@ -150,7 +152,8 @@ def _slots(chunks: list[list[Stmt]], own: list[set[str]]) -> tuple[dict[str, int
 
 
 def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
-                     names: list[str], printer: CPrinter | None = None, printed: bool = True) -> Staged:
+                     names: list[str], printer: CPrinter | None = None, printed: bool = True,
+                     load_once: bool = False) -> Staged:
     """The C functions of ``chunks`` (consecutive statements), passing values through a work array,
     printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`; ``printed``: their C text
     too)."""
@@ -184,12 +187,36 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
                 uses_w = True
         if not uses_w:     # (a frame's case that reads nothing from the prefix: -Wunused-parameter)
             lines.append(Stmt(cp.VOID, "w"))
+        from_w = {u: r for u, r in remote.items() if r.startswith("w[")}
+        shown = _loaded_once(lines, from_w) if load_once else lines
         proto = f"void {name}({decl})"
         staged.names.append(name)
         staged.stage_bodies.append(lines)
         staged.prototypes.append(f"SOADYN_STAGE {proto};")
         if printed:
             staged.stages.append(f"SOADYN_STAGE {proto}\n{{\n"
-                                 + "".join(f"    {x}\n" for x in printer.lines(fuse_trig(lines))) + "}\n")
+                                 + "".join(f"    {x}\n" for x in printer.lines(fuse_trig(shown))) + "}\n")
         staged.costs.append(sum(s.cost() for s in chunk))
     return staged
+
+
+def _loaded_once(lines: list[Stmt], from_w: dict[str, str]) -> list[Stmt]:
+    """A stage's statements with each work-array value of ``from_w`` (name -> ``w[k]``, as the statements
+    read it) read into a local ``const`` once, just before the first statement that reads it, and that
+    local read after: one load per value and stage instead of one per use (the output stores between
+    two uses may alias ``w``, so the compiler reloads at every use).  Within a stage a slot holds one
+    value (:func:`_slots` frees a slot at the next stage), so ``w[k]`` names one value here."""
+    back = {r: u for u, r in from_w.items()}
+    out: list[Stmt] = []
+    loaded: set[str] = set()
+    for s in lines:
+        if s.expr is not None and s.kind != cp.LOAD:
+            hit = [t for t in s.expr.tokens if t in back]
+            if hit:
+                for r in dict.fromkeys(hit):
+                    if r not in loaded:
+                        loaded.add(r)
+                        out.append(cp.load(back[r], "w", int(r[2:-1])))
+                s = cp.renamed(s, back)
+        out.append(s)
+    return out

@@ -31,7 +31,8 @@ from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
 __all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "PRIORITY_RA_FUNCTIONS",
-           "finish_function", "translation_units", "lowered_unit", "prelude"]
+           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "finish_function", "translation_units", "lowered_unit",
+           "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
@@ -125,6 +126,34 @@ PRIORITY_RA_PRAGMA = ("#if defined(__GNUC__) && !defined(__clang__)",
                       '#pragma GCC optimize ("ira-algorithm=priority")',
                       "#endif")
 
+#: functions whose (scalar) translation units let gcc's SLP vectoriser pair isomorphic scalar operations
+#: into 2- and 4-wide vector ones (``-fno-tree-slp-vectorize`` elsewhere, :mod:`soadyn.codegen.profiles`),
+#: by :data:`SLP_PRAGMA`.  gcc 12's SLP forms ``vfmaddsub``/``vfmsubadd`` from a product and an add/sub
+#: pair despite ``-ffp-contract=off`` (a fused multiply-add: other bits; on the xArm7's ID derivatives 44
+#: of 200 states differed, by up to 3.6e-15) whenever a fused pattern exists for the vector width: the
+#: pragma removes them all -- FMA for 128/256-bit vectors (``no-fma``), AVX-512VL's 128/256-bit EVEX forms
+#: (``no-avx512vl``; scalar EVEX, xmm16-31, stay) and 512-bit vectors (``prefer-vector-width=256``: gcc
+#: then tries no 512-bit mode).  Without fusion a vector add, subtract, multiply or divide rounds each lane
+#: as the scalar operation does, and SLP does not reassociate without ``-fassociative-math``: the same
+#: bits (checked against the build without it).  Measured (issue 26, benchmarks/README.md, eleventh
+#: session): ID derivatives, callgrind instructions per call (``-mno-avx512f`` build) xArm7 free / fixed /
+#: B1+Z1 9,713 / 7,908 / 20,915 -> 9,530 / 7,777 / 20,349, ns (fresh copies alternating, load 11-12)
+#: 814-825 -> 778-789, 613-672 -> 614-646, 1,935-1,965 -> 1,743-1,761.  Not for the FD derivatives: the
+#: fixed xArm7's ran 887-913 -> 1,091-1,116 ns with it (the same instruction count).
+SLP_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext"})
+#: the first lines of a scalar translation unit of an :data:`SLP_FUNCTIONS` function (GCC on x86 only)
+SLP_PRAGMA = ("#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))",
+              '#pragma GCC optimize ("tree-slp-vectorize")',
+              '#pragma GCC target ("no-fma,no-avx512vl,prefer-vector-width=256")',
+              "#endif")
+#: functions whose stage functions read each work-array value into a local once, before its first use
+#: in the stage, instead of at every use (:func:`soadyn.codegen.stages.split_stages`, ``load_once``).
+#: Same statements, same bits.  ID derivatives (with :data:`SLP_FUNCTIONS`), ns, fresh copies
+#: alternating, load 10: xArm7 free 795-813 -> 781-800, fixed 636-663 -> 600-653, B1+Z1 1,748-1,780 ->
+#: 1,719-1,747 (callgrind: 2-3 % more instructions, 1-2 % fewer code bytes).  Not for the FD derivatives:
+#: the fixed xArm7's ran 892-906 -> 942-951 ns (tenth session).
+LOAD_ONCE_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext"})
+
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
                "#if defined(__GNUC__) || defined(__clang__)",
@@ -174,8 +203,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
     scratch = f.scratch
     decls = f.body[:len(scratch)]
     statements = f.body[len(scratch):len(f.body) - n_epi]
+    once = getattr(f, "load_once", False)
     staged = split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
-                          stage_ops, printer) if stage_ops > 0 else None
+                          stage_ops, printer, load_once=once) if stage_ops > 0 else None
     if staged is not None:
         f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes
@@ -233,8 +263,10 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
         if f.is_family and not enum:
             raise ValueError(f"{f.cname}: a frame family's unit needs the frame enum (emit_module sets it)")
         pragma = "\n".join(PRIORITY_RA_PRAGMA) + "\n" if getattr(f, "priority_ra", False) else ""
-        head = (f"{pragma}#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n"
-                + prelude(lanes))
+        common = f"#include <math.h>\n{strings}{enum}{f.prototype}\n{f.batch_prototype}\n" + prelude(lanes)
+        head = pragma + common
+        # the scalar units (not the SIMD batch's own): SLP
+        scalar_head = pragma + ("\n".join(SLP_PRAGMA) + "\n" if getattr(f, "slp", False) else "") + common
         protos = "\n".join(extra.prototypes) + "\n" if extra and extra.prototypes else ""
         pieces = list(extra.pieces) if extra else []
         total = f.ops.get("total", 0)
@@ -255,9 +287,9 @@ def translation_units(funcs: list, header_text: str) -> list[tuple[str, str]]:
         groups = _pack(rest, per)
         low = LOWERED_UNIT if any(f.cname.endswith(f"_{n}") for n in LOWERED_FUNCTIONS) else ""
         for k, group in enumerate(groups[:-1]):
-            units.append((f"{f.cname}_{k}{low}", head + protos + "\n".join(group)))
+            units.append((f"{f.cname}_{k}{low}", scalar_head + protos + "\n".join(group)))
         last = groups[-1] if groups else []
-        text = head + protos + "\n".join(last + own) + _function_text(f)
+        text = scalar_head + protos + "\n".join(last + own) + _function_text(f)
         units.append((f"{f.cname}{low}", text))
     return units
 

@@ -6,7 +6,10 @@ their results must equal the scalar path to 1e-15 relative (in practice bit for 
 from __future__ import annotations
 
 import json
+import platform
+import re
 import resource
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -789,3 +792,58 @@ def test_priority_register_allocation_same_bits(tmp_path, monkeypatch):
         batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (with_ra, without)]
         assert single[0].tobytes() == single[1].tobytes(), name
         assert batch[0].tobytes() == batch[1].tobytes(), name
+
+
+def _fused(asm: str) -> int:
+    """Fused multiply-add instructions (x86: ``vfmadd*``, ``vfmsub*``, ``vfmaddsub*``, ``vfnm*``) in gcc's
+    assembly output."""
+    return sum(1 for line in asm.splitlines() if line.strip().startswith(("vfm", "vfnm")))
+
+
+def test_slp_units_no_fused_operations_same_bits(tmp_path, monkeypatch, cc):
+    """The ID derivatives' scalar translation units carry :data:`~soadyn.codegen.units.SLP_PRAGMA` (gcc's SLP
+    vectoriser on), their SIMD batch's units and the other functions' do not, and their stages read each
+    work-array value once (``LOAD_ONCE_FUNCTIONS``).  gcc 12's SLP fuses add/subtract pairs with products
+    (``vfmaddsub``) despite ``-ffp-contract=off``: the pragma's target line excludes every fused form --
+    the units' assembly (fast flags) has none, while the same units without that line have some on an FMA
+    machine (the check can fail).  The results, single call and batch, are the bits of the build without
+    SLP and load-once."""
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.profiles import compiler_command, compiler_is_gcc
+    from soadyn.codegen.units import SLP_PRAGMA, translation_units
+
+    robot = load_robot(EXAMPLES / "test_arm.yaml")
+    funcs = "inverse_dynamics_derivatives,forward_dynamics_derivatives"
+    gen = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
+    units = translation_units(gen.functions, gen.files[gen.header_name])
+    marked = {stem: text for stem, text in units if SLP_PRAGMA[1] in text}
+    assert marked and all("_inverse_dynamics_derivatives" in s and "__simd" not in s for s in marked)
+    assert any("_inverse_dynamics_derivatives__simd" in stem for stem, _ in units)   # lanes: no SLP
+    assert any("_forward_dynamics_derivatives" in stem for stem, _ in units)
+    load = re.compile(r"const double \w+ = w\[\d+\];")                             # a value loaded once
+    assert any(load.search(text) for text in marked.values())
+    assert not any(load.search(text) for stem, text in units if "_forward_dynamics" in stem)
+    if compiler_is_gcc() and platform.machine().lower() in ("x86_64", "amd64"):
+        command = [*compiler_command(), *get_profile("fast").cflags, "-S", "-o", "-", "-x", "c", "-"]
+        cpuinfo = Path("/proc/cpuinfo")
+        with_fma = cpuinfo.exists() and "fma" in cpuinfo.read_text().split()
+        control = 0
+        for stem, text in marked.items():
+            asm = subprocess.run(command, input=text, capture_output=True, text=True)
+            assert asm.returncode == 0, asm.stderr[:2000]
+            assert _fused(asm.stdout) == 0, stem
+            if with_fma:
+                bare = text.replace(SLP_PRAGMA[2], "")
+                control += _fused(subprocess.run(command, input=bare, capture_output=True, text=True).stdout)
+        assert control > 0 or not with_fma          # without the target line gcc fuses
+    slp = soadyn_compile(robot, tmp_path / "slp", functions=funcs, progress=False, profile=TINY_STAGES)
+    monkeypatch.setattr("soadyn.codegen.emit.SLP_FUNCTIONS", frozenset())
+    monkeypatch.setattr("soadyn.codegen.emit.LOAD_ONCE_FUNCTIONS", frozenset())
+    plain = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
+    Q, V, A = _states(robot, 9)
+    name = "inverse_dynamics_derivatives"
+    single = [np.stack([np.stack(getattr(m, name)(Q[i], V[i], A[i])) for i in range(len(Q))])
+              for m in (slp, plain)]
+    batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (slp, plain)]
+    assert single[0].tobytes() == single[1].tobytes()
+    assert batch[0].tobytes() == batch[1].tobytes()
