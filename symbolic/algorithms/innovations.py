@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body
+from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body, zero_hinge_row
 from soadyn.symbolic.scalar import ScalarContext
 
 
@@ -27,7 +27,9 @@ def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
 
     Column j is the residual recursion (2.13a) driven by a unit generalised force at hinge j with
     a = b = 0: ``g = phi(p, j) G(j)`` enters the parent, and at each inboard hinge i
-    ``Y(i, j) = -H(i) g`` and ``g <- phi(p(i), i) taubar(i) g = phi(p(i), i) [g + G(i) Y(i, j)]``.
+    ``Y(i, j) = -H(i) g`` and ``g <- phi(p(i), i) taubar(i) g = phi(p(i), i) [g + G(i) Y(i, j)]``, the
+    entry of ``taubar(i) g`` that ``H(i) taubar(i) = 0`` makes zero set to an exact 0
+    (:func:`~soadyn.symbolic.algorithms.articulated_body.zero_hinge_row`).
     Only the hinges on the path to the base are non-zero (the tree's structural zeros).  For the free
     base the entry is the 6-vector ``-g``.
     """
@@ -46,7 +48,11 @@ def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
                 break
             y = ctx.stage(f"Y{j}_{i}", -(kin.hinge(i) @ g))
             col[i] = y
-            g = ctx.stage(f"Yg{j}_{i}", g + ab.G[i] * y)
+            g = g + ab.G[i] * y                 # taubar(i) g
+            h = zero_hinge_row(robot, kin, i)
+            if h is not None:                   # H(i) taubar(i) = 0: this entry is rounding noise
+                g[h] = 0
+            g = ctx.stage(f"Yg{j}_{i}", g)
         cols[j] = col
     return cols
 
