@@ -176,26 +176,57 @@ def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str
     """Row ``prod_i`` of a symmetric general product (:func:`_general_product_lines`, ``width`` > 1): each
     vector of the row from the one holding column ``prod_i`` on, ``c = a[0] B[0] + a[1] B[1] + ...``, added
     to (or stored into) the output straight from the register where the vector lies wholly on or above the
-    diagonal and within the row, else lane by lane from ``prod_u`` from column ``prod_i`` on.  (Storing the
-    row into ``prod_u`` and reading it back from column ``prod_i``, an offset that is not a multiple of the
-    vector, made every such load wait for the stores to retire, no store forwarding: TALOS's M^-1 base term,
-    32 x 6 by 6 x 32, 331-336 -> 273-278 ns a call in a C loop, perf.)"""
+    diagonal and within the row; else only its lanes from column ``prod_i`` to the last column: with
+    AVX-512 or AVX masked loads and stores (:func:`_masked_lanes`), otherwise lane by lane from ``prod_u``.
+    (Storing the row into ``prod_u`` and reading it back from column ``prod_i``, an offset that is not a
+    multiple of the vector, made every such load wait for the stores to retire, no store forwarding:
+    TALOS's M^-1 base term, 32 x 6 by 6 x 32, 324-336 ns a call in a C loop against 244-252 with masked
+    lanes, perf; 273-278 lane by lane: reading one double of a vector just stored stalls too.)"""
     k, n = p.k, p.columns
     nvec = -(-n // width)
-    lane = (f"prod_j * {width} < prod_i ? prod_i - {width} * prod_j : 0", f"prod_k < {width}"
-            + (f" && {width} * prod_j + prod_k < {n}" if n % width else ""))
+    if width in (4, 8):
+        partial = _masked_lanes(width, n, op, sign)
+    else:
+        lane = (f"prod_j * {width} < prod_i ? prod_i - {width} * prod_j : 0", f"prod_k < {width}"
+                + (f" && {width} * prod_j + prod_k < {n}" if n % width else ""))
+        partial = ["            prod_u.v[0] = prod_c;",
+                   f"            for (prod_k = {lane[0]}; {lane[1]}; ++prod_k) "
+                   f"prod_o[{width} * prod_j + prod_k] {op} {sign}prod_u.d[prod_k];"]
     return [*(f"    prod_v prod_a{c} = {{{', '.join([f'prod_a[{c}]'] * width)}}};" for c in range(k)),
             f"    for (prod_j = prod_i / {width}; prod_j < {nvec}; ++prod_j) {{",
             "        prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];",
             *(f"        prod_c += prod_a{c} * prod_B[{c}].v[prod_j];" for c in range(1, k)),
             f"        if (prod_j * {width} >= prod_i" + (f" && prod_j < {n // width}" if n % width else "")
             + f") *(prod_w *)(prod_o + {width} * prod_j) {op} {sign}prod_c;",
-            "        else {",
-            "            prod_u.v[0] = prod_c;",
-            f"            for (prod_k = {lane[0]}; {lane[1]}; ++prod_k) "
-            f"prod_o[{width} * prod_j + prod_k] {op} {sign}prod_u.d[prod_k];",
-            "        }",
+            "        else {", *partial, "        }",
             "    }", "}"]
+
+
+def _masked_lanes(width: int, n: int, op: str, sign: str) -> list[str]:
+    """The lanes of vector ``prod_j`` of a symmetric product's row from column ``prod_i`` to column ``n - 1``
+    (:func:`_symmetric_row_lines`): the output loaded, added to and stored under a mask (AVX-512 masked
+    loads, operations and stores; AVX ``vmaskmovpd``, which loads zeros in the other lanes), so that no
+    other entry is read or written; each lane's operation is the scalar loop's."""
+    o, ind = f"prod_o + {width} * prod_j", " " * 12
+    if width == 8:
+        hi = f" & (0xffu >> (8 * prod_j + 8 > {n} ? 8 * prod_j + 8 - {n} : 0))" if n % 8 else ""
+        lo = "(0xffu << (8 * prod_j < prod_i ? prod_i - 8 * prod_j : 0))"
+        mask = [f"{ind}const __mmask8 prod_m = (__mmask8)({lo}{hi});"]
+        value = f"(__m512d)({sign}prod_c)"
+        if op == "=":
+            return mask + [f"            _mm512_mask_storeu_pd({o}, prod_m, {value});"]
+        fn = "_mm512_maskz_add_pd" if op == "+=" else "_mm512_maskz_sub_pd"
+        return mask + [f"            const __m512d prod_x = _mm512_maskz_loadu_pd(prod_m, {o});",
+                       f"            _mm512_mask_storeu_pd({o}, prod_m, {fn}(prod_m, prod_x, {value}));"]
+    mask = ["            typedef long long prod_l __attribute__((vector_size(32)));",
+            "            const prod_l prod_n = (prod_l){0, 1, 2, 3} + 4 * prod_j;",
+            f"{ind}const __m256i prod_m = (__m256i)((prod_n >= (prod_l){{prod_i, prod_i, prod_i, prod_i}})"
+            + (f" & (prod_n < (prod_l){{{n}, {n}, {n}, {n}}})" if n % 4 else "") + ");"]
+    value = f"(__m256d)({sign}prod_c)"
+    if op == "=":
+        return mask + [f"            _mm256_maskstore_pd({o}, prod_m, {value});"]
+    fn = "_mm256_add_pd" if op == "+=" else "_mm256_sub_pd"
+    return mask + [f"{ind}_mm256_maskstore_pd({o}, prod_m, {fn}(_mm256_maskload_pd({o}, prod_m), {value}));"]
 
 
 def transpose_stages(width: int) -> list[tuple[int, int, int, list[int]]]:
@@ -460,7 +491,9 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
             + [ind + x for x in lines(2)] + ["#endif", "#else"]
             + [ind + x for x in lines(1)] + ["#endif"])
     text = (f"/* {c_comment(what)}:\n   {head} */\n"
-            "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
+            + ("#if (defined(__GNUC__) || defined(__clang__)) && !defined(SOADYN_NO_SIMD) "
+               "&& defined(__AVX__)\n#include <immintrin.h>\n#endif\n" if p.k and p.symmetric else "")
+            + "#if defined(__GNUC__) || defined(__clang__)\n__attribute__((noinline))\n#endif\n"
             f"static void {name}({params})\n{{\n" + "".join(f"{x}\n" for x in body) + "}\n")
     return text, [cp.comment(c_comment(what)), Stmt(cp.PRODUCT, name, args=tuple(args))]
 
