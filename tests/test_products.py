@@ -365,7 +365,8 @@ def test_product_loops_give_the_same_bits_with_and_without_vectors(cc, request, 
 def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, request, tmp_path_factory,
                                                                           tmp_path):
     """The free base's term of M^-1 (eq. 2.10c) as a symmetric loop, on a branched tree (an arm and three
-    wheels on the base, 10 hinges): the same bits with and without vectors (of 2, 4 and 8 doubles: the
+    wheels on the base, 10 hinges; the terms of the arm's first three hinges, which span most pairs, as
+    three more columns of the product): the same bits with and without vectors (of 2, 4 and 8 doubles: the
     entries below the diagonal as transposed 4 x 4 blocks, off the diagonal and on it, and one 8 x 8 block
     on it, the rest copied), equal to the float run and the dense reference, and the joints' block exactly
     symmetric."""
@@ -378,6 +379,7 @@ def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, re
     src = next(Path(mod.__file__).parent.glob("*.c"))
     text = src.read_text()
     assert "_mass_matrix_inverse_prod_MinvB(" in text and "PROD_SHUF" in text     # loop, transposed blocks
+    assert "(10 x 9) by (9 x 10)" in text     # the arm's first three hinges' terms as columns of the product
     q = robot.random_configuration(np.random.default_rng(9))
     libs = _build_variants(cc, src, tmp_path, avx=True)
     (minv,) = _same_bits(libs, f"{mod.module_name}_mass_matrix_inverse", (q,), (mod.mass_matrix_inverse(q),),

@@ -57,6 +57,27 @@ def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
     return cols
 
 
+#: a hinge's terms of M^-1 join the free base's product loop when the pairs of hinges on its subtree are at
+#: least this share of all pairs (:func:`folded_hinges`)
+FOLD_SHARE = 0.25
+
+
+def folded_hinges(cols: dict[int, dict[int, Any]], n: int) -> list[int]:
+    """The hinges i whose terms ``Y(i, a) D^-1(i) Y(i, b)`` of M^-1 (eq. 2.10c) are computed as further
+    columns of the free base's symmetric product (:func:`mass_matrix_inverse_from`) instead of one
+    multiply-add per pair of hinges on i's subtree: those whose subtree's pairs are at least
+    :data:`FOLD_SHARE` of all pairs (a column of the product costs every pair a multiply-add, in vectors
+    of 4 or 8 entries).  TALOS: the two torso hinges over the 18 torso, arm and head hinges (171 and 153
+    of 528 pairs)."""
+    pairs = (n - 1) * n // 2
+    out = []
+    for i in range(1, n):
+        size = 1 + sum(1 for j in range(1, n) if i in cols[j])
+        if size * (size + 1) // 2 >= FOLD_SHARE * pairs:
+            out.append(i)
+    return out
+
+
 def mass_matrix_inverse(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
     """M^-1 = Y* D^-1 Y with Y = [I - H psi K] (eq. 2.10c), Y from :func:`innovation_columns`.
 
@@ -114,15 +135,20 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     # them are outboard of the base), the dense product of the (nv - 6) x 6 rows Y(n, a)* and the 6 x (nv - 6)
     # columns W0(b): one loop in the generated C (ctx.matmul) instead of a 6-term sum per entry
     base = None
+    fold = folded_hinges(cols, n) if (robot.is_free and n > 1 and loop and rhs is None
+                                      and ctx.product_loops((n - 1) ** 2)) else []
     if robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
-        base = ctx.matmul("MinvB", np.array([cols[a][0] for a in range(1, n)]),
-                          np.stack([W0[b] for b in range(1, n)], axis=1), symmetric=True)
+        # the folded hinges' terms Y(i, a) D^-1(i) Y(i, b) as further columns of the same product
+        A = np.array([[*cols[a][0], *(y(i, a) or 0 for i in fold)] for a in range(1, n)], dtype=object)
+        B = np.array([[*W0[b], *(W.get((i, b), 0) for i in fold)] for b in range(1, n)], dtype=object).T
+        base = ctx.matmul("MinvB", A, B, symmetric=True)
     # the hinges' terms: Y(i, a) D^-1(i) Y(i, b) over the hinges i inboard of (or at) both a and b, which are
     # none for bodies on different branches; computed once per pair (M^-1 is symmetric)
     hinge: dict[tuple[int, int], Any] = {}      # (a, b), a <= b: the hinges' terms, where there are any
     for b in range(1, n):
         for a in range(1, b + 1):
-            terms = [y(i, a) * W[i, b] for i in range(1, n) if y(i, a) is not None and (i, b) in W]
+            terms = [y(i, a) * W[i, b] for i in range(1, n) if y(i, a) is not None and (i, b) in W
+                     and i not in fold]
             if terms:
                 hinge[a, b] = sum(terms[1:], terms[0])
     pairs = sum(1 if a == b else 2 for a, b in hinge)
