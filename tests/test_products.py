@@ -309,12 +309,15 @@ def _accepts(cc: list[str], flag: str, tmp: Path) -> bool:
     return done.returncode == 0
 
 
-def _build_variants(cc, src: Path, tmp_path: Path) -> dict[str, ctypes.CDLL]:
+def _build_variants(cc, src: Path, tmp_path: Path, avx: bool = False) -> dict[str, ctypes.CDLL]:
     """``src`` compiled with vectors of the compiler's default target, without vectors, and (where the
-    compiler takes it) with -march=native."""
+    compiler takes it) with -march=native; ``avx``: also with AVX and no AVX-512 (vectors of 4 where the
+    native target has vectors of 8)."""
     variants = {"simd (compiler's default target)": [], "scalar loops": ["-DSOADYN_NO_SIMD"]}
     if _accepts(cc, "-march=native", tmp_path):
         variants["simd (-march=native)"] = ["-march=native"]
+    if avx and _accepts(cc, "-mavx2", tmp_path):
+        variants["simd (-mavx2 -mno-avx512f)"] = ["-mavx2", "-mno-avx512f"]
     libs = {}
     for label, flags in variants.items():
         lib = tmp_path / f"{src.stem}{len(libs)}.so"
@@ -362,8 +365,11 @@ def test_product_loops_give_the_same_bits_with_and_without_vectors(cc, request, 
 def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, request, tmp_path_factory,
                                                                           tmp_path):
     """The free base's term of M^-1 (eq. 2.10c) as a symmetric loop, on a branched tree (an arm and three
-    wheels on the base, 10 hinges): the same bits with and without vectors, equal to the float run and the
-    dense reference, and the joints' block exactly symmetric."""
+    wheels on the base, 10 hinges; the terms of the arm's first three hinges, which span most pairs, as
+    three more columns of the product): the same bits with and without vectors (of 2, 4 and 8 doubles: the
+    entries below the diagonal as transposed 4 x 4 blocks, off the diagonal and on it, and one 8 x 8 block
+    on it, the rest copied), equal to the float run and the dense reference, and the joints' block exactly
+    symmetric."""
     from soadyn.reference.dense import mass_matrix
 
     robot, _ = resolve_robot(EXAMPLES / "dimitrov_7dof_rw.yaml", None)
@@ -371,10 +377,13 @@ def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, re
     out = module_cache_dir(request, tmp_path_factory, "soadyn_product_modules")
     mod = compile_robot(robot, out, functions=["mass_matrix_inverse"], progress=False)
     src = next(Path(mod.__file__).parent.glob("*.c"))
-    assert "_mass_matrix_inverse_prod_MinvB(" in src.read_text()
+    text = src.read_text()
+    assert "_mass_matrix_inverse_prod_MinvB(" in text and "PROD_SHUF" in text     # loop, transposed blocks
+    assert "(10 x 9) by (9 x 10)" in text     # the arm's first three hinges' terms as columns of the product
     q = robot.random_configuration(np.random.default_rng(9))
-    (minv,) = _same_bits(_build_variants(cc, src, tmp_path), f"{mod.module_name}_mass_matrix_inverse", (q,),
-                         (mod.mass_matrix_inverse(q),), robot.nv)
+    libs = _build_variants(cc, src, tmp_path, avx=True)
+    (minv,) = _same_bits(libs, f"{mod.module_name}_mass_matrix_inverse", (q,), (mod.mass_matrix_inverse(q),),
+                         robot.nv)
     assert np.array_equal(minv[6:, 6:], minv[6:, 6:].T)
     # the SIMD batch (lanes of states) evaluates the product as expressions: the same bits per state
     (f,) = generate(robot, functions=["mass_matrix_inverse"], profile=get_profile("fast")).functions

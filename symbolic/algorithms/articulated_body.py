@@ -89,11 +89,21 @@ def articulate_hinge(robot: Any, ctx: ScalarContext, kin: Kinematics, k: int, Pk
     Dinv = ctx.stage(f"{nDinv}{k}", 1 / D)
     G = ctx.stage(f"{nG}{k}", U * Dinv)
     Pp = Pk - np.outer(G, U)
-    i = kin.unit_hinge(k)
-    if i is not None and not ia:   # H P+ = 0 exactly (P+ H* = P H* - U = 0); not with an armature
+    i = zero_hinge_row(robot, kin, k)
+    if i is not None:              # H P+ = 0 exactly (P+ H* = P H* - U = 0)
         Pp[i, :] = 0
         Pp[:, i] = 0
     return U, D, Dinv, G, ctx.stage_symmetric(f"{nPp}{k}", Pp)
+
+
+def zero_hinge_row(robot: Any, kin: Kinematics, k: int) -> int | None:
+    """The i with ``H(k) taubar(k) = 0`` imposed exactly: for a hinge whose ``H*(k)`` is the unit vector
+    e_i and with no armature, ``H taubar = H - (H P H* / D) H = 0`` (``D = H U``), so row i of
+    ``taubar(k)``, of ``P+(k) = taubar(k) P(k)`` and of every ``taubar(k) g`` is zero, though not in
+    rounded arithmetic (``G_i = U_i / D`` is 1 only to within an ulp).  None otherwise (an armature
+    makes ``H G != 1``)."""
+    i = kin.unit_hinge(k)
+    return None if i is None or armature(robot, k) else i
 
 
 def solve_D(ab: ArticulatedBody, k: int, eps: Any, name: str) -> Any:

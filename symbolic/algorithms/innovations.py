@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body
+from soadyn.symbolic.algorithms.articulated_body import ArticulatedBody, articulated_body, zero_hinge_row
 from soadyn.symbolic.scalar import ScalarContext
 
 
@@ -27,7 +27,9 @@ def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
 
     Column j is the residual recursion (2.13a) driven by a unit generalised force at hinge j with
     a = b = 0: ``g = phi(p, j) G(j)`` enters the parent, and at each inboard hinge i
-    ``Y(i, j) = -H(i) g`` and ``g <- phi(p(i), i) taubar(i) g = phi(p(i), i) [g + G(i) Y(i, j)]``.
+    ``Y(i, j) = -H(i) g`` and ``g <- phi(p(i), i) taubar(i) g = phi(p(i), i) [g + G(i) Y(i, j)]``, the
+    entry of ``taubar(i) g`` that ``H(i) taubar(i) = 0`` makes zero set to an exact 0
+    (:func:`~soadyn.symbolic.algorithms.articulated_body.zero_hinge_row`).
     Only the hinges on the path to the base are non-zero (the tree's structural zeros).  For the free
     base the entry is the 6-vector ``-g``.
     """
@@ -46,9 +48,34 @@ def innovation_columns(ab: ArticulatedBody) -> dict[int, dict[int, Any]]:
                 break
             y = ctx.stage(f"Y{j}_{i}", -(kin.hinge(i) @ g))
             col[i] = y
-            g = ctx.stage(f"Yg{j}_{i}", g + ab.G[i] * y)
+            g = g + ab.G[i] * y                 # taubar(i) g
+            h = zero_hinge_row(robot, kin, i)
+            if h is not None:                   # H(i) taubar(i) = 0: this entry is rounding noise
+                g[h] = 0
+            g = ctx.stage(f"Yg{j}_{i}", g)
         cols[j] = col
     return cols
+
+
+#: a hinge's terms of M^-1 join the free base's product loop when the pairs of hinges on its subtree are at
+#: least this share of all pairs (:func:`folded_hinges`)
+FOLD_SHARE = 0.25
+
+
+def folded_hinges(cols: dict[int, dict[int, Any]], n: int) -> list[int]:
+    """The hinges i whose terms ``Y(i, a) D^-1(i) Y(i, b)`` of M^-1 (eq. 2.10c) are computed as further
+    columns of the free base's symmetric product (:func:`mass_matrix_inverse_from`) instead of one
+    multiply-add per pair of hinges on i's subtree: those whose subtree's pairs are at least
+    :data:`FOLD_SHARE` of all pairs (a column of the product costs every pair a multiply-add, in vectors
+    of 4 or 8 entries).  TALOS: the two torso hinges over the 18 torso, arm and head hinges (171 and 153
+    of 528 pairs)."""
+    pairs = (n - 1) * n // 2
+    out = []
+    for i in range(1, n):
+        size = 1 + sum(1 for j in range(1, n) if i in cols[j])
+        if size * (size + 1) // 2 >= FOLD_SHARE * pairs:
+            out.append(i)
+    return out
 
 
 def mass_matrix_inverse(robot: Any, ctx: ScalarContext, q: np.ndarray) -> np.ndarray:
@@ -125,17 +152,22 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     # them are outboard of the base), the dense product of the (nv - 6) x 6 rows Y(n, a)* and the 6 x (nv - 6)
     # columns W0(b): one loop in the generated C (ctx.matmul) instead of a 6-term sum per entry
     base = None
+    fold = folded_hinges(cols, n) if (robot.is_free and n > 1 and loop and rhs is None
+                                      and ctx.product_loops((n - 1) ** 2)) else []
     if w0_loops:                  # (W0(a)* . Y(n, b)), W0* read in place from M^-1's base columns
         base = ctx.matmul("MinvB", W0T, Yn.T, symmetric=True, left_of=(Minv, hinges, list(range(6))))
     elif robot.is_free and n > 1 and loop and (rhs is None or ctx.product_loops((n - 1) ** 2)):
-        base = ctx.matmul("MinvB", np.array([cols[a][0] for a in range(1, n)]),
-                          np.stack([W0[b] for b in range(1, n)], axis=1), symmetric=True)
+        # the folded hinges' terms Y(i, a) D^-1(i) Y(i, b) as further columns of the same product
+        A = np.array([[*cols[a][0], *(y(i, a) or 0 for i in fold)] for a in range(1, n)], dtype=object)
+        B = np.array([[*W0[b], *(W.get((i, b), 0) for i in fold)] for b in range(1, n)], dtype=object).T
+        base = ctx.matmul("MinvB", A, B, symmetric=True)
     # the hinges' terms: Y(i, a) D^-1(i) Y(i, b) over the hinges i inboard of (or at) both a and b, which are
     # none for bodies on different branches; computed once per pair (M^-1 is symmetric)
     hinge: dict[tuple[int, int], Any] = {}      # (a, b), a <= b: the hinges' terms, where there are any
     for b in range(1, n):
         for a in range(1, b + 1):
-            terms = [y(i, a) * W[i, b] for i in range(1, n) if y(i, a) is not None and (i, b) in W]
+            terms = [y(i, a) * W[i, b] for i in range(1, n) if y(i, a) is not None and (i, b) in W
+                     and i not in fold]
             if terms:
                 hinge[a, b] = sum(terms[1:], terms[0])
     pairs = sum(1 if a == b else 2 for a, b in hinge)
