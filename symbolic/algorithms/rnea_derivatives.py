@@ -31,7 +31,11 @@ and, per row of body i, ``Fr_i = Ic_i S_i`` and ``Gr_i = BCc_i^T S_i``::
                                           dtau_i/dqd_j = Gr_i . S_j - Fr_i . beta_j
     i a strict ancestor of j:             dtau_i/dq_j = S_i . phi_j,   dtau_i/dqd_j = S_i . psi_j
 
-and zero elsewhere (the tree's sparsity).  Within a chain of at least :data:`CHAIN_PRODUCT` moving joints
+and zero elsewhere (the tree's sparsity).  On the diagonal of a one-column joint with a moving ancestor
+``S_j . phi_j = -(Fr_j . alpha_j + Gr_j . u_j)`` (as ``S_j . (S_j x* F_j) = 0``) and ``S_j . psi_j =
+Gr_j . S_j - Fr_j . beta_j``: a 6-term dot product instead of a 9-term one, where it is fewer operations.
+``BCc_j`` enters through its block ``K_j = Cc_j - L_j~`` and twice its momentum ``2 P_j``
+(:func:`coriolis_top`), and each body inertia ``R J_c R^T`` through the factors of :func:`_rotated_inertia`.  Within a chain of at least :data:`CHAIN_PRODUCT` moving joints
 the first kind are two masked products ``-[Fr_i Gr_i] [alpha_j; u_j]`` and ``-[Fr_i Gr_i] [beta_j; -S_j]``
 over the lower triangle of the chain's block (``ctx.matmul(..., mask=)``: vector loops in the C; ``Gr``'s
 linear half is zero, so each is a 9-term dot product).  For the free base, whose lambda is the inertial frame
@@ -53,7 +57,7 @@ from soadyn.symbolic.algorithms.kinematics import (
     link_poses,
 )
 from soadyn.symbolic.parameters import body_inertia
-from soadyn.symbolic.spatial import RigidInertia, Xform, cross
+from soadyn.symbolic.spatial import RigidInertia, Xform, cross, skew
 
 
 def motion_cross(m: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -91,33 +95,115 @@ def coriolis_block(inert: RigidInertia, V: np.ndarray) -> np.ndarray:
     return C
 
 
-def coriolis_apply(C: np.ndarray, H: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``BC x = [C xw + xw x L; 2 xw x P]`` for ``BC`` given by its block C and momentum ``H = [L; P]``."""
+def coriolis_top(C: np.ndarray, H: np.ndarray) -> np.ndarray:
+    """``K = C - L~``, the top-left block of ``BC = [[C - L~, 0], [-2 P~, 0]]`` (:func:`coriolis_block`)
+    for momentum ``H = [L; P]``: the operator's products below take it whole, ``K xw`` for ``C xw + xw x
+    L`` (9 products instead of 15) and ``K^T s`` for ``C s + L x s``."""
+    return C - skew(H[:3])
+
+
+def coriolis_apply(K: np.ndarray, P2: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``BC x = [K xw; xw x P2]`` for ``BC`` given by ``K`` (:func:`coriolis_top`) and ``P2 = 2 P``."""
     xw = x[:3]
-    return np.concatenate([C @ xw + cross(xw, H[:3]), 2 * cross(xw, H[3:])])
+    return np.concatenate([K @ xw, cross(xw, P2)])
 
 
-def coriolis_transpose_apply(C: np.ndarray, H: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``BC^T s = [C s_w + L x s_w + 2 P x s_v; 0]``."""
-    top = C @ s[:3] + cross(H[:3], s[:3]) + 2 * cross(H[3:], s[3:])
+def coriolis_transpose_apply(K: np.ndarray, P2: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``BC^T s = [K^T s_w + P2 x s_v; 0]`` (``P2 = 2 P``)."""
+    top = K.T @ s[:3] + cross(P2, s[3:])
     return np.concatenate([top, np.zeros_like(top)])
 
 
 def _base_inertia(robot: Any, ctx: Any, k: int, X: Xform) -> RigidInertia:
     """Body k's inertia about the base origin in base axes, through its centre of mass:
     ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about
-    O_k)."""
+    O_k); ``R J_c R^T`` by :func:`_rotated_inertia`."""
     if X.R is None:
         return body_inertia(robot, ctx, k).rigid()
     ri = robot.inertias[k]
     c = ctx.stage(f"cb{k}", X.R @ ctx.const(ri.com) + X.l)
-    RJ = X.R @ ctx.const(ri.inertia)
+    RJR = _rotated_inertia(ctx, X.R, ri.inertia)
     J = ctx.zeros((3, 3))
     cc = c @ c
     for i in range(3):
         for j in range(i, 3):
-            J[i, j] = J[j, i] = RJ[i] @ X.R[j] + ri.mass * ((cc if i == j else 0) - c[i] * c[j])
+            J[i, j] = J[j, i] = RJR[i][j] + ri.mass * ((cc if i == j else 0) - c[i] * c[j])
     return RigidInertia(ri.mass, ctx.stage(f"Ibh{k}", ri.mass * c), ctx.stage_symmetric(f"IbJ{k}", J))
+
+
+def _rotated_inertia(ctx: Any, R: np.ndarray, Jc: np.ndarray) -> list[list[Any]]:
+    """The entries ``[i][j]``, ``i <= j``, of ``R Jc R^T`` for a rotation R and a constant symmetric Jc, in
+    the form of fewest operations (symbolically; the first numerically) among ``(R Jc) R^T`` and
+    ``shift I + sum_m w_m (R l_m)(R l_m)^T`` for each factorisation ``Jc = shift I + sum_m w_m l_m l_m^T``
+    of :func:`_inertia_factors` (R's exact zeros decide: a full Jc costs 75 operations as ``(R Jc) R^T``
+    and 57 as ``L D L^T`` when R has none, a diagonal one 39 and 27)."""
+    Jc = np.asarray(Jc, dtype=float)
+    RJ = R @ ctx.const(Jc)
+    forms = [[[RJ[i] @ R[j] if j >= i else None for j in range(3)] for i in range(3)]]
+    for shift, pairs in _inertia_factors(Jc):
+        rs = [R @ ctx.const(l) for _, l in pairs]
+        ws = [ctx.const(w) * r for (w, _), r in zip(pairs, rs)]
+        forms.append([[sum((w[i] * r[j] for w, r in zip(ws, rs)), ctx.const(shift) if i == j else 0)
+                       if j >= i else None for j in range(3)] for i in range(3)])
+    if not getattr(ctx, "symbolic", False):
+        return forms[0]
+    return min(forms, key=lambda f: _operations([e for row in f for e in row if e is not None]))
+
+
+def _inertia_factors(Jc: np.ndarray) -> list[tuple[float, list[tuple[float, np.ndarray]]]]:
+    """The factorisations ``Jc = shift I + sum_m w_m l_m l_m^T`` of :func:`_rotated_inertia` for a
+    constant symmetric positive definite 3x3 Jc (none otherwise, e.g. a massless link): a diagonal Jc
+    as ``Jc_ss I`` plus two unit-vector terms (for each s), any other as ``L D L^T`` in each of the six
+    orders of the axes (``l_m`` the columns of P L, the last a unit vector).  Plain float arithmetic: the
+    same bits on every machine."""
+    eye = np.eye(3)
+    d = [float(Jc[i, i]) for i in range(3)]
+    if min(d) <= 0:
+        return []
+    if not (Jc[0, 1] or Jc[0, 2] or Jc[1, 2]):
+        return [(d[s], [(d[m] - d[s], eye[m]) for m in range(3) if m != s]) for s in range(3)]
+    out = []
+    for order in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        A = Jc[np.ix_(order, order)]
+        L = np.eye(3)
+        piv = [0.0, 0.0, 0.0]
+        for j in range(3):
+            piv[j] = float(A[j, j]) - sum(L[j, m] * L[j, m] * piv[m] for m in range(j))
+            if not piv[j] > 0:
+                return []
+            for i in range(j + 1, 3):
+                L[i, j] = (float(A[i, j]) - sum(L[i, m] * L[j, m] * piv[m] for m in range(j))) / piv[j]
+        P = eye[:, order]                   # column m of P L: l_m in the original axes
+        out.append((0.0, [(piv[m], P @ L[:, m]) for m in range(3)]))
+    return out
+
+
+def _cheaper(ctx: Any, *forms: Any) -> Any:
+    """The form of fewest operations (:func:`_operations`) of one quantity; numerically the first."""
+    if not getattr(ctx, "symbolic", False):
+        return forms[0]
+    return min(forms, key=lambda e: _operations([e]))
+
+
+def _operations(exprs: list[Any]) -> int:
+    """Additions and multiplications of SymEngine expressions, each distinct subexpression once (a cost
+    model for :func:`_rotated_inertia` and :func:`_cheaper`; constants +-1 multiply for free)."""
+    seen: set = set()
+    n = 0
+    stack = [e for e in exprs if hasattr(e, "args")]
+    while stack:
+        e = stack.pop()
+        if e in seen or not e.args:
+            continue
+        seen.add(e)
+        if e.is_Add:
+            n += len(e.args) - 1
+        elif e.is_Mul:
+            n += sum(1 for a in e.args if not (a.is_Number and abs(a) == 1)) - 1
+        else:
+            n += 1
+        stack.extend(e.args)
+    return n
 
 
 def _is_path(robot: Any, j: int, i: int) -> bool:
@@ -243,8 +329,10 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
     for j in range(n):
         if not S[j]:
             continue
+        # BCc_j as its block K and twice the momentum (each use of P takes it doubled)
+        K, P2 = ctx.stage(f"Kc{j}", coriolis_top(Cc[j], Hc[j])), ctx.stage(f"Pc{j}", 2 * Hc[j][3:])
         rows[j] = [(s, ctx.stage(f"Fr{j}", inertia_apply(Ic[j], s)),
-                    ctx.stage(f"Gr{j}", coriolis_transpose_apply(Cc[j], Hc[j], s))) for s in S[j]]
+                    ctx.stage(f"Gr{j}", coriolis_transpose_apply(K, P2, s))) for s in S[j]]
         p = robot.parent[j]
         vl, al = (zero6, grav) if p < 0 else (V[p], A[p])
         # a moving ancestor: every body but the base moves; the base only when it is free (S[0])
@@ -260,8 +348,8 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
             phi = psi = None
             if has_anc:
                 phi = ctx.stage(f"phi{j}", force_cross(s, F[j]) - inertia_apply(Ic[j], alpha)
-                                - coriolis_apply(Cc[j], Hc[j], u))
-                psi = ctx.stage(f"psi{j}", coriolis_apply(Cc[j], Hc[j], s) - inertia_apply(Ic[j], beta))
+                                - coriolis_apply(K, P2, u))
+                psi = ctx.stage(f"psi{j}", coriolis_apply(K, P2, s) - inertia_apply(Ic[j], beta))
             cj.append((s, u, alpha, beta, phi, psi))
         cols[j] = cj
     # ---- assemble: the path of i (j on it) and the subtree below i (i on the path of j) ----------------
@@ -282,7 +370,10 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
             skip_q = j == 0 and not base_q
             for r, (s_i, Fr, Gr) in enumerate(ri_):
                 for c, (s, u, alpha, beta, phi, psi) in enumerate(cj):
-                    if below:
+                    if below and phi is not None and i == j:     # S_j . (S_j x* F_j) = 0: 6 terms, not 9
+                        dq[rs + r, cs + c] = _cheaper(ctx, -(Fr @ alpha + Gr @ u), s_i @ phi)
+                        dv[rs + r, cs + c] = _cheaper(ctx, Gr @ s - Fr @ beta, s_i @ psi)
+                    elif below:
                         if not skip_q:
                             dq[rs + r, cs + c] = -(Fr @ alpha + Gr @ u)
                         dv[rs + r, cs + c] = Gr @ s - Fr @ beta
