@@ -375,7 +375,7 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
             skip_q = j == 0 and not base_q
             for r, (s_i, Fr, Gr) in enumerate(ri_):
                 for c, (s, u, alpha, beta, phi, psi) in enumerate(cj):
-                    if below and phi is not None and i == j:     # S_j . (S_j x* F_j) = 0: 6 terms, not 9
+                    if below and phi is not None and i == j and r == c:   # S_j . (S_j x* F_j) = 0: 6 terms
                         dq[rs + r, cs + c] = _cheaper(ctx, -(Fr @ alpha + Gr @ u), s_i @ phi)
                         dv[rs + r, cs + c] = _cheaper(ctx, Gr @ s - Fr @ beta, s_i @ psi)
                     elif below:
