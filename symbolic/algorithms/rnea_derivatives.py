@@ -145,13 +145,13 @@ def _rotated_inertia(ctx: Any, R: np.ndarray, Jc: np.ndarray) -> list[list[Any]]
     Jc = np.asarray(Jc, dtype=float)
     RJ = R @ ctx.const(Jc)
     forms = [[[RJ[i] @ R[j] if j >= i else None for j in range(3)] for i in range(3)]]
+    if not getattr(ctx, "symbolic", False):
+        return forms[0]
     for shift, pairs in _inertia_factors(Jc):
         rs = [R @ ctx.const(l) for _, l in pairs]
         ws = [ctx.const(w) * r for (w, _), r in zip(pairs, rs)]
         forms.append([[sum((w[i] * r[j] for w, r in zip(ws, rs)), ctx.const(shift) if i == j else 0)
                        if j >= i else None for j in range(3)] for i in range(3)])
-    if not getattr(ctx, "symbolic", False):
-        return forms[0]
     return min(forms, key=lambda f: _operations([e for row in f for e in row if e is not None]))
 
 
