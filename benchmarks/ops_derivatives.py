@@ -7,12 +7,20 @@ Robots (none used by the tests): xArm7 on a free base (nv 13) and fixed (nv 7), 
 B1 + Z1 arm on a free base, gripper locked (nv 24); gravity -9.81 along z.  Prints, per robot, the total
 operations of ``inverse_dynamics_derivatives`` and ``forward_dynamics_derivatives`` as the generated
 program counts them (the figure in the module header).
+
+    python benchmarks/ops_derivatives.py --by-stage [--robots xarm7_free]
+
+also prints, per function, the operations by stage of the optimised program: the name an algorithm gave a
+staged quantity without its body index (``phi3`` -> ``phi``; ``Fc``, ``psi``, ``IbJ``, ...), ``cse`` for
+the temporaries common-subexpression elimination introduced, ``products`` for the dense product loops,
+``outputs`` for what the output expressions compute themselves.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -45,6 +53,22 @@ ROBOTS = {
 FUNCS = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")
 
 
+def by_stage(program) -> dict[str, int]:
+    """Operations of an optimised program grouped by stage name (module docstring), largest first."""
+    from soadyn.codegen.derive import Program
+    from soadyn.codegen.optimise import count_ops
+
+    out: dict[str, int] = {}
+    for sym, e in program.assignments:
+        stage = program.stages.get(sym.name)
+        key = "cse" if stage is None else re.sub(r"[\d_]*\d_?[xy]?$", "", stage)
+        n = count_ops(Program(program.name, [], [(sym, e)], []))["total"]
+        out[key] = out.get(key, 0) + n
+    out["outputs"] = count_ops(Program(program.name, [], [], program.outputs))["total"]
+    out["products"] = sum(sum(p.ops().values()) for p in program.products)
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def main(argv: list[str] | None = None) -> int:
     from soadyn import load_robot
     from soadyn.codegen.pipeline import generate
@@ -53,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robots", nargs="*", default=list(ROBOTS))
     ap.add_argument("--json")
+    ap.add_argument("--by-stage", action="store_true", help="operations by stage of each function too")
     args = ap.parse_args(argv)
     out: dict[str, dict[str, int]] = {}
     for name in args.robots:
@@ -65,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         ops = {k.removeprefix(gen.module_name + "_"): v["total"] for k, v in gen.op_counts().items()}
         out[name] = {f: ops[f] for f in FUNCS}
         print(f"{name} (nv {robot.nv}): " + ", ".join(f"{f} {ops[f]}" for f in FUNCS), flush=True)
+        if args.by_stage:
+            from soadyn.codegen.derive import derive, rename_reserved
+            from soadyn.codegen.functions import function_table, select_functions
+            from soadyn.codegen.optimise import optimise
+
+            for spec in select_functions(function_table(robot, derivatives=True), list(FUNCS), robot.name):
+                stages = by_stage(optimise(rename_reserved(derive(robot, spec), spec)))
+                out[name][spec.name + "_by_stage"] = stages    # type: ignore[assignment]
+                print(f"  {spec.name}: " + ", ".join(f"{k} {v}" for k, v in stages.items()), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

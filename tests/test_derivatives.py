@@ -306,6 +306,39 @@ def test_random_tree_derivatives_match_pinocchio(tmp_path, seed, base):
     assert not bad, f"random tree {seed}/{base}: relative errors above {PIN_TOL}: {bad}"
 
 
+@pytest.mark.parametrize("kind", ["full", "diagonal"])
+def test_rotated_body_inertia_forms_equal_the_plain_product(kind):
+    """The sweep's ``R Jc R^T`` (:func:`rnea_derivatives._rotated_inertia`): every factorisation of a
+    constant inertia gives Jc back, and the form picked for a rotation with exact zeros (about x, symbols
+    c and s), evaluated at an angle, equals numpy's ``R @ Jc @ R.T``; an indefinite Jc has none."""
+    import symengine as se
+
+    from soadyn.symbolic.algorithms import rnea_derivatives as rd
+    from soadyn.symbolic.scalar import Symbolic
+
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(3, 3))
+    Jc = A @ A.T + 0.1 * np.eye(3) if kind == "full" else np.diag([0.3, 0.2, 0.05])
+    factors = rd._inertia_factors(Jc)
+    assert len(factors) == (6 if kind == "full" else 3)
+    for shift, pairs in factors:
+        back = shift * np.eye(3) + sum(w * np.outer(lv, lv) for w, lv in pairs)
+        assert np.max(np.abs(back - Jc)) <= 4e-16 * np.max(np.abs(Jc))
+    c, s = se.symbols("c s")
+    one, zero = se.Integer(1), se.Integer(0)
+    R = np.array([[one, zero, zero], [zero, c, -s], [zero, s, c]], dtype=object)
+    got = rd._rotated_inertia(Symbolic(), R, Jc)
+    th = 0.7
+    Rn = np.array([[1, 0, 0], [0, np.cos(th), -np.sin(th)], [0, np.sin(th), np.cos(th)]])
+    want = Rn @ Jc @ Rn.T
+    for i in range(3):
+        for j in range(i, 3):
+            val = float(se.sympify(got[i][j]).subs({c: np.cos(th), s: np.sin(th)}))
+            assert abs(val - want[i, j]) <= 1e-15, (i, j, val, want[i, j])
+    assert rd._inertia_factors(np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]])) == []
+    assert rd._inertia_factors(np.diag([1.0, 0.0, 1.0])) == []
+
+
 def test_attitude_tangent_is_right_trivialised():
     """The staged attitude gets dR/d delta_w_i = R e_i~: compare with R(q (+) t e_i) by differences."""
     robot, _ = resolve_robot(TEST_ARM, "free")

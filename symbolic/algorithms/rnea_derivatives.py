@@ -31,7 +31,14 @@ and, per row of body i, ``Fr_i = Ic_i S_i`` and ``Gr_i = BCc_i^T S_i``::
                                           dtau_i/dqd_j = Gr_i . S_j - Fr_i . beta_j
     i a strict ancestor of j:             dtau_i/dq_j = S_i . phi_j,   dtau_i/dqd_j = S_i . psi_j
 
-and zero elsewhere (the tree's sparsity).  Within a chain of at least :data:`CHAIN_PRODUCT` moving joints
+and zero elsewhere (the tree's sparsity).  On the diagonal of a one-column joint with a moving ancestor
+``S_j . phi_j = -(Fr_j . alpha_j + Gr_j . u_j)`` (as ``S_j . (S_j x* F_j) = 0``) and ``S_j . psi_j =
+Gr_j . S_j - Fr_j . beta_j``: a 6-term dot product instead of a 9-term one, where it is fewer operations.
+``BCc_j`` enters through half its top-left block, ``Kc_j`` (the sum of :func:`coriolis_half` over the
+subtree: no angular momentum needed), and the linear momentum ``Pc_j``, applied to doubled vectors (``2 u_j
+= beta_j``); each body inertia ``R J_c R^T`` through the factors of :func:`_rotated_inertia`.
+
+Within a chain of at least :data:`CHAIN_PRODUCT` moving joints
 the first kind are two masked products ``-[Fr_i Gr_i] [alpha_j; u_j]`` and ``-[Fr_i Gr_i] [beta_j; -S_j]``
 over the lower triangle of the chain's block (``ctx.matmul(..., mask=)``: vector loops in the C; ``Gr``'s
 linear half is zero, so each is a 9-term dot product).  For the free base, whose lambda is the inertial frame
@@ -72,52 +79,136 @@ def inertia_apply(inert: RigidInertia, x: np.ndarray) -> np.ndarray:
     return np.concatenate([inert.J @ w + cross(inert.h, u), inert.m * u - cross(inert.h, w)])
 
 
-def coriolis_block(inert: RigidInertia, V: np.ndarray) -> np.ndarray:
-    """The symmetric block ``C = w~ J - J w~ - (v~ h~ + h~ v~)`` of the Coriolis operator of one body.
+def coriolis_half(inert: RigidInertia, V: np.ndarray) -> np.ndarray:
+    """``Kh = (C - L~) / 2``, half the top-left block of the Coriolis operator of one body, a 3x3 matrix.
 
     ``BC x = V x* (I x) - I (V x x) + x x* (I V)`` (the operator of Carpentier & Mansard 2018, with
     Featherstone's cross products) has, for ``I = [[J, h~], [-h~, m]]``, ``V = [w; v]`` and momentum
-    ``I V = [L; P]``, the block form ``BC = [[C - L~, 0], [-2 P~, 0]]``: the columns of the linear part of
-    x vanish because ``P = m v + w x h``.  Only C (6 numbers) and the momentum are carried, never the 6x6.
-    ``w~ J - J w~ = M + M^T`` with ``M = w~ J``; ``v~ h~ + h~ v~ = h v^T + v h^T - 2 (v.h) I``.
-    """
+    ``I V = [L; P]``, the block form ``BC = [[C - L~, 0], [-2 P~, 0]] = 2 [[Kh, 0], [-P~, 0]]`` with
+    ``C = w~ J - J w~ - (v~ h~ + h~ v~)``: the columns of the linear part of x vanish because ``P = m v + w x
+    h``.  With ``L = J w + h x v``, ``(J w)~ = tr(J) w~ - w~ J - J w~`` (J symmetric) and ``(h x v)~ = v h^T
+    - h v^T``::
+
+        Kh = w~ J' - v h^T + (v.h) I,    J' = J - tr(J) I / 2
+
+    (33 + 9 + 14 operations, no momentum needed).  ``BC V = 2 V x* (I V)``, so ``V x* (I V) = [Kh w; w x
+    P]``: the body force's velocity term (15 operations instead of 21 on top, and no ``L``).  Only Kh and P
+    are carried, never the 6x6."""
     w, v, J, h = V[:3], V[3:], inert.J, inert.h
-    M = np.stack([cross(w, J[:, c]) for c in range(3)], axis=1)
-    N = np.outer(h, v)
-    C = M + M.T - N - N.T
-    d = 2 * (v @ h)
+    tau = (J[0, 0] + J[1, 1] + J[2, 2]) / 2
+    Jp = J.copy()
     for i in range(3):
-        C[i, i] = C[i, i] + d
-    return C
+        Jp[i, i] = J[i, i] - tau
+    K = np.stack([cross(w, Jp[:, c]) for c in range(3)], axis=1) - np.outer(v, h)
+    d = v @ h
+    for i in range(3):
+        K[i, i] = K[i, i] + d
+    return K
 
 
-def coriolis_apply(C: np.ndarray, H: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``BC x = [C xw + xw x L; 2 xw x P]`` for ``BC`` given by its block C and momentum ``H = [L; P]``."""
-    xw = x[:3]
-    return np.concatenate([C @ xw + cross(xw, H[:3]), 2 * cross(xw, H[3:])])
+def coriolis_apply(Kh: np.ndarray, P: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """``BC x = [Kh x2_w; x2_w x P]`` for ``BC`` given by ``Kh`` (:func:`coriolis_half`) and the momentum's
+    linear part ``P``, with ``x2 = 2 x`` (the doubled vector the caller has: ``beta = 2 u``)."""
+    xw = x2[:3]
+    return np.concatenate([Kh @ xw, cross(xw, P)])
 
 
-def coriolis_transpose_apply(C: np.ndarray, H: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``BC^T s = [C s_w + L x s_w + 2 P x s_v; 0]``."""
-    top = C @ s[:3] + cross(H[:3], s[:3]) + 2 * cross(H[3:], s[3:])
+def coriolis_transpose_apply(Kh: np.ndarray, P: np.ndarray, s2: np.ndarray) -> np.ndarray:
+    """``BC^T s = [Kh^T s2_w + P x s2_v; 0]`` with ``s2 = 2 s``."""
+    top = Kh.T @ s2[:3] + cross(P, s2[3:])
     return np.concatenate([top, np.zeros_like(top)])
 
 
 def _base_inertia(robot: Any, ctx: Any, k: int, X: Xform) -> RigidInertia:
     """Body k's inertia about the base origin in base axes, through its centre of mass:
     ``c = p + R c_k``, ``J = R J_c R^T + m (c.c I - c c^T)``, ``h = m c`` (cheaper than moving J about
-    O_k)."""
+    O_k); ``R J_c R^T`` by :func:`_rotated_inertia`."""
     if X.R is None:
         return body_inertia(robot, ctx, k).rigid()
     ri = robot.inertias[k]
     c = ctx.stage(f"cb{k}", X.R @ ctx.const(ri.com) + X.l)
-    RJ = X.R @ ctx.const(ri.inertia)
+    RJR = _rotated_inertia(ctx, X.R, ri.inertia)
     J = ctx.zeros((3, 3))
     cc = c @ c
     for i in range(3):
         for j in range(i, 3):
-            J[i, j] = J[j, i] = RJ[i] @ X.R[j] + ri.mass * ((cc if i == j else 0) - c[i] * c[j])
+            J[i, j] = J[j, i] = RJR[i][j] + ri.mass * ((cc if i == j else 0) - c[i] * c[j])
     return RigidInertia(ri.mass, ctx.stage(f"Ibh{k}", ri.mass * c), ctx.stage_symmetric(f"IbJ{k}", J))
+
+
+def _rotated_inertia(ctx: Any, R: np.ndarray, Jc: np.ndarray) -> list[list[Any]]:
+    """The entries ``[i][j]``, ``i <= j``, of ``R Jc R^T`` for a rotation R and a constant symmetric Jc, in
+    the form of fewest operations (symbolically; the first numerically) among ``(R Jc) R^T`` and
+    ``shift I + sum_m w_m (R l_m)(R l_m)^T`` for each factorisation ``Jc = shift I + sum_m w_m l_m l_m^T``
+    of :func:`_inertia_factors` (R's exact zeros decide: a full Jc costs 75 operations as ``(R Jc) R^T``
+    and 57 as ``L D L^T`` when R has none, a diagonal one 39 and 27)."""
+    Jc = np.asarray(Jc, dtype=float)
+    RJ = R @ ctx.const(Jc)
+    forms = [[[RJ[i] @ R[j] if j >= i else None for j in range(3)] for i in range(3)]]
+    if not getattr(ctx, "symbolic", False):
+        return forms[0]
+    for shift, pairs in _inertia_factors(Jc):
+        rs = [R @ ctx.const(l) for _, l in pairs]
+        ws = [ctx.const(w) * r for (w, _), r in zip(pairs, rs)]
+        forms.append([[sum((w[i] * r[j] for w, r in zip(ws, rs)), ctx.const(shift) if i == j else 0)
+                       if j >= i else None for j in range(3)] for i in range(3)])
+    return min(forms, key=lambda f: _operations([e for row in f for e in row if e is not None]))
+
+
+def _inertia_factors(Jc: np.ndarray) -> list[tuple[float, list[tuple[float, np.ndarray]]]]:
+    """The factorisations ``Jc = shift I + sum_m w_m l_m l_m^T`` of :func:`_rotated_inertia` for a
+    constant symmetric positive definite 3x3 Jc (none otherwise, e.g. a massless link): a diagonal Jc
+    as ``Jc_ss I`` plus two unit-vector terms (for each s), any other as ``L D L^T`` in each of the six
+    orders of the axes (``l_m`` the columns of P L, the last a unit vector).  Plain float arithmetic: the
+    same bits on every machine."""
+    eye = np.eye(3)
+    d = [float(Jc[i, i]) for i in range(3)]
+    if min(d) <= 0:
+        return []
+    if not (Jc[0, 1] or Jc[0, 2] or Jc[1, 2]):
+        return [(d[s], [(d[m] - d[s], eye[m]) for m in range(3) if m != s]) for s in range(3)]
+    out = []
+    for order in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        A = Jc[np.ix_(order, order)]
+        L = np.eye(3)
+        piv = [0.0, 0.0, 0.0]
+        for j in range(3):
+            piv[j] = float(A[j, j]) - sum(L[j, m] * L[j, m] * piv[m] for m in range(j))
+            if not piv[j] > 0:
+                return []
+            for i in range(j + 1, 3):
+                L[i, j] = (float(A[i, j]) - sum(L[i, m] * L[j, m] * piv[m] for m in range(j))) / piv[j]
+        P = eye[:, order]                   # column m of P L: l_m in the original axes
+        out.append((0.0, [(piv[m], P @ L[:, m]) for m in range(3)]))
+    return out
+
+
+def _cheaper(ctx: Any, *forms: Any) -> Any:
+    """The form of fewest operations (:func:`_operations`) of one quantity; numerically the first."""
+    if not getattr(ctx, "symbolic", False):
+        return forms[0]
+    return min(forms, key=lambda e: _operations([e]))
+
+
+def _operations(exprs: list[Any]) -> int:
+    """Additions and multiplications of SymEngine expressions, each distinct subexpression once (a cost
+    model for :func:`_rotated_inertia` and :func:`_cheaper`; constants +-1 multiply for free)."""
+    seen: set = set()
+    n = 0
+    stack = [e for e in exprs if hasattr(e, "args")]
+    while stack:
+        e = stack.pop()
+        if e in seen or not e.args:
+            continue
+        seen.add(e)
+        if e.is_Add:
+            n += len(e.args) - 1
+        elif e.is_Mul:
+            n += sum(1 for a in e.args if not (a.is_Number and abs(a) == 1)) - 1
+        else:
+            n += 1
+        stack.extend(e.args)
+    return n
 
 
 def _is_path(robot: Any, j: int, i: int) -> bool:
@@ -133,9 +224,10 @@ def _is_path(robot: Any, j: int, i: int) -> bool:
 class Sweep:
     """The per-body quantities of the two sweeps, base-aligned coordinates (module docstring): joint
     columns S, velocities V, accelerations A, body inertias I and, per subtree, composite inertia Ic,
-    Coriolis block Cc and momentum Hc, force F (None for a fixed root); ``grav`` is ``a_root = -g``;
-    ``U[k] = S_k x v_lambda`` of a one-column joint (the ``u_j`` of the module docstring, which the
-    acceleration's velocity product reuses: ``v_lambda x S_k qd_k = -qd_k u_k``), None elsewhere."""
+    half Coriolis block Kc (:func:`coriolis_half`), linear momentum Pc, force F (None for a fixed root);
+    ``grav`` is ``a_root = -g``; ``U[k] = S_k x v_lambda`` of a one-column joint (the ``u_j`` of the module
+    docstring, which the acceleration's velocity product reuses: ``v_lambda x S_k qd_k = -qd_k u_k``), None
+    elsewhere."""
 
     grav: np.ndarray
     S: list[list[np.ndarray]]
@@ -143,8 +235,8 @@ class Sweep:
     A: list[np.ndarray]
     inert: list[RigidInertia]
     Ic: list[RigidInertia]
-    Cc: list[np.ndarray]
-    Hc: list[np.ndarray]
+    Kc: list[np.ndarray]
+    Pc: list[np.ndarray]
     F: list[np.ndarray]
     U: list[np.ndarray | None]
 
@@ -160,7 +252,7 @@ def rnea_derivatives(kin: Kinematics, v: np.ndarray, a: np.ndarray, f_ext: np.nd
 
 def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
                        f_ext: np.ndarray | None = None) -> Sweep:
-    """Base to tip (S, V, A, body forces), tip to base (Ic, Cc, Hc, F) at (q, v, a); ``a=None``: the
+    """Base to tip (S, V, A, body forces), tip to base (Ic, Kc, Pc, F) at (q, v, a); ``a=None``: the
     bias sweep, every joint acceleration (and the free base's) zero."""
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
@@ -204,30 +296,31 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
         inert[k] = body
         if k == 0 and not robot.is_free:
             continue
-        h = ctx.stage(f"hb{k}", inertia_apply(body, V[k]))
-        fk = inertia_apply(body, A[k]) + force_cross(V[k], h)
+        w = V[k][:3]
+        P = ctx.stage(f"hb{k}", body.m * V[k][3:] - cross(body.h, w))     # the momentum's linear part
+        Kh = ctx.stage(f"Cb{k}", coriolis_half(body, V[k]))
+        fk = inertia_apply(body, A[k]) + np.concatenate([Kh @ w, cross(w, P)])     # I a + v x* I v
         if f_ext is not None:
             fk = fk - X.force_to_parent(f_ext[k])
-        Ck = coriolis_block(body, V[k])
         if robot.children[k]:       # named, so that the composites below add one term per child (latency)
-            fk, Ck = ctx.stage(f"fb{k}", fk), ctx.stage_symmetric(f"Cb{k}", Ck)
-        f[k], hb[k], Cb[k] = fk, h, Ck
+            fk = ctx.stage(f"fb{k}", fk)
+        f[k], hb[k], Cb[k] = fk, P, Kh
     # ---- tip to base: composite inertia, Coriolis operator and force of each subtree -------------------
     Ic: list[RigidInertia] = [None] * n  # type: ignore[list-item]
-    Cc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
-    Hc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    Kc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+    Pc: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     F: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     for k in reversed(range(n)):
         if f[k] is None:
             continue
-        Ik, Ck, Hk, Fk = inert[k], Cb[k], hb[k], f[k]
+        Ik, Kk, Pk, Fk = inert[k], Cb[k], hb[k], f[k]
         for c in robot.children[k]:
-            Ik, Ck, Hk, Fk = Ik + Ic[c], Ck + Cc[c], Hk + Hc[c], Fk + F[c]
+            Ik, Kk, Pk, Fk = Ik + Ic[c], Kk + Kc[c], Pk + Pc[c], Fk + F[c]
         Ic[k] = RigidInertia(Ik.m, ctx.stage(f"Ich{k}", Ik.h), ctx.stage_symmetric(f"IcJ{k}", Ik.J))
-        Cc[k] = ctx.stage_symmetric(f"Cc{k}", Ck)
-        Hc[k] = ctx.stage(f"Hc{k}", Hk)
+        Kc[k] = ctx.stage(f"Kc{k}", Kk)
+        Pc[k] = ctx.stage(f"Pc{k}", Pk)
         F[k] = ctx.stage(f"Fc{k}", Fk)
-    return Sweep(grav, S, V, A, inert, Ic, Cc, Hc, F, U)
+    return Sweep(grav, S, V, A, inert, Ic, Kc, Pc, F, U)
 
 
 def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -235,7 +328,7 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
     the pairs on one path (module docstring); ``base_q`` as in :func:`rnea_derivatives`."""
     robot, ctx = kin.robot, kin.ctx
     n, nv = robot.n_bodies, robot.nv
-    grav, S, V, A, Ic, Cc, Hc, F = sw.grav, sw.S, sw.V, sw.A, sw.Ic, sw.Cc, sw.Hc, sw.F
+    grav, S, V, A, Ic, Kc, Pc, F = sw.grav, sw.S, sw.V, sw.A, sw.Ic, sw.Kc, sw.Pc, sw.F
     zero6 = ctx.zeros(6)
     # ---- per body: rows (Fr, Gr) and columns (u, alpha, beta, phi, psi) --------------------------------
     rows: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -244,7 +337,7 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
         if not S[j]:
             continue
         rows[j] = [(s, ctx.stage(f"Fr{j}", inertia_apply(Ic[j], s)),
-                    ctx.stage(f"Gr{j}", coriolis_transpose_apply(Cc[j], Hc[j], s))) for s in S[j]]
+                    ctx.stage(f"Gr{j}", coriolis_transpose_apply(Kc[j], Pc[j], 2 * s))) for s in S[j]]
         p = robot.parent[j]
         vl, al = (zero6, grav) if p < 0 else (V[p], A[p])
         # a moving ancestor: every body but the base moves; the base only when it is free (S[0])
@@ -260,8 +353,8 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
             phi = psi = None
             if has_anc:
                 phi = ctx.stage(f"phi{j}", force_cross(s, F[j]) - inertia_apply(Ic[j], alpha)
-                                - coriolis_apply(Cc[j], Hc[j], u))
-                psi = ctx.stage(f"psi{j}", coriolis_apply(Cc[j], Hc[j], s) - inertia_apply(Ic[j], beta))
+                                - coriolis_apply(Kc[j], Pc[j], 2 * u))
+                psi = ctx.stage(f"psi{j}", coriolis_apply(Kc[j], Pc[j], 2 * s) - inertia_apply(Ic[j], beta))
             cj.append((s, u, alpha, beta, phi, psi))
         cols[j] = cj
     # ---- assemble: the path of i (j on it) and the subtree below i (i on the path of j) ----------------
@@ -282,7 +375,10 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
             skip_q = j == 0 and not base_q
             for r, (s_i, Fr, Gr) in enumerate(ri_):
                 for c, (s, u, alpha, beta, phi, psi) in enumerate(cj):
-                    if below:
+                    if below and phi is not None and i == j and r == c:   # S_j . (S_j x* F_j) = 0: 6 terms
+                        dq[rs + r, cs + c] = _cheaper(ctx, -(Fr @ alpha + Gr @ u), s_i @ phi)
+                        dv[rs + r, cs + c] = _cheaper(ctx, Gr @ s - Fr @ beta, s_i @ psi)
+                    elif below:
                         if not skip_q:
                             dq[rs + r, cs + c] = -(Fr @ alpha + Gr @ u)
                         dv[rs + r, cs + c] = Gr @ s - Fr @ beta
