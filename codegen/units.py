@@ -108,22 +108,13 @@ LOWERED_UNIT = "__O1"
 
 #: a SIMD batch of a function with product loops of at least this many operations (multiplications and
 #: additions, :meth:`~soadyn.codegen.derive.Product.ops`) runs them per state after the lanes' statements
-#: (:func:`per_state_products`); with fewer, the lanes evaluate them as expressions.  As expressions,
-#: B1+Z1's FD-derivatives products (24,228 operations) made its batch 0.83x the single call; per state
-#: 0.73x, and no batch measured ran slower per state than with expressions (bench_round3, one round each,
-#: load 1.7-2.7; benchmarks/README.md, issue 26): FD derivatives xArm7 free (5,525 product operations)
-#: 810 -> 655 ns a state, B1+Z1 2,755 -> 2,472; ID derivatives (714-952) B1+Z1 1,110 -> 1,056, TALOS 2,156 ->
-#: 2,105, xArm7 348 -> 331; B1+Z1's M^-1 (2,052) 487 -> 416.  So every function (0); the expressions stay
-#: for a larger bound (and the float library's statements, ``EmittedFunction.lanes_body``)
-PER_STATE_PRODUCT_OPS = 0
-
-#: a function of at least this many operations gets no SIMD lanes: its batch entry is the scalar loop of
-#: single calls (:func:`finish_function`).  TALOS's FD derivatives (130,456 operations, 38 x 38 outputs)
-#: ran 1.86x the single call through the lanes with the products as expressions and still 1.51x with the
-#: products per state (the lanes' statements alone slower than four single calls), where B1+Z1's (41,590)
-#: ran 0.73x (bench_round3, one round each, load 1.7-2.7; benchmarks/README.md, issue 26); the bound lies
-#: between the two measured sizes
-SIMD_MAX_OPS = 80000
+#: (:func:`per_state_products`); with fewer, the lanes evaluate them as expressions.  TALOS's FD derivatives
+#: (38 x 38 outputs) ran their batch 1.53x the single call with the products as expressions, 0.52-0.55x
+#: per state (C loop over 16 states, fast profile); C loops over 256 states, -mno-avx512f builds, three
+#: alternating fresh copies (load ~6), ns a state expressions -> per state: FD derivatives B1+Z1 (24,228
+#: product operations) 2,249-2,532 -> 1,936-2,484, xArm7 free (5,525) 669-680 -> 618-657; ID derivatives
+#: B1+Z1 (714) 851-871 -> 881-1,017, xArm7 (952) 346-355 -> 367-369 (benchmarks/README.md, issue 26)
+PER_STATE_PRODUCT_OPS = 4000
 
 #: functions whose translation units gcc compiles with its priority-based register allocator
 #: (``-fira-algorithm=priority``, Chow-Hennessy colouring, instead of the default Chaitin-Briggs), by
@@ -163,8 +154,6 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
     Frame families keep their body and scalar batch loop.  A function with ``f.delegate`` gets its SIMD
     batch from its nonzero-only variant's vector computation (``finished``: the functions by C name, the
     variant already finished)."""
-    if f.ops.get("total", 0) >= SIMD_MAX_OPS:
-        lanes = 1                     # the scalar loop of single calls (SIMD_MAX_OPS)
     extra = Extra(lanes=lanes)
     f.extra = extra
     if f.zero_fext:

@@ -562,7 +562,7 @@ def test_derivative_batches_through_the_simd_lanes_equal_single_calls(arm, tmp_p
                 assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), (name, i)
 
 
-@pytest.mark.parametrize("per_state", [False, True, None], ids=["expressions", "per_state", "scalar"])
+@pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
 def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch, per_state):
     """The two-branch free tree (12 hinges): M^-1's base rows and columns ``W0* = Y(n)* D(n)^-1`` and
     ``W0 = D(n)^-1 Y(n)`` are loops stored into da_dtau, then its base terms a symmetric loop that reads
@@ -573,8 +573,7 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     state (7: one lanes group and a scalar remainder), both ways it can run the products
     (``units.PER_STATE_PRODUCT_OPS`` set for each): as expressions in the lanes (the later ones reading
     the finished entries), or the lanes' statements filling the outputs and the factors' scratch arrays,
-    then the single call's product loops per state; and (``units.SIMD_MAX_OPS`` below the function's
-    size) no lanes: the scalar loop of single calls."""
+    then the single call's product loops per state."""
     import soadyn.codegen.units as units
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
@@ -582,8 +581,6 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 
     monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
-    if per_state is None:
-        monkeypatch.setattr(units, "SIMD_MAX_OPS", 1000)
 
     robot = with_gravity(_robot(tmp_path, _two_branch_doc("free", joints=6)), GRAVITY)
     nh = robot.nv - 6
@@ -604,10 +601,9 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
              if x.cname.endswith("_forward_dynamics_derivatives"))
     batch_c = "\n".join(f.batch_body)
     # the product loops' calls after each lanes group (per state), or only in the single call
-    lanes = per_state is not None
-    assert f.extra.vectorised == ("_forward_dynamics_derivatives_lanes(" in batch_c) == lanes
+    assert f.extra.vectorised and "_forward_dynamics_derivatives_lanes(" in batch_c
     per_state_calls = "for (l = 0; l < 4; ++l)" in batch_c and "_prod_W0T(prodf_W0T + l * " in batch_c
-    assert per_state_calls == bool(per_state)
+    assert per_state_calls == per_state
     Q, V, T, _ = _states(robot, 7, 36)
     if per_state:
         _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
