@@ -108,13 +108,15 @@ LOWERED_UNIT = "__O1"
 
 #: a SIMD batch of a function with product loops of at least this many operations (multiplications and
 #: additions, :meth:`~soadyn.codegen.derive.Product.ops`) runs them per state after the lanes' statements
-#: (:func:`per_state_products`); with fewer, the lanes evaluate them as expressions.  TALOS's FD derivatives
-#: (38 x 38 outputs) ran their batch 1.53x the single call with the products as expressions, 0.52-0.55x
-#: per state (C loop over 16 states, fast profile); C loops over 256 states, -mno-avx512f builds, three
-#: alternating fresh copies (load ~6), ns a state expressions -> per state: FD derivatives B1+Z1 (24,228
-#: product operations) 2,249-2,532 -> 1,936-2,484, xArm7 free (5,525) 669-680 -> 618-657; ID derivatives
-#: B1+Z1 (714) 851-871 -> 881-1,017, xArm7 (952) 346-355 -> 367-369 (benchmarks/README.md, issue 26)
-PER_STATE_PRODUCT_OPS = 4000
+#: (:func:`per_state_products`); with fewer, the lanes evaluate them as expressions.  bench_round3 (one
+#: round, load 3.1-3.6), batch ns a state expressions -> per state: TALOS FD derivatives 13,615 (1.72x the
+#: single call) -> 6,826 (0.76x), B1+Z1's (24,228 product operations) 2,666 -> 2,597, but B1+Z1 ID
+#: derivatives (714) 1,102 -> 1,492, M^-1 B1+Z1 (2,052) 428 -> 536 and TALOS (~6,300) 1,297 -> 1,709; the
+#: xArm7's FD derivatives (5,525) 773 -> 772.  C loops over 256 states (-mno-avx512f builds, three
+#: alternating fresh copies, load ~6): B1+Z1 FD derivatives 2,249-2,532 -> 1,936-2,484, xArm7 669-680 ->
+#: 618-657, ID derivatives B1+Z1 851-871 -> 881-1,017, xArm7 (952) 346-355 -> 367-369.  So per state only
+#: for the large products of the trees' FD derivatives (benchmarks/README.md, issue 26)
+PER_STATE_PRODUCT_OPS = 10000
 
 #: functions whose translation units gcc compiles with its priority-based register allocator
 #: (``-fira-algorithm=priority``, Chow-Hennessy colouring, instead of the default Chaitin-Briggs), by
