@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import NamedTuple
 
 import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
@@ -50,6 +51,13 @@ MEMSET_MIN = 256
 #: the input whose rows (ten inertial parameters per body) a SIMD batch can screen in its lanes
 #: (:func:`screen_function`): they are transposed lane-major there anyway (:data:`TRANSPOSED_INPUTS`)
 SCREENED_INPUT = "params"
+
+
+class _Array(NamedTuple):
+    """A scratch array of a product's factors as the lanes fill it (like an output: name and size)."""
+
+    name: str
+    size: int
 
 
 #: ``soadyn_vsum`` (:func:`screen_function`) for four lanes under AVX-512: eight doubles per vector
@@ -556,7 +564,7 @@ def _memset_rows(f, a, stored: dict[str, list[tuple[int, str | None]]]) -> bool:
             and sorted(k for k, _ in stored[a.name]) == list(range(a.size)))
 
 
-def _slots(f, stored: dict[str, list[tuple[int, str | None]]]
+def _slots(f, stored: dict[str, list[tuple[int, str | None]]], arrays=None
            ) -> tuple[dict[str, bool], dict[str, dict[int, int]]]:
     """Outputs whose every entry the statements store (computed values or constants, in any order) keep
     slot = entry, their constants broadcast into the lane-major buffer, and are copied back a lanes x
@@ -566,11 +574,12 @@ def _slots(f, stored: dict[str, list[tuple[int, str | None]]]
     constant): the fixed xArm7's body poses (96 entries, 24 constants) took 600 instructions per state in
     the SIMD batch, a third of them in that copy, against 780 for a single call; 459 with whole blocks
     (batch / single call 0.86 -> 0.62 in a C loop; issue 26)."""
+    arrays = f.outputs if arrays is None else arrays
     packed = {a.name: sorted(k for k, _ in stored[a.name]) != list(range(a.size))
               or (any(c is not None for _, c in stored[a.name]) and (f.core or _memset_rows(f, a, stored)))
-              for a in f.outputs}
+              for a in arrays}
     slots: dict[str, dict[int, int]] = {}
-    for a in f.outputs:
+    for a in arrays:
         # packed slots in entry order: a run of consecutive entries has consecutive slots (:func:`_runs`)
         computed = sorted(k for k, c in stored[a.name] if c is None)
         slots[a.name] = {k: j for j, k in enumerate(computed)} if packed[a.name] else {k: k for k in computed}
@@ -578,27 +587,36 @@ def _slots(f, stored: dict[str, list[tuple[int, str | None]]]
 
 
 def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
-                 stored: dict[str, list[tuple[int, str | None]]]) -> None:
+                 stored: dict[str, list[tuple[int, str | None]]], products: list[Stmt] = ()) -> None:
     """The ``lanes``-wide SIMD batch of ``f``: its statements ``main`` (the body, or the calls of the
     stages ``staged``: :class:`soadyn.codegen.stages.Staged`, each stage vectorised too) printed by
     :func:`vectorise` into lane-major buffers, transposed into the callers' arrays at the end; ``stored``:
-    the entries the statements store (:func:`~soadyn.codegen.cprogram.stored_entries`)."""
+    the entries the statements store (:func:`~soadyn.codegen.cprogram.stored_entries`).
+    ``products``: the single call's product-loop calls (:data:`~soadyn.codegen.cprogram.PRODUCT`
+    statements, comments ignored), which then run per state after the lanes (:func:`_lanes_batch_body`):
+    the statements fill the scratch arrays of the factors (``f.scratch``) like outputs, lane-major, and
+    the driver transposes them into the batch entry's arrays of ``lanes`` rows."""
+    calls = [s for s in products if s.kind == cp.PRODUCT]
+    if calls and (f.core or f.is_family):
+        return
     frame = [("int ", "frame")] if f.is_family else []
+    scratch = [_Array(n, size) for n, size in f.scratch] if calls else []
+    outs = f.outputs + scratch
     params = ([("const double *", a.name) for a in f.inputs] + frame
-              + [("double *", a.name) for a in f.outputs])
+              + [("double *", a.name) for a in outs])
     inputs = {a.name: a.size for a in f.inputs}
-    outputs = {a.name: a.size for a in f.outputs}
-    packed, slots = _slots(f, stored)
+    outputs = {a.name: a.size for a in outs}
+    packed, slots = _slots(f, stored, outs)
     vname = f"{f.cname}_lanes"
     vd = vector_type(lanes)
     decl = ", ".join(f"{t}{p}" for t, p in params)
     vdecl = ", ".join([f"const double *{a.name}" for a in f.inputs]
-                      + [f"{vd} *o_{a.name}" for a in f.outputs])
+                      + [f"{vd} *o_{a.name}" for a in outs])
     transposed: dict[str, tuple[int, set[int]]] = {a.name: (a.size, set()) for a in f.inputs
                                                     if a.name in TRANSPOSED_INPUTS}
     sdecl = ", ".join([f"const double *{a.name}, {vd} *T_{a.name}" if a.name in transposed
                        else f"const double *{a.name}" for a in f.inputs]
-                      + [f"{vd} *o_{a.name}" for a in f.outputs])
+                      + [f"{vd} *o_{a.name}" for a in outs])
     rename = {}
     vpieces, vprotos = [], []
     if staged is not None:
@@ -653,19 +671,19 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
         core = f"{vname}_core"
         vprotos.append(f"void {core}({vdecl});")
         vpieces.append(guarded(lanes, block(f"void {core}({vdecl})", vbody)))
-        vbody = [f"{core}({', '.join([a.name for a in f.inputs] + [f'o_{a.name}' for a in f.outputs])});"]
+        vbody = [f"{core}({', '.join([a.name for a in f.inputs] + [f'o_{a.name}' for a in outs])});"]
         extra.core = (core, vdecl, {a.name: (len(slots[a.name]), [(k, c, slots[a.name].get(k, -1))
                                                                   for k, c in stored[a.name]])
-                                    for a in f.outputs})
+                                    for a in outs})
     # lane-major buffers, transposed into the callers' arrays at the end: measured 185 vs 347 ns per
     # state for the Panda's mass matrix against extracting each lane at every output store.  An output
     # with constant entries (the mass matrix's structural zeros) or entries left alone (its variants for a
     # zeroed output) keeps only its computed entries there, in slots, and the transposition writes each
     # stored entry by name, the constants directly
-    plain = [a for a in f.outputs if not packed[a.name]]
+    plain = [a for a in outs if not packed[a.name]]
     vbody = ([f"{vd} o_{a.name}[{a.size if not packed[a.name] else max(len(slots[a.name]), 1)}];"
-              for a in f.outputs] + vbody + ["int k, l;" if plain else "int l;"])
-    for a in f.outputs:
+              for a in outs] + vbody + ["int k, l;" if plain else "int l;"])
+    for a in outs:
         if not packed[a.name]:
             # the constants broadcast into the buffer, then a lanes x lanes block at a time (soadyn_trs:
             # shuffles, then each lane's row stored whole): lanes vector stores instead of lanes^2 scalar ones
@@ -695,9 +713,9 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     extra.simd_from = len(extra.pieces)
     extra.pieces += vpieces
     extra.vectorised = True
-    f.batch_body = _lanes_batch_body(f, vname, lanes, screened)
+    f.batch_body = _lanes_batch_body(f, vname, lanes, screened, scratch, calls)
     if screened:
-        f.batch_checked_body = _lanes_checked_body(f, vname, lanes)
+        f.batch_checked_body = _lanes_checked_body(f, vname, lanes, scratch, calls)
 
 
 def _lane_args(f) -> str:
@@ -705,13 +723,38 @@ def _lane_args(f) -> str:
                      + [f"{a.name} + (long)i * {a.size}" for a in f.outputs])
 
 
-def _lanes_checked_body(f, vname: str, lanes: int) -> list[str]:
+def _lanes_checked_body(f, vname: str, lanes: int, scratch: list[_Array] = (),
+                        calls: list[Stmt] = ()) -> list[str]:
     """The body of ``<f>_batch_checked`` (:func:`batch_checked_text`) with a SIMD batch that checks its
     parameter rows: ``lanes`` states at a time through ``vname`` with its check, up to the first group whose
-    rows fail (computed, but not counted)."""
+    rows fail (computed, but not counted); ``scratch``, ``calls``: see :func:`_per_state_products`."""
     vd = vector_type(lanes)
-    return ["int i = 0;", *_voids(f), f"#ifdef {vd.upper()}", f"for (; i + {lanes} <= n; i += {lanes})",
-            f"    if (!{vname}({_lane_args(f)}, check))", "        break;", "#endif", "return i;"]
+    args = _lane_args(f) + "".join(f", {a.name}" for a in scratch)
+    decls, run = _per_state_products(f, lanes, scratch, calls)
+    return ["int i = 0;", *_voids(f), f"#ifdef {vd.upper()}", "{", *decls,
+            f"for (; i + {lanes} <= n; i += {lanes}) {{",
+            f"    if (!{vname}({args}, check))", "        break;", *run, "}", "}", "#endif", "return i;"]
+
+
+def _per_state_products(f, lanes: int, scratch: list[_Array], calls: list[Stmt]
+                        ) -> tuple[list[str], list[str]]:
+    """The batch entry's arrays of ``lanes`` rows of each scratch array (filled by the lanes driver) and
+    the lines running the product loops (``calls``: the single call's, in its order) on each state of a
+    lanes group after the driver, with the state's rows of the outputs and scratch arrays: ([], []) without
+    product calls."""
+    if not calls:
+        return [], []
+    sizes = {a.name: a.size for a in f.outputs}
+    own = {a.name: a.size for a in scratch}
+    decls = [f"double {a.name}[{lanes * a.size}];" for a in scratch] + ["int l;"]
+
+    def arg(name: str) -> str:
+        if name in own:
+            return f"{name} + l * {own[name]}"
+        return f"{name} + (long)(i + l) * {sizes[name]}"
+    run = [f"    for (l = 0; l < {lanes}; ++l) {{",
+           *(f"        {c.target}({', '.join(arg(a) for a in c.args)});" for c in calls), "    }"]
+    return decls, run
 
 
 def _voids(f) -> list[str]:
@@ -738,17 +781,20 @@ def batch_checked_text(f) -> str:
                                                for x in body) + "}\n"
 
 
-def _lanes_batch_body(f, vname: str, lanes: int, screened: bool = False) -> list[str]:
+def _lanes_batch_body(f, vname: str, lanes: int, screened: bool = False, scratch: list[_Array] = (),
+                      calls: list[Stmt] = ()) -> list[str]:
     """The batched entry of ``f``: ``lanes`` states at a time through ``vname`` (``screened``: with its
     check off), the rest one by one (a frame family: after its check of the frame id, which every state
-    shares)."""
+    shares).  ``calls``: product loops run per state after each lanes group (the driver fills the rows of
+    the ``scratch`` arrays: :func:`_per_state_products`)."""
     vd = vector_type(lanes)
-    lane_args = _lane_args(f) + (", 0" if screened else "")
+    lane_args = _lane_args(f) + "".join(f", {a.name}" for a in scratch) + (", 0" if screened else "")
     check = [x for x in f.batch_body if x.startswith("if (frame ")]
     call = f"(void){f.cname}" if f.is_family else f.cname
-    return [*check, "int i = 0;", f"#ifdef {vd.upper()}",
+    decls, run = _per_state_products(f, lanes, scratch, calls)
+    return [*check, "int i = 0;", f"#ifdef {vd.upper()}", *(["{", *decls] if decls else []),
             f"for (; i + {lanes} <= n; i += {lanes}) {{",
-            f"    {vname}({lane_args});", "}", "#endif",
+            f"    {vname}({lane_args});", *run, "}", *(["}"] if decls else []), "#endif",
             "for (; i < n; ++i) {", f"    {call}({f.batch_args});", "}",
             *(["return 0;"] if f.is_family else [])]
 

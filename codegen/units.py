@@ -107,6 +107,18 @@ SIMD_UNIT = "__simd"
 LOWERED_FUNCTIONS = PRODUCT_LANE_FUNCTIONS
 LOWERED_UNIT = "__O1"
 
+#: a SIMD batch of a function with product loops of at least this many operations (multiplications and
+#: additions, :meth:`~soadyn.codegen.derive.Product.ops`) runs them per state after the lanes' statements
+#: (:func:`per_state_products`); with fewer, the lanes evaluate them as expressions.  bench_round3 (one
+#: round, load 3.1-3.6), batch ns a state expressions -> per state: TALOS FD derivatives 13,615 (1.72x the
+#: single call) -> 6,826 (0.76x), B1+Z1's (24,228 product operations) 2,666 -> 2,597, but B1+Z1 ID
+#: derivatives (714) 1,102 -> 1,492, M^-1 B1+Z1 (2,052) 428 -> 536 and TALOS (~6,300) 1,297 -> 1,709; the
+#: xArm7's FD derivatives (5,525) 773 -> 772.  C loops over 256 states (-mno-avx512f builds, three
+#: alternating fresh copies, load ~6): B1+Z1 FD derivatives 2,249-2,532 -> 1,936-2,484, xArm7 669-680 ->
+#: 618-657, ID derivatives B1+Z1 851-871 -> 881-1,017, xArm7 (952) 346-355 -> 367-369.  So per state only
+#: for the large products of the trees' FD derivatives (benchmarks/README.md, issue 26)
+PER_STATE_PRODUCT_OPS = 10000
+
 #: functions whose translation units gcc compiles with its priority-based register allocator
 #: (``-fira-algorithm=priority``, Chow-Hennessy colouring, instead of the default Chaitin-Briggs), by
 #: :data:`PRIORITY_RA_PRAGMA` at the top of each of their units: the derivatives' long bodies keep hundreds
@@ -217,6 +229,17 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
         staged = split_stages(f.cname, params + [("double *", n) for n, _ in scratch], statements, lanes_ops,
                               printed=False)
         main = decls + staged.body if staged is not None else decls + statements
+    if n_epi and lanes > 1 and f.delegate is None and per_state_products(f):
+        # the SIMD lanes compute the statements only (the scratch arrays of the factors as lane-major
+        # buffers too), and each state's product loops run after them, the single call's functions on the
+        # state's outputs and scratch (lanes.finish_lanes): the same bits as the single call
+        scratch_params = [("double *", n) for n, _ in scratch]
+        staged = (split_stages(f.cname, params + scratch_params, statements, lanes_ops, printed=False)
+                  if lanes_ops > 0 else None)
+        main = staged.body if staged is not None else statements
+        stored = stored_entries(statements, [a.name for a in f.outputs] + [n for n, _ in scratch])
+        finish_lanes(f, extra, lanes, main, staged, stored, products=f.epilogue[-n_epi:])
+        return
     if n_epi:
         # the SIMD batch of a function with general products: from its statements with the products as
         # expressions (the same roundings), staged on their own
@@ -231,6 +254,15 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
         return
     if lanes > 1:
         finish_lanes(f, extra, lanes, main, staged, stored)
+
+
+def per_state_products(f) -> bool:
+    """Whether the SIMD batch of ``f`` (a function ending with product loops) runs the product loops per
+    state after the lanes' statements (:func:`~soadyn.codegen.lanes.finish_lanes` with ``products``)
+    instead of evaluating the products as expressions in the lanes
+    (:func:`~soadyn.codegen.products.expanded_products`): when they are at least
+    :data:`PER_STATE_PRODUCT_OPS` operations."""
+    return sum(sum(p.ops().values()) for p in f.products) >= PER_STATE_PRODUCT_OPS
 
 
 def prelude(lanes: int) -> str:

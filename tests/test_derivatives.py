@@ -595,17 +595,25 @@ def test_derivative_batches_through_the_simd_lanes_equal_single_calls(arm, tmp_p
                 assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), (name, i)
 
 
-def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path):
+@pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
+def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch, per_state):
     """The two-branch free tree (12 hinges): M^-1's base rows and columns ``W0* = Y(n)* D(n)^-1`` and
     ``W0 = D(n)^-1 Y(n)`` are loops stored into da_dtau, then its base terms a symmetric loop that reads
     ``W0*`` in place from da_dtau and adds to its hinges' block (qdd from M^-1's factors, not its
     entries), and the products -M^-1 dtau/dx read da_dtau in place after them, by columns (M^-1 is
     symmetric symbol by symbol: W0 is W0*'s twin).  The single call agrees with the differences and the
-    float run, and its M^-1 is exactly symmetric; the SIMD batch (the products as expressions, the later
-    ones reading the finished entries) has the bits of the single call."""
+    float run, and its M^-1 is exactly symmetric; the SIMD batch has the bits of the single call on every
+    state (7: one lanes group and a scalar remainder), both ways it can run the products
+    (``units.PER_STATE_PRODUCT_OPS`` set for each): as expressions in the lanes (the later ones reading
+    the finished entries), or the lanes' statements filling the outputs and the factors' scratch arrays,
+    then the single call's product loops per state."""
+    import soadyn.codegen.units as units
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
+    from soadyn.codegen.pipeline import generate
     from soadyn.codegen.profiles import IEEE_FLAGS, Profile
+
+    monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
 
     robot = with_gravity(_robot(tmp_path, _two_branch_doc("free", joints=6)), GRAVITY)
     nh = robot.nv - 6
@@ -622,8 +630,16 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path):
     prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
     mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
                         profile=prof)
+    f = next(x for x in generate(robot, functions=["forward_dynamics_derivatives"], profile=prof).functions
+             if x.cname.endswith("_forward_dynamics_derivatives"))
+    batch_c = "\n".join(f.batch_body)
+    # the product loops' calls after each lanes group (per state), or only in the single call
+    assert f.extra.vectorised and "_forward_dynamics_derivatives_lanes(" in batch_c
+    per_state_calls = "for (l = 0; l < 4; ++l)" in batch_c and "_prod_W0T(prodf_W0T + l * " in batch_c
+    assert per_state_calls == per_state
     Q, V, T, _ = _states(robot, 7, 36)
-    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
+    if per_state:
+        _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
     batch = mod.forward_dynamics_derivatives(Q, V, T)
     for i in range(len(Q)):
         single = mod.forward_dynamics_derivatives(Q[i], V[i], T[i])
