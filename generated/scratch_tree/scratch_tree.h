@@ -75,7 +75,7 @@ void scratch_tree_forward_dynamics_batch(int n, const double *q, const double *v
 void scratch_tree_forward_dynamics_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void scratch_tree_forward_dynamics_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* inverse of the mass matrix; operations: 1701 */
+/* inverse of the mass matrix; operations: 1685 */
 void scratch_tree_mass_matrix_inverse(const double *q, double *Minv);
 void scratch_tree_mass_matrix_inverse_batch(int n, const double *q, double *Minv);
 

@@ -79,7 +79,7 @@ void seed004_dual_arm_forward_dynamics_batch(int n, const double *q, const doubl
 void seed004_dual_arm_forward_dynamics_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void seed004_dual_arm_forward_dynamics_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* inverse of the mass matrix; operations: 797 */
+/* inverse of the mass matrix; operations: 779 */
 void seed004_dual_arm_mass_matrix_inverse(const double *q, double *Minv);
 void seed004_dual_arm_mass_matrix_inverse_batch(int n, const double *q, double *Minv);
 

@@ -73,7 +73,7 @@ void tian_wu_3dof_forward_dynamics_batch(int n, const double *q, const double *v
 void tian_wu_3dof_forward_dynamics_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void tian_wu_3dof_forward_dynamics_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* inverse of the mass matrix; operations: 395 */
+/* inverse of the mass matrix; operations: 386 */
 void tian_wu_3dof_mass_matrix_inverse(const double *q, double *Minv);
 void tian_wu_3dof_mass_matrix_inverse_batch(int n, const double *q, double *Minv);
 
