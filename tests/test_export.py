@@ -476,12 +476,16 @@ def test_product_loops_checked_inside_and_read_back(export_dir, tmp_path):
     nv = robot.nv
     chained = {st.expr.text.split("*")[1] for st in got
                if st.kind == cp.ARITH and st.target[len(CHECK):].isdigit()}
-    inside = {s.index for s in got if s.kind == cp.STORE and s.target == "Minv"
-              and (s.expr.text in chained or cp.is_constant(s.expr))}
-    inside |= {i for s in got if s.kind == cp.ZEROS and s.target == "Minv" for i in range(s.index, s.end)}
+    inside = {s.index for s in got if s.kind == cp.STORE and s.target == "Minv" and s.expr.text in chained}
+    fixed = {s.index: s.expr.text for s in got if s.kind == cp.STORE and s.target == "Minv"
+             and cp.is_constant(s.expr)}
+    fixed |= {i: "0" for s in got if s.kind == cp.ZEROS and s.target == "Minv" for i in range(s.index, s.end)}
     below = {i for _, i in mirrored_entries(f.products)}
     assert not inside & set(late["Minv"])                     # the loops overwrite them: not checked twice
-    assert inside | set(late["Minv"]) | below == set(range(nv * nv))
+    # a constant under a loop is the start of the sum a loop adds to (the hinge pairs whose every term
+    # is a column of the free base's product): a zero, read back with the loop's entries
+    assert all(float(fixed[i]) == 0.0 for i in set(fixed) & set(late["Minv"]))
+    assert inside | set(fixed) | set(late["Minv"]) | below == set(range(nv * nv))
     # in C: which entries the product loops write (the loops run on factors of ones, into ones), and the
     # read-back function on a NaN or an infinity at each of the entries it reads
     d = export_dir(PANDA_URDF, "free", HELD_OUT)
