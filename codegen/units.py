@@ -31,8 +31,8 @@ from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
 __all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "PRIORITY_RA_FUNCTIONS",
-           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "finish_function", "translation_units", "lowered_unit",
-           "prelude"]
+           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "PER_STATE_PRODUCT_OPS", "finish_function",
+           "per_state_products", "translation_units", "lowered_unit", "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
