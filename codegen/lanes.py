@@ -250,6 +250,18 @@ def _vsincos_n(lanes: int) -> str:
         "            }\n}")
 
 
+def shuffle_macro(name: str, width: int) -> list[str]:
+    """Lines defining ``name(a, b, i, j, ...)``: the shuffle of two vectors of ``width`` doubles by lane
+    indices (``__builtin_shufflevector`` where gcc >= 12 or clang has it, else gcc's ``__builtin_shuffle``
+    with a mask vector)."""
+    mask = f"long long __attribute__((vector_size({8 * width})))"
+    return ["#if defined(__clang__) || __GNUC__ >= 12",
+            f"#define {name}(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
+            "#else",
+            f"#define {name}(a, b, ...) __builtin_shuffle(a, b, ({mask}){{__VA_ARGS__}})",
+            "#endif"]
+
+
 def _transposer(lanes: int) -> str:
     """``soadyn_tr(t, p, s)``: the ``lanes`` x ``lanes`` block ``p[l * s + j]`` (state l, entry j) into
     ``t[j][l]``: ``lanes`` vector loads and shuffles instead of ``lanes`` gathers (``SOADYN_LD``) of
@@ -262,12 +274,7 @@ def _transposer(lanes: int) -> str:
         return (head + f"    int j;\n    for (j = 0; j < {lanes}; ++j) t[j] = SOADYN_LD(p, j, s);\n}}\n"
                 + shead + f"    int j, l;\n    for (j = 0; j < {lanes}; ++j) for (l = 0; l < {lanes}; ++l) "
                 "p[l * s + j] = t[j][l];\n}")
-    mask = f"long long __attribute__((vector_size({8 * lanes})))"
-    shuf = ["#if defined(__clang__) || __GNUC__ >= 12",
-            "#define SOADYN_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
-            "#else",
-            f"#define SOADYN_SHUF(a, b, ...) __builtin_shuffle(a, b, ({mask}){{__VA_ARGS__}})",
-            "#endif"]
+    shuf = shuffle_macro("SOADYN_SHUF", lanes)
     loads = "".join(f"    __builtin_memcpy(&r{i}, p + {i} * s, sizeof r{i});\n" for i in range(lanes))
     stores = "".join(f"    __builtin_memcpy(p + {i} * s, &r{i}, sizeof r{i});\n" for i in range(lanes))
     if lanes == 2:

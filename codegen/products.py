@@ -17,6 +17,7 @@ import functools
 import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
 from soadyn.codegen.derive import Product
+from soadyn.codegen.lanes import shuffle_macro
 from soadyn.codegen.sections import section_of
 from soadyn.model.names import c_comment
 
@@ -259,12 +260,7 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
 
     def at(i: int, j: int) -> int:
         return stride * (p.row0 + i) + col + j
-    mask = f"long long __attribute__((vector_size({8 * width})))"
-    out = ["#if defined(__clang__) || __GNUC__ >= 12",
-           "#define PROD_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
-           "#else",
-           f"#define PROD_SHUF(a, b, ...) __builtin_shuffle(a, b, ({mask}){{__VA_ARGS__}})",
-           "#endif"] if full else []
+    out = shuffle_macro("PROD_SHUF", width) if full else []
     rows = range(width)
     for c in range(full):
         for r in range(c, full):
