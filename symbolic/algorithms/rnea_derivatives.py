@@ -297,7 +297,7 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
         if k == 0 and not robot.is_free:
             continue
         w = V[k][:3]
-        P = ctx.stage(f"hb{k}", body.m * V[k][3:] - cross(body.h, w))     # the momentum's linear part
+        P = ctx.stage(f"hb{k}", inertia_apply(body, V[k])[3:])            # the momentum's linear part
         Kh = ctx.stage(f"Cb{k}", coriolis_half(body, V[k]))
         fk = inertia_apply(body, A[k]) + np.concatenate([Kh @ w, cross(w, P)])     # I a + v x* I v
         if f_ext is not None:
