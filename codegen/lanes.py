@@ -113,8 +113,12 @@ def screen_function(lanes: int) -> str:
         lines += ["#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 12)", "{",
                   "typedef double soadyn_w8 __attribute__((vector_size(64)));",
                   "typedef long long soadyn_m8 __attribute__((vector_size(64)));",
+                  # row r + 1's half inserted from memory (vinsertf64x4 with a memory operand) instead
+                  # of a second load and a register shuffle: the xArm7's screen alone 5.9 -> 5.5 ns a
+                  # state, 114 -> 103 instructions (pbat4, benchmarks/README.md)
                   *rows("soadyn_w8", "soadyn_m8",
-                        "__builtin_shufflevector(c[{k}], c[{k10}], 0, 1, 2, 3, 4, 5, 6, 7)", 2, 8),
+                        "(soadyn_w8)_mm512_insertf64x4(_mm512_castpd256_pd512((__m256d)c[{k}]), "
+                        "(__m256d)c[{k10}], 1)", 2, 8),
                   "}", "#endif"]
     lines += ["{", f"typedef {vm} soadyn_vm;", *rows(vd, "soadyn_vm", "c[{k}]", 1, lanes), "}", "return 1;"]
     body = "".join(f"{x}\n" if x.startswith("#") else f"    {x}\n" for x in lines)
@@ -162,7 +166,9 @@ def screen_function(lanes: int) -> str:
               "    for (; k < n; ++k)\n        s[0] += p[k];\n"
               "    return s + t;\n"
               + ("#endif\n" if lanes == 4 else "") + "}\n")
-    return (f"#ifndef SOADYN_VSCREEN\n#define SOADYN_VSCREEN 1\n"
+    wide = ("#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 12)\n"
+            "#include <immintrin.h>\n#endif\n" if lanes == 4 else "")
+    return (f"#ifndef SOADYN_VSCREEN\n#define SOADYN_VSCREEN 1\n{wide}"
             # out of line: inlined, its AVX-512 code made the lanes driver's frame 64-byte aligned and the
             # xArm7's batch of 256 states, in cache, 1.15x slower even with the check off (58 -> 67 ns)
             "__attribute__((noinline))\n"
