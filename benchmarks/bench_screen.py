@@ -8,8 +8,12 @@ The two functions are those of ``templates/fastcalls.c.j2`` rendered by the tree
 with the build profile's flags into a driver that calls them on chunks of 256 rows (32 states of eight
 bodies, like the entries' chunks of ``FX_TILE`` states): in cache (the same 256 rows again and again) and
 streamed (``--states`` states' rows, 80 bytes each, one pass after the other), process CPU time, fastest
-of ``--rounds`` passes.  ``--callgrind``: instructions per row instead (valgrind, which cannot run AVX-512:
-the 'fast' flags with ``-march=x86-64-v3``, AVX2, unless ``--cflags`` is given).
+of ``--rounds`` passes.  Beside them, the screen a checked SIMD batch runs in its lanes
+(``soadyn_vscreen`` of ``codegen/lanes.py``, four lanes) on the same rows laid out lane-major as the
+lanes hold them (groups of four states, ``c[10 r + k]``: entry k of row r of the four states): in cache
+(64 groups) and streamed (every group).  ``--callgrind``: instructions per row of the first two instead
+(valgrind, which cannot run AVX-512: the 'fast' flags with ``-march=x86-64-v3``, AVX2, unless ``--cflags``
+is given).
 
 Usage:  python benchmarks/bench_screen.py [--urdf X.urdf] [--states 2000] [--rounds 200]
         python benchmarks/bench_screen.py --callgrind
@@ -34,6 +38,7 @@ import bench_pinocchio as bp  # noqa: E402
 
 from soadyn import load_robot  # noqa: E402
 from soadyn.codegen.emit import render  # noqa: E402
+from soadyn.codegen.lanes import screen_function, vector_type  # noqa: E402
 from soadyn.codegen.profiles import IEEE_FLAGS, compiler_command, get_profile  # noqa: E402
 from soadyn.codegen.screen import parameter_screen  # noqa: E402
 from soadyn.model.parameters import random_params, with_param_bodies  # noqa: E402
@@ -91,6 +96,63 @@ int main(int argc, char **argv)
 """
 
 
+LANES_DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+typedef double soadyn_v4d __attribute__((vector_size(32)));
+#include "vscreen.c"
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+/* ns per row of soadyn_vscreen over groups c[0 .. groups - 1] (rows rows of ten columns of four lanes
+ * each), repeated to >= 16,000 rows per pass */
+static double per_row(const soadyn_v4d *c, long groups, int rows, int passes, long *acc)
+{
+    long inner = 4 * rows * groups < 16000 ? 16000 / (4 * rows * groups) + 1 : 1, z, g;
+    double best = 1e300;
+    for (int k = 0; k < passes; ++k) {
+        double t = now();
+        for (z = 0; z < inner; ++z)
+            for (g = 0; g < groups; ++g)
+                *acc += soadyn_vscreen(c + 10 * rows * g, rows);
+        t = now() - t;
+        if (t < best)
+            best = t;
+    }
+    return best / (double)(4 * rows * groups * inner) * 1e9;
+}
+int main(int argc, char **argv)
+{
+    long groups = atol(argv[2]), acc = 0;
+    int rows = atoi(argv[3]), passes = atoi(argv[4]);
+    soadyn_v4d *c = aligned_alloc(64, sizeof(soadyn_v4d) * 10 * (size_t)(rows * groups));
+    FILE *f = fopen(argv[1], "rb");
+    if (c == NULL || f == NULL || fread(c, sizeof(soadyn_v4d), 10 * (size_t)(rows * groups), f)
+            != 10 * (size_t)(rows * groups))
+        return 1;
+    fclose(f);
+    printf("%.3f %.3f %ld\n", per_row(c, groups < 64 ? groups : 64, rows, passes, &acc),
+           per_row(c, groups, rows, passes, &acc), acc);
+    return 0;
+}
+"""
+
+
+def build_lanes(work: Path, flags: list[str]) -> Path:
+    """The driver over the lanes' screen (``soadyn_vscreen``, four lanes), compiled with ``flags``."""
+    assert vector_type(4) == "soadyn_v4d"
+    (work / "vscreen.c").write_text(screen_function(4))
+    (work / "lanes_driver.c").write_text(LANES_DRIVER)
+    exe = work / "lanes_driver"
+    subprocess.run([*compiler_command(), *flags, "-w", f"-I{work}", "-o", str(exe),
+                    str(work / "lanes_driver.c"), "-lm"], check=True)
+    return exe
+
+
 def build(work: Path, flags: list[str]) -> Path:
     """The driver over the rendered fastcalls unit (its parameter part), compiled with ``flags``."""
     tu = render("fastcalls.c.j2", header="bench_screen.h", entries=[], nq=0, methods=[], ext="bench_screen",
@@ -144,11 +206,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         res = subprocess.run([str(exe), str(work / "rows.bin"), n, str(args.rounds)], check=True,
                              capture_output=True, text=True).stdout.split()
+        nb = len(robot.param_bodies)
+        groups = args.states // 4          # lane-major as in the lanes: (group, row, entry, lane)
+        lanes_rows = rows[:4 * nb * groups].reshape(groups, 4, nb, 10).transpose(0, 2, 3, 1)
+        np.ascontiguousarray(lanes_rows).tofile(work / "lanes.bin")
+        lres = subprocess.run([str(build_lanes(work, flags)), str(work / "lanes.bin"), str(groups), str(nb),
+                               str(args.rounds)], check=True, capture_output=True, text=True).stdout.split()
     load = open("/proc/loadavg").read().split()[0]
     print(f"{urdf.stem}: {len(rows)} rows ({args.states} states), flags {' '.join(flags)}; ns per row, "
           f"fastest of {args.rounds} passes; load average {load}")
     print(f"  screen  in cache (256 rows) {res[0]:>7s}   streamed ({n} rows) {res[2]:>7s}")
     print(f"  finite  in cache (256 rows) {res[1]:>7s}   streamed ({n} rows) {res[3]:>7s}")
+    print(f"  lanes' screen (soadyn_vscreen, 4 lanes) in cache ({min(groups, 64) * 4 * nb} rows) "
+          f"{lres[0]:>7s}   streamed ({groups * 4 * nb} rows) {lres[1]:>7s}")
     return 0
 
 
