@@ -3,9 +3,9 @@
 
     python benchmarks/ops_derivatives.py [--json out.json]
 
-Robots (none used by the tests): xArm7 on a free base (nv 13) and fixed (nv 7), UR10 fixed (nv 6), Unitree
-B1 + Z1 arm on a free base, gripper locked (nv 24); gravity -9.81 along z.  Prints, per robot, the total
-operations of ``inverse_dynamics_derivatives`` and ``forward_dynamics_derivatives`` as the generated
+Robots (none used by the tests): xArm7 on a free base (nv 13) and fixed (nv 7), UR10 and UR3 fixed (nv 6),
+Unitree B1 + Z1 arm on a free base, gripper locked (nv 24); gravity -9.81 along z.  Prints, per robot, the
+total operations of ``inverse_dynamics_derivatives`` and ``forward_dynamics_derivatives`` as the generated
 program counts them (the figure in the module header).
 
     python benchmarks/ops_derivatives.py --by-stage [--robots xarm7_free]
@@ -48,6 +48,7 @@ ROBOTS = {
     "xarm7_free": ("xarm_description/urdf/xarm7.urdf", "free", []),
     "xarm7_fixed": ("xarm_description/urdf/xarm7.urdf", "fixed", []),
     "ur10_fixed": ("ur_description/urdf/ur10_robot.urdf", "fixed", []),
+    "ur3_fixed": ("ur_description/urdf/ur3_robot.urdf", "fixed", []),
     "b1z1_free": ("b1_description/urdf/b1-z1.urdf", "free", ["jointGripper"]),
 }
 FUNCS = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")

@@ -339,6 +339,45 @@ def test_rotated_body_inertia_forms_equal_the_plain_product(kind):
     assert rd._inertia_factors(np.diag([1.0, 0.0, 1.0])) == []
 
 
+def test_fixed_base_sweep_in_its_child_axes(tmp_path, deriv_dir):
+    """A fixed base with one child body (a chain of 7 joints): the derivative sweep runs in that child's
+    axes (:func:`rnea_derivatives.reference_body`), where the first joint drops out of every pose: the
+    first two hinges are constants there (in the base's axes the second turns with the first joint), and a
+    gravity oblique to the first joint's axis is turned into them.  The C of the ID and FD derivatives
+    agrees with central differences of the reference path and with the float run (which
+    test_derivatives_match_pinocchio compares with Pinocchio on the fixed Panda and UR5, one child each),
+    its batch has the bits of its single call.  A fixed base with two children (the test arm), and a free
+    base, keep the base's axes."""
+    from soadyn.symbolic.algorithms import rnea_derivatives as rd
+    from soadyn.symbolic.algorithms.kinematics import joint_transforms
+    from soadyn.symbolic.scalar import Symbolic
+
+    robot = with_gravity(_robot(tmp_path, _two_branch_doc("fixed", joints=7, second=0)), GRAVITY)
+    top = rd.reference_body(robot)
+    assert top is not None and tuple(robot.children[0]) == (top,) and robot.nv == 7
+    assert rd.reference_body(resolve_robot(TEST_ARM, "free")[0]) is None
+    assert rd.reference_body(resolve_robot(TEST_ARM, "fixed")[0]) is None
+    mod = compile_robot(robot, deriv_dir, functions=DERIVS[:2], progress=False)
+    Q, V, A, _ = _states(robot, 3, 37)
+    for name in DERIVS[:2]:
+        _agrees_with_references(mod, robot, name, Q, V, A)
+        batch = getattr(mod, name)(Q, V, A)
+        for i in range(len(Q)):
+            for b, s1 in zip(batch, getattr(mod, name)(Q[i], V[i], A[i])):
+                assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), (name, i)
+    ctx = Symbolic()
+    q, v, a = ctx.input("q", robot.nq), ctx.input("v", robot.nv), ctx.input("a", robot.nv)
+    sw = rd.base_aligned_sweep(joint_transforms(robot, ctx, q), v, a)
+    second = next(k for k in range(robot.n_bodies) if robot.parent[k] == top)
+    assert all(_number(e) for e in [*sw.S[top][0], *sw.S[second][0]])
+    assert not all(_number(e) for e in sw.grav[3:])          # GRAVITY is oblique to the first joint
+
+
+def _number(e) -> bool:
+    """A constant of the staged program (a Python or SymEngine number), not a value computed at run time."""
+    return isinstance(e, (int, float)) or bool(getattr(e, "is_Number", False))
+
+
 def test_attitude_tangent_is_right_trivialised():
     """The staged attitude gets dR/d delta_w_i = R e_i~: compare with R(q (+) t e_i) by differences."""
     robot, _ = resolve_robot(TEST_ARM, "free")

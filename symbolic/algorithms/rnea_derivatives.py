@@ -2,10 +2,13 @@
 base-aligned spatial coordinates.
 
 Every spatial quantity below is a Featherstone spatial vector ``[w; v]`` (motion) or ``[n; F]`` (force)
-expressed in the axes of the base body at the base origin (the inertial frame for a fixed base).  In
-those coordinates the free base's motion subspace is ``S_0 = I6`` and the tangent ``q (+) delta`` of
-docs/conventions.md moves the whole tree rigidly, so that only gravity (constant in inertial axes) sees
-the base attitude.  For body k with parent lambda and joint columns ``S_k`` (a 6 x n_k matrix)::
+expressed in the axes of the base body at the base origin.  In those coordinates the free base's motion
+subspace is ``S_0 = I6`` and the tangent ``q (+) delta`` of docs/conventions.md moves the whole tree
+rigidly, so that only gravity (constant in inertial axes) sees the base attitude.  A fixed base with one
+child body uses that child's axes at its origin instead (:func:`reference_body`): the entries are
+scalars ``S_i . x``, the same in any axes the bodies share, and there the first joint drops out of every
+pose; gravity is turned into those axes once.  For body k with parent lambda and joint columns ``S_k``
+(a 6 x n_k matrix)::
 
     v_k = v_lambda + S_k qd_k                                     (velocity)
     a_k = a_lambda + S_k qdd_k + v_lambda x S_k qd_k              (spatial acceleration, a_root = -g)
@@ -256,8 +259,14 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
     bias sweep, every joint acceleration (and the free base's) zero."""
     robot, ctx = kin.robot, kin.ctx
     n = robot.n_bodies
-    Rb, pb = link_poses(kin, relative=True)
-    grav = ctx.stage("gb", gravity_acceleration(kin))
+    top = reference_body(robot)
+    if top is None:
+        Rb, pb = link_poses(kin, relative=True)
+        grav = ctx.stage("gb", gravity_acceleration(kin))
+    else:                       # the axes of the fixed base's one child: its joint drops out of every pose
+        Rb, pb = _poses_from(kin, top)
+        g, Rt = gravity_acceleration(kin), kin.X[top].R
+        grav = ctx.stage("gb", g if Rt is None else np.concatenate([g[:3], Rt.T @ g[3:]]))
     S: list[list[np.ndarray]] = [[] for _ in range(n)]
     V: list[np.ndarray] = [None] * n  # type: ignore[list-item]
     A: list[np.ndarray] = [None] * n  # type: ignore[list-item]
@@ -269,7 +278,7 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
     zero6 = ctx.zeros(6)
     # ---- base to tip: joint columns, velocities, accelerations, body forces (base coordinates) --------
     for k in range(n):
-        X = Xform(None if k == 0 else Rb[k], None if k == 0 else pb[k])
+        X = Xform(None if k in (0, top) else Rb[k], None if k in (0, top) else pb[k])
         if k == 0:
             if robot.is_free:
                 S[0] = [ctx.eye(6)[:, m] for m in range(6)]
@@ -321,6 +330,44 @@ def base_aligned_sweep(kin: Kinematics, v: np.ndarray, a: np.ndarray | None,
         Pc[k] = ctx.stage(f"Pc{k}", Pk)
         F[k] = ctx.stage(f"Fc{k}", Fk)
     return Sweep(grav, S, V, A, inert, Ic, Kc, Pc, F, U)
+
+
+def reference_body(robot: Any) -> int | None:
+    """The body whose axes the sweep of a fixed base uses: the base's one child (None for a free base, or a
+    fixed base with several children, whose sweep keeps the base's axes).
+
+    The entries of dtau/dq and dtau/dv are scalars (``S_i . x``), the same in any axes that all the bodies
+    share; in the child's own axes its joint drops out of every pose (its hinge, its inertia and the next
+    hinge are constants there), where the base's axes carry its rotation into every body below (the
+    gravity of the base turns with it instead, three products, or none when the joint turns about the
+    gravity's line)."""
+    if robot.is_free or len(robot.children[0]) != 1:
+        return None
+    return robot.children[0][0]
+
+
+def _poses_from(kin: Kinematics, top: int) -> tuple[list[Any], list[Any]]:
+    """Attitude and origin of every body in the axes of body ``top`` at its origin (:func:`reference_body`;
+    every body but the base lies below it); None for ``top`` itself (the identity), and for the base."""
+    robot, ctx = kin.robot, kin.ctx
+    n = robot.n_bodies
+    R: list[Any] = [None] * n
+    p: list[Any] = [None] * n
+    for k in range(1, n):
+        if k == top:
+            continue
+        par, X = robot.parent[k], kin.X[k]
+        Rp, pp = R[par], p[par]
+        if Rp is None:
+            R[k] = ctx.eye(3) if X.R is None else X.R
+        else:
+            R[k] = Rp if X.R is None else ctx.stage(f"Rb{k}", Rp @ X.R)
+        off = None if X.l is None else (X.l if Rp is None else Rp @ X.l)
+        if off is None:
+            p[k] = ctx.zeros(3) if pp is None else pp
+        else:
+            p[k] = ctx.stage(f"pb{k}", off if pp is None else pp + off)
+    return R, p
 
 
 def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
