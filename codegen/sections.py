@@ -18,6 +18,8 @@ SECTIONS: tuple[tuple[str, str], ...] = (
                       "offset l(k) (seed 000 eq. 2.1)"),
     (r"(Rb|pb)\d+|pf_\w+", "frame poses in the inertial frame, base to tip (Jacobian rows, seed 000 "
                            "eq. 4.3)"),
+    (r"(Rc|pc)\d+", "body poses in the axes of the fixed base's one child, base to tip (the derivative "
+                    "sweep's axes, docs/conventions.md)"),
     (r"[Vab]\d+", "Algorithm 1 (seed 000 eq. 2.1-2.2): velocities V(k), Coriolis a(k), gyroscopic "
                   "forces b(k), base to tip"),
     (r"(P|Pp|U|D|Dinv|G)\d+|D0(L|d|di)\w*", "Algorithm 2 (seed 000 eq. 2.6): articulated-body inertia P(k), "

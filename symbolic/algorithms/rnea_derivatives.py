@@ -361,12 +361,12 @@ def _poses_from(kin: Kinematics, top: int) -> tuple[list[Any], list[Any]]:
         if Rp is None:
             R[k] = ctx.eye(3) if X.R is None else X.R
         else:
-            R[k] = Rp if X.R is None else ctx.stage(f"Rb{k}", Rp @ X.R)
+            R[k] = Rp if X.R is None else ctx.stage(f"Rc{k}", Rp @ X.R)
         off = None if X.l is None else (X.l if Rp is None else Rp @ X.l)
         if off is None:
             p[k] = ctx.zeros(3) if pp is None else pp
         else:
-            p[k] = ctx.stage(f"pb{k}", off if pp is None else pp + off)
+            p[k] = ctx.stage(f"pc{k}", off if pp is None else pp + off)
     return R, p
 
 
