@@ -682,10 +682,9 @@ def test_chain_products_of_the_id_derivatives(cc, tmp_path, deriv_dir, base):
 
 
 def _legs_and_arms_doc() -> dict:
-    """A free base with a trunk of 2 joints carrying two arms of 3, and two legs of 3 (14 hinges, a
-    small TALOS): the trunk's hinges are inboard of both arms.  (Arms of 4 make the trunk and an arm one
-    chain of 6, whose masked products fail to place on d4713c3: ``dvL_0`` unknown; not this test's
-    subject.)"""
+    """A free base with a trunk of 2 joints carrying two arms of 4, and two legs of 3 (16 hinges, a
+    small TALOS): the trunk's hinges are inboard of both arms, and the trunk and the first arm are one
+    chain of 6 bodies (the ID derivatives' masked chain products)."""
     rng = np.random.default_rng(8)
     bodies = [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
                "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
@@ -706,7 +705,7 @@ def _legs_and_arms_doc() -> dict:
 
     trunk = chain("trunk", "base", 2)
     for arm in ("arm_l", "arm_r"):
-        chain(arm, trunk, 3)
+        chain(arm, trunk, 4)
     for leg in ("leg_l", "leg_r"):
         chain(leg, "base", 3)
     return {"name": "legs_and_arms", "base": "free", "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
@@ -714,11 +713,13 @@ def _legs_and_arms_doc() -> dict:
 
 def test_qdd_from_the_hinges_factors_on_a_trunk(tmp_path):
     """A trunk inboard of two arms (and two legs off the base): ``M^-1 rhs`` takes the hinges' part of
-    ``Y* D^-1 Y rhs`` from the factors (``innovations.hinge_solve``: 78 against 82 multiply-adds here,
+    ``Y* D^-1 Y rhs`` from the factors (``innovations.hinge_solve``: 102 against 118 multiply-adds here,
     312 against 472 on TALOS) and equals the dense reference's ``M^-1 rhs``; the forward-dynamics
     derivatives built on it agree with central differences of the reference path, and the SIMD batch
     has the single call's bits.  The two-branch tree (two chains off the base) keeps M^-1's hinges'
-    terms (the factors are no cheaper on a chain)."""
+    terms (the factors are no cheaper on a chain).  This tree's chain products (``dqL``, ``dvL``) are
+    expanded into statements, recorded at the position of the block products that read them: the
+    expansion puts them first (on d4713c3 the readers came first: ``dvL_0`` unknown)."""
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
     from soadyn.codegen.profiles import IEEE_FLAGS, Profile
@@ -731,7 +732,7 @@ def test_qdd_from_the_hinges_factors_on_a_trunk(tmp_path):
         return any(s.startswith("Minvz") for s in derive(robot, spec).stages.values())
 
     robot = with_gravity(_robot(tmp_path, _legs_and_arms_doc()), GRAVITY)
-    assert robot.nv == 20 and solved(robot)
+    assert robot.nv == 22 and solved(robot)
     assert not solved(with_gravity(_robot(tmp_path, _two_branch_doc("free", joints=6)), GRAVITY))
     Q, V, T, _ = _states(robot, 5, 37)
     for q, r in zip(Q, T):
