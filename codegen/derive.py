@@ -494,11 +494,20 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
             break
         forced |= set().union(*(results[w] for w in clash))
     products = [p for _, p in placed]
-    for d in sorted(expand, key=lambda d: -d.position):
-        full = d.A @ d.B
-        ctx.program[d.position:d.position] = [Assignment(d.P[ij], se.sympify(full[ij]), d.name)
-                                              for ij in np.ndindex(*d.P.shape)
-                                              if d.P[ij] is not None and (not d.symmetric or ij[0] <= ij[1])]
+    at_position: dict[int, list[_Deferred]] = {}
+    for d in expand:                   # in the order recorded
+        at_position.setdefault(d.position, []).append(d)
+    for position in sorted(at_position, reverse=True):
+        group = at_position[position]
+        # products recorded with no statement between them: the last one's statements first, unless one
+        # reads another's results (a chain's masked product dvL and the expanded blocks -M^-1 dtau/dx that
+        # read it): then in the order recorded, so that every result is assigned before it is read
+        results = {x for d in group for x in d.P.ravel() if x is not None}
+        reads = any(results & se.sympify(e).free_symbols for d in group for e in (*d.A.ravel(), *d.B.ravel()))
+        ctx.program[position:position] = [
+            Assignment(d.P[ij], se.sympify(full[ij]), d.name)
+            for d, full in ((d, d.A @ d.B) for d in (group if reads else group[::-1]))
+            for ij in np.ndindex(*d.P.shape) if d.P[ij] is not None and (not d.symmetric or ij[0] <= ij[1])]
     scratch = [(p.left, outs[p.left]) for p in products if p.k]
     return [(n, outs[n]) for n, _ in outputs] + scratch, products
 

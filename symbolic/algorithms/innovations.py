@@ -198,10 +198,37 @@ def mass_matrix_inverse_from(ab: ArticulatedBody, loop: bool = True, rhs: np.nda
     t = ctx.stage("Minvt", sum((cols[b][0] * rhs[at[b]] for b in range(1, n)), rhs[0:6]))
     u = ab.Dinv[0].solve(t, "Minvu")
     x[0:6] = u
+    z = hinge_solve(cols, ab, rhs, at, hinge) if nv == 5 + n else None
     for a in range(1, n):
-        x[at[a]] = sum((hinge[min(a, b), max(a, b)] * rhs[at[b]] for b in range(1, n)
-                        if (min(a, b), max(a, b)) in hinge), cols[a][0] @ u)
+        if z is not None:                # the hinges' part of Y* D^-1 Y rhs (eq. 2.10c) from the factors
+            x[at[a]] = sum((y(i, a) * z[i] for i in range(1, n) if i in z and y(i, a) is not None),
+                           cols[a][0] @ u)
+        else:
+            x[at[a]] = sum((hinge[min(a, b), max(a, b)] * rhs[at[b]] for b in range(1, n)
+                            if (min(a, b), max(a, b)) in hinge), cols[a][0] @ u)
     return Minv, x
+
+
+def hinge_solve(cols: dict[int, dict[int, Any]], ab: ArticulatedBody, rhs: np.ndarray, at: list[int],
+                hinge: dict[tuple[int, int], Any]) -> dict[int, Any] | None:
+    """The hinges' entries of ``D^-1 Y rhs`` (eq. 2.10c; one-column hinges): ``z_i = D^-1(i) (rhs_i +
+    sum_b Y(i, b) rhs_b)`` over the hinges b outboard of i, so that hinge a's part of ``M^-1 rhs`` beyond
+    the base's is ``sum_i Y(i, a) z_i`` over the hinges i inboard of (or at) a: one multiply-add per
+    (hinge, inboard hinge) pair twice, instead of one per pair of hinges with a hinge inboard of both
+    (``hinge``, M^-1's hinges' terms).  None where that is not fewer multiply-adds (a chain: the same
+    count; TALOS: the torso's hinges are inboard of both arms and the head, 312 against 472)."""
+    ctx = ab.kin.ctx
+    n = len(cols) + 1
+    inboard = {b: [i for i in cols[b] if i > 0] for b in range(1, n)}
+    fac = 2 * sum(len(v) + 1 for v in inboard.values())
+    pairs = sum(1 if a == b else 2 for a, b in hinge)
+    if fac >= pairs:
+        return None
+    z: dict[int, Any] = {}
+    for i in range(1, n):
+        terms = [cols[b][i] * rhs[at[b]] for b in range(i + 1, n) if i in inboard[b]]
+        z[i] = ctx.stage(f"Minvz{i}", ab.Dinv[i] * sum(terms, rhs[at[i]]))
+    return z
 
 
 def innovations_factors(robot: Any, ctx: ScalarContext, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
