@@ -41,6 +41,7 @@ from soadyn.codegen.units import (
     PRIORITY_RA_FUNCTIONS,
     SIMD_FUNCTIONS,
     SLP_FUNCTIONS,
+    WINDOW_FUNCTIONS,
     finish_function,
 )
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -106,6 +107,9 @@ class EmittedFunction:
     slp: bool = False
     #: its stage functions read each work-array value once (:data:`~soadyn.codegen.units.LOAD_ONCE_FUNCTIONS`)
     load_once: bool = False
+    #: its stage functions reach their most used work-array values through base pointers
+    #: (:data:`~soadyn.codegen.units.WINDOW_FUNCTIONS`)
+    windows: bool = False
 
     @property
     def is_family(self) -> bool:
@@ -462,6 +466,7 @@ def emit_functions(robot: Robot, module_name: str, specs: list[FunctionSpec],
             f.priority_ra = s.name in PRIORITY_RA_FUNCTIONS
             f.slp = s.name in SLP_FUNCTIONS
             f.load_once = s.name in LOAD_ONCE_FUNCTIONS
+            f.windows = s.name in WINDOW_FUNCTIONS
         funcs += group
         simd += [s.name in SIMD_FUNCTIONS] * len(group)
     return funcs, simd
