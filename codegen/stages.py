@@ -23,6 +23,7 @@ VEX ``vmulsd``), and the time of the long FD derivatives follows their code byte
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -235,29 +236,29 @@ def _hot_layout(chunks: list[list[Stmt]], own: list[set[str]], counts: list[Coun
 
 def _windows(n: Counter, slot: dict[str, int], count: int) -> list[int]:
     """The first slots of at most ``count`` disjoint windows of :data:`WINDOW` slots that hold the most
-    of a stage's accesses ``n`` (value -> how often), greedily, each window taken only for more than
-    :data:`WINDOW_MIN` accesses."""
-    if not n:
-        return []
-    per_slot = [0] * (max(slot[u] for u in n) + 1)
+    of a segment's accesses ``n`` (value -> how often), greedily (the lowest first slot of the best), each
+    window taken only for more than :data:`WINDOW_MIN` accesses.  The lowest first slot of a best window
+    is 0 or has an accessed slot at its end (one slot lower it would lose that one, or gain one), so only
+    those are tried."""
+    per: Counter = Counter()
     for u, c in n.items():
-        per_slot[slot[u]] += c
+        per[slot[u]] += c
     starts: list[int] = []
     for _ in range(count):
-        # sums over every window [first, first + WINDOW) (slots of a taken window count 0)
-        acc = [0] * (len(per_slot) + 1)
-        for x, c in enumerate(per_slot):
-            acc[x + 1] = acc[x] + c
+        xs = sorted(per)
+        acc = [0]
+        for x in xs:
+            acc.append(acc[-1] + per[x])
         best, at = WINDOW_MIN, None
-        for first in range(len(per_slot)):
-            cover = acc[min(first + WINDOW, len(per_slot))] - acc[first]
+        for first in sorted({0} | {x - WINDOW + 1 for x in xs if x >= WINDOW - 1}):
+            cover = acc[bisect_left(xs, first + WINDOW)] - acc[bisect_left(xs, first)]
             if cover > best:
                 best, at = cover, first
         if at is None:
             break
         starts.append(at)
-        for x in range(at, min(at + WINDOW, len(per_slot))):
-            per_slot[x] = 0
+        for x in xs[bisect_left(xs, at):bisect_left(xs, at + WINDOW)]:
+            del per[x]
     return sorted(starts)
 
 
