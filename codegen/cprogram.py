@@ -156,7 +156,9 @@ VOID = "void"          # (void)<target>;                              a paramete
 COMMENT = "comment"    # /* <text> */
 SINCOS = "sincos"      # the fused sines and cosines of a block (:func:`soadyn.codegen.trig.fuse_trig`)
 SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``cases``), then return 0
-KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH)
+BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array
+#                        (``zero``: declared here), opaque to the compiler (soadyn.codegen.stages, windows)
+KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE)
 VALUES = (LOAD, TRIG, ARITH)
 
 
@@ -225,7 +227,7 @@ class Stmt:
     def semicolons(self) -> int:
         """Printed lines ending in ``;`` (what :data:`soadyn.codegen.trig.INLINE_TRIG_STATEMENTS`
         measures)."""
-        if self.kind == COMMENT:
+        if self.kind in (COMMENT, BASE):
             return 0
         if self.kind == SINCOS:
             return 2
@@ -238,7 +240,7 @@ def statements(body: list[Stmt]) -> int:
     """Printed lines ending in ``;`` of ``body``."""
     n = len(body)
     for s in body:
-        if s.kind in (COMMENT, SINCOS, SWITCH):
+        if s.kind in (COMMENT, SINCOS, SWITCH, BASE):
             n += s.semicolons() - 1
     return n
 

@@ -31,7 +31,13 @@ from soadyn.codegen.derive import DerivationError, Program, scratch_size
 from soadyn.codegen.functions import FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
 from soadyn.codegen.printer import CPrinter, ExpressionPrinter
-from soadyn.codegen.products import expanded_products, mirrored_entries, overwritten_entries, product_function
+from soadyn.codegen.products import (
+    expanded_products,
+    mirrored_entries,
+    overwritten_entries,
+    product_function,
+    shared_functions,
+)
 from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
 from soadyn.codegen.sections import section_of
 from soadyn.codegen.trig import PRELUDE as TRIG_PRELUDE
@@ -41,6 +47,7 @@ from soadyn.codegen.units import (
     PRIORITY_RA_FUNCTIONS,
     SIMD_FUNCTIONS,
     SLP_FUNCTIONS,
+    WINDOW_FUNCTIONS,
     finish_function,
 )
 from soadyn.model.names import c_comment, py_doc, py_literal
@@ -106,6 +113,9 @@ class EmittedFunction:
     slp: bool = False
     #: its stage functions read each work-array value once (:data:`~soadyn.codegen.units.LOAD_ONCE_FUNCTIONS`)
     load_once: bool = False
+    #: its stage functions reach their most used work-array values through base pointers
+    #: (:data:`~soadyn.codegen.units.WINDOW_FUNCTIONS`)
+    windows: bool = False
 
     @property
     def is_family(self) -> bool:
@@ -321,10 +331,10 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
     body = sink_loads(body)
     f.batch_body += ["for (i = 0; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
     f.products = list(program.products)
+    texts, calls = shared_functions([product_function(p, f.cname) for p in program.products])
+    f.helpers += texts
+    f.epilogue += calls
     for p in program.products:
-        text, call = product_function(p, f.cname)
-        f.helpers.append(text)
-        f.epilogue += call
         if p.k:                        # the scratch array of a general product's factors
             f.scratch.append((p.left, scratch_size(p)))
     if program.products:
@@ -462,6 +472,7 @@ def emit_functions(robot: Robot, module_name: str, specs: list[FunctionSpec],
             f.priority_ra = s.name in PRIORITY_RA_FUNCTIONS
             f.slp = s.name in SLP_FUNCTIONS
             f.load_once = s.name in LOAD_ONCE_FUNCTIONS
+            f.windows = s.name in WINDOW_FUNCTIONS
         funcs += group
         simd += [s.name in SIMD_FUNCTIONS] * len(group)
     return funcs, simd

@@ -316,7 +316,7 @@ def _core_functions(specs: list[FunctionSpec], funcs: list[EmittedFunction], imp
             # family: its prefix and one function per case, each with its sines and cosines fused): the
             # same code as the module's, static here (SOADYN_STAGE of the source), printed in this
             # precision
-            finish_function(f, target.stage_ops, 1, by_name, target.printer)
+            finish_function(f, target.stage_ops, 1, by_name, target.printer, windows=False)
             helpers = helpers + list(f.extra.pieces)
         real = target.scalar
         params = ([f"const {real} *{a.name}" for a in s.inputs] + (["int frame"] if s.is_family else [])

@@ -111,6 +111,13 @@ class CPrinter:
             out.append(f"{ind}(void){s.target};")
         elif k == cp.COMMENT:
             out.append(f"{ind}/* {s.text} */")
+        elif k == cp.BASE:
+            # an empty asm makes the pointer opaque: the compiler keeps it in a register instead of
+            # folding it back into w (short displacements; soadyn.codegen.stages, windows)
+            out += [f"{ind}{real + ' *' if s.zero else ''}{s.target} = w + {s.index};",
+                    "#if defined(__GNUC__) || defined(__clang__)",
+                    f'{ind}__asm__("" : "+r"({s.target}));',
+                    "#endif"]
         elif k == cp.SINCOS:
             n = len(s.args)
             xs = ", ".join(s.args)

@@ -13,19 +13,46 @@ instead.  Each stage is an external function (``SOADYN_STAGE`` = ``noinline`` un
 single-file build keeps them apart), so a build can compile the stages in parallel and a stage's cost no
 longer depends on the length of the whole function.  The statements, and so every floating-point
 operation and its rounding, are unchanged; only where the intermediate values live changes.
+
+With ``windows`` (:data:`~soadyn.codegen.units.WINDOW_FUNCTIONS`) the work array is laid out so that the
+values each segment of a stage names most often lie side by side, and the printed stage reaches them
+through a few base pointers ``w0 = w + k`` (opaque to the compiler: an empty ``asm``) as ``w0[-16]`` ..
+``w0[15]``: an x86 instruction then carries a one-byte displacement instead of four (8 -> 5 bytes for a
+VEX ``vmulsd``), and the time of the long FD derivatives follows their code bytes.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass, field
 
 import soadyn.codegen.cprogram as cp
-from soadyn.codegen.cprogram import Stmt
+from soadyn.codegen.cprogram import Expr, Stmt
 from soadyn.codegen.printer import CPrinter
 from soadyn.codegen.trig import fuse_trig
 
 #: target operations per stage function (a function at most 1.5x this long is not split)
 STAGE_OPS = 2500
+
+#: base pointers into the work array per stage function of the :data:`~soadyn.codegen.units.WINDOW_FUNCTIONS`
+#: (:func:`split_stages`, ``windows``; 0: every value read as ``w[k]``).  TALOS's FD derivatives, code bytes
+#: of the single call's stages (fast build, nm -S): 370,826 without, 4 / 8 pointers with 128 / 256 values
+#: per stage 354,747 / 349,200, 8 with segments (:data:`SEGMENT_WINDOWS`) 339,300 (benchmarks/README.md)
+WINDOWS = 8
+#: the doubles a base pointer reaches with a one-byte displacement (x86 VEX: -128..127 bytes, so
+#: ``p[-16]`` .. ``p[15]``; an EVEX-encoded instruction, xmm16-31, reaches 128 doubles either side)
+WINDOW = 32
+#: values of a segment placed in its own region of the work array (:func:`_hot_layout`): at most this many
+HOT_PER_SEGMENT = WINDOWS * WINDOW
+#: a stage's statements cut into segments that name at most this many windows' worth of distinct
+#: work-array values (:func:`_segments`), each segment with base pointers of its own (0: one segment per
+#: stage).  TALOS's FD derivatives, stage bytes: one segment 349,200, 1 (256 values) 339,300, 0.5 337,027
+SEGMENT_WINDOWS = 1
+#: a window is worth its base pointer above this many accesses in the segment
+WINDOW_MIN = 8
+#: a value goes to a segment's region when the segment names it at least this often
+HOT_MIN = 2
 
 #: the kinds a straight-line body may hold to be cut into stages
 _STRAIGHT = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT})
@@ -72,7 +99,7 @@ def _calls(names: list[str], params: list[tuple[str, str]]) -> list[Stmt]:
 
 def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
                  max_ops: int = STAGE_OPS, printer: CPrinter | None = None,
-                 printed: bool = True, load_once: bool = False) -> Staged | None:
+                 printed: bool = True, load_once: bool = False, windows: int = 0) -> Staged | None:
     """Split a straight-line body into stage functions (None when it is short or not straight-line).
 
     ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``;
@@ -81,7 +108,10 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     ``printed``: False when only the stages' statements are needed (a SIMD batch prints its own), not
     their scalar C (``Staged.stages`` then empty); ``load_once``: the printed stages read each value
     from the work array once, into a local before its first use (:func:`_loaded_once`; the statements
-    of ``Staged.stage_bodies`` keep reading ``w[k]`` at each use).
+    of ``Staged.stage_bodies`` keep reading ``w[k]`` at each use); ``windows`` > 0 (printed stages only):
+    the work array laid out so that the values each stretch of a stage names most lie together, and the
+    printed stages reach them through up to ``windows`` base pointers with one-byte displacements
+    (:func:`_windowed`; ``Staged.stage_bodies`` read ``w[k]`` of the same layout).
     """
     if not _straight(body):
         return None
@@ -89,7 +119,7 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     if len(chunks) < 2:
         return None
     staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))],
-                              printer, printed, load_once)
+                              printer, printed, load_once, windows)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1))] + _calls(staged.names, params)
     return staged
 
@@ -123,10 +153,12 @@ def split_family(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     return staged
 
 
-def _slots(chunks: list[list[Stmt]], own: list[set[str]]) -> tuple[dict[str, int], int]:
+def _slots(chunks: list[list[Stmt]], own: list[set[str]],
+           apart: frozenset[str] = frozenset()) -> tuple[dict[str, int], int]:
     """Work-array slots of the values used outside every chunk that defines them: a value lives from the
-    end of its stage to the start of its last user; freed slots are reused (lowest first)."""
-    defined = set().union(*own)
+    end of its stage to the start of its last user; freed slots are reused (lowest first).  The values of
+    ``apart`` get no slot here (:func:`_hot_layout` places them)."""
+    defined = set().union(*own) - apart
     last_use: dict[str, int] = {}
     for k, chunk in enumerate(chunks):
         for s in chunk:
@@ -151,44 +183,148 @@ def _slots(chunks: list[list[Stmt]], own: list[set[str]]) -> tuple[dict[str, int
     return slot, n_slots
 
 
+def _named(s: Stmt, mine: set[str], crossing: set[str]) -> list[str]:
+    """The values of ``crossing`` (they live in the work array) that statement ``s`` of a stage whose own
+    values are ``mine`` names there: each read of a value from an earlier stage (a use in the expression
+    text; not a sine's argument: :func:`_windowed`), and the store of a value it defines."""
+    if s.kind == cp.LOAD or s.expr is None:
+        return []
+    out = [s.target] if s.kind in (cp.TRIG, cp.ARITH) and s.target in crossing and s.target in mine else []
+    if s.kind != cp.TRIG:
+        out += [t for t in s.expr.tokens if t in crossing and t not in mine]
+    return out
+
+
+def _segments(chunk: list[Stmt], mine: set[str], crossing: set[str], limit: int) -> list[int]:
+    """A segment number per statement of ``chunk``: consecutive statements that name at most ``limit``
+    distinct work-array values (:func:`_named`) share one (0 for all: ``limit`` 0)."""
+    seg, seen, out = 0, set(), []
+    for s in chunk:
+        named = set(_named(s, mine, crossing)) if limit else set()
+        if seen and len(seen | named) > limit:
+            seg, seen = seg + 1, set()
+        seen |= named
+        out.append(seg)
+    return out
+
+
+def _hot_layout(chunks: list[list[Stmt]], own: list[set[str]], counts: list[Counter],
+                per_segment: int) -> tuple[dict[str, int], int]:
+    """Work-array slots (:func:`_slots`) with the values each segment of a stage (``counts``: how often
+    each names each value) names most often side by side: each value named at least :data:`HOT_MIN`
+    times in some segment goes with the segment that names it most (the first of equals), each segment
+    keeps its ``per_segment`` most named ones, in decreasing order, in a region of its own after the other
+    values, so that a few base pointers (:func:`_windows`) reach them with short displacements."""
+    best: dict[str, tuple[int, int]] = {}
+    for k, n in enumerate(counts):
+        for u, c in n.items():
+            if c >= HOT_MIN and (u not in best or c > best[u][0]):
+                best[u] = (c, k)
+    regions: list[list[str]] = [[] for _ in counts]
+    for u, (_, k) in best.items():
+        regions[k].append(u)
+    hot: list[str] = []
+    for k, region in enumerate(regions):
+        region.sort(key=lambda u: (-counts[k][u], u))
+        hot += region[:per_segment]
+    slot, n_slots = _slots(chunks, own, frozenset(hot))
+    for u in hot:
+        slot[u] = n_slots
+        n_slots += 1
+    return slot, n_slots
+
+
+def _windows(n: Counter, slot: dict[str, int], count: int) -> list[int]:
+    """The first slots of at most ``count`` disjoint windows of :data:`WINDOW` slots that hold the most
+    of a segment's accesses ``n`` (value -> how often), greedily (the lowest first slot of the best), each
+    window taken only for more than :data:`WINDOW_MIN` accesses.  The lowest first slot of a best window
+    is 0 or has an accessed slot at its end (one slot lower it would lose that one, or gain one), so only
+    those are tried."""
+    per: Counter = Counter()
+    for u, c in n.items():
+        per[slot[u]] += c
+    starts: list[int] = []
+    for _ in range(count):
+        xs = sorted(per)
+        acc = [0]
+        for x in xs:
+            acc.append(acc[-1] + per[x])
+        best, at = WINDOW_MIN, None
+        for first in sorted({0} | {x - WINDOW + 1 for x in xs if x >= WINDOW - 1}):
+            cover = acc[bisect_left(xs, first + WINDOW)] - acc[bisect_left(xs, first)]
+            if cover > best:
+                best, at = cover, first
+        if at is None:
+            break
+        starts.append(at)
+        for x in xs[bisect_left(xs, at):bisect_left(xs, at + WINDOW)]:
+            del per[x]
+    return sorted(starts)
+
+
 def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
                      names: list[str], printer: CPrinter | None = None, printed: bool = True,
-                     load_once: bool = False) -> Staged:
+                     load_once: bool = False, windows: int = 0) -> Staged:
     """The C functions of ``chunks`` (consecutive statements), passing values through a work array,
     printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`; ``printed``: their C text
-    too)."""
+    too).  ``windows`` > 0: the work array laid out so that each stage's most used values lie together
+    (:func:`_hot_layout`), and the printed stages read and write those through up to ``windows`` base
+    pointers into it (:func:`_windows`), within a one-byte displacement of one of them."""
     loads = {s.target: s for s in stmts if s.kind == cp.LOAD}
     # a value is defined in one chunk, or (frame families) copied into several cases that each use
     # their own copy: only a use outside every chunk that defines it crosses a boundary
     own = [{s.target for s in chunk if s.kind in (cp.TRIG, cp.ARITH)} for chunk in chunks]
     slot, n_slots = _slots(chunks, own)
+    counts: list[Counter] = []
+    segs: list[list[int]] = []       # per chunk: the segment of each statement
+    first: list[int] = []            # per chunk: its first segment's index in counts
+    if windows > 0 and printed:
+        crossing = set(slot)
+        for chunk, mine in zip(chunks, own):
+            # (load once reads a value into a local by its element's text: one window per stage)
+            seg = _segments(chunk, mine, crossing, 0 if load_once else SEGMENT_WINDOWS * windows * WINDOW)
+            first.append(len(counts))
+            counts += [Counter() for _ in range(seg[-1] + 1 if seg else 1)]
+            for g, x in zip(seg, chunk):
+                counts[first[-1] + g].update(_named(x, mine, crossing))
+            segs.append(seg)
+        slot, n_slots = _hot_layout(chunks, own, counts, HOT_PER_SEGMENT)
     staged = Staged(work=n_slots)
     pnames = [p for _, p in params]
     printer = CPrinter() if printer is None else printer
     decl = ", ".join(f"{t}{p}" for t, p in params) + f", {printer.real} *w"
-    for name, chunk, mine in zip(names, chunks, own):
+    for k, (name, chunk, mine) in enumerate(zip(names, chunks, own)):
         used: set[str] = set()
         for s in chunk:
             used.update(s.reads())
         needed_loads = {u for u in used if u in loads}
         touched = used.union(*(set(loads[u].reads()) for u in needed_loads))
         lines: list[Stmt] = [Stmt(cp.VOID, p) for p in pnames if p not in touched]
+        at = [0] * len(lines)              # the segment of each line
         # values from other stages and inputs are read where they are used: nothing is kept live
         # across the whole stage (a preamble of loads would be, as the stores to w may alias them)
         remote = {u: f"{loads[u].array}[{loads[u].index}]" for u in needed_loads}
         remote.update({u: f"w[{slot[u]}]" for u in used - mine - needed_loads if u in slot})
         uses_w = any(u in slot for u in used - mine - needed_loads)
-        for s in chunk:
+        for i, s in enumerate(chunk):
             if s.kind == cp.LOAD:
                 continue
             lines.append(cp.renamed(s, remote) if remote and not remote.keys().isdisjoint(s.reads()) else s)
             if s.target in slot and s.defines is not None:
                 lines.append(Stmt(cp.WORK, s.target, index=slot[s.target]))
                 uses_w = True
+            at += [segs[k][i] if segs else 0] * (len(lines) - len(at))
         if not uses_w:     # (a frame's case that reads nothing from the prefix: -Wunused-parameter)
             lines.append(Stmt(cp.VOID, "w"))
+            at.append(at[-1] if at else 0)
         from_w = {u: r for u, r in remote.items() if r.startswith("w[")}
-        shown = _loaded_once(lines, from_w) if load_once else lines
+        shown = lines
+        if counts and uses_w:
+            starts = [_windows(counts[first[k] + g], slot, windows) for g in range(max(at) + 1)]
+            if any(starts):
+                staged.work = max(staged.work, max(x[-1] for x in starts if x) + WINDOW)
+                shown, from_w = _windowed(lines, at, starts, slot)
+        shown = _loaded_once(shown, from_w) if load_once else shown
         proto = f"void {name}({decl})"
         staged.names.append(name)
         staged.stage_bodies.append(lines)
@@ -198,6 +334,41 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
                                  + "".join(f"    {x}\n" for x in printer.lines(fuse_trig(shown))) + "}\n")
         staged.costs.append(sum(s.cost() for s in chunk))
     return staged
+
+
+def _windowed(lines: list[Stmt], at: list[int], starts: list[list[int]],
+              slot: dict[str, int]) -> tuple[list[Stmt], dict[str, str]]:
+    """A stage's statements (``at``: the segment of each) with the work-array slots in the windows of
+    their segment (``starts[g]``: first slots) read and written through base pointers ``w<j>`` = ``w +
+    starts[g][j] + WINDOW / 2`` (:data:`~soadyn.codegen.cprogram.BASE` statements where a segment
+    begins), as ``w<j>[-16]`` .. ``w<j>[15]``: ``(the statements, value -> element read for load_once,
+    one segment)``.  A sine's or cosine's argument keeps ``w[k]`` (the trig fusion reads elements with
+    non-negative indices)."""
+    half = WINDOW // 2
+    out: list[Stmt] = []
+    base: dict[str, int] = {}
+    where: dict[int, str] = {}
+    g = None
+    for s, seg in zip(lines, at):
+        if seg != g:
+            g = seg
+            where = {}
+            for j, x0 in enumerate(starts[g]):
+                p = f"w{j}"
+                if base.get(p) != x0 + half:
+                    out.append(Stmt(cp.BASE, p, index=x0 + half, zero=p not in base))
+                    base[p] = x0 + half
+                where.update({x: f"{p}[{x - x0 - half}]" for x in range(x0, x0 + WINDOW)})
+            back = {f"w[{x}]": e for x, e in where.items()}
+        if s.kind == cp.WORK and s.index in where:
+            p, i = where[s.index][:-1].split("[")
+            out.append(cp.store(p, int(i), Expr.of(s.target)))
+            continue
+        if (s.expr is not None and s.kind not in (cp.LOAD, cp.TRIG)
+                and not back.keys().isdisjoint(s.expr.tokens)):
+            s = Stmt(s.kind, s.target, s.expr.renamed(back), index=s.index)
+        out.append(s)
+    return out, {u: where.get(x, f"w[{x}]") for u, x in slot.items()}
 
 
 def _loaded_once(lines: list[Stmt], from_w: dict[str, str]) -> list[Stmt]:
@@ -216,7 +387,8 @@ def _loaded_once(lines: list[Stmt], from_w: dict[str, str]) -> list[Stmt]:
                 for r in dict.fromkeys(hit):
                     if r not in loaded:
                         loaded.add(r)
-                        out.append(cp.load(back[r], "w", int(r[2:-1])))
+                        array, at = r[:-1].split("[")
+                        out.append(cp.load(back[r], array, int(at)))
                 s = cp.renamed(s, back)
         out.append(s)
     return out

@@ -27,12 +27,12 @@ from soadyn.codegen.lanes import (
     simd_prelude,
 )
 from soadyn.codegen.printer import CPrinter
-from soadyn.codegen.stages import STAGE_OPS, split_family, split_stages
+from soadyn.codegen.stages import STAGE_OPS, WINDOWS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
 __all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "PRIORITY_RA_FUNCTIONS",
-           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "PER_STATE_PRODUCT_OPS", "finish_function",
-           "per_state_products", "translation_units", "lowered_unit", "prelude"]
+           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "WINDOW_FUNCTIONS", "PER_STATE_PRODUCT_OPS",
+           "finish_function", "per_state_products", "translation_units", "lowered_unit", "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
 #: unit costs a compiler process, ~25 ms of CPU before any code; issue 11)
@@ -165,6 +165,13 @@ SLP_PRAGMA = ("#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64
 #: 1,719-1,747 (callgrind: 2-3 % more instructions, 1-2 % fewer code bytes).  Not for the FD derivatives:
 #: the fixed xArm7's ran 892-906 -> 942-951 ns (tenth session).
 LOAD_ONCE_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext"})
+#: functions whose stage functions reach their most used work-array values through a few base pointers
+#: with one-byte displacements (:func:`soadyn.codegen.stages.split_stages`, ``windows``): the work-array
+#: reads and writes with 4-byte displacements were half of the stage code's bytes (TALOS: 23,643 of
+#: 59,134 instructions, 198 of 372 KB), and these functions' time follows their code bytes (fetched once
+#: per call).  Same statements, same bits.  FD derivatives, stage bytes before -> after: TALOS 370,826
+#: -> 339,300, B1+Z1, xArm7 free and fixed (benchmarks/README.md, twelfth session)
+WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
@@ -177,7 +184,7 @@ STAGE_MACRO = ("#ifndef SOADYN_STAGE",
 
 
 def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
-                    printer: CPrinter | None = None) -> None:
+                    printer: CPrinter | None = None, windows: bool = True) -> None:
     """Split ``f`` (an :class:`~soadyn.codegen.emit.EmittedFunction`) into stages when it is long
     (``stage_ops`` > 0) and give its batch entry a ``lanes``-wide SIMD path (``lanes`` > 1); in place.
     ``printer``: the stages' statement printer and scalar type (default ``CPrinter``, double; the flight
@@ -216,8 +223,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
     decls = f.body[:len(scratch)]
     statements = f.body[len(scratch):len(f.body) - n_epi]
     once = getattr(f, "load_once", False)
+    bases = WINDOWS if windows and getattr(f, "windows", False) else 0
     staged = split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
-                          stage_ops, printer, load_once=once) if stage_ops > 0 else None
+                          stage_ops, printer, load_once=once, windows=bases) if stage_ops > 0 else None
     if staged is not None:
         f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes

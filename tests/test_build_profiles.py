@@ -849,3 +849,42 @@ def test_slp_units_no_fused_operations_same_bits(tmp_path, monkeypatch, cc):
     batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (slp, plain)]
     assert single[0].tobytes() == single[1].tobytes()
     assert batch[0].tobytes() == batch[1].tobytes()
+
+
+def test_window_stages_same_bits(tmp_path, monkeypatch):
+    """The stages of the :data:`~soadyn.codegen.units.WINDOW_FUNCTIONS` reach their most used work-array
+    values through base pointers (``w0[-16]`` .. ``w0[15]``, made opaque by an empty ``asm``) over a work
+    array laid out for them (``stages._hot_layout``), moved where a stage's next segment begins (segments
+    made short here, so that the test arm's stages have several); with the ID derivatives added, the
+    load-once stages read through them too (one segment each).  Data movement only: the single calls and
+    the SIMD batches (which reuse the scalar stages' layout with stages this short) have the bits of the
+    build without windows."""
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import WINDOW_FUNCTIONS, translation_units
+
+    robot = load_robot(EXAMPLES / "test_arm.yaml")
+    funcs = "inverse_dynamics_derivatives,forward_dynamics_derivatives"
+    both = WINDOW_FUNCTIONS | {"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext"}
+    monkeypatch.setattr("soadyn.codegen.emit.WINDOW_FUNCTIONS", both)
+    monkeypatch.setattr("soadyn.codegen.stages.SEGMENT_WINDOWS", 1 / 16)
+    gen = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
+    units = dict(translation_units(gen.functions, gen.files[gen.header_name]))
+    base = re.compile(r'__asm__\("" : "\+r"\(w0\)\);')
+    for name in ("_forward_dynamics_derivatives", "_inverse_dynamics_derivatives"):
+        texts = [t for s, t in units.items() if name in s and "__simd" not in s]
+        assert any(base.search(t) for t in texts), name
+        assert any(re.search(r"w\d+\[-\d+\]", t) for t in texts), name
+    assert any(re.search(r"\n +w0 = w \+ \d+;", t) for s, t in units.items()    # a segment's new base
+               if "_forward_dynamics_derivatives" in s and "__simd" not in s)
+    assert any(re.search(r"const double \w+ = w\d+\[-?\d+\];", t) for s, t in units.items()
+               if "_inverse_dynamics_derivatives" in s)          # loaded once from a window
+    windowed = soadyn_compile(robot, tmp_path / "w", functions=funcs, progress=False, profile=TINY_STAGES)
+    monkeypatch.setattr("soadyn.codegen.emit.WINDOW_FUNCTIONS", frozenset())
+    plain = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
+    Q, V, A = _states(robot, 9)
+    for name in funcs.split(","):
+        single = [np.stack([np.stack(getattr(m, name)(Q[i], V[i], A[i])) for i in range(len(Q))])
+                  for m in (windowed, plain)]
+        batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (windowed, plain)]
+        assert single[0].tobytes() == single[1].tobytes(), name
+        assert batch[0].tobytes() == batch[1].tobytes(), name

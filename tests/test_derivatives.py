@@ -645,7 +645,8 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     state (7: one lanes group and a scalar remainder), both ways it can run the products
     (``units.PER_STATE_PRODUCT_OPS`` set for each): as expressions in the lanes (the later ones reading
     the finished entries), or the lanes' statements filling the outputs and the factors' scratch arrays,
-    then the single call's product loops per state."""
+    then the single call's product loops per state.  Blocks of the same shape and offsets share one
+    loop function, called with their own arrays."""
     import soadyn.codegen.units as units
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
@@ -676,6 +677,9 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     assert f.extra.vectorised and "_forward_dynamics_derivatives_lanes(" in batch_c
     per_state_calls = "for (l = 0; l < 4; ++l)" in batch_c and "_prod_W0T(prodf_W0T + l * " in batch_c
     assert per_state_calls == per_state
+    # blocks of dq and dv of the same shape and columns share one loop function (products.shared_functions)
+    calls = [s for s in f.epilogue if s.kind == "product"]
+    assert len(f.helpers) < len(calls) and len({s.target for s in calls}) == len(f.helpers)
     Q, V, T, _ = _states(robot, 7, 36)
     if per_state:
         _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
