@@ -11,6 +11,7 @@ computes exactly what the scalar code computes: the same IEEE operations in the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import NamedTuple
@@ -634,6 +635,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
                        else f"const double *{a.name}" for a in f.inputs]
                       + [f"{vd} *o_{a.name}" for a in outs])
     rename = {}
+    work: dict[str, tuple[set[int], set[int]]] = {}     # vector stage -> work-array entries (read, written)
     vpieces, vprotos = [], []
     if staged is not None:
         for name, body in zip(staged.names, staged.stage_bodies):
@@ -644,12 +646,15 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
                 return
             # a stage may read only blocks an earlier stage transposed, or none
             vbody = [x for n in sorted(transposed) for x in (f"(void){n};", f"(void)T_{n};")] + vbody
+            work[vstage] = work_entries(vbody)
             sig = f"void {vstage}({sdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(guarded(lanes, block(f"SOADYN_STAGE {sig}", vbody)))
     vbody = vectorise(main, inputs, outputs, lanes, rename, slots, transposed)
     if vbody is None:
         return
+    if f.is_family:
+        vbody = prefix_where_read(vbody, work)
     if not f.core:   # (a core writes lane-major buffers only)
         vbody = prefetched_outputs(vbody, [(a.name, a.size) for a in f.outputs], lanes, set(rename.values()))
     screened = _screened(f, transposed)
@@ -734,6 +739,57 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     f.batch_body = _lanes_batch_body(f, vname, lanes, screened, scratch, calls)
     if screened:
         f.batch_checked_body = _lanes_checked_body(f, vname, lanes, scratch, calls)
+
+
+_WORK = re.compile(r"\bw\[(\d+)\]")
+
+
+def work_entries(lines: list[str]) -> tuple[set[int], set[int]]:
+    """The work-array entries ``w[k]`` that vectorised stage lines read and write (``w[k] = ...``)."""
+    read: set[int] = set()
+    written: set[int] = set()
+    for x in lines:
+        m = re.match(r"\s*w\[(\d+)\] = ", x)
+        if m:
+            written.add(int(m[1]))
+        read.update(int(k) for k in _WORK.findall(x[m.end():] if m else x))
+    return read, written
+
+
+def prefix_where_read(vbody: list[str], work: dict[str, tuple[set[int], set[int]]]) -> list[str]:
+    """A frame family's lanes driver ``vbody`` with the calls of its shared prefix's stages (before the
+    switch) moved into the cases whose stages read an entry of the work array they write (``work``: vector
+    stage -> entries read, written; :func:`work_entries`), and out of the others: the prefix computes
+    values for the cases only (a family's prefix stores no output: :func:`family_cases`), so a case that
+    reads none of them (TALOS's leg and base frames: the torso's angles, a lone vector of sines and
+    cosines, a sixth of the Jacobian batch's time) runs without it.  The same values, the same bits."""
+    top = next((i for i, x in enumerate(vbody) if x.startswith("switch (")), None)
+    if top is None:
+        return vbody
+
+    def stage(x: str) -> str | None:
+        name = x.split("(", 1)[0]
+        return name if name in work and x.endswith(");") else None
+
+    prefix = [x for x in vbody[:top] if stage(x)]
+    if not prefix:
+        return vbody
+    written = set().union(*(work[stage(x)][1] for x in prefix))
+    out = [x for x in vbody[:top] if not stage(x)]
+    branch: list[str] = []
+    for x in vbody[top:]:
+        if x.startswith("case ") and x.endswith(": {"):
+            branch = [x]
+            continue
+        if branch:
+            branch.append(x)
+            if x == "break;":
+                needs = any(work[n][0] & written for n in map(stage, branch[1:]) if n)
+                out += branch[:1] + (prefix if needs else []) + branch[1:]
+                branch = []
+            continue
+        out.append(x)
+    return out
 
 
 def prefetched_outputs(vbody: list[str], outputs: list[tuple[str, int]], lanes: int,
