@@ -11,6 +11,7 @@ computes exactly what the scalar code computes: the same IEEE operations in the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import NamedTuple
@@ -36,6 +37,15 @@ TRANSPOSED_INPUTS = frozenset({"params"})
 #: (2,240 bytes) 51 against 55 (checked chunks: equal); B1+Z1 (4 x 190, 6,080 bytes: 95 prefetches per
 #: call) 195-207 with against 183-191 without, checked chunks 208-217 against 200-204
 PREFETCH_MAX_BYTES = 4096
+
+#: a lanes driver whose outputs' rows (all ``lanes`` states) hold at least this many bytes prefetches their
+#: cache lines while its stages compute (:func:`prefetched_outputs`).  TALOS's FD derivatives (3 x 1,444
+#: entries a state, 139 KB a lanes group; a batch of 2,000 states writes 69 MB, beyond the L3), C batch of
+#: 2,000 states, ns a state, fresh copies alternating (load 6): 6,794-6,877 without, 5,487-5,689 with
+#: ``prefetchw``, 4,774-5,035 with ``prefetcht0`` (a line read in the exclusive state is written without a
+#: further request).  Not below: TALOS's Jacobian (7.3 KB a group, a batch of 2,000 within the L3) ran
+#: 50-51 -> 56-60 ns a state with its 114 lines prefetched after the shared stage (either kind)
+PREFETCH_OUTPUT_MIN = 32768
 
 #: a full-writing delegate's output of at most this many entries is assembled lane-major in a local buffer
 #: and stored whole (:func:`whole_rows`); a larger one is zeroed with a memset and its computed entries
@@ -631,6 +641,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
                        else f"const double *{a.name}" for a in f.inputs]
                       + [f"{vd} *o_{a.name}" for a in outs])
     rename = {}
+    work: dict[str, tuple[set[int], set[int]]] = {}     # vector stage -> work-array entries (read, written)
     vpieces, vprotos = [], []
     if staged is not None:
         for name, body in zip(staged.names, staged.stage_bodies):
@@ -641,12 +652,17 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
                 return
             # a stage may read only blocks an earlier stage transposed, or none
             vbody = [x for n in sorted(transposed) for x in (f"(void){n};", f"(void)T_{n};")] + vbody
+            work[vstage] = work_entries(vbody)
             sig = f"void {vstage}({sdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(guarded(lanes, block(f"SOADYN_STAGE {sig}", vbody)))
     vbody = vectorise(main, inputs, outputs, lanes, rename, slots, transposed)
     if vbody is None:
         return
+    if f.is_family:
+        vbody = prefix_where_read(vbody, work)
+    if not f.core:   # (a core writes lane-major buffers only)
+        vbody = prefetched_outputs(vbody, [(a.name, a.size) for a in f.outputs], lanes, set(rename.values()))
     screened = _screened(f, transposed)
     if screened:
         # check: the blocks of the parameters no statement read, then the screen of the lanes' rows
@@ -729,6 +745,91 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
     f.batch_body = _lanes_batch_body(f, vname, lanes, screened, scratch, calls)
     if screened:
         f.batch_checked_body = _lanes_checked_body(f, vname, lanes, scratch, calls)
+
+
+_WORK = re.compile(r"\bw\[(\d+)\]")
+
+
+def work_entries(lines: list[str]) -> tuple[set[int], set[int]]:
+    """The work-array entries ``w[k]`` that vectorised stage lines read and write (``w[k] = ...``)."""
+    read: set[int] = set()
+    written: set[int] = set()
+    for x in lines:
+        m = re.match(r"\s*w\[(\d+)\] = ", x)
+        if m:
+            written.add(int(m[1]))
+        read.update(int(k) for k in _WORK.findall(x[m.end():] if m else x))
+    return read, written
+
+
+def prefix_where_read(vbody: list[str], work: dict[str, tuple[set[int], set[int]]]) -> list[str]:
+    """A frame family's lanes driver ``vbody`` with the calls of its shared prefix's stages (before the
+    switch) moved into the cases whose stages read an entry of the work array they write (``work``: vector
+    stage -> entries read, written; :func:`work_entries`), and out of the others: the prefix computes
+    values for the cases only (a family's prefix stores no output: :func:`family_cases`), so a case that
+    reads none of them (TALOS's leg and base frames: the torso's angles, a lone vector of sines and
+    cosines, a sixth of the Jacobian batch's time) runs without it.  The same values, the same bits."""
+    top = next((i for i, x in enumerate(vbody) if x.startswith("switch (")), None)
+    if top is None:
+        return vbody
+
+    def stage(x: str) -> str | None:
+        name = x.split("(", 1)[0]
+        return name if name in work and x.endswith(");") else None
+
+    prefix = [x for x in vbody[:top] if stage(x)]
+    if not prefix:
+        return vbody
+    written = set().union(*(work[stage(x)][1] for x in prefix))
+    out = [x for x in vbody[:top] if not stage(x)]
+    branch: list[str] = []
+    for x in vbody[top:]:
+        if x.startswith("case ") and x.endswith(": {"):
+            branch = [x]
+            continue
+        if branch:
+            branch.append(x)
+            if x == "break;":
+                needs = any(work[n][0] & written for n in map(stage, branch[1:]) if n)
+                out += branch[:1] + (prefix if needs else []) + branch[1:]
+                branch = []
+            continue
+        out.append(x)
+    return out
+
+
+def prefetched_outputs(vbody: list[str], outputs: list[tuple[str, int]], lanes: int,
+                       stages: set[str]) -> list[str]:
+    """``vbody`` (a lanes driver's lines) with the cache lines of the ``lanes`` states' rows of the outputs
+    (name, entries per state) prefetched in slices after its stage calls (``stages``: the called functions'
+    names; those before a frame family's switch), when they hold at least :data:`PREFETCH_OUTPUT_MIN`
+    bytes: the lines come from memory while the stages compute, not when the transposition and the
+    product loops first write them.  Prefetches only: the same stores, the same bits."""
+    total = sum(lanes * size for _, size in outputs)
+    # the calls before a frame family's switch (its cases' calls: one runs)
+    top = next((i for i, x in enumerate(vbody) if x.startswith("switch (")), len(vbody))
+    calls = [i for i, x in enumerate(vbody[:top]) if x.split("(", 1)[0] in stages]
+    if 8 * total < PREFETCH_OUTPUT_MIN or not calls:
+        return vbody
+    # the rows of every output one after the other, in lines of 8 doubles (the last entry of each too)
+    lines = [(name, k) for name, size in outputs
+             for k in [*range(0, lanes * size, 8), *([lanes * size - 1] if (lanes * size - 1) % 8 else [])]]
+    per = -(-len(lines) // len(calls))
+    out, done = [], 0
+    for i, x in enumerate(vbody):
+        out.append(x)
+        if calls and i == calls[0]:
+            calls.pop(0)
+            part, done = lines[done:done + per], done + per
+            for name, group in groupby(part, key=lambda t: t[0]):
+                ks = [k for _, k in group]
+                odd = ks[-1:] if ks[-1] % 8 else []
+                run = ks[:len(ks) - len(odd)]
+                if run:
+                    out.append(f"for (int k = {run[0]}; k <= {run[-1]}; k += 8) "
+                               f"__builtin_prefetch({name} + k, 0, 3);")
+                out += [f"__builtin_prefetch({name} + {k}, 0, 3);" for k in odd]
+    return out
 
 
 def _lane_args(f) -> str:

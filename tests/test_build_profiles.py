@@ -634,6 +634,61 @@ def test_frame_family_of_mostly_zero_outputs_gets_lanes_too():
     assert got == {"jacobian_local": True, "jacobian_world": True}, got
 
 
+def _trunk_doc() -> dict:
+    """A free base, a trunk of two joints, then two branches of three: the frames beyond the trunk share
+    a prefix (the trunk's sines and cosines), the base's frame needs none of it."""
+    rng = np.random.default_rng(8)
+    bodies = [{"name": "base", "mass": 12.0, "com": [0.01, 0.02, -0.03],
+               "inertia": {"ixx": 0.9, "iyy": 1.1, "izz": 1.3}}]
+    for name, parent in [("t0", "base"), ("t1", "t0"), ("a0", "t1"), ("a1", "a0"), ("a2", "a1"),
+                         ("c0", "t1"), ("c1", "c0"), ("c2", "c1")]:
+        axis = rng.normal(size=3)
+        bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 2.0)),
+                       "com": rng.normal(0, 0.1, 3).tolist(),
+                       "inertia": {"ixx": 0.03, "iyy": 0.04, "izz": 0.05},
+                       "joint": {"name": f"j_{name}", "type": "revolute",
+                                 "axis": (axis / np.linalg.norm(axis)).tolist(),
+                                 "xyz": rng.normal(0, 0.3, 3).tolist(),
+                                 "rpy": rng.uniform(-3, 3, 3).tolist()}})
+    return {"name": "trunk_two_branches", "base": "free", "gravity": [0.0, 0.0, -9.81], "bodies": bodies}
+
+
+def test_frame_family_lanes_run_the_shared_prefix_only_where_a_case_reads_it(tmp_path):
+    """A frame family's SIMD batch (stages, so the prefix shared by the cases is a stage of its own) calls
+    the prefix's stage in the cases whose stages read the work-array entries it writes, and not in the
+    others (``lanes.prefix_where_read``: the base's frame here, TALOS's legs); every frame's batch, into
+    garbage, has the single calls' bits, the remainder states too."""
+    import yaml
+
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.units import translation_units
+
+    path = tmp_path / "trunk.yaml"
+    path.write_text(yaml.safe_dump(_trunk_doc()))
+    robot = load_robot(path)
+    prof = Profile("family_lanes_O0", ("-O0", *IEEE_FLAGS), stage_ops=60, lanes=4)
+    gen = pl.generate(robot, functions=["jacobian"], profile=prof)
+    src = "\n".join(text for _, text in translation_units(gen.functions, gen.files[gen.header_name]))
+    name = gen.module_name
+    driver = src[src.index(f"void {name}_jacobian_local_lanes(const double *q, int frame, double *J)\n{{"):]
+    driver = driver[:driver.index("\n}\n")]
+    head, _, cases = driver.partition("switch (frame) {")
+    assert f"{name}_jacobian_local_lanes_stage" not in head            # no prefix before the switch
+    branches = re.findall(r"case (\w+): \{\n((?:.*\n)*?)\s*break;", cases)
+    with_prefix = {e for e, body in branches if "_lanes_stage" in body}
+    assert with_prefix and len(with_prefix) < len(branches)
+    assert not any(e.endswith("_BASE") for e in with_prefix)
+    m = soadyn_compile(robot, tmp_path, functions=["jacobian"], profile=prof, progress=False)
+    Q, _, _ = _states(robot, 7, seed=9)
+    assert len(m.frame_ids) == 9
+    for frame in m.frame_ids:
+        for api in (m.jacobian, lambda q, f, **kw: m.jacobian(q, f, world_aligned=True, **kw)):
+            out = np.random.default_rng(3).normal(size=(7, 6, robot.nv))
+            api(Q, frame, out=out)
+            for i in range(7):
+                assert np.array_equal(out[i].view(np.int64), api(Q[i], frame).view(np.int64)), (frame, i)
+
+
 def test_large_outputs_with_zeros_zeroed_at_once_in_the_simd_batch(tmp_path, monkeypatch):
     """Full-writing outputs with many exact zeros (the innovations factors: tree zeros, a unit diagonal)
     whose lanes' rows are zeroed with one memset before the other entries (``lanes.MEMSET_MIN``, lowered

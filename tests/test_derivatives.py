@@ -645,8 +645,10 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     state (7: one lanes group and a scalar remainder), both ways it can run the products
     (``units.PER_STATE_PRODUCT_OPS`` set for each): as expressions in the lanes (the later ones reading
     the finished entries), or the lanes' statements filling the outputs and the factors' scratch arrays,
-    then the single call's product loops per state.  Blocks of the same shape and offsets share one
-    loop function, called with their own arrays."""
+    then the single call's product loops per state (there with the outputs' rows prefetched between the
+    lanes' stages: ``lanes.PREFETCH_OUTPUT_MIN`` set to 0).  Blocks of the same shape and offsets share
+    one loop function, called with their own arrays."""
+    import soadyn.codegen.lanes as lanes
     import soadyn.codegen.units as units
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
@@ -654,6 +656,8 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 
     monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
+    # the lanes driver prefetches its outputs' rows (lanes.prefetched_outputs) in the per-state build
+    monkeypatch.setattr(lanes, "PREFETCH_OUTPUT_MIN", 0 if per_state else 10 ** 9)
 
     robot = with_gravity(_robot(tmp_path, _two_branch_doc("free", joints=6)), GRAVITY)
     nh = robot.nv - 6
@@ -680,6 +684,7 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     # blocks of dq and dv of the same shape and columns share one loop function (products.shared_functions)
     calls = [s for s in f.epilogue if s.kind == "product"]
     assert len(f.helpers) < len(calls) and len({s.target for s in calls}) == len(f.helpers)
+    assert ("__builtin_prefetch(da_dq + " in "\n".join(f.extra.pieces)) == per_state
     Q, V, T, _ = _states(robot, 7, 36)
     if per_state:
         _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
@@ -689,6 +694,43 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
         assert np.array_equal(single[2], single[2].T), i
         for b, s1 in zip(batch, single):
             assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
+
+
+def test_prefetched_outputs_cover_every_line_after_the_top_level_stages():
+    """``lanes.prefetched_outputs``: every 64-byte line of the lanes' rows of every output is prefetched
+    (whatever the rows' alignment to 8 bytes), in slices after the driver's stage calls before a frame
+    family's switch, none inside it; below ``PREFETCH_OUTPUT_MIN`` bytes, or without such a call, the
+    lines are unchanged."""
+    import re
+
+    from soadyn.codegen.lanes import PREFETCH_OUTPUT_MIN, prefetched_outputs
+
+    outputs = [("A", 1444), ("B", 1443), ("C", 5)]
+    body = ["double w[9];", "f_s0(q, o_A, w);", "/* x */", "f_s1(q, o_A, w);", "f_s2(q, o_A, w);",
+            "switch (frame) {", "case 0: {", "f_c0(q, o_A, w);", "break;", "}", "}"]
+    out = prefetched_outputs(body, outputs, 4, {"f_s0", "f_s1", "f_s2", "f_c0"})
+    assert [x for x in out if "prefetch" not in x] == body
+    # prefetches only right after the three top-level calls, each slice no longer than a third
+    where = [i for i, x in enumerate(out) if "prefetch" in x]
+    assert where and all("prefetch" in out[i - 1] or out[i - 1].startswith("f_s") for i in where)
+    assert max(where) < out.index("switch (frame) {")
+    seen: dict[str, set[int]] = {}
+    for x in out:
+        m = re.fullmatch(r"for \(int k = (\d+); k <= (\d+); k \+= 8\) "
+                         r"__builtin_prefetch\((\w+) \+ k, 0, 3\);", x)
+        if m:
+            seen.setdefault(m[3], set()).update(range(int(m[1]), int(m[2]) + 1, 8))
+        for name, k in re.findall(r"^__builtin_prefetch\((\w+) \+ (\d+), 0, 3\);$", x):
+            seen.setdefault(name, set()).add(int(k))
+    for name, size in outputs:
+        entries = seen[name]
+        assert max(entries) < 4 * size
+        for offset in range(8):                       # the rows' first entry at any 8-byte offset in a line
+            lines = {(offset + k) // 8 for k in entries}
+            assert lines == {(offset + k) // 8 for k in range(4 * size)}, (name, offset)
+    small = [("A", PREFETCH_OUTPUT_MIN // 32 - 1)]
+    assert prefetched_outputs(body, small, 4, {"f_s0"}) == body
+    assert prefetched_outputs(body, outputs, 4, {"g"}) == body
 
 
 @pytest.mark.parametrize("base", ["free", "fixed"])
