@@ -422,25 +422,37 @@ def test_quaternion_seed_without_staged_attitude():
 
 
 # ---- the product -M^-1 dtau/dx in blocks (issue 26) -----------------------------------------------
+def _base_body() -> list[dict]:
+    """The free or fixed base body of the synthetic trees below."""
+    return [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
+             "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
+
+
+def _add_chain(bodies: list[dict], rng: np.random.Generator, parent: str,
+               names: list[tuple[str, str]]) -> str:
+    """Append a chain of revolute bodies ``(body, joint)`` below ``parent`` (random masses, offsets and
+    axes, every other one along a coordinate axis); returns the tip's name."""
+    for i, (name, joint) in enumerate(names):
+        axis = np.eye(3)[i % 3] if i % 2 else rng.normal(size=3)
+        bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 3.0)),
+                       "com": rng.normal(0, 0.1, 3).tolist(),
+                       "inertia": {"ixx": 0.03, "iyy": 0.04, "izz": 0.05, "ixz": 0.002},
+                       "joint": {"name": joint, "type": "revolute",
+                                 "axis": (axis / np.linalg.norm(axis)).tolist(),
+                                 "xyz": rng.normal(0, 0.3, 3).tolist(),
+                                 "rpy": rng.uniform(-3, 3, 3).tolist()}})
+        parent = name
+    return parent
+
+
 def _two_branch_doc(base: str, joints: int = 5, second: int | None = None) -> dict:
     """A base with two branches of ``joints`` joints (a leg-and-arm tree; ``second``: the second branch's
     count if it differs): blocks large enough to be loops."""
     rng = np.random.default_rng(5)
-    bodies = [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
-               "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
+    bodies = _base_body()
     for b in range(2):
-        parent = "base"
-        for i in range(joints if b == 0 or second is None else second):
-            axis = np.eye(3)[i % 3] if i % 2 else rng.normal(size=3)
-            name = f"b{b}_{i}"
-            bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 3.0)),
-                           "com": rng.normal(0, 0.1, 3).tolist(),
-                           "inertia": {"ixx": 0.03, "iyy": 0.04, "izz": 0.05, "ixz": 0.002},
-                           "joint": {"name": f"j{b}_{i}", "type": "revolute",
-                                     "axis": (axis / np.linalg.norm(axis)).tolist(),
-                                     "xyz": rng.normal(0, 0.3, 3).tolist(),
-                                     "rpy": rng.uniform(-3, 3, 3).tolist()}})
-            parent = name
+        count = joints if b == 0 or second is None else second
+        _add_chain(bodies, rng, "base", [(f"b{b}_{i}", f"j{b}_{i}") for i in range(count)])
     name = (f"two_branch_{base}" + ("" if joints == 5 else f"_{joints}")
             + ("" if second is None else f"_{second}"))
     return {"name": name, "base": base, "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
@@ -771,22 +783,10 @@ def _legs_and_arms_doc() -> dict:
     small TALOS): the trunk's hinges are inboard of both arms, and the trunk and the first arm are one
     chain of 6 bodies (the ID derivatives' masked chain products)."""
     rng = np.random.default_rng(8)
-    bodies = [{"name": "base", "mass": 20.0, "com": [0.02, -0.01, 0.03],
-               "inertia": {"ixx": 1.0, "iyy": 1.2, "izz": 1.4, "ixy": 0.01}}]
+    bodies = _base_body()
 
     def chain(prefix: str, parent: str, joints: int) -> str:
-        for i in range(joints):
-            axis = np.eye(3)[i % 3] if i % 2 else rng.normal(size=3)
-            name = f"{prefix}_{i}"
-            bodies.append({"name": name, "parent": parent, "mass": float(rng.uniform(0.5, 3.0)),
-                           "com": rng.normal(0, 0.1, 3).tolist(),
-                           "inertia": {"ixx": 0.03, "iyy": 0.04, "izz": 0.05, "ixz": 0.002},
-                           "joint": {"name": f"j{name}", "type": "revolute",
-                                     "axis": (axis / np.linalg.norm(axis)).tolist(),
-                                     "xyz": rng.normal(0, 0.3, 3).tolist(),
-                                     "rpy": rng.uniform(-3, 3, 3).tolist()}})
-            parent = name
-        return parent
+        return _add_chain(bodies, rng, parent, [(f"{prefix}_{i}", f"j{prefix}_{i}") for i in range(joints)])
 
     trunk = chain("trunk", "base", 2)
     for arm in ("arm_l", "arm_r"):
