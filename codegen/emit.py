@@ -35,7 +35,6 @@ from soadyn.codegen.products import (
     expanded_products,
     mirrored_entries,
     overwritten_entries,
-    product_function,
     shared_functions,
 )
 from soadyn.codegen.schedule import pressure_order, statement_deps, worth_scheduling
@@ -331,7 +330,7 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
     body = sink_loads(body)
     f.batch_body += ["for (i = 0; i < n; ++i) {", f"    {f.cname}({f.batch_args});", "}"]
     f.products = list(program.products)
-    texts, calls = shared_functions([product_function(p, f.cname) for p in program.products])
+    texts, calls = shared_functions(list(program.products), f.cname)
     f.helpers += texts
     f.epilogue += calls
     for p in program.products:

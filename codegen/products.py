@@ -12,8 +12,8 @@ statements only), summed in the loops' order.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import re
 
 import soadyn.codegen.cprogram as cp
 from soadyn.codegen.cprogram import Expr, Stmt
@@ -450,8 +450,9 @@ def _left_rows(p: Product) -> tuple[list[str], str, str]:
     return index, row, "prod_a[prod_ci[{}]]"
 
 
-def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
-    """C of ``p``, run after the statements: ``(definition, statements of the call)``.
+def product_function(p: Product, cname: str, also: tuple[str, ...] = ()) -> tuple[str, list[Stmt]]:
+    """C of ``p``, run after the statements: ``(definition, statements of the call)``; ``also``: the
+    products that call this definition too (:func:`shared_functions`), named in its comment.
 
     The loops (:func:`_product_vector_lines` in place, :func:`_general_product_lines` from a scratch array)
     come four times: with GCC or Clang over vectors of 8 doubles with AVX-512 (xArm7 free / B1 + Z1
@@ -477,6 +478,7 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
         args = [p.left] + list(dict.fromkeys(r[0] for r in p.runs))
         head = (f"{name} = {sign}{p.left} B, ({p.m} x {p.m}) by ({p.m} x {p.columns}), B read back from the "
                 "outputs")
+    head += "".join(f"; also {o}" for o in also)
     n_const = 2 if p.k and p.source else 1          # the factors' arrays are read only
     written = args[n_const:]
     args = list(dict.fromkeys(args))      # A read in place from the output the product writes: one pointer
@@ -496,31 +498,33 @@ def product_function(p: Product, cname: str) -> tuple[str, list[Stmt]]:
     return text, [cp.comment(c_comment(what)), Stmt(cp.PRODUCT, name, args=tuple(args))]
 
 
-def shared_functions(defs: list[tuple[str, list[Stmt]]]) -> tuple[list[str], list[Stmt]]:
-    """The definitions and calls of a function's product loops (:func:`product_function`, in order) with
-    each loop function that is another one's text but for its name and its parameters' names (the same
-    shape, the same offsets: TALOS's FD derivatives' blocks of ``dq`` and of ``dv``, six pairs) left out,
-    and its call made to that one with its own arrays: ``(definitions, call statements)``.  The loops run
-    one after the other, so the second call finds the code just fetched (TALOS: 8,792 of 23,777 bytes of
-    product loops fewer); the same operations on the same entries, the same bits."""
-    texts: list[str] = []
+def _canonical(p: Product) -> Product:
+    """``p`` with its own name and its arrays' names replaced by their positions among the loop
+    function's parameters: two products whose loop functions would differ only in those names have the
+    same canonical product."""
+    arrays = [p.left, *([p.source[0]] if p.k and p.source else []), *(r[0] for r in p.runs)]
+    at = {a: f"a{i}" for i, a in enumerate(dict.fromkeys(arrays))}
+    return dataclasses.replace(p, name="shared", left=at[p.left],
+                               runs=tuple((at[r[0]], *r[1:]) for r in p.runs),
+                               source=None if p.source is None else (at[p.source[0]], *p.source[1:]))
+
+
+def shared_functions(products: list[Product], cname: str) -> tuple[list[str], list[Stmt]]:
+    """The definitions and calls of a function's product loops (:func:`product_function`, in order), one
+    definition for the products whose loops are the same but for their arrays (:func:`_canonical`: the
+    same shape, the same offsets: TALOS's FD derivatives' blocks of ``dq`` and of ``dv``, six pairs), each
+    called with its own arrays: ``(definitions, call statements)``.  The loops run one after the other,
+    so the second call finds the code just fetched (TALOS: 8,792 of 23,777 bytes of product loops fewer);
+    the same operations on the same entries, the same bits."""
+    groups: dict[str, list[Product]] = {}
+    for p in products:
+        groups.setdefault(product_function(_canonical(p), "")[0], []).append(p)
+    owner = {id(p): g[0] for g in groups.values() for p in g}
+    texts = [product_function(g[0], cname, tuple(o.name for o in g[1:]))[0] for g in groups.values()]
     calls: list[Stmt] = []
-    first: dict[str, int] = {}          # normalised text -> its index in texts
-    for text, stmts in defs:
-        call = stmts[-1]
-        body = text[text.index("static void "):]
-        body = re.sub(rf"\b{re.escape(call.target)}\b", "@f", body)
-        for i, a in enumerate(call.args):
-            body = re.sub(rf"\b{re.escape(a)}\b", f"@{i}", body)
-        if body in first:
-            k = first[body]
-            name = re.search(r"static void (\w+)\(", texts[k]).group(1)
-            texts[k] = texts[k].replace(" */\n", f"; also {call.target.rsplit('_prod_', 1)[-1]} */\n", 1)
-            calls += [*stmts[:-1], Stmt(cp.PRODUCT, name, args=call.args)]
-            continue
-        first[body] = len(texts)
-        texts.append(text)
-        calls += stmts
+    for p in products:
+        *head, call = product_function(p, cname)[1]
+        calls += [*head, Stmt(cp.PRODUCT, f"{cname}_prod_{owner[id(p)].name}", args=call.args)]
     return texts, calls
 
 
