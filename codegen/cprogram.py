@@ -156,8 +156,9 @@ VOID = "void"          # (void)<target>;                              a paramete
 COMMENT = "comment"    # /* <text> */
 SINCOS = "sincos"      # the fused sines and cosines of a block (:func:`soadyn.codegen.trig.fuse_trig`)
 SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``cases``), then return 0
-BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array (or <array>)
-#                        (``zero``: declared here), opaque to the compiler (soadyn.codegen.stages, windows)
+BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array
+#                        (or into ``array``, an output: ``<array> + <index>``; ``zero``: declared here),
+#                        opaque to the compiler (soadyn.codegen.stages, windows)
 KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE)
 VALUES = (LOAD, TRIG, ARITH)
 
