@@ -157,9 +157,20 @@ COMMENT = "comment"    # /* <text> */
 SINCOS = "sincos"      # the fused sines and cosines of a block (:func:`soadyn.codegen.trig.fuse_trig`)
 SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``cases``), then return 0
 BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array
-#                        (``zero``: declared here), opaque to the compiler (soadyn.codegen.stages, windows)
+#                        (or into ``array``, an output: ``<array> + <index>``; ``zero``: declared here),
+#                        opaque to the compiler (soadyn.codegen.stages, windows)
 KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE)
 VALUES = (LOAD, TRIG, ARITH)
+
+#: a run of at least ZERO_RUN exact zeros in an output of a frame family (``emit._stores``; a windowed
+#: stage's stores too: ``stages._zero_runs``) is written by loops of at most
+#: ZERO_CHUNK elements, which C compilers turn into a few vector stores: a frame's Jacobian is zero in
+#: every column of a joint off the frame's path (153 of the 222 entries for a hand of the four-arm
+#: robot).  gcc 12 inlines such a loop for up to 8 doubles under every tuning tried (generic x86-64,
+#: AVX2, AVX-512) but calls libc's memset for 16 or more with the generic and AVX2 tunings (measured
+#: slower than the single stores for the short cases of a tree's frames)
+ZERO_RUN = 4
+ZERO_CHUNK = 8
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ import symengine as se
 
 import soadyn.codegen.cprogram as cp
 from soadyn._version import __version__
-from soadyn.codegen.cprogram import Expr, Stmt, sink_loads
+from soadyn.codegen.cprogram import ZERO_CHUNK, ZERO_RUN, Expr, Stmt, sink_loads
 from soadyn.codegen.derive import DerivationError, Program, scratch_size
 from soadyn.codegen.functions import FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
@@ -201,14 +201,6 @@ def _scheduled(program: Program, outs: list[tuple[str, int, se.Basic]], pr: Expr
     return body
 
 
-#: a run of at least ZERO_RUN exact zeros in an output of a frame family is written by loops of at most
-#: ZERO_CHUNK elements, which C compilers turn into a few vector stores: a frame's Jacobian is zero in
-#: every column of a joint off the frame's path (153 of the 222 entries for a hand of the four-arm
-#: robot).  gcc 12 inlines such a loop for up to 8 doubles under every tuning tried (generic x86-64,
-#: AVX2, AVX-512) but calls libc's memset for 16 or more with the generic and AVX2 tunings (measured
-#: slower than the single stores for the short cases of a tree's frames)
-ZERO_RUN = 4
-ZERO_CHUNK = 8
 
 
 def _stores(name: str, es: list[se.Basic], pr: ExpressionPrinter) -> list[Stmt]:

@@ -114,7 +114,7 @@ class CPrinter:
         elif k == cp.BASE:
             # an empty asm makes the pointer opaque: the compiler keeps it in a register instead of
             # folding it back into w (short displacements; soadyn.codegen.stages, windows)
-            out += [f"{ind}{real + ' *' if s.zero else ''}{s.target} = w + {s.index};",
+            out += [f"{ind}{real + ' *' if s.zero else ''}{s.target} = {s.array or 'w'} + {s.index};",
                     "#if defined(__GNUC__) || defined(__clang__)",
                     f'{ind}__asm__("" : "+r"({s.target}));',
                     "#endif"]

@@ -53,6 +53,10 @@ SEGMENT_WINDOWS = 1
 WINDOW_MIN = 8
 #: a value goes to a segment's region when the segment names it at least this often
 HOT_MIN = 2
+#: output stores (``da_dq[k] = ...``; a product loop's operand arrays too) of a windowed stage are written
+#: through a base pointer of their array (:func:`_output_bases`) where at least this many consecutive
+#: stores to that array fit one window of :data:`WINDOW` entries (0: never)
+OUTPUT_RUN = 3
 
 #: the kinds a straight-line body may hold to be cut into stages
 _STRAIGHT = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT})
@@ -324,6 +328,9 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
             if any(starts):
                 staged.work = max(staged.work, max(x[-1] for x in starts if x) + WINDOW)
                 shown, from_w = _windowed(lines, at, starts, slot)
+            if OUTPUT_RUN:
+                shown = _output_bases(shown, frozenset(pnames))
+            shown = _zero_runs(shown)
         shown = _loaded_once(shown, from_w) if load_once else shown
         proto = f"void {name}({decl})"
         staged.names.append(name)
@@ -369,6 +376,83 @@ def _windowed(lines: list[Stmt], at: list[int], starts: list[list[int]],
             s = Stmt(s.kind, s.target, s.expr.renamed(back), index=s.index)
         out.append(s)
     return out, {u: where.get(x, f"w[{x}]") for u, x in slot.items()}
+
+
+def _output_bases(lines: list[Stmt], arrays: frozenset[str]) -> list[Stmt]:
+    """A windowed stage's statements with its stores into the parameter ``arrays`` (the outputs and the
+    product loops' operand arrays) at indices past a one-byte displacement written through a base pointer
+    of their array, ``ob_<array>`` = ``<array> + k`` (an opaque :data:`~soadyn.codegen.cprogram.BASE`
+    statement), as ``ob_<array>[-16]`` .. ``ob_<array>[15]``: per array, its stores in statement order
+    are cut into runs that fit one window of :data:`WINDOW` entries, and a run of at least
+    :data:`OUTPUT_RUN` stores gets the pointer moved just before its first store.  The same stores of
+    the same values: only the address's encoding changes (a 4-byte displacement, 3 bytes more, against
+    one ``lea`` per run)."""
+    half = WINDOW // 2
+    runs: dict[str, list[list[int]]] = {}
+    for i, s in enumerate(lines):
+        if s.kind == cp.STORE and s.target in arrays and s.index >= half:
+            rs = runs.setdefault(s.target, [])
+            if rs:
+                run = rs[-1]
+                lo = min(lines[j].index for j in run)
+                hi = max(lines[j].index for j in run)
+                if max(hi, s.index) - min(lo, s.index) < WINDOW:
+                    run.append(i)
+                    continue
+            rs.append([i])
+    move: dict[int, tuple[str, int]] = {}       # statement -> (array, the pointer's offset)
+    via: dict[int, tuple[str, int]] = {}        # statement -> (pointer, index relative to it)
+    for a, rs in runs.items():
+        for run in rs:
+            if len(run) < OUTPUT_RUN:
+                continue
+            at = min(lines[j].index for j in run) + half
+            move[run[0]] = (a, at)
+            via.update({j: (f"ob_{a}", lines[j].index - at) for j in run})
+    if not move:
+        return lines
+    out: list[Stmt] = []
+    declared: set[str] = set()
+    for i, s in enumerate(lines):
+        if i in move:
+            a, at = move[i]
+            p = f"ob_{a}"
+            out.append(Stmt(cp.BASE, p, index=at, array=a, zero=p not in declared))
+            declared.add(p)
+        if i in via:
+            p, k = via[i]
+            s = Stmt(cp.STORE, p, s.expr, index=k)
+        out.append(s)
+    return out
+
+
+def _zero_runs(lines: list[Stmt]) -> list[Stmt]:
+    """A windowed stage's statements with each run of consecutive stores of exact zeros into consecutive
+    entries of one array (the structural zeros of the derivatives: TALOS's FD derivatives store 612, in
+    runs of 3-12) as :data:`~soadyn.codegen.cprogram.ZEROS` loops of at most
+    :data:`~soadyn.codegen.cprogram.ZERO_CHUNK` entries where a run has at least
+    :data:`~soadyn.codegen.cprogram.ZERO_RUN` (the compiler writes such a loop as a few vector stores of
+    a zeroed register; one ``movq $0`` of 8-12 bytes per entry otherwise).  The same entries, the same
+    values."""
+    out: list[Stmt] = []
+    i, n = 0, len(lines)
+    while i < n:
+        s = lines[i]
+        j = i + 1
+        if s.kind == cp.STORE and s.expr is not None and s.expr.text == "0":
+            while (j < n and lines[j].kind == cp.STORE and lines[j].target == s.target
+                   and lines[j].expr is not None and lines[j].expr.text == "0"
+                   and lines[j].index == s.index + (j - i)):
+                j += 1
+        if j - i < cp.ZERO_RUN:
+            out += lines[i:j]
+        else:
+            for a in range(s.index, s.index + j - i, cp.ZERO_CHUNK):
+                b = min(a + cp.ZERO_CHUNK, s.index + j - i)
+                out += ([Stmt(cp.ZEROS, s.target, index=a, end=b)] if b - a >= cp.ZERO_RUN
+                        else [cp.store(s.target, k, Expr("0")) for k in range(a, b)])
+        i = j
+    return out
 
 
 def _loaded_once(lines: list[Stmt], from_w: dict[str, str]) -> list[Stmt]:

@@ -910,7 +910,9 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     """The stages of the :data:`~soadyn.codegen.units.WINDOW_FUNCTIONS` reach their most used work-array
     values through base pointers (``w0[-16]`` .. ``w0[15]``, made opaque by an empty ``asm``) over a work
     array laid out for them (``stages._hot_layout``), moved where a stage's next segment begins (segments
-    made short here, so that the test arm's stages have several); with the ID derivatives added, the
+    made short here, so that the test arm's stages have several), and their stores into the outputs
+    through base pointers of the outputs (``stages._output_bases``), runs of zeros as loops
+    (``stages._zero_runs``); with the ID derivatives added, the
     load-once stages read through them too (one segment each).  Data movement only: the single calls and
     the SIMD batches (which reuse the scalar stages' layout with stages this short) have the bits of the
     build without windows."""
@@ -933,6 +935,14 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
                if "_forward_dynamics_derivatives" in s and "__simd" not in s)
     assert any(re.search(r"const double \w+ = w\d+\[-?\d+\];", t) for s, t in units.items()
                if "_inverse_dynamics_derivatives" in s)          # loaded once from a window
+    # the outputs' stores through base pointers of their arrays (stages._output_bases)
+    assert any(re.search(r"\n +ob_da_d\w+ = da_d\w+ \+ \d+;", t) for s, t in units.items()
+               if "_forward_dynamics_derivatives" in s and "__simd" not in s)
+    assert any(re.search(r"\n +ob_da_d\w+\[-?\d+\] = ", t) for s, t in units.items()
+               if "_forward_dynamics_derivatives" in s and "__simd" not in s)
+    # runs of exact zeros as short loops (stages._zero_runs)
+    assert any(re.search(r"for \(int k = -?\d+; k < -?\d+; \+\+k\) ob_da_d\w+\[k\] = 0\.0;", t)
+               for s, t in units.items() if "_forward_dynamics_derivatives" in s and "__simd" not in s)
     windowed = soadyn_compile(robot, tmp_path / "w", functions=funcs, progress=False, profile=TINY_STAGES)
     monkeypatch.setattr("soadyn.codegen.emit.WINDOW_FUNCTIONS", frozenset())
     plain = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
