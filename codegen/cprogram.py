@@ -173,6 +173,17 @@ ZERO_RUN = 4
 ZERO_CHUNK = 8
 
 
+def zero_run(array: str, start: int, end: int) -> list[Stmt]:
+    """The stores of exact zeros into ``array[start:end]`` (at least :data:`ZERO_RUN` entries): loops
+    (:data:`ZEROS`) of at most :data:`ZERO_CHUNK` entries, a shorter tail as single stores."""
+    out: list[Stmt] = []
+    for a in range(start, end, ZERO_CHUNK):
+        b = min(a + ZERO_CHUNK, end)
+        out += ([Stmt(ZEROS, array, index=a, end=b)] if b - a >= ZERO_RUN
+                else [store(array, k, Expr("0")) for k in range(a, b)])
+    return out
+
+
 @dataclass(slots=True)
 class Case:
     """One case of a frame family's switch: its enumerator, the comment on its line (None: a compact

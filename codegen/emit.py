@@ -26,7 +26,7 @@ import symengine as se
 
 import soadyn.codegen.cprogram as cp
 from soadyn._version import __version__
-from soadyn.codegen.cprogram import ZERO_CHUNK, ZERO_RUN, Expr, Stmt, sink_loads
+from soadyn.codegen.cprogram import ZERO_RUN, Stmt, sink_loads
 from soadyn.codegen.derive import DerivationError, Program, scratch_size
 from soadyn.codegen.functions import FunctionSpec, c_identifier, frame_enum
 from soadyn.codegen.optimise import count_ops, eliminate_dead_code, split_cases
@@ -213,12 +213,7 @@ def _stores(name: str, es: list[se.Basic], pr: ExpressionPrinter) -> list[Stmt]:
         while j < n and es[j].is_Number and es[j] == 0:
             j += 1
         if j - i >= ZERO_RUN:
-            for a in range(i, j, ZERO_CHUNK):
-                b = min(a + ZERO_CHUNK, j)
-                if b - a >= ZERO_RUN:
-                    out.append(Stmt(cp.ZEROS, name, index=a, end=b))
-                else:
-                    out += [cp.store(name, k, Expr("0")) for k in range(a, b)]
+            out += cp.zero_run(name, i, j)
             i = j
             continue
         out.append(cp.store(name, i, pr(es[i])))

@@ -354,7 +354,8 @@ def _windowed(lines: list[Stmt], at: list[int], starts: list[list[int]],
     half = WINDOW // 2
     out: list[Stmt] = []
     base: dict[str, int] = {}
-    where: dict[int, str] = {}
+    where: dict[int, tuple[str, int]] = {}      # slot -> (pointer, index relative to it)
+    back: dict[str, str] = {}
     g = None
     for s, seg in zip(lines, at):
         if seg != g:
@@ -365,17 +366,16 @@ def _windowed(lines: list[Stmt], at: list[int], starts: list[list[int]],
                 if base.get(p) != x0 + half:
                     out.append(Stmt(cp.BASE, p, index=x0 + half, zero=p not in base))
                     base[p] = x0 + half
-                where.update({x: f"{p}[{x - x0 - half}]" for x in range(x0, x0 + WINDOW)})
-            back = {f"w[{x}]": e for x, e in where.items()}
+                where.update({x: (p, x - x0 - half) for x in range(x0, x0 + WINDOW)})
+            back = {f"w[{x}]": f"{p}[{i}]" for x, (p, i) in where.items()}
         if s.kind == cp.WORK and s.index in where:
-            p, i = where[s.index][:-1].split("[")
-            out.append(cp.store(p, int(i), Expr.of(s.target)))
+            out.append(cp.store(*where[s.index], Expr.of(s.target)))
             continue
         if (s.expr is not None and s.kind not in (cp.LOAD, cp.TRIG)
                 and not back.keys().isdisjoint(s.expr.tokens)):
             s = Stmt(s.kind, s.target, s.expr.renamed(back), index=s.index)
         out.append(s)
-    return out, {u: where.get(x, f"w[{x}]") for u, x in slot.items()}
+    return out, {u: back.get(f"w[{x}]", f"w[{x}]") for u, x in slot.items()}
 
 
 def _output_bases(lines: list[Stmt], arrays: frozenset[str]) -> list[Stmt]:
@@ -444,13 +444,7 @@ def _zero_runs(lines: list[Stmt]) -> list[Stmt]:
                    and lines[j].expr is not None and lines[j].expr.text == "0"
                    and lines[j].index == s.index + (j - i)):
                 j += 1
-        if j - i < cp.ZERO_RUN:
-            out += lines[i:j]
-        else:
-            for a in range(s.index, s.index + j - i, cp.ZERO_CHUNK):
-                b = min(a + cp.ZERO_CHUNK, s.index + j - i)
-                out += ([Stmt(cp.ZEROS, s.target, index=a, end=b)] if b - a >= cp.ZERO_RUN
-                        else [cp.store(s.target, k, Expr("0")) for k in range(a, b)])
+        out += lines[i:j] if j - i < cp.ZERO_RUN else cp.zero_run(s.target, s.index, s.index + j - i)
         i = j
     return out
 
