@@ -875,8 +875,7 @@ def batch_checked_text(f) -> str:
     runs it first and checks the rest as before (``templates/fastcalls.c.j2``); "" for other functions."""
     if f.is_family or SCREENED_INPUT not in {a.name for a in f.inputs}:
         return ""
-    sig = ("int " + f.batch_signature.removeprefix("void ").replace("_batch(", "_batch_checked(", 1)
-           .removesuffix(")") + ", int check)")
+    sig = f"int {f.cname}_batch_checked({f.batch_params}, int check)"
     body = getattr(f, "batch_checked_body", None)
     if body is None:
         body = [*_voids(f), "return 0;"]
@@ -892,7 +891,7 @@ def _lanes_batch_body(f, vname: str, lanes: int, screened: bool = False, scratch
     the ``scratch`` arrays: :func:`_per_state_products`)."""
     vd = vector_type(lanes)
     lane_args = _lane_args(f) + "".join(f", {a.name}" for a in scratch) + (", 0" if screened else "")
-    check = [x for x in f.batch_body if x.startswith("if (frame ")]
+    check = [f.frame_check] if f.frame_check else []
     call = f"(void){f.cname}" if f.is_family else f.cname
     decls, run = _per_state_products(f, lanes, scratch, calls)
     return [*check, "int i = 0;", f"#ifdef {vd.upper()}", *(["{", *decls] if decls else []),
