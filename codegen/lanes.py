@@ -298,13 +298,16 @@ def _transposer(lanes: int) -> str:
         sbody = (f"    const {vd} r0 = SOADYN_SHUF(t[0], t[1], 0, 2);\n"
                  f"    const {vd} r1 = SOADYN_SHUF(t[0], t[1], 1, 3);\n{stores}")
     else:
-        body = (f"    {vd} r0, r1, r2, r3;\n{loads}"
-                f"    const {vd} a0 = SOADYN_SHUF(r0, r1, 0, 4, 2, 6);\n"
-                f"    const {vd} a1 = SOADYN_SHUF(r0, r1, 1, 5, 3, 7);\n"
-                f"    const {vd} a2 = SOADYN_SHUF(r2, r3, 0, 4, 2, 6);\n"
-                f"    const {vd} a3 = SOADYN_SHUF(r2, r3, 1, 5, 3, 7);\n"
-                "    t[0] = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n    t[1] = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
-                "    t[2] = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n    t[3] = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n")
+        top = f"    {vd} r0, r1, r2, r3;\n{loads}"
+        shuffles = (f"    const {vd} a0 = SOADYN_SHUF(r0, r1, 0, 4, 2, 6);\n"
+                    f"    const {vd} a1 = SOADYN_SHUF(r0, r1, 1, 5, 3, 7);\n"
+                    f"    const {vd} a2 = SOADYN_SHUF(r2, r3, 0, 4, 2, 6);\n"
+                    f"    const {vd} a3 = SOADYN_SHUF(r2, r3, 1, 5, 3, 7);\n"
+                    "    t[0] = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n"
+                    "    t[1] = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
+                    "    t[2] = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n"
+                    "    t[3] = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n")
+        body = top + shuffles
         sbody = (f"    const {vd} a0 = SOADYN_SHUF(t[0], t[1], 0, 4, 2, 6);\n"
                  f"    const {vd} a1 = SOADYN_SHUF(t[0], t[1], 1, 5, 3, 7);\n"
                  f"    const {vd} a2 = SOADYN_SHUF(t[2], t[3], 0, 4, 2, 6);\n"
@@ -319,7 +322,6 @@ def _transposer(lanes: int) -> str:
         # stored as t[0], t[1] (t[2], t[3]) by one store: two shuffles and two permutations instead of eight
         # shuffles, two stores instead of four.  The xArm7's parameterised inverse dynamics (20 blocks of
         # parameters per group of four states) batch of 2,000 states, C alone: -2 ns a state (issue 26)
-        top = f"    {vd} r0, r1, r2, r3;\n{loads}"
         body = (top + "#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 12)\n"
                 "    typedef double soadyn_w8tr __attribute__((vector_size(64)));\n"
                 "    const soadyn_w8tr a = __builtin_shufflevector(r0, r1, 0, 1, 2, 3, 4, 5, 6, 7);\n"
@@ -328,7 +330,7 @@ def _transposer(lanes: int) -> str:
                 "    const soadyn_w8tr y = __builtin_shufflevector(a, b, 2, 6, 10, 14, 3, 7, 11, 15);\n"
                 "    __builtin_memcpy(t, &x, sizeof x);\n"
                 "    __builtin_memcpy(t + 2, &y, sizeof y);\n"
-                f"#else\n{body.removeprefix(top)}#endif\n")
+                f"#else\n{shuffles}#endif\n")
     return "\n".join(shuf) + "\n" + head + body + "}\n" + shead + sbody + "}"
 
 
