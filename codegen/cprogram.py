@@ -159,7 +159,11 @@ SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``c
 BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array
 #                        (or into ``array``, an output: ``<array> + <index>``; ``zero``: declared here),
 #                        opaque to the compiler (soadyn.codegen.stages, windows)
-KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE)
+PREFETCH = "prefetch"  # __builtin_prefetch of <target>[k], k = the multiples of 8 in index..end (one loop),
+#                        and of <target>[end] when end is none: a slice of an output's lines (SIMD lanes
+#                        driver, soadyn.codegen.lanes.prefetched_outputs)
+KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE,
+         PREFETCH)
 VALUES = (LOAD, TRIG, ARITH)
 
 #: a run of at least ZERO_RUN exact zeros in an output of a frame family (``emit._stores``; a windowed
@@ -226,7 +230,7 @@ class Stmt:
             return (self.target, *self.expr.names())
         if k == LOAD:
             return (self.array,)
-        if k == ZEROS:
+        if k in (ZEROS, PREFETCH):
             return (self.target,)
         if k == WORK:
             return ("w", self.target)

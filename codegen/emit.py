@@ -73,6 +73,12 @@ class EmittedFunction:
     body: list[Stmt]
     unused: list[str]
     batch_body: list[str] = field(default_factory=list)
+    #: the batch entry's parameters (``int n, const double *q, ..., double *M``): its signature's, which
+    #: a variant of the entry (:func:`soadyn.codegen.lanes.batch_checked_text`) extends
+    batch_params: str = ""
+    #: a frame family: the batch entry's test of the frame id (its first line, :func:`_family_body`),
+    #: which its SIMD batch entry keeps (:func:`soadyn.codegen.lanes.finish_lanes`)
+    frame_check: str = ""
     #: frame families: ops of the shared prefix and [(frame name, enumerator, ops of its case)]
     prefix_ops: dict[str, int] | None = None
     case_ops: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
@@ -221,19 +227,20 @@ def _stores(name: str, es: list[se.Basic], pr: ExpressionPrinter) -> list[Stmt]:
     return out
 
 
-def _signatures(spec: FunctionSpec, cname: str) -> tuple[str, str, str]:
-    """The C signature of the function, of its batch entry, and the arguments of the batch's call of
-    state ``i``."""
+def _signatures(spec: FunctionSpec, cname: str) -> tuple[str, str, str, str]:
+    """The C signature of the function, of its batch entry, the arguments of the batch's call of state
+    ``i``, and the batch entry's parameters."""
     family = spec.is_family
     params_in = [f"const double *{a.name}" for a in spec.inputs] + (["int frame"] if family else [])
     params_out = [f"double *{a.name}" for a in spec.outputs]
     ret = "int" if family else "void"
     signature = f"{ret} {cname}({', '.join(params_in + params_out)})"
-    batch_signature = f"{ret} {cname}_batch({', '.join(['int n'] + params_in + params_out)})"
+    batch_params = ", ".join(["int n"] + params_in + params_out)
+    batch_signature = f"{ret} {cname}_batch({batch_params})"
     batch_args = ", ".join([f"{a.name} + (long)i * {a.size}" for a in spec.inputs]
                            + (["frame"] if family else [])
                            + [f"{a.name} + (long)i * {a.size}" for a in spec.outputs])
-    return signature, batch_signature, batch_args
+    return signature, batch_signature, batch_args, batch_params
 
 
 def emit_zero_fext_call(spec: FunctionSpec, program: Program, prefix: str) -> EmittedFunction:
@@ -242,7 +249,7 @@ def emit_zero_fext_call(spec: FunctionSpec, program: Program, prefix: str) -> Em
     both (:data:`~soadyn.codegen.functions.ZERO_FEXT_CALLS`).  Its operation counts are the variant's."""
     cname = prefix + spec.name
     target = prefix + spec.zero_fext_call
-    signature, batch_signature, batch_args = _signatures(spec, cname)
+    signature, batch_signature, batch_args, batch_params = _signatures(spec, cname)
     sizes = {name: len(syms) for name, syms in program.inputs}
     if "f_ext" not in sizes or {a.name for a in spec.inputs} != set(sizes) - {"f_ext"}:
         raise DerivationError(f"{cname}: {target} does not take this function's inputs and f_ext")
@@ -254,7 +261,7 @@ def emit_zero_fext_call(spec: FunctionSpec, program: Program, prefix: str) -> Em
     doc = f"{spec.doc}: {target} with zero external wrenches"
     return EmittedFunction(cname, c_comment(doc), list(spec.inputs), list(spec.outputs),
                            dict(program.ops), signature, batch_signature, batch_args, signature + ";",
-                           batch_signature + ";", body, [], loop,
+                           batch_signature + ";", body, [], loop, batch_params,
                            helpers=[f"void {target}({', '.join(params)});"], zero_fext=target,
                            zero_fext_inputs=tuple((name, len(syms)) for name, syms in program.inputs))
 
@@ -287,12 +294,12 @@ def emit_function(spec: FunctionSpec, program: Program, prefix: str,
     ``skip_zeros``: no store for an output entry that is the exact zero (a structural zero, the same for
     every input): the function then needs a zeroed output (:func:`structured_variants`)."""
     cname = prefix + spec.name
-    signature, batch_signature, batch_args = _signatures(spec, cname)
+    signature, batch_signature, batch_args, batch_params = _signatures(spec, cname)
     loads, unused, known = _input_loads(program)
     pr = ExpressionPrinter(known, f"{cname}")
     f = EmittedFunction(cname, c_comment(spec.doc), list(spec.inputs), list(spec.outputs),
                         dict(program.ops), signature, batch_signature, batch_args, signature + ";",
-                        batch_signature + ";", loads, unused, ["int i;"])
+                        batch_signature + ";", loads, unused, ["int i;"], batch_params)
     if spec.is_family:
         _family_body(f, spec, program, pr, enum, prefix)
     else:
@@ -351,7 +358,8 @@ def _family_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr: E
     # what the C holds: quantities copied into several cases count once per copy
     f.ops = {k: f.prefix_ops[k] + sum(o[k] for o in split.case_ops) for k in f.prefix_ops}
     n_frames = f"{prefix.upper()}N_FRAMES"
-    f.batch_body += [f"if (frame < 0 || frame >= {n_frames}) return 1;",
+    f.frame_check = f"if (frame < 0 || frame >= {n_frames}) return 1;"
+    f.batch_body += [f.frame_check,
                      "for (i = 0; i < n; ++i) {", f"    (void){f.cname}({f.batch_args});", "}", "return 0;"]
 
 

@@ -11,7 +11,6 @@ computes exactly what the scalar code computes: the same IEEE operations in the 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import NamedTuple
@@ -299,13 +298,16 @@ def _transposer(lanes: int) -> str:
         sbody = (f"    const {vd} r0 = SOADYN_SHUF(t[0], t[1], 0, 2);\n"
                  f"    const {vd} r1 = SOADYN_SHUF(t[0], t[1], 1, 3);\n{stores}")
     else:
-        body = (f"    {vd} r0, r1, r2, r3;\n{loads}"
-                f"    const {vd} a0 = SOADYN_SHUF(r0, r1, 0, 4, 2, 6);\n"
-                f"    const {vd} a1 = SOADYN_SHUF(r0, r1, 1, 5, 3, 7);\n"
-                f"    const {vd} a2 = SOADYN_SHUF(r2, r3, 0, 4, 2, 6);\n"
-                f"    const {vd} a3 = SOADYN_SHUF(r2, r3, 1, 5, 3, 7);\n"
-                "    t[0] = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n    t[1] = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
-                "    t[2] = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n    t[3] = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n")
+        top = f"    {vd} r0, r1, r2, r3;\n{loads}"
+        shuffles = (f"    const {vd} a0 = SOADYN_SHUF(r0, r1, 0, 4, 2, 6);\n"
+                    f"    const {vd} a1 = SOADYN_SHUF(r0, r1, 1, 5, 3, 7);\n"
+                    f"    const {vd} a2 = SOADYN_SHUF(r2, r3, 0, 4, 2, 6);\n"
+                    f"    const {vd} a3 = SOADYN_SHUF(r2, r3, 1, 5, 3, 7);\n"
+                    "    t[0] = SOADYN_SHUF(a0, a2, 0, 1, 4, 5);\n"
+                    "    t[1] = SOADYN_SHUF(a1, a3, 0, 1, 4, 5);\n"
+                    "    t[2] = SOADYN_SHUF(a0, a2, 2, 3, 6, 7);\n"
+                    "    t[3] = SOADYN_SHUF(a1, a3, 2, 3, 6, 7);\n")
+        body = top + shuffles
         sbody = (f"    const {vd} a0 = SOADYN_SHUF(t[0], t[1], 0, 4, 2, 6);\n"
                  f"    const {vd} a1 = SOADYN_SHUF(t[0], t[1], 1, 5, 3, 7);\n"
                  f"    const {vd} a2 = SOADYN_SHUF(t[2], t[3], 0, 4, 2, 6);\n"
@@ -320,7 +322,6 @@ def _transposer(lanes: int) -> str:
         # stored as t[0], t[1] (t[2], t[3]) by one store: two shuffles and two permutations instead of eight
         # shuffles, two stores instead of four.  The xArm7's parameterised inverse dynamics (20 blocks of
         # parameters per group of four states) batch of 2,000 states, C alone: -2 ns a state (issue 26)
-        top = f"    {vd} r0, r1, r2, r3;\n{loads}"
         body = (top + "#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 12)\n"
                 "    typedef double soadyn_w8tr __attribute__((vector_size(64)));\n"
                 "    const soadyn_w8tr a = __builtin_shufflevector(r0, r1, 0, 1, 2, 3, 4, 5, 6, 7);\n"
@@ -329,7 +330,7 @@ def _transposer(lanes: int) -> str:
                 "    const soadyn_w8tr y = __builtin_shufflevector(a, b, 2, 6, 10, 14, 3, 7, 11, 15);\n"
                 "    __builtin_memcpy(t, &x, sizeof x);\n"
                 "    __builtin_memcpy(t + 2, &y, sizeof y);\n"
-                f"#else\n{body.removeprefix(top)}#endif\n")
+                f"#else\n{shuffles}#endif\n")
     return "\n".join(shuf) + "\n" + head + body + "}\n" + shead + sbody + "}"
 
 
@@ -493,6 +494,13 @@ def vectorise(stmts: list[Stmt], inputs: dict[str, int], outputs: dict[str, int]
             out.append(f"(void)o_{s.target};" if s.target in outputs else f"(void){s.target};")
         elif k == cp.COMMENT:
             out.append(f"/* {s.text} */")
+        elif k == cp.PREFETCH:   # the entries that are multiples of 8 by one loop, the last one alone
+            first, last = -(-s.index // 8) * 8, s.end // 8 * 8
+            if first <= last:
+                out.append(f"for (int k = {first}; k <= {last}; k += 8) "
+                           f"__builtin_prefetch({s.target} + k, 0, 3);")
+            if s.end % 8:
+                out.append(f"__builtin_prefetch({s.target} + {s.end}, 0, 3);")
         else:
             return None
     return out
@@ -641,7 +649,7 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
                        else f"const double *{a.name}" for a in f.inputs]
                       + [f"{vd} *o_{a.name}" for a in outs])
     rename = {}
-    work: dict[str, tuple[set[int], set[int]]] = {}     # vector stage -> work-array entries (read, written)
+    work: dict[str, tuple[set[int], set[int]]] = {}     # stage -> work-array entries (read, written)
     vpieces, vprotos = [], []
     if staged is not None:
         for name, body in zip(staged.names, staged.stage_bodies):
@@ -652,17 +660,17 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
                 return
             # a stage may read only blocks an earlier stage transposed, or none
             vbody = [x for n in sorted(transposed) for x in (f"(void){n};", f"(void)T_{n};")] + vbody
-            work[vstage] = work_entries(vbody)
+            work[name] = work_entries(body)
             sig = f"void {vstage}({sdecl}, {vd} *w)"
             vprotos.append(f"SOADYN_STAGE {sig};")
             vpieces.append(guarded(lanes, block(f"SOADYN_STAGE {sig}", vbody)))
+    if f.is_family:
+        main = prefix_where_read(main, work)
+    if not f.core:   # (a core writes lane-major buffers only)
+        main = prefetched_outputs(main, [(a.name, a.size) for a in f.outputs], lanes, set(rename))
     vbody = vectorise(main, inputs, outputs, lanes, rename, slots, transposed)
     if vbody is None:
         return
-    if f.is_family:
-        vbody = prefix_where_read(vbody, work)
-    if not f.core:   # (a core writes lane-major buffers only)
-        vbody = prefetched_outputs(vbody, [(a.name, a.size) for a in f.outputs], lanes, set(rename.values()))
     screened = _screened(f, transposed)
     if screened:
         # check: the blocks of the parameters no statement read, then the screen of the lanes' rows
@@ -747,88 +755,71 @@ def finish_lanes(f, extra: Extra, lanes: int, main: list[Stmt], staged,
         f.batch_checked_body = _lanes_checked_body(f, vname, lanes, scratch, calls)
 
 
-_WORK = re.compile(r"\bw\[(\d+)\]")
-
-
-def work_entries(lines: list[str]) -> tuple[set[int], set[int]]:
-    """The work-array entries ``w[k]`` that vectorised stage lines read and write (``w[k] = ...``)."""
+def work_entries(body: list[Stmt]) -> tuple[set[int], set[int]]:
+    """The work-array entries a stage's statements (``Staged.stage_bodies``) read -- the elements ``w[k]``
+    of their expressions -- and write (:data:`~soadyn.codegen.cprogram.WORK` statements)."""
     read: set[int] = set()
     written: set[int] = set()
-    for x in lines:
-        m = re.match(r"\s*w\[(\d+)\] = ", x)
-        if m:
-            written.add(int(m[1]))
-        read.update(int(k) for k in _WORK.findall(x[m.end():] if m else x))
+    for s in body:
+        if s.kind == cp.WORK:
+            written.add(s.index)
+        elif s.expr is not None:
+            read.update(k for t in s.expr.tokens if cp.is_element(t)
+                        for a, k in [cp.element(t)] if a == "w")
     return read, written
 
 
-def prefix_where_read(vbody: list[str], work: dict[str, tuple[set[int], set[int]]]) -> list[str]:
-    """A frame family's lanes driver ``vbody`` with the calls of its shared prefix's stages (before the
-    switch) moved into the cases whose stages read an entry of the work array they write (``work``: vector
-    stage -> entries read, written; :func:`work_entries`), and out of the others: the prefix computes
-    values for the cases only (a family's prefix stores no output: :func:`family_cases`), so a case that
-    reads none of them (TALOS's leg and base frames: the torso's angles, a lone vector of sines and
-    cosines, a sixth of the Jacobian batch's time) runs without it.  The same values, the same bits."""
-    top = next((i for i, x in enumerate(vbody) if x.startswith("switch (")), None)
+def prefix_where_read(main: list[Stmt], work: dict[str, tuple[set[int], set[int]]]) -> list[Stmt]:
+    """A frame family's lanes driver statements ``main`` with the calls of its shared prefix's stages
+    (before the switch) moved into the cases whose stages read an entry of the work array they write
+    (``work``: stage -> entries read, written; :func:`work_entries`), and out of the others: the prefix
+    computes values for the cases only (a family's prefix stores no output: :func:`family_cases`), so a
+    case that reads none of them (TALOS's leg and base frames: the torso's angles, a lone vector of sines
+    and cosines, a sixth of the Jacobian batch's time) runs without it.  The same values, the same bits."""
+    top = next((i for i, s in enumerate(main) if s.kind == cp.SWITCH), None)
     if top is None:
-        return vbody
+        return main
 
-    def stage(x: str) -> str | None:
-        name = x.split("(", 1)[0]
-        return name if name in work and x.endswith(");") else None
+    def stage(s: Stmt) -> bool:
+        return s.kind == cp.CALL and s.target in work
 
-    prefix = [x for x in vbody[:top] if stage(x)]
+    prefix = [s for s in main[:top] if stage(s)]
     if not prefix:
-        return vbody
-    written = set().union(*(work[stage(x)][1] for x in prefix))
-    out = [x for x in vbody[:top] if not stage(x)]
-    branch: list[str] = []
-    for x in vbody[top:]:
-        if x.startswith("case ") and x.endswith(": {"):
-            branch = [x]
-            continue
-        if branch:
-            branch.append(x)
-            if x == "break;":
-                needs = any(work[n][0] & written for n in map(stage, branch[1:]) if n)
-                out += branch[:1] + (prefix if needs else []) + branch[1:]
-                branch = []
-            continue
-        out.append(x)
-    return out
+        return main
+    written = set().union(*(work[s.target][1] for s in prefix))
+    reads = [any(work[s.target][0] & written for s in c.body if stage(s)) for c in main[top].cases]
+    cases = [cp.Case(c.enumerator, c.comment, (prefix if r else []) + c.body)
+             for c, r in zip(main[top].cases, reads)]
+    return [s for s in main[:top] if not stage(s)] + [Stmt(cp.SWITCH, cases=cases)] + main[top + 1:]
 
 
-def prefetched_outputs(vbody: list[str], outputs: list[tuple[str, int]], lanes: int,
-                       stages: set[str]) -> list[str]:
-    """``vbody`` (a lanes driver's lines) with the cache lines of the ``lanes`` states' rows of the outputs
-    (name, entries per state) prefetched in slices after its stage calls (``stages``: the called functions'
-    names; those before a frame family's switch), when they hold at least :data:`PREFETCH_OUTPUT_MIN`
-    bytes: the lines come from memory while the stages compute, not when the transposition and the
-    product loops first write them.  Prefetches only: the same stores, the same bits."""
+def prefetched_outputs(main: list[Stmt], outputs: list[tuple[str, int]], lanes: int,
+                       stages: set[str]) -> list[Stmt]:
+    """``main`` (a lanes driver's statements) with the cache lines of the ``lanes`` states' rows of the
+    outputs (name, entries per state) prefetched in slices (:data:`~soadyn.codegen.cprogram.PREFETCH`
+    statements) after its calls of ``stages`` (those before a frame family's switch), when they hold at
+    least :data:`PREFETCH_OUTPUT_MIN` bytes: the lines come from memory while the stages compute, not
+    when the transposition and the product loops first write them.  Prefetches only: the same stores,
+    the same bits."""
     total = sum(lanes * size for _, size in outputs)
     # the calls before a frame family's switch (its cases' calls: one runs)
-    top = next((i for i, x in enumerate(vbody) if x.startswith("switch (")), len(vbody))
-    calls = [i for i, x in enumerate(vbody[:top]) if x.split("(", 1)[0] in stages]
+    top = next((i for i, s in enumerate(main) if s.kind == cp.SWITCH), len(main))
+    calls = [i for i, s in enumerate(main[:top]) if s.kind == cp.CALL and s.target in stages]
     if 8 * total < PREFETCH_OUTPUT_MIN or not calls:
-        return vbody
+        return main
     # the rows of every output one after the other, in lines of 8 doubles (the last entry of each too)
     lines = [(name, k) for name, size in outputs
              for k in [*range(0, lanes * size, 8), *([lanes * size - 1] if (lanes * size - 1) % 8 else [])]]
     per = -(-len(lines) // len(calls))
     out, done = [], 0
-    for i, x in enumerate(vbody):
-        out.append(x)
+    for i, s in enumerate(main):
+        out.append(s)
         if calls and i == calls[0]:
             calls.pop(0)
             part, done = lines[done:done + per], done + per
             for name, group in groupby(part, key=lambda t: t[0]):
                 ks = [k for _, k in group]
-                odd = ks[-1:] if ks[-1] % 8 else []
-                run = ks[:len(ks) - len(odd)]
-                if run:
-                    out.append(f"for (int k = {run[0]}; k <= {run[-1]}; k += 8) "
-                               f"__builtin_prefetch({name} + k, 0, 3);")
-                out += [f"__builtin_prefetch({name} + {k}, 0, 3);" for k in odd]
+                out.append(Stmt(cp.PREFETCH, name, index=ks[0], end=ks[-1]))
     return out
 
 
@@ -886,8 +877,7 @@ def batch_checked_text(f) -> str:
     runs it first and checks the rest as before (``templates/fastcalls.c.j2``); "" for other functions."""
     if f.is_family or SCREENED_INPUT not in {a.name for a in f.inputs}:
         return ""
-    sig = ("int " + f.batch_signature.removeprefix("void ").replace("_batch(", "_batch_checked(", 1)
-           .removesuffix(")") + ", int check)")
+    sig = f"int {f.cname}_batch_checked({f.batch_params}, int check)"
     body = getattr(f, "batch_checked_body", None)
     if body is None:
         body = [*_voids(f), "return 0;"]
@@ -903,7 +893,7 @@ def _lanes_batch_body(f, vname: str, lanes: int, screened: bool = False, scratch
     the ``scratch`` arrays: :func:`_per_state_products`)."""
     vd = vector_type(lanes)
     lane_args = _lane_args(f) + "".join(f", {a.name}" for a in scratch) + (", 0" if screened else "")
-    check = [x for x in f.batch_body if x.startswith("if (frame ")]
+    check = [f.frame_check] if f.frame_check else []
     call = f"(void){f.cname}" if f.is_family else f.cname
     decls, run = _per_state_products(f, lanes, scratch, calls)
     return [*check, "int i = 0;", f"#ifdef {vd.upper()}", *(["{", *decls] if decls else []),

@@ -689,6 +689,42 @@ def test_frame_family_lanes_run_the_shared_prefix_only_where_a_case_reads_it(tmp
                 assert np.array_equal(out[i].view(np.int64), api(Q[i], frame).view(np.int64)), (frame, i)
 
 
+def test_lanes_work_entries_are_what_the_printed_vector_stages_name(tmp_path):
+    """``lanes.work_entries`` (a stage's statements: its ``work`` statements, the ``w[k]`` of its
+    expressions) names exactly the work-array entries that the stage's vector code, as ``lanes.vectorise``
+    prints it, reads (``w[k]`` on a right-hand side, an output store's too) and writes (``w[k] = ...``):
+    the trunk robot's Jacobian family cut into small stages (prefix and cases) and its forward dynamics'
+    stages."""
+    import yaml
+
+    import soadyn.codegen.pipeline as pl
+    from soadyn.codegen.lanes import vectorise, work_entries
+    from soadyn.codegen.stages import split_family
+
+    path = tmp_path / "trunk.yaml"
+    path.write_text(yaml.safe_dump(_trunk_doc()))
+    gen = pl.generate(load_robot(path), functions=["jacobian", "forward_dynamics"],
+                      profile=Profile("plain", ("-O0",), 0, lanes=1))
+    funcs = {f.cname.removeprefix(gen.module_name + "_"): f for f in gen.functions}
+    checked = {"read": 0, "written": 0}
+    for name, split in (("jacobian_local", split_family), ("forward_dynamics", split_stages)):
+        f = funcs[name]
+        params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
+        staged = split(f.cname, params, f.body, 60)
+        assert staged is not None and len(staged.names) > 2, name
+        for body in staged.stage_bodies:
+            lines = vectorise(body, {a.name: a.size for a in f.inputs}, {a.name: a.size for a in f.outputs},
+                              4, {})
+            assert lines is not None
+            written = {int(m[1]) for x in lines for m in [re.match(r"w\[(\d+)\] = ", x)] if m}
+            read = {int(k) for x in lines
+                    for k in re.findall(r"\bw\[(\d+)\]", re.sub(r"^w\[\d+\] = ", "", x))}
+            assert work_entries(body) == (read, written)
+            checked["read"] += bool(read)
+            checked["written"] += bool(written)
+    assert checked["read"] > 2 and checked["written"] > 2, checked
+
+
 def test_large_outputs_with_zeros_zeroed_at_once_in_the_simd_batch(tmp_path, monkeypatch):
     """Full-writing outputs with many exact zeros (the innovations factors: tree zeros, a unit diagonal)
     whose lanes' rows are zeroed with one memset before the other entries (``lanes.MEMSET_MIN``, lowered

@@ -710,30 +710,41 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
 
 def test_prefetched_outputs_cover_every_line_after_the_top_level_stages():
     """``lanes.prefetched_outputs``: every 64-byte line of the lanes' rows of every output is prefetched
-    (whatever the rows' alignment to 8 bytes), in slices after the driver's stage calls before a frame
-    family's switch, none inside it; below ``PREFETCH_OUTPUT_MIN`` bytes, or without such a call, the
-    lines are unchanged."""
+    (whatever the rows' alignment to 8 bytes), by ``prefetch`` statements in slices after the driver's
+    stage calls before a frame family's switch, none inside it; below ``PREFETCH_OUTPUT_MIN`` bytes, or
+    without such a call, the statements are unchanged.  The lines are checked as the lanes printer
+    (``lanes.vectorise``) prints them."""
     import re
 
-    from soadyn.codegen.lanes import PREFETCH_OUTPUT_MIN, prefetched_outputs
+    import soadyn.codegen.cprogram as cp
+    from soadyn.codegen.cprogram import Stmt
+    from soadyn.codegen.lanes import PREFETCH_OUTPUT_MIN, prefetched_outputs, vectorise
 
     outputs = [("A", 1444), ("B", 1443), ("C", 5)]
-    body = ["double w[9];", "f_s0(q, o_A, w);", "/* x */", "f_s1(q, o_A, w);", "f_s2(q, o_A, w);",
-            "switch (frame) {", "case 0: {", "f_c0(q, o_A, w);", "break;", "}", "}"]
-    out = prefetched_outputs(body, outputs, 4, {"f_s0", "f_s1", "f_s2", "f_c0"})
-    assert [x for x in out if "prefetch" not in x] == body
+
+    def call(name: str) -> Stmt:
+        return cp.call(name, ("q", "A", "w"))
+
+    body = [Stmt(cp.SCRATCH, "w", index=9), call("f_s0"), cp.comment("x"), call("f_s1"), call("f_s2"),
+            Stmt(cp.SWITCH, cases=[cp.Case("F0", None, [call("f_c0")])])]
+    stages = {"f_s0", "f_s1", "f_s2", "f_c0"}
+    out = prefetched_outputs(body, outputs, 4, stages)
+    assert [s for s in out if s.kind != cp.PREFETCH] == body
     # prefetches only right after the three top-level calls, each slice no longer than a third
-    where = [i for i, x in enumerate(out) if "prefetch" in x]
-    assert where and all("prefetch" in out[i - 1] or out[i - 1].startswith("f_s") for i in where)
-    assert max(where) < out.index("switch (frame) {")
+    where = [i for i, s in enumerate(out) if s.kind == cp.PREFETCH]
+    assert where and all(out[i - 1].kind == cp.PREFETCH or out[i - 1].target.startswith("f_s") for i in where)
+    assert max(where) < next(i for i, s in enumerate(out) if s.kind == cp.SWITCH)
+    printed = vectorise(out, {"q": 7}, dict(outputs), 4, {n: n + "_lanes" for n in stages})
+    assert printed is not None
     seen: dict[str, set[int]] = {}
-    for x in out:
+    for x in printed:
         m = re.fullmatch(r"for \(int k = (\d+); k <= (\d+); k \+= 8\) "
                          r"__builtin_prefetch\((\w+) \+ k, 0, 3\);", x)
         if m:
             seen.setdefault(m[3], set()).update(range(int(m[1]), int(m[2]) + 1, 8))
         for name, k in re.findall(r"^__builtin_prefetch\((\w+) \+ (\d+), 0, 3\);$", x):
             seen.setdefault(name, set()).add(int(k))
+    assert sum("prefetch" in x for x in printed) >= len(where)
     for name, size in outputs:
         entries = seen[name]
         assert max(entries) < 4 * size
