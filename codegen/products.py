@@ -633,11 +633,15 @@ def _row_columns(p: Product, i: int) -> range:
 def product_entries(products: list[Product]) -> dict[str, list[int]]:
     """Output -> the entries (row-major indices, in the loops' order) that product loops compute and store
     last: a general product's block rows (those of its mask, :func:`_row_columns`; a symmetric one's
-    upper triangle: the entries below it are copies), an in-place product's rows of each run."""
+    upper triangle: the entries below it are copies), an in-place product's rows of each run.  Not the
+    entries a masked product stores into a later product's factors (a scratch array, not an output)."""
     out: dict[str, list[int]] = {}
+    factors = {p.left for p in products if p.k}
     for p in products:
         if p.k:
             name, stride, col, _ = p.runs[0]
+            if name in factors:
+                continue
             out.setdefault(name, []).extend(stride * (p.row0 + i) + col + j for i in range(p.m)
                                             for j in _row_columns(p, i) if not (p.symmetric and j < i))
         else:
