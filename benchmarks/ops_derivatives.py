@@ -49,6 +49,7 @@ ROBOTS = {
     "xarm7_fixed": ("xarm_description/urdf/xarm7.urdf", "fixed", []),
     "ur10_fixed": ("ur_description/urdf/ur10_robot.urdf", "fixed", []),
     "ur3_fixed": ("ur_description/urdf/ur3_robot.urdf", "fixed", []),
+    "talos_free": ("talos_data/robots/talos_reduced.urdf", "free", []),
     "b1z1_free": ("b1_description/urdf/b1-z1.urdf", "free", ["jointGripper"]),
 }
 FUNCS = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")

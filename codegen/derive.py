@@ -269,8 +269,13 @@ def _as_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes: dict[s
     return product, stores
 
 
-def _split_term(e: se.Basic, index: dict) -> tuple[se.Basic, int, se.Basic] | None:
-    """``e = C + s P_ij`` with ``C`` free of the result symbols ``index``: ``(C, s, P_ij)``, else None."""
+def _split_term(e: se.Basic, index: dict, negated: bool = False) -> tuple[se.Basic, int, se.Basic] | None:
+    """``e = C + s P_ij`` with ``C`` free of the result symbols ``index``: ``(C, s, P_ij)``, else None.
+    ``negated``: also ``e = -(C' + s' P_ij)`` (a masked product's entry with the joint's damping term added:
+    ``-(1.0 - dvL_0 + ...)``), as ``(-C', -s', P_ij)``."""
+    if negated and e.is_Mul and len(e.args) == 2 and e.args[0] == -1 and e.args[1].is_Add:
+        inner = _split_term(e.args[1], index)
+        return None if inner is None else (-inner[0], -inner[1], inner[2])
     terms = e.args if e.is_Add else (e,)
     hits = [t for t in terms if t.free_symbols & index.keys()]
     if len(hits) != 1:
@@ -295,6 +300,12 @@ GENERAL_PRODUCT_MIN = 64
 #: (:data:`soadyn.symbolic.algorithms.rnea_derivatives.CHAIN_PRODUCT`), so that the two stay in step (a
 #: masked product left to statements is slower than the plain statements)
 MASKED_PRODUCT_MIN = CHAIN_PRODUCT * (CHAIN_PRODUCT + 1) // 2
+#: the fewest entries of a masked product placed as a loop into another product's factors
+#: (:func:`_feeding_products`): a chain of 7.  Measured (callgrind instructions per call, -O2 -march=native
+#: -mno-avx512f; code bytes of the single call, fast build), FD derivatives, statements -> loops: TALOS
+#: (two arms of 8, two legs of 6) 102,474 -> 100,716 Ir, 350,089 -> 340,356 bytes; the arms alone
+#: 101,048 Ir, 338,700 bytes; B1 + Z1 (one arm of 6) 38,694 -> 38,793 Ir, 154,919 -> 156,761 bytes
+FEEDING_PRODUCT_MIN = 28
 #: a masked product's ``B`` rows are padded to a multiple of this many columns in the scratch array (the
 #: widest vector of :func:`soadyn.codegen.products.product_function`)
 MASK_PAD = 8
@@ -323,7 +334,7 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
         for flat, e in enumerate(es):
             if e.is_Number or not (e.free_symbols & index.keys()):
                 continue
-            split = _split_term(e, index)
+            split = _split_term(e, index, negated=d.mask is not None)
             if split is None:
                 return None
             rest, sign, sym = split
@@ -448,11 +459,14 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
 
     A product's result may be a later product's ``A`` when that one reads ``A`` in place from the output
     (an in-place product, or ``Product.source``): the loops run in order, so it reads the finished
-    entries (forward-dynamics derivatives: M^-1's base terms, then ``-M^-1 dtau/dx``).  Any other use of
-    a result (a statement, a factor copied into a scratch array, an expanded product) expands it."""
+    entries (forward-dynamics derivatives: M^-1's base terms, then ``-M^-1 dtau/dx``).  A masked product of
+    at least :data:`FEEDING_PRODUCT_MIN` entries whose results only later loops read, as entries of their
+    ``B``, stores them straight there (:func:`_feeding_products`).  Any other use of a result (a
+    statement, a factor copied into a scratch array, an expanded product) expands it."""
     used: set = set()
     for a in ctx.program:
         used |= a.expr.free_symbols
+    program_used = set(used)
     reads_in_place = [d.left_of is not None or d.A.shape[0] == d.A.shape[1] for d in ctx.deferred]
     for d, inplace in zip(ctx.deferred, reads_in_place):   # a factor's symbols, unless read in place
         factors = (*(() if inplace else d.A.ravel()), *d.B.ravel())
@@ -477,6 +491,10 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
             for (name, flat), e in stores.items():
                 outs[name][flat] = e
             placed.append((at, product))
+        placed += _feeding_products(ctx.deferred, expand, placed, outs, shapes, program_used, forced,
+                                    original, twins)
+        placed.sort(key=lambda ap: ap[0])
+        expand = [d for d in expand if all(d is not ctx.deferred[at] for at, _ in placed)]
         # a placed product's result read by an expanded product, a copied factor or an earlier loop: expand it
         results = {at: {x for x in ctx.deferred[at].P.ravel() if x is not None} for at, _ in placed}
         where = {at: p for at, p in placed}
@@ -510,6 +528,64 @@ def place_products(ctx: CodegenSymbolic, outputs: list[tuple[str, list[se.Basic]
             for ij in np.ndindex(*d.P.shape) if d.P[ij] is not None and (not d.symmetric or ij[0] <= ij[1])]
     scratch = [(p.left, outs[p.left]) for p in products if p.k]
     return [(n, outs[n]) for n, _ in outputs] + scratch, products
+
+
+def _feeding_products(deferred: list[_Deferred], expand: list[_Deferred], placed: list[tuple[int, Product]],
+                      outs: dict[str, list[se.Basic]], shapes: dict[str, tuple[int, ...]], program_used: set,
+                      forced: set, original: dict[str, list[se.Basic]], twins: dict
+                      ) -> list[tuple[int, Product]]:
+    """Masked products (``ctx.matmul``'s ``mask``) left to statements because their results are entries of
+    ``B`` of later products placed as loops (the forward-dynamics derivatives: a chain's ``dqL`` / ``dvL``
+    entries of ``dtau/dx`` in the blocks ``-M^-1 dtau/dx``), placed as loops that store their results
+    straight into those factors: into a general product's scratch array (its ``B``, row-major, stride
+    ``bstride`` or its columns) or, for an in-place product, into the output where its ``B`` is stored.
+    The loops run in the order recorded, so the masked one fills the entries before the product that
+    reads them; the statements store nothing there (:func:`~soadyn.codegen.products.overwritten_entries`).
+    Returns ``(position among the deferred, Product)`` of each placed here; ``outs`` updated."""
+    out: list[tuple[int, Product]] = []
+    by_at = dict(placed)
+    lefts: dict = {}
+    scratch_shapes = dict(shapes)
+    for _, p in placed:
+        if p.k:
+            bs = p.bstride or p.columns
+            boff = 0 if p.source else p.m * p.k
+            if boff % bs == 0:
+                scratch_shapes[p.left] = (scratch_size(p) // bs, bs)
+    for d in expand:
+        at = next(i for i, e in enumerate(deferred) if e is d)
+        if d.mask is None or int(d.mask.sum()) < FEEDING_PRODUCT_MIN:
+            continue
+        results = {x for x in d.P.ravel() if x is not None}
+        if results & (program_used | forced):
+            continue
+        consumers = []
+        for i, e in enumerate(deferred):
+            if e is d:
+                continue
+            a_syms = {s for x in e.A.ravel() for s in se.sympify(x).free_symbols}
+            b_syms = {s for x in e.B.ravel() for s in se.sympify(x).free_symbols}
+            if results & a_syms:
+                break
+            if results & b_syms:
+                consumers.append(i)
+        else:
+            if not consumers or any(i not in by_at or i < at for i in consumers):
+                continue
+            others = set()
+            for e in deferred:
+                if e is not d:
+                    others |= {s for x in e.A.ravel() for s in se.sympify(x).free_symbols}
+            found = _as_general_product(d, outs, scratch_shapes, (others | program_used | forced) - results,
+                                        lefts, original, twins)
+            if found is None:
+                continue
+            product, stores = found
+            outs[product.left] = [se.Integer(0)] * scratch_size(product)
+            for (name, flat), e in stores.items():
+                outs[name][flat] = e
+            out.append((at, product))
+    return out
 
 
 def scratch_size(p: Product) -> int:

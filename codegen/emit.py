@@ -311,9 +311,12 @@ def _straight_body(f: EmittedFunction, spec: FunctionSpec, program: Program, pr:
                    skip_zeros: bool) -> None:
     """``f``'s statements (after its loads) for a straight-line function, its product loops last."""
     factors = {p.left for p in program.products if p.k}
-    mirrored = mirrored_entries(program.products) | overwritten_entries(program.products)
+    overwritten = overwritten_entries(program.products)
+    mirrored = mirrored_entries(program.products) | overwritten
+    # a factor's entries are all stored, but those a masked product writes there (its results, B of the next)
     outs = [(name, i, e) for name, es in program.outputs for i, e in enumerate(es)
-            if name in factors or ((name, i) not in mirrored and not (skip_zeros and e == 0))]
+            if (name in factors and (name, i) not in overwritten)
+            or ((name, i) not in mirrored and not (skip_zeros and e == 0))]
     f.stores = sum(1 for name, _, _ in outs if name not in factors)
     body = f.body
     if worth_scheduling([a.size for a in spec.inputs], [a.size for a in spec.outputs]):

@@ -558,11 +558,11 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
     rest: dict[tuple[str, int, int], str] = {}
     out = []
     for s in body:
-        if s.kind == cp.STORE and s.target in factors:
-            out.append(cp.value(f"{s.target}_{s.index}", s.expr))
-        elif s.kind == cp.STORE and (s.target, s.index) in blocks:
+        if s.kind == cp.STORE and (s.target, s.index) in blocks:
             p, i, j = blocks[s.target, s.index]
             rest[p.name, i, j] = s.expr.text
+        elif s.kind == cp.STORE and s.target in factors:
+            out.append(cp.value(f"{s.target}_{s.index}", s.expr))
         elif s.kind == cp.STORE and (s.target, s.index) in inplace:
             out.append(cp.value(f"{s.target}_b{s.index}", s.expr))
         elif s.kind == cp.STORE and (s.target, s.index) in read:
@@ -612,7 +612,11 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
                     value = (f"{rest.get((p.name, i, j), '0')} {op} ({p.left}_r{i}_{j})" if p.accumulate
                              else f"{sign}{p.left}_r{i}_{j}")
                     at = stride * (p.row0 + a) + col + b
-                    if (name, at) in read:           # a later product reads the finished entry
+                    if name in factors or (name, at) in inplace:     # B of a later product: its local
+                        local = f"{name}_{at}" if name in factors else f"{name}_b{at}"
+                        out.append(cp.value(local, Expr.of(value)))
+                        defined.add(local)
+                    elif (name, at) in read:           # a later product reads the finished entry
                         local = f"{name}_s{at}"
                         out += [cp.value(local, Expr.of(value)), cp.store(name, at, Expr.of(local))]
                         defined.add(local)
@@ -629,11 +633,15 @@ def _row_columns(p: Product, i: int) -> range:
 def product_entries(products: list[Product]) -> dict[str, list[int]]:
     """Output -> the entries (row-major indices, in the loops' order) that product loops compute and store
     last: a general product's block rows (those of its mask, :func:`_row_columns`; a symmetric one's
-    upper triangle: the entries below it are copies), an in-place product's rows of each run."""
+    upper triangle: the entries below it are copies), an in-place product's rows of each run.  Not the
+    entries a masked product stores into a later product's factors (a scratch array, not an output)."""
     out: dict[str, list[int]] = {}
+    factors = {p.left for p in products if p.k}
     for p in products:
         if p.k:
             name, stride, col, _ = p.runs[0]
+            if name in factors:
+                continue
             out.setdefault(name, []).extend(stride * (p.row0 + i) + col + j for i in range(p.m)
                                             for j in _row_columns(p, i) if not (p.symmetric and j < i))
         else:

@@ -675,7 +675,10 @@ def test_products_read_m_inverse_after_its_base_terms_loop(tmp_path, monkeypatch
     nh = robot.nv - 6
     spec = next(s for s in function_table(robot, derivatives=True)
                 if s.name == "forward_dynamics_derivatives")
-    w0t, w0, first, *rest = derive(robot, spec).products
+    products = derive(robot, spec).products
+    # each branch's chain pairs (6 joints): masked loops into the factors of the block products
+    assert all(p.runs[0][0].startswith("prodf_dadx") for p in products if p.ranges)
+    w0t, w0, first, *rest = [p for p in products if not p.ranges]
     assert (w0t.m, w0t.k, w0t.columns, w0t.row0, w0t.runs[0][:3]) == (nh, 6, 6, 6, ("da_dtau", robot.nv, 0))
     assert (w0.m, w0.k, w0.columns, w0.row0, w0.runs[0][:3]) == (6, 6, nh, 0, ("da_dtau", robot.nv, 6))
     assert not (w0t.accumulate or w0.accumulate)
@@ -837,6 +840,82 @@ def test_qdd_from_the_hinges_factors_on_a_trunk(tmp_path):
     prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)   # a quick compile
     mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
                         profile=prof)
+    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
+    batch = mod.forward_dynamics_derivatives(Q, V, T)
+    for i in range(len(Q)):
+        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
+            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
+
+
+@pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
+def test_chain_products_write_the_block_products_factors(tmp_path, monkeypatch, per_state):
+    """Two branches of 7 joints on a free base, forward-dynamics derivatives: each branch's chain pairs
+    (``dqL``, ``dvL``: entries of dtau/dx that only the blocks ``-M^-1 dtau/dx`` read) are masked product
+    loops that store their results straight into those blocks' factors ``B`` (the scratch arrays
+    ``prodf_dadx*``), instead of statements; where a joint's damping and friction add to the diagonal of
+    dtau/dv the loop adds to what the statements stored there.  The C agrees with central differences of
+    the reference path and with the float run, and the SIMD batch has the single call's bits, with the
+    products as expressions in the lanes or per state after them."""
+    import soadyn.codegen.units as units
+    from soadyn.codegen.derive import derive
+    from soadyn.codegen.functions import function_table
+    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
+
+    monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
+    doc = _two_branch_doc("free", joints=7)
+    doc["name"] += "_damped"
+    for body in doc["bodies"][2:4]:
+        body["joint"].update(damping=0.4, friction=0.3)
+    robot = with_gravity(_robot(tmp_path, doc), GRAVITY)
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    products = derive(robot, spec).products
+    chain = [p for p in products if p.ranges]
+    assert sorted(p.name[:3] for p in chain) == ["dqL", "dqL", "dvL", "dvL"]
+    assert all(p.runs[0][0].startswith("prodf_dadx") for p in chain)
+    order = [p.name for p in products]
+    readers = {p.left: p.name for p in products if p.k}       # the product whose factors a scratch holds
+    assert all(order.index(p.name) < order.index(readers[p.runs[0][0]]) for p in chain)
+    assert sorted(p.accumulate for p in chain) == [False, False, False, True]   # the damped diagonal
+    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
+    mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
+                        profile=prof)
+    Q, V, T, _ = _states(robot, 7, 38)
+    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
+    batch = mod.forward_dynamics_derivatives(Q, V, T)
+    for i in range(len(Q)):
+        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
+            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
+
+
+@pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
+def test_chain_products_write_the_in_place_products_columns(tmp_path, monkeypatch, per_state):
+    """One chain of 7 joints on a free base (an xArm7): ``-M^-1 dtau/dx`` is one product over all of M^-1,
+    in place in the outputs (its ``B`` stored into the columns it overwrites); the chain's masked
+    products store their results into those columns of ``da_dq`` and ``da_dv`` before it runs.  The C
+    agrees with central differences of the reference path and with the float run, and the SIMD batch has
+    the single call's bits either way it runs the products."""
+    import soadyn.codegen.units as units
+    from soadyn.codegen.derive import derive
+    from soadyn.codegen.functions import function_table
+    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
+
+    monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
+    bodies = _base_body()
+    _add_chain(bodies, np.random.default_rng(9), "base", [(f"l{i}", f"j{i}") for i in range(7)])
+    doc = {"name": "one_chain_free_7", "base": "free", "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
+    robot = with_gravity(_robot(tmp_path, doc), GRAVITY)
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    products = derive(robot, spec).products
+    chain = [p for p in products if p.ranges]
+    assert sorted((p.name[:3], p.runs[0][0]) for p in chain) == [("dqL", "da_dq"), ("dvL", "da_dv")]
+    in_place = [i for i, p in enumerate(products) if not p.k and p.m == robot.nv]
+    assert in_place and all(products.index(p) < in_place[0] for p in chain)
+    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
+    mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
+                        profile=prof)
+    Q, V, T, _ = _states(robot, 7, 39)
     _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
     batch = mod.forward_dynamics_derivatives(Q, V, T)
     for i in range(len(Q)):
