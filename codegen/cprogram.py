@@ -157,9 +157,11 @@ COMMENT = "comment"    # /* <text> */
 SINCOS = "sincos"      # the fused sines and cosines of a block (:func:`soadyn.codegen.trig.fuse_trig`)
 SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``cases``), then return 0
 BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array
+JUMP = "jump"          # __asm__ volatile("jmp 1f\n1:");              a taken jump to the next instruction
 #                        (or into ``array``, an output: ``<array> + <index>``; ``zero``: declared here),
 #                        opaque to the compiler (soadyn.codegen.stages, windows)
-KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE)
+KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE,
+         JUMP)
 VALUES = (LOAD, TRIG, ARITH)
 
 #: a run of at least ZERO_RUN exact zeros in an output of a frame family (``emit._stores``; a windowed
@@ -249,7 +251,7 @@ class Stmt:
     def semicolons(self) -> int:
         """Printed lines ending in ``;`` (what :data:`soadyn.codegen.trig.INLINE_TRIG_STATEMENTS`
         measures)."""
-        if self.kind in (COMMENT, BASE):
+        if self.kind in (COMMENT, BASE, JUMP):
             return 0
         if self.kind == SINCOS:
             return 2
@@ -262,7 +264,7 @@ def statements(body: list[Stmt]) -> int:
     """Printed lines ending in ``;`` of ``body``."""
     n = len(body)
     for s in body:
-        if s.kind in (COMMENT, SINCOS, SWITCH, BASE):
+        if s.kind in (COMMENT, SINCOS, SWITCH, BASE, JUMP):
             n += s.semicolons() - 1
     return n
 

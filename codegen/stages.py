@@ -58,6 +58,17 @@ HOT_MIN = 2
 #: stores to that array fit one window of :data:`WINDOW` entries (0: never)
 OUTPUT_RUN = 3
 
+#: a windowed stage (:data:`~soadyn.codegen.units.WINDOW_FUNCTIONS`) is printed with a taken jump to the
+#: next instruction (:data:`~soadyn.codegen.cprogram.JUMP`) after every this many statements
+#: (:func:`_jumps`; 0: none): code placement only, the same instructions otherwise.  The long FD
+#: derivatives' straight-line stages (TALOS: 328 KB) are fetched from L2 on every call; with a taken
+#: branch every ~50 bytes the front end runs faster (Zen 5, whose fetch and decode work per block
+#: between taken branches).  FD derivatives, ns (C loop, fresh copies alternating, 6 rounds, load
+#: 9.3-9.6): TALOS 7,224-7,355 -> 6,794-7,006, B1+Z1 3,182-3,225 -> 3,022-3,061, xArm7 free 1,432-1,485
+#: -> 1,282-1,302; TALOS's stage bytes +1.8 %; every 20 statements gained half as much, every 4 no more
+#: than 8 (benchmarks/README.md, thirteenth session)
+JUMP_EVERY = 8
+
 #: the kinds a straight-line body may hold to be cut into stages
 _STRAIGHT = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT})
 
@@ -331,6 +342,8 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
             if OUTPUT_RUN:
                 shown = _output_bases(shown, frozenset(pnames))
             shown = _zero_runs(shown)
+            if JUMP_EVERY:
+                shown = _jumps(shown)
         shown = _loaded_once(shown, from_w) if load_once else shown
         proto = f"void {name}({decl})"
         staged.names.append(name)
@@ -446,6 +459,20 @@ def _zero_runs(lines: list[Stmt]) -> list[Stmt]:
                 j += 1
         out += lines[i:j] if j - i < cp.ZERO_RUN else cp.zero_run(s.target, s.index, s.index + j - i)
         i = j
+    return out
+
+
+def _jumps(lines: list[Stmt]) -> list[Stmt]:
+    """A windowed stage's statements with a :data:`~soadyn.codegen.cprogram.JUMP` after every
+    :data:`JUMP_EVERY` statements that compute or store (none after the last): code placement only."""
+    out: list[Stmt] = []
+    n = 0
+    for i, s in enumerate(lines):
+        out.append(s)
+        if s.kind in (cp.TRIG, cp.ARITH, cp.STORE, cp.WORK, cp.ZEROS):
+            n += 1
+            if n % JUMP_EVERY == 0 and i + 1 < len(lines):
+                out.append(Stmt(cp.JUMP, ""))
     return out
 
 
