@@ -114,7 +114,8 @@ def _calls(names: list[str], params: list[tuple[str, str]]) -> list[Stmt]:
 
 def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
                  max_ops: int = STAGE_OPS, printer: CPrinter | None = None,
-                 printed: bool = True, load_once: bool = False, windows: int = 0) -> Staged | None:
+                 printed: bool = True, load_once: bool = False, windows: int = 0,
+                 jumps: bool = False) -> Staged | None:
     """Split a straight-line body into stage functions (None when it is short or not straight-line).
 
     ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``;
@@ -126,7 +127,8 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     of ``Staged.stage_bodies`` keep reading ``w[k]`` at each use); ``windows`` > 0 (printed stages only):
     the work array laid out so that the values each stretch of a stage names most lie together, and the
     printed stages reach them through up to ``windows`` base pointers with one-byte displacements
-    (:func:`_windowed`; ``Staged.stage_bodies`` read ``w[k]`` of the same layout).
+    (:func:`_windowed`; ``Staged.stage_bodies`` read ``w[k]`` of the same layout); ``jumps``: the printed
+    stages take a jump to the next instruction after every :data:`JUMP_EVERY` statements (:func:`_jumps`).
     """
     if not _straight(body):
         return None
@@ -134,7 +136,7 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     if len(chunks) < 2:
         return None
     staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))],
-                              printer, printed, load_once, windows)
+                              printer, printed, load_once, windows, jumps)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1))] + _calls(staged.names, params)
     return staged
 
@@ -279,12 +281,13 @@ def _windows(n: Counter, slot: dict[str, int], count: int) -> list[int]:
 
 def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
                      names: list[str], printer: CPrinter | None = None, printed: bool = True,
-                     load_once: bool = False, windows: int = 0) -> Staged:
+                     load_once: bool = False, windows: int = 0, jumps: bool = False) -> Staged:
     """The C functions of ``chunks`` (consecutive statements), passing values through a work array,
     printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`; ``printed``: their C text
     too).  ``windows`` > 0: the work array laid out so that each stage's most used values lie together
     (:func:`_hot_layout`), and the printed stages read and write those through up to ``windows`` base
-    pointers into it (:func:`_windows`), within a one-byte displacement of one of them."""
+    pointers into it (:func:`_windows`), within a one-byte displacement of one of them; ``jumps``: a
+    jump to the next instruction every :data:`JUMP_EVERY` statements (:func:`_jumps`)."""
     loads = {s.target: s for s in stmts if s.kind == cp.LOAD}
     # a value is defined in one chunk, or (frame families) copied into several cases that each use
     # their own copy: only a use outside every chunk that defines it crosses a boundary
@@ -342,9 +345,9 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
             if OUTPUT_RUN:
                 shown = _output_bases(shown, frozenset(pnames))
             shown = _zero_runs(shown)
-            if JUMP_EVERY:
-                shown = _jumps(shown)
         shown = _loaded_once(shown, from_w) if load_once else shown
+        if jumps and JUMP_EVERY:
+            shown = _jumps(shown)
         proto = f"void {name}({decl})"
         staged.names.append(name)
         staged.stage_bodies.append(lines)
@@ -463,7 +466,7 @@ def _zero_runs(lines: list[Stmt]) -> list[Stmt]:
 
 
 def _jumps(lines: list[Stmt]) -> list[Stmt]:
-    """A windowed stage's statements with a :data:`~soadyn.codegen.cprogram.JUMP` after every
+    """A printed stage's statements with a :data:`~soadyn.codegen.cprogram.JUMP` after every
     :data:`JUMP_EVERY` statements that compute or store (none after the last): code placement only."""
     out: list[Stmt] = []
     n = 0

@@ -173,6 +173,14 @@ LOAD_ONCE_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynami
 #: -> 339,300, B1+Z1, xArm7 free and fixed (benchmarks/README.md, twelfth session)
 WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
 
+#: the single-call stage functions of a compiled module (not the flight library's: ``finish_function(
+#: windows=False)``) are printed with a jump to the next instruction every few statements
+#: (:data:`soadyn.codegen.stages.JUMP_EVERY`): a taken branch every ~50 bytes of straight-line code, which
+#: the front end fetches faster (measured on Zen 5: benchmarks/README.md, thirteenth session).  TALOS,
+#: ns, fresh copies alternating: FD derivatives 0.93-0.96 of the time without, ID derivatives 0.96-0.99,
+#: M^-1 0.98-1.0, forward dynamics 0.98-0.99, M 0.96-0.98
+JUMPS = True
+
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
                "#if defined(__GNUC__) || defined(__clang__)",
@@ -224,8 +232,9 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
     statements = f.body[len(scratch):len(f.body) - n_epi]
     once = getattr(f, "load_once", False)
     bases = WINDOWS if windows and getattr(f, "windows", False) else 0
-    staged = split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
-                          stage_ops, printer, load_once=once, windows=bases) if stage_ops > 0 else None
+    staged = (split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
+                          stage_ops, printer, load_once=once, windows=bases, jumps=windows and JUMPS)
+              if stage_ops > 0 else None)
     if staged is not None:
         f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes

@@ -916,7 +916,7 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     derivatives added, the
     load-once stages read through them too (one segment each).  Data movement only: the single calls and
     the SIMD batches (which reuse the scalar stages' layout with stages this short) have the bits of the
-    build without windows."""
+    build without windows and jumps."""
     import soadyn.codegen.pipeline as pl
     from soadyn.codegen.units import WINDOW_FUNCTIONS, translation_units
 
@@ -949,6 +949,11 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
                if "_forward_dynamics_derivatives" in s and "__simd" not in s)
     assert not any("jmp 1f" in t for s, t in units.items() if "__simd" in s)
     windowed = soadyn_compile(robot, tmp_path / "w", functions=funcs, progress=False, profile=TINY_STAGES)
+    # the build without windows and without jumps (the check above can fail)
+    monkeypatch.setattr("soadyn.codegen.units.JUMPS", False)
+    gen_plain = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
+    assert not any("jmp 1f" in t for _, t in translation_units(gen_plain.functions,
+                                                               gen_plain.files[gen_plain.header_name]))
     monkeypatch.setattr("soadyn.codegen.emit.WINDOW_FUNCTIONS", frozenset())
     plain = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
     Q, V, A = _states(robot, 9)
