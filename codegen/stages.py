@@ -58,15 +58,15 @@ HOT_MIN = 2
 #: stores to that array fit one window of :data:`WINDOW` entries (0: never)
 OUTPUT_RUN = 3
 
-#: a windowed stage (:data:`~soadyn.codegen.units.WINDOW_FUNCTIONS`) is printed with a taken jump to the
-#: next instruction (:data:`~soadyn.codegen.cprogram.JUMP`) after every this many statements
-#: (:func:`_jumps`; 0: none): code placement only, the same instructions otherwise.  The long FD
-#: derivatives' straight-line stages (TALOS: 328 KB) are fetched from L2 on every call; with a taken
-#: branch every ~50 bytes the front end runs faster (Zen 5, whose fetch and decode work per block
-#: between taken branches).  FD derivatives, ns (C loop, fresh copies alternating, 6 rounds, load
-#: 9.3-9.6): TALOS 7,224-7,355 -> 6,794-7,006, B1+Z1 3,182-3,225 -> 3,022-3,061, xArm7 free 1,432-1,485
-#: -> 1,282-1,302; TALOS's stage bytes +1.8 %; every 20 statements gained half as much, every 4 no more
-#: than 8 (benchmarks/README.md, thirteenth session)
+#: a printed stage of a compiled module (:data:`~soadyn.codegen.units.JUMPS`) takes a jump to the next
+#: instruction (:data:`~soadyn.codegen.cprogram.JUMP`) after every this many statements (:func:`_jumps`;
+#: 0: none): code placement only, the same instructions otherwise.  The long straight-line stages (TALOS's
+#: FD derivatives: 328 KB) are fetched from L2 on every call; with a taken branch every ~140 bytes (2,100
+#: jumps) the front end of this machine (Zen 5) runs faster, and the same bytes with 2-byte nops in place
+#: of the jumps do not.  FD derivatives, ns (C loop, fresh copies alternating, 6 rounds, load 9.3-9.6):
+#: TALOS 7,224-7,355 -> 6,794-7,006, B1+Z1 3,182-3,225 -> 3,022-3,061, xArm7 free 1,432-1,485 ->
+#: 1,282-1,302; TALOS's stage bytes +1.8 %, callgrind instructions +2.4 %; every 5, 12, 16 or 20
+#: statements within the noise of 8 (benchmarks/README.md, thirteenth session)
 JUMP_EVERY = 8
 
 #: the kinds a straight-line body may hold to be cut into stages

@@ -175,7 +175,7 @@ WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_
 
 #: the single-call stage functions of a compiled module (not the flight library's: ``finish_function(
 #: windows=False)``) are printed with a jump to the next instruction every few statements
-#: (:data:`soadyn.codegen.stages.JUMP_EVERY`): a taken branch every ~50 bytes of straight-line code, which
+#: (:data:`soadyn.codegen.stages.JUMP_EVERY`): a taken branch every ~140 bytes of straight-line code, which
 #: the front end fetches faster (measured on Zen 5: benchmarks/README.md, thirteenth session).  TALOS,
 #: ns, fresh copies alternating: FD derivatives 0.93-0.96 of the time without, ID derivatives 0.96-0.99,
 #: M^-1 0.98-1.0, forward dynamics 0.98-0.99, M 0.96-0.98
