@@ -58,7 +58,7 @@ HOT_MIN = 2
 #: stores to that array fit one window of :data:`WINDOW` entries (0: never)
 OUTPUT_RUN = 3
 
-#: a printed stage of a compiled module (:data:`~soadyn.codegen.units.JUMPS`) takes a jump to the next
+#: a printed stage of a :data:`~soadyn.codegen.units.JUMP_FUNCTIONS` function takes a jump to the next
 #: instruction (:data:`~soadyn.codegen.cprogram.JUMP`) after every this many statements (:func:`_jumps`;
 #: 0: none): code placement only, the same instructions otherwise.  The long straight-line stages (TALOS's
 #: FD derivatives: 328 KB) are fetched from L2 on every call; with a taken branch every ~140 bytes (2,100

@@ -950,7 +950,7 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     assert not any("jmp 1f" in t for s, t in units.items() if "__simd" in s)
     windowed = soadyn_compile(robot, tmp_path / "w", functions=funcs, progress=False, profile=TINY_STAGES)
     # the build without windows and without jumps (the check above can fail)
-    monkeypatch.setattr("soadyn.codegen.units.JUMPS", False)
+    monkeypatch.setattr("soadyn.codegen.units.JUMP_FUNCTIONS", frozenset())
     gen_plain = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
     assert not any("jmp 1f" in t for _, t in translation_units(gen_plain.functions,
                                                                gen_plain.files[gen_plain.header_name]))
