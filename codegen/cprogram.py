@@ -159,11 +159,12 @@ SWITCH = "switch"      # switch (frame) { <cases> }: a frame family's cases (``c
 BASE = "base"          # [double *]<target> = w + <index>;            a base pointer into the work array
 #                        (or into ``array``, an output: ``<array> + <index>``; ``zero``: declared here),
 #                        opaque to the compiler (soadyn.codegen.stages, windows)
+JUMP = "jump"          # __asm__ volatile("jmp 1f\n1:");              a taken jump to the next instruction
 PREFETCH = "prefetch"  # __builtin_prefetch of <target>[k], k = the multiples of 8 in index..end (one loop),
 #                        and of <target>[end] when end is none: a slice of an output's lines (SIMD lanes
 #                        driver, soadyn.codegen.lanes.prefetched_outputs)
 KINDS = (LOAD, TRIG, ARITH, STORE, ZEROS, WORK, SCRATCH, CALL, PRODUCT, VOID, COMMENT, SINCOS, SWITCH, BASE,
-         PREFETCH)
+         PREFETCH, JUMP)
 VALUES = (LOAD, TRIG, ARITH)
 
 #: a run of at least ZERO_RUN exact zeros in an output of a frame family (``emit._stores``; a windowed
@@ -253,7 +254,7 @@ class Stmt:
     def semicolons(self) -> int:
         """Printed lines ending in ``;`` (what :data:`soadyn.codegen.trig.INLINE_TRIG_STATEMENTS`
         measures)."""
-        if self.kind in (COMMENT, BASE):
+        if self.kind in (COMMENT, BASE, JUMP):
             return 0
         if self.kind == SINCOS:
             return 2
@@ -266,7 +267,7 @@ def statements(body: list[Stmt]) -> int:
     """Printed lines ending in ``;`` of ``body``."""
     n = len(body)
     for s in body:
-        if s.kind in (COMMENT, SINCOS, SWITCH, BASE):
+        if s.kind in (COMMENT, SINCOS, SWITCH, BASE, JUMP):
             n += s.semicolons() - 1
     return n
 

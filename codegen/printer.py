@@ -118,6 +118,12 @@ class CPrinter:
                     "#if defined(__GNUC__) || defined(__clang__)",
                     f'{ind}__asm__("" : "+r"({s.target}));',
                     "#endif"]
+        elif k == cp.JUMP:
+            # a taken jump to the next instruction: the front end starts a new fetch block there
+            # (soadyn.codegen.stages, JUMP_EVERY); x86-64 GCC/Clang only, nothing elsewhere
+            out += ["#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)",
+                    f'{ind}__asm__ volatile("jmp 1f\\n1:");',
+                    "#endif"]
         elif k == cp.SINCOS:
             n = len(s.args)
             xs = ", ".join(s.args)

@@ -58,6 +58,17 @@ HOT_MIN = 2
 #: stores to that array fit one window of :data:`WINDOW` entries (0: never)
 OUTPUT_RUN = 3
 
+#: a printed stage of a :data:`~soadyn.codegen.units.JUMP_FUNCTIONS` function takes a jump to the next
+#: instruction (:data:`~soadyn.codegen.cprogram.JUMP`) after every this many statements (:func:`_jumps`;
+#: 0: none): code placement only, the same instructions otherwise.  The long straight-line stages (TALOS's
+#: FD derivatives: 328 KB) are fetched from L2 on every call; with a taken branch every ~140 bytes (2,100
+#: jumps) the front end of this machine (Zen 5) runs faster, and the same bytes with 2-byte nops in place
+#: of the jumps do not.  FD derivatives, ns (C loop, fresh copies alternating, 6 rounds, load 9.3-9.6):
+#: TALOS 7,224-7,355 -> 6,794-7,006, B1+Z1 3,182-3,225 -> 3,022-3,061, xArm7 free 1,432-1,485 ->
+#: 1,282-1,302; TALOS's stage bytes +1.8 %, callgrind instructions +2.4 %; every 5, 12, 16 or 20
+#: statements within the noise of 8 (benchmarks/README.md, thirteenth session)
+JUMP_EVERY = 8
+
 #: the kinds a straight-line body may hold to be cut into stages
 _STRAIGHT = frozenset({cp.LOAD, cp.TRIG, cp.ARITH, cp.STORE, cp.ZEROS, cp.COMMENT})
 
@@ -103,7 +114,8 @@ def _calls(names: list[str], params: list[tuple[str, str]]) -> list[Stmt]:
 
 def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
                  max_ops: int = STAGE_OPS, printer: CPrinter | None = None,
-                 printed: bool = True, load_once: bool = False, windows: int = 0) -> Staged | None:
+                 printed: bool = True, load_once: bool = False, windows: int = 0,
+                 jumps: bool = False) -> Staged | None:
     """Split a straight-line body into stage functions (None when it is short or not straight-line).
 
     ``params``: the function's parameters as (C type, name), e.g. ``("const double *", "q")``;
@@ -115,7 +127,8 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     of ``Staged.stage_bodies`` keep reading ``w[k]`` at each use); ``windows`` > 0 (printed stages only):
     the work array laid out so that the values each stretch of a stage names most lie together, and the
     printed stages reach them through up to ``windows`` base pointers with one-byte displacements
-    (:func:`_windowed`; ``Staged.stage_bodies`` read ``w[k]`` of the same layout).
+    (:func:`_windowed`; ``Staged.stage_bodies`` read ``w[k]`` of the same layout); ``jumps``: the printed
+    stages take a jump to the next instruction after every :data:`JUMP_EVERY` statements (:func:`_jumps`).
     """
     if not _straight(body):
         return None
@@ -123,7 +136,7 @@ def split_stages(cname: str, params: list[tuple[str, str]], body: list[Stmt],
     if len(chunks) < 2:
         return None
     staged = _chunk_functions(params, body, chunks, [f"{cname}_stage{k}" for k in range(len(chunks))],
-                              printer, printed, load_once, windows)
+                              printer, printed, load_once, windows, jumps)
     staged.body = [Stmt(cp.SCRATCH, "w", index=max(staged.work, 1))] + _calls(staged.names, params)
     return staged
 
@@ -268,12 +281,13 @@ def _windows(n: Counter, slot: dict[str, int], count: int) -> list[int]:
 
 def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: list[list[Stmt]],
                      names: list[str], printer: CPrinter | None = None, printed: bool = True,
-                     load_once: bool = False, windows: int = 0) -> Staged:
+                     load_once: bool = False, windows: int = 0, jumps: bool = False) -> Staged:
     """The C functions of ``chunks`` (consecutive statements), passing values through a work array,
     printed by ``printer`` (default :class:`~soadyn.codegen.printer.CPrinter`; ``printed``: their C text
     too).  ``windows`` > 0: the work array laid out so that each stage's most used values lie together
     (:func:`_hot_layout`), and the printed stages read and write those through up to ``windows`` base
-    pointers into it (:func:`_windows`), within a one-byte displacement of one of them."""
+    pointers into it (:func:`_windows`), within a one-byte displacement of one of them; ``jumps``: a
+    jump to the next instruction every :data:`JUMP_EVERY` statements (:func:`_jumps`)."""
     loads = {s.target: s for s in stmts if s.kind == cp.LOAD}
     # a value is defined in one chunk, or (frame families) copied into several cases that each use
     # their own copy: only a use outside every chunk that defines it crosses a boundary
@@ -332,6 +346,8 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
                 shown = _output_bases(shown, frozenset(pnames))
             shown = _zero_runs(shown)
         shown = _loaded_once(shown, from_w) if load_once else shown
+        if jumps and JUMP_EVERY:
+            shown = _jumps(shown)
         proto = f"void {name}({decl})"
         staged.names.append(name)
         staged.stage_bodies.append(lines)
@@ -446,6 +462,20 @@ def _zero_runs(lines: list[Stmt]) -> list[Stmt]:
                 j += 1
         out += lines[i:j] if j - i < cp.ZERO_RUN else cp.zero_run(s.target, s.index, s.index + j - i)
         i = j
+    return out
+
+
+def _jumps(lines: list[Stmt]) -> list[Stmt]:
+    """A printed stage's statements with a :data:`~soadyn.codegen.cprogram.JUMP` after every
+    :data:`JUMP_EVERY` statements that compute or store (none after the last): code placement only."""
+    out: list[Stmt] = []
+    n = 0
+    for i, s in enumerate(lines):
+        out.append(s)
+        if s.kind in (cp.TRIG, cp.ARITH, cp.STORE, cp.WORK, cp.ZEROS):
+            n += 1
+            if n % JUMP_EVERY == 0 and i + 1 < len(lines):
+                out.append(Stmt(cp.JUMP, ""))
     return out
 
 

@@ -31,7 +31,8 @@ from soadyn.codegen.stages import STAGE_OPS, WINDOWS, split_family, split_stages
 from soadyn.codegen.trig import PRELUDE, fuse_trig
 
 __all__ = ["STAGE_OPS", "UNIT_OPS", "SIMD_FUNCTIONS", "PRODUCT_LANE_FUNCTIONS", "PRIORITY_RA_FUNCTIONS",
-           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "WINDOW_FUNCTIONS", "PER_STATE_PRODUCT_OPS",
+           "SLP_FUNCTIONS", "LOAD_ONCE_FUNCTIONS", "WINDOW_FUNCTIONS", "JUMP_FUNCTIONS",
+           "PER_STATE_PRODUCT_OPS",
            "finish_function", "per_state_products", "translation_units", "lowered_unit", "prelude"]
 
 #: operations per translation unit: a function's stages are packed into units of about this size (each
@@ -173,6 +174,18 @@ LOAD_ONCE_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynami
 #: -> 339,300, B1+Z1, xArm7 free and fixed (benchmarks/README.md, twelfth session)
 WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
 
+#: functions whose single-call stage functions (in a compiled module; not the flight library's:
+#: ``finish_function(windows=False)``) are printed with a jump to the next instruction every few
+#: statements (:data:`soadyn.codegen.stages.JUMP_EVERY`): a taken branch every ~140 bytes of
+#: straight-line code, on which this machine's front end (Zen 5) ran the long derivative stages faster
+#: (benchmarks/README.md, thirteenth session).  TALOS, ns, fresh copies alternating: FD derivatives
+#: 0.93-0.97 of the time without, ID derivatives 0.96-0.99 (xArm7 and B1+Z1 unchanged).  Not the default
+#: functions: TALOS's inverse dynamics (48 KB of stages) ran
+#: 651-719 -> 731-746 ns with them, its M mixed, while B1+Z1's and xArm7's M^-1 and forward dynamics gained
+#: 2-8 %
+JUMP_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext",
+                            "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
+
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",
                "#if defined(__GNUC__) || defined(__clang__)",
@@ -224,8 +237,10 @@ def finish_function(f, stage_ops: int, lanes: int, finished: dict | None = None,
     statements = f.body[len(scratch):len(f.body) - n_epi]
     once = getattr(f, "load_once", False)
     bases = WINDOWS if windows and getattr(f, "windows", False) else 0
-    staged = split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
-                          stage_ops, printer, load_once=once, windows=bases) if stage_ops > 0 else None
+    staged = (split_stages(f.cname, params + [(f"{real} *", n) for n, _ in scratch], statements,
+                          stage_ops, printer, load_once=once, windows=bases,
+                          jumps=windows and any(f.cname.endswith(f"_{n}") for n in JUMP_FUNCTIONS))
+              if stage_ops > 0 else None)
     if staged is not None:
         f.body = decls + staged.body + f.body[len(f.body) - n_epi:]
         extra.prototypes += staged.prototypes

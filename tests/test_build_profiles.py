@@ -948,10 +948,11 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     array laid out for them (``stages._hot_layout``), moved where a stage's next segment begins (segments
     made short here, so that the test arm's stages have several), and their stores into the outputs
     through base pointers of the outputs (``stages._output_bases``), runs of zeros as loops
-    (``stages._zero_runs``); with the ID derivatives added, the
+    (``stages._zero_runs``), a taken jump every few statements (``stages._jumps``); with the ID
+    derivatives added, the
     load-once stages read through them too (one segment each).  Data movement only: the single calls and
     the SIMD batches (which reuse the scalar stages' layout with stages this short) have the bits of the
-    build without windows."""
+    build without windows and jumps."""
     import soadyn.codegen.pipeline as pl
     from soadyn.codegen.units import WINDOW_FUNCTIONS, translation_units
 
@@ -979,7 +980,16 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     # runs of exact zeros as short loops (stages._zero_runs)
     assert any(re.search(r"for \(int k = -?\d+; k < -?\d+; \+\+k\) ob_da_d\w+\[k\] = 0\.0;", t)
                for s, t in units.items() if "_forward_dynamics_derivatives" in s and "__simd" not in s)
+    # a taken jump to the next instruction every JUMP_EVERY statements (stages._jumps): placement only
+    assert any('__asm__ volatile("jmp 1f\\n1:");' in t for s, t in units.items()
+               if "_forward_dynamics_derivatives" in s and "__simd" not in s)
+    assert not any("jmp 1f" in t for s, t in units.items() if "__simd" in s)
     windowed = soadyn_compile(robot, tmp_path / "w", functions=funcs, progress=False, profile=TINY_STAGES)
+    # the build without windows and without jumps (the check above can fail)
+    monkeypatch.setattr("soadyn.codegen.units.JUMP_FUNCTIONS", frozenset())
+    gen_plain = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
+    assert not any("jmp 1f" in t for _, t in translation_units(gen_plain.functions,
+                                                               gen_plain.files[gen_plain.header_name]))
     monkeypatch.setattr("soadyn.codegen.emit.WINDOW_FUNCTIONS", frozenset())
     plain = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
     Q, V, A = _states(robot, 9)

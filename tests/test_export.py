@@ -563,6 +563,7 @@ def test_staged_and_fused_gives_the_compact_bits(tmp_path, monkeypatch, precisio
         text = (d / f"{_name(d)}.c").read_text()
         stages, fused = len(re.findall(r"^SOADYN_STAGE void", text, re.M)), "soadyn_ts[" in text
         assert (stages > 5 and fused) if label == "staged" else (stages == 0 and not fused), (label, stages)
+        assert "__asm__" not in text     # plain C: no base pointers, no jumps (modules only)
         (tmp_path / label / "so").mkdir()
         libs[label] = _shared_library(d, tmp_path / label / "so")
     r, name = resolve_robot(PANDA_URDF, "free", mimic="independent")
