@@ -120,8 +120,10 @@ class CPrinter:
                     "#endif"]
         elif k == cp.JUMP:
             # a taken jump to the next instruction: the front end starts a new fetch block there
-            # (soadyn.codegen.stages, JUMP_EVERY); x86-64 GCC/Clang only, nothing elsewhere
-            out += ["#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)",
+            # (soadyn.codegen.stages, JUMP_EVERY); x86-64 GCC/Clang only, and only where the build defines
+            # SOADYN_TAKEN_JUMPS (profiles.taken_jumps_help: the CPUs it was measured on), nothing elsewhere
+            out += ["#if defined(SOADYN_TAKEN_JUMPS) && (defined(__GNUC__) || defined(__clang__)) "
+                    "&& defined(__x86_64__)",
                     f'{ind}__asm__ volatile("jmp 1f\\n1:");',
                     "#endif"]
         elif k == cp.SINCOS:

@@ -33,6 +33,8 @@ scheduling pass (the out-of-order cores these modules run on reorder for themsel
 same machine, issue 11): gcc CPU for all 52 units of the 37-DOF four-arm robot's default functions
 45.8 -> 35.2 s (-23 %); run time per call, best of 3 rounds, Panda free base ID / FD / M / M^-1 162 / 396 /
 121 / 494 -> 164 / 400 / 121 / 506 ns, four-arm 751 / 1587 / 814 / 2221 -> 770 / 1604 / 808 / 2221 ns.
+On AMD Zen 5 and later the ``fast`` profile also defines ``SOADYN_TAKEN_JUMPS`` (:func:`taken_jumps_help`:
+the derivative stages' taken jumps, :data:`soadyn.codegen.stages.JUMP_EVERY`).
 ``SOADYN_CFLAGS`` (environment) still replaces the optimisation flags of any profile; the flags in
 effect are recorded in the module's stamp and are part of its cache key.
 """
@@ -56,6 +58,10 @@ IEEE_FLAGS = ("-fno-math-errno", "-ffp-contract=off")
 #: given to GCC only (:func:`compiler_is_gcc`): Clang names its passes differently
 STRAIGHT_LINE_FLAGS = ("-fno-tree-fre", "-fno-tree-pre", "-fno-tree-dse", "-fno-gcse", "-fno-dse",
                        "-fno-schedule-insns2")
+#: the define that turns on the derivative stages' taken jumps (:data:`soadyn.codegen.stages.JUMP_EVERY`,
+#: printed under ``#if defined(SOADYN_TAKEN_JUMPS)``): the ``fast`` profile gives it where
+#: :func:`taken_jumps_help` says so, so the generated source stays the same on every machine
+TAKEN_JUMPS_FLAG = "-DSOADYN_TAKEN_JUMPS"
 PROFILES = ("fast", "portable", "debug")
 DEFAULT_PROFILE = "fast"
 
@@ -134,6 +140,30 @@ def machine_id() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def taken_jumps_help(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU runs the long straight-line stages faster with a taken jump every few statements:
+    AMD Zen 5 and later (``cpu family`` >= 26: two decode clusters, the second one used from a taken
+    branch on; TALOS's FD derivatives 0.93-0.97 of the time, benchmarks/README.md, thirteenth session).
+    Not measured elsewhere, so not given elsewhere (a taken branch costs a fetch cycle on cores with one
+    decoder).  ``cpuinfo``: the text of ``/proc/cpuinfo`` (read when None; False where there is none)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read(65536)
+        except OSError:
+            return False
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        fields.setdefault(key.strip(), value.strip())
+    family = fields.get("cpu family", "")
+    return fields.get("vendor_id") == "AuthenticAMD" and family.isdigit() and int(family) >= 26
+
+
 def get_profile(name: str | Profile | None = None) -> Profile:
     """The profile called ``name`` (default :data:`DEFAULT_PROFILE`, or ``SOADYN_PROFILE``); raises
     ``ValueError`` naming the valid ones.  ``SOADYN_CFLAGS`` replaces the optimisation flags.  A
@@ -143,8 +173,9 @@ def get_profile(name: str | Profile | None = None) -> Profile:
     name = name or os.environ.get("SOADYN_PROFILE") or DEFAULT_PROFILE
     passes = STRAIGHT_LINE_FLAGS if compiler_is_gcc() else ()
     if name == "fast":
-        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *passes, *IEEE_FLAGS),
-                       stage_ops=STAGE_OPS, lanes=4, native=True)
+        jumps = (TAKEN_JUMPS_FLAG,) if taken_jumps_help() else ()
+        prof = Profile("fast", ("-O2", "-march=native", "-fno-tree-slp-vectorize", *passes, *jumps,
+                                *IEEE_FLAGS), stage_ops=STAGE_OPS, lanes=4, native=True)
     elif name == "portable":
         prof = Profile("portable", ("-O2", *_baseline_isa(), *passes, *IEEE_FLAGS),
                        stage_ops=STAGE_OPS, lanes=2)

@@ -20,14 +20,17 @@ from soadyn import load_robot
 from soadyn.codegen import compile as soadyn_compile
 from soadyn.codegen import objcache
 from soadyn.codegen.pipeline import cache_key
-from soadyn.codegen.profiles import IEEE_FLAGS, Profile, get_profile
+from soadyn.codegen.profiles import IEEE_FLAGS, TAKEN_JUMPS_FLAG, Profile, get_profile, taken_jumps_help
 from soadyn.codegen.stages import split_stages
 
 TEST_ARM = Path(__file__).resolve().parents[1] / "examples" / "test_arm.yaml"
 
 FUNCS = "forward_dynamics,inverse_dynamics,mass_matrix,mass_matrix_inverse,center_of_mass,jacobian"
 #: the fast profile's flags with stages of ~150 operations: the small test arm's functions get several
-TINY_STAGES = Profile("tiny_stages", get_profile("fast").cflags, stage_ops=150, lanes=4)
+#: the fast flags with the derivative stages' taken jumps compiled in on every x86-64 machine (the fast
+#: profile defines SOADYN_TAKEN_JUMPS only where profiles.taken_jumps_help says so)
+TINY_STAGES = Profile("tiny_stages", tuple(dict.fromkeys(get_profile("fast").cflags + (TAKEN_JUMPS_FLAG,))),
+                      stage_ops=150, lanes=4)
 
 
 def _states(robot, n, seed=3):
@@ -999,3 +1002,24 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
         batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (windowed, plain)]
         assert single[0].tobytes() == single[1].tobytes(), name
         assert batch[0].tobytes() == batch[1].tobytes(), name
+
+
+def test_taken_jumps_only_on_the_cpus_they_were_measured_on(monkeypatch):
+    """The derivative stages' taken jumps (stages.JUMP_EVERY) are compiled in only where the fast profile
+    defines SOADYN_TAKEN_JUMPS: AMD family 26 (Zen 5) and later, read from /proc/cpuinfo's first
+    processor; the generated source is the same everywhere (the jump is printed under that define)."""
+    zen5 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n\nprocessor\t: 1\n"
+    assert taken_jumps_help(zen5)
+    assert not taken_jumps_help(zen5.replace(": 26", ": 25"))          # Zen 4
+    assert not taken_jumps_help("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n")
+    assert not taken_jumps_help("processor\t: 0\nCPU implementer\t: 0x41\n")   # aarch64
+    assert not taken_jumps_help("")
+    # the second processor's fields do not count
+    assert not taken_jumps_help("vendor_id\t: GenuineIntel\ncpu family\t: 6\n\n"
+                                "vendor_id\t: AuthenticAMD\ncpu family\t: 26\n")
+    monkeypatch.delenv("SOADYN_CFLAGS", raising=False)
+    monkeypatch.setattr("soadyn.codegen.profiles.taken_jumps_help", lambda cpuinfo=None: True)
+    assert TAKEN_JUMPS_FLAG in get_profile("fast").cflags
+    assert TAKEN_JUMPS_FLAG not in get_profile("portable").cflags
+    monkeypatch.setattr("soadyn.codegen.profiles.taken_jumps_help", lambda cpuinfo=None: False)
+    assert TAKEN_JUMPS_FLAG not in get_profile("fast").cflags
