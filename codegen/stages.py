@@ -335,7 +335,7 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
         if not uses_w:     # (a frame's case that reads nothing from the prefix: -Wunused-parameter)
             lines.append(Stmt(cp.VOID, "w"))
             at.append(at[-1] if at else 0)
-        from_w = {u: r for u, r in remote.items() if r.startswith("w[")}
+        from_w = {u: ("w", slot[u]) for u in used - mine - needed_loads if u in slot}
         shown = lines
         if counts and uses_w:
             starts = [_windows(counts[first[k] + g], slot, windows) for g in range(max(at) + 1)]
@@ -360,13 +360,13 @@ def _chunk_functions(params: list[tuple[str, str]], stmts: list[Stmt], chunks: l
 
 
 def _windowed(lines: list[Stmt], at: list[int], starts: list[list[int]],
-              slot: dict[str, int]) -> tuple[list[Stmt], dict[str, str]]:
+              slot: dict[str, int]) -> tuple[list[Stmt], dict[str, tuple[str, int]]]:
     """A stage's statements (``at``: the segment of each) with the work-array slots in the windows of
     their segment (``starts[g]``: first slots) read and written through base pointers ``w<j>`` = ``w +
     starts[g][j] + WINDOW / 2`` (:data:`~soadyn.codegen.cprogram.BASE` statements where a segment
-    begins), as ``w<j>[-16]`` .. ``w<j>[15]``: ``(the statements, value -> element read for load_once,
-    one segment)``.  A sine's or cosine's argument keeps ``w[k]`` (the trig fusion reads elements with
-    non-negative indices)."""
+    begins), as ``w<j>[-16]`` .. ``w<j>[15]``: ``(the statements, value -> (array, index) read for
+    load_once, one segment)``.  A sine's or cosine's argument keeps ``w[k]`` (the trig fusion reads
+    elements with non-negative indices)."""
     half = WINDOW // 2
     out: list[Stmt] = []
     base: dict[str, int] = {}
@@ -391,7 +391,7 @@ def _windowed(lines: list[Stmt], at: list[int], starts: list[list[int]],
                 and not back.keys().isdisjoint(s.expr.tokens)):
             s = Stmt(s.kind, s.target, s.expr.renamed(back), index=s.index)
         out.append(s)
-    return out, {u: back.get(f"w[{x}]", f"w[{x}]") for u, x in slot.items()}
+    return out, {u: where.get(x, ("w", x)) for u, x in slot.items()}
 
 
 def _output_bases(lines: list[Stmt], arrays: frozenset[str]) -> list[Stmt]:
@@ -479,13 +479,14 @@ def _jumps(lines: list[Stmt]) -> list[Stmt]:
     return out
 
 
-def _loaded_once(lines: list[Stmt], from_w: dict[str, str]) -> list[Stmt]:
-    """A stage's statements with each work-array value of ``from_w`` (name -> ``w[k]``, as the statements
-    read it) read into a local ``const`` once, just before the first statement that reads it, and that
-    local read after: one load per value and stage instead of one per use (the output stores between
-    two uses may alias ``w``, so the compiler reloads at every use).  Within a stage a slot holds one
-    value (:func:`_slots` frees a slot at the next stage), so ``w[k]`` names one value here."""
-    back = {r: u for u, r in from_w.items()}
+def _loaded_once(lines: list[Stmt], from_w: dict[str, tuple[str, int]]) -> list[Stmt]:
+    """A stage's statements with each work-array value of ``from_w`` (name -> ``(array, index)``, the
+    element the statements read it as: ``w[k]`` or a window's ``w0[i]``) read into a local ``const``
+    once, just before the first statement that reads it, and that local read after: one load per value
+    and stage instead of one per use (the output stores between two uses may alias ``w``, so the compiler
+    reloads at every use).  Within a stage a slot holds one value (:func:`_slots` frees a slot at the
+    next stage), so ``w[k]`` names one value here."""
+    back = {f"{a}[{k}]": u for u, (a, k) in from_w.items()}
     out: list[Stmt] = []
     loaded: set[str] = set()
     for s in lines:
@@ -495,8 +496,7 @@ def _loaded_once(lines: list[Stmt], from_w: dict[str, str]) -> list[Stmt]:
                 for r in dict.fromkeys(hit):
                     if r not in loaded:
                         loaded.add(r)
-                        array, at = r[:-1].split("[")
-                        out.append(cp.load(back[r], array, int(at)))
+                        out.append(cp.load(back[r], *from_w[back[r]]))
                 s = cp.renamed(s, back)
         out.append(s)
     return out
