@@ -176,6 +176,44 @@ def test_inertial_rotation_default_axis_continuous(tmp_path: Path) -> None:
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("base", ["free", "fixed"])
+def test_continuous_joints_map_onto_pinocchio(tmp_path: Path, base: str) -> None:
+    """Pinocchio's parser makes a ``continuous`` joint an unbounded revolute joint (``q = [cos, sin]``, nq 2):
+    ``PinocchioMap`` converts q both ways and the dynamics agree (the sizes used to be refused)."""
+    from soadyn.model.conventions import PinocchioMap
+    from soadyn.reference import dense as ref
+
+    body = (f'<link name="b">{_inertial(5.0)}</link>'
+            f'<link name="l1">{_inertial(2.0, xyz="0.1 0.2 0.3")}</link>'
+            f'<link name="l2">{_inertial(1.0, xyz="0 0.1 0")}</link>'
+            f'<link name="l3">{_inertial(1.5, xyz="0.1 0 0")}</link>'
+            + _joint("j1", "b", "l1", type="continuous", axis="0 1 0")
+            + _joint("j2", "l1", "l2") + _joint("j3", "l2", "l3", type="continuous", axis="1 0 0"))
+    p = _urdf(tmp_path, body)
+    robot = load_robot(p, base=base)
+    model = (pin.buildModelFromUrdf(str(p), pin.JointModelFreeFlyer()) if base == "free"
+             else pin.buildModelFromUrdf(str(p)))
+    assert model.nq == robot.nq + 2
+    model.gravity.linear = np.asarray(robot.gravity, dtype=float)
+    data = model.createData()
+    pm = PinocchioMap(robot, model)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q = robot.random_configuration(rng)
+        v, tau = rng.normal(size=robot.nv), rng.normal(size=robot.nv)
+        qp = pm.q_to_pin(q)
+        np.testing.assert_allclose(pm.q_from_pin(qp), q, rtol=0, atol=1e-15)
+        for k in (1, 3):
+            c, s = qp[model.joints[model.getJointId(f"j{k}")].idx_q:][:2]
+            assert (c, s) == pytest.approx((math.cos(q[robot.q_index(k)]), math.sin(q[robot.q_index(k)])))
+        M = pin.crba(model, data, qp)
+        M = np.triu(M) + np.triu(M, 1).T
+        np.testing.assert_allclose(ref.mass_matrix(robot, q), pm.matrix_from_pin(M), rtol=0, atol=1e-12)
+        a_pin = pin.aba(model, data, qp, pm.v_to_pin(v), pm.tau_to_pin(tau))
+        np.testing.assert_allclose(ref.forward_dynamics(robot, q, v, tau), pm.a_from_pin(a_pin),
+                                   rtol=0, atol=1e-10)
+
+
 def test_massless_links_fixed_or_inner_are_fine(tmp_path: Path) -> None:
     """A massless moving link is fine if it carries inertia outboard; a massless fixed leaf is a frame."""
     body = (f'<link name="b">{_inertial(5.0)}</link><link name="gimbal"/>'
