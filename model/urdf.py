@@ -13,8 +13,10 @@ the line of the offending element in the message.
 Mapping to the model (see ``docs/robot-format.md``):
 
 * ``continuous`` joints are ``revolute``; ``fixed`` joints are merged into their parent body by
-  :meth:`Robot.from_specs` (the merged link survives as a named frame); ``planar`` and ``floating`` child
-  joints are errors.  ``<mimic joint multiplier offset>`` joints are true couplings by default
+  :meth:`Robot.from_specs` (the merged link survives as a named frame); a ``floating`` joint that is the
+  only joint of a massless root link (``world``) makes its child the base (free by default; welded with
+  ``base='fixed'``); other ``floating`` joints and ``planar`` joints are errors.
+  ``<mimic joint multiplier offset>`` joints are true couplings by default
   (``mimic='couple'``: ``q = multiplier q_joint + offset``, no coordinate of their own, chains resolved,
   cycles and unknown joints are errors); ``'independent'`` treats them as ordinary joints (what
   ``pinocchio.buildModelFromUrdf`` does by default), ``'fixed'`` locks them at position zero and
@@ -287,6 +289,23 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         return Inertia(m, X.p, I)
 
     root_link = roots[0]
+    joints = list(model.joints)
+    welded: set[str] = set()
+    # the usual way to write a floating base: a massless root link (e.g. "world") whose only joint is
+    # ``floating``; the child is then the base (free by default; base 'fixed' welds it at the origin)
+    root_joints = [j for j in joints if j.parent == root_link]
+    if len(root_joints) == 1 and root_joints[0].type == "floating" and inertia_of(root_link).mass == 0:
+        fj = root_joints[0]
+        if base == "fixed":
+            welded.add(fj.name)
+        else:
+            if fj.origin is not None and not np.allclose(np.asarray(fj.origin, dtype=float), np.eye(4),
+                                                         rtol=0, atol=0):
+                raise RobotFileError(path, where("joint", fj.name), "a floating root joint with an <origin> "
+                                     "is not supported (the base pose is the state q); remove the <origin>")
+            joints.remove(fj)
+            root_link = fj.child
+            base = base or "free"
     specs.append(BodySpec(root_link, None, None, inertia_of(root_link)))
     mimics: dict[str, Mimic] = {}
     if mimic == "couple":
@@ -302,8 +321,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
             mimics = resolve_mimics(written, movable)
         except MimicError as e:
             raise RobotFileError(path, where("joint", e.joint) + "/mimic", e.problem) from None
-    for j in model.joints:
-        jtype = j.type
+    for j in joints:
+        jtype = "fixed" if j.name in welded else j.type
         if j.mimic is not None and mimic != "couple":
             if mimic == "error":
                 raise RobotFileError(path, where("joint", j.name),
@@ -315,10 +334,15 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                 jtype = "fixed"
         if jtype == "continuous":
             jtype = "revolute"
-        if jtype in ("planar", "floating"):
+        if jtype == "floating":
             raise RobotFileError(path, where("joint", j.name),
-                                 f"joint type {brief(jtype)} is not supported (only the base may float: use "
-                                 "base 'free'); use revolute, continuous, prismatic or fixed")
+                                 "a floating joint is supported only as the one joint of a massless root "
+                                 "link (e.g. 'world'), which makes its child the free base; use revolute, "
+                                 "continuous, prismatic or fixed here")
+        if jtype == "planar":
+            raise RobotFileError(path, where("joint", j.name),
+                                 "joint type 'planar' is not supported; write it as two prismatic joints and "
+                                 "a revolute joint through massless links")
         if jtype not in ("revolute", "prismatic", "fixed"):
             raise RobotFileError(path, where("joint", j.name),
                                  f"unknown joint type {brief(jtype)}; use revolute, continuous, prismatic "

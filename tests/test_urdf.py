@@ -214,6 +214,45 @@ def test_continuous_joints_map_onto_pinocchio(tmp_path: Path, base: str) -> None
                                    rtol=0, atol=1e-10)
 
 
+def test_floating_root_joint_is_the_free_base(tmp_path: Path) -> None:
+    """``world`` (massless) -floating-> base: the usual way to write a floating base (MuJoCo exports, G1).
+    The child is the free base, as in Pinocchio (a free flyer); ``base='fixed'`` welds it; a floating joint
+    elsewhere, or with an origin, is one clear error."""
+    from soadyn.model.conventions import PinocchioMap
+    from soadyn.reference import dense as ref
+
+    arm = (f'<link name="b">{_inertial(5.0)}</link><link name="l1">{_inertial(2.0, xyz="0.1 0.2 0.3")}</link>'
+           f'<link name="l2">{_inertial(1.0, xyz="0 0.1 0")}</link>'
+           + _joint("j1", "b", "l1", axis="0 1 0") + _joint("j2", "l1", "l2", type="prismatic"))
+    floating = '<joint name="root" type="floating"><parent link="world"/><child link="b"/></joint>'
+    plain = load_robot(_urdf(tmp_path, arm))
+    p = tmp_path / "w.urdf"
+    p.write_text(f'<robot name="t"><link name="world"/>{floating}{arm}</robot>')
+    robot = load_robot(p)
+    assert robot.base == "free" and list(robot.body_names) == ["b", "l1", "l2"] and robot.nv == 8
+    assert robot.fingerprint() == plain.fingerprint()
+    model = pin.buildModelFromUrdf(str(p))                       # Pinocchio: the floating joint -> free flyer
+    data = model.createData()
+    pm = PinocchioMap(robot, model)
+    q = robot.random_configuration(np.random.default_rng(2))
+    M = pin.crba(model, data, pm.q_to_pin(q))
+    np.testing.assert_allclose(ref.mass_matrix(robot, q), pm.matrix_from_pin(np.triu(M) + np.triu(M, 1).T),
+                               rtol=0, atol=1e-12)
+    fixed = load_robot(p, base="fixed")
+    assert fixed.base == "fixed" and fixed.nv == 2 and fixed.body_names[0] == "world"
+    assert fixed.total_mass == plain.total_mass
+    moved = floating.replace("</joint>", '<origin xyz="1 0 0"/></joint>')
+    p.write_text(f'<robot name="t"><link name="world"/>{moved}{arm}</robot>')
+    with pytest.raises(RobotFileError, match=r'<joint name="root"> \(line \d+\): a floating root joint '
+                       r'with an <origin>'):
+        load_robot(p)
+    p.write_text(f'<robot name="t">{arm}<link name="l3">{_inertial(1.0)}</link>'
+                 '<joint name="f" type="floating"><parent link="l2"/><child link="l3"/></joint></robot>')
+    with pytest.raises(RobotFileError, match=r'<joint name="f"> \(line \d+\): a floating joint is '
+                       r'supported only'):
+        load_robot(p)
+
+
 def test_massless_links_fixed_or_inner_are_fine(tmp_path: Path) -> None:
     """A massless moving link is fine if it carries inertia outboard; a massless fixed leaf is a frame."""
     body = (f'<link name="b">{_inertial(5.0)}</link><link name="gimbal"/>'
@@ -249,7 +288,7 @@ def test_massless_free_base_on_one_hinge_is_singular(tmp_path: Path) -> None:
 
 URDF_CASES = [
     ("planar", '<joint name="j2"> (line 8)', "joint type 'planar' is not supported"),
-    ("floating", '<joint name="j2"> (line 8)', "joint type 'floating' is not supported"),
+    ("floating", '<joint name="j2"> (line 8)', "a floating joint is supported only as the one joint"),
     ("mimic", '<joint name="j2"> (line 8)/mimic', "mimics joint 'j9', which is not a revolute or prismatic"),
     ("massless_leaf", '<joint name="j2"> (line 8)', "carries zero moment of inertia about its axis"),
     ("syntax", "line 6", "XML syntax error"),
