@@ -320,7 +320,9 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         try:
             mimics = resolve_mimics(written, movable)
         except MimicError as e:
-            raise RobotFileError(path, where("joint", e.joint) + "/mimic", e.problem) from None
+            raise RobotFileError(path, where("joint", e.joint) + "/mimic",
+                                 f"{e.problem} (or load the file with mimic='independent' or 'fixed', "
+                                 "--mimic on the command line)") from None
     for j in joints:
         jtype = "fixed" if j.name in welded else j.type
         if j.mimic is not None and mimic != "couple":
