@@ -188,7 +188,8 @@ class PinocchioMap:
 
     # 6 x nv Jacobians: Pinocchio rows [v; w], ours [w; v]
     def jacobian_from_pin(self, J_pin: np.ndarray) -> np.ndarray:
-        J = np.asarray(J_pin, dtype=float) @ self.perm
+        # Pinocchio's Python returns a 6 x 1 Jacobian (one joint, fixed base) as a vector of 6
+        J = np.asarray(J_pin, dtype=float).reshape(6, self.robot.nv) @ self.perm
         return np.vstack([J[3:], J[:3]])
 
     def jacobian_to_pin(self, J: np.ndarray) -> np.ndarray:

@@ -214,6 +214,25 @@ def test_continuous_joints_map_onto_pinocchio(tmp_path: Path, base: str) -> None
                                    rtol=0, atol=1e-10)
 
 
+def test_one_joint_jacobian_from_pinocchio(tmp_path: Path) -> None:
+    """Pinocchio returns the 6 x 1 Jacobian of a one-joint fixed-base robot as a vector of 6;
+    ``PinocchioMap.jacobian_from_pin`` gives the 6 x 1 matrix (it used to fail on the shape)."""
+    from soadyn.model.conventions import PinocchioMap
+    from soadyn.reference import dense as ref
+
+    p = _urdf(tmp_path, f'<link name="b">{_inertial(5.0)}</link><link name="l1">{_inertial(2.0)}</link>'
+              + _joint("j1", "b", "l1", type="prismatic", axis="0 1 0"))
+    robot = load_robot(p, base="fixed")
+    model = pin.buildModelFromUrdf(str(p))
+    q = np.array([0.3])
+    fid = model.getFrameId("l1")
+    Jp = pin.computeFrameJacobian(model, model.createData(), q, fid, pin.ReferenceFrame.LOCAL)
+    J = PinocchioMap(robot, model).jacobian_from_pin(Jp)
+    assert J.shape == (6, 1)
+    np.testing.assert_array_equal(J, ref.jacobian(robot, q, "l1"))
+    np.testing.assert_array_equal(J[:, 0], [0, 0, 0, 0, 1, 0])
+
+
 def test_floating_root_joint_is_the_free_base(tmp_path: Path) -> None:
     """``world`` (massless) -floating-> base: the usual way to write a floating base (MuJoCo exports, G1).
     The child is the free base, as in Pinocchio (a free flyer); ``base='fixed'`` welds it; a floating joint
