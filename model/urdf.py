@@ -24,7 +24,8 @@ Mapping to the model (see ``docs/robot-format.md``):
 * The joint frame is the ``<origin>`` of the joint in the parent link frame; the axis (default
   ``1 0 0`` as in the URDF spec) is normalised.  The joint frame becomes the child body frame.
 * ``<inertial>``: ``<origin xyz>`` is the centre of mass; ``<origin rpy>`` rotates the inertia tensor
-  into the link frame, ``I_link = R I R^T``.  A link without ``<inertial>`` has zero mass.  Masses must be
+  into the link frame, ``I_link = R I R^T``.  A link without ``<inertial>`` has zero mass; mass 0 with a
+  tensor keeps the tensor (a rotational inertia, as in Pinocchio).  Masses must be
   >= 0 and tensors positive semi-definite (point masses are accepted); a tensor that violates the
   triangle inequality only gives a warning, since several published URDFs do so and the dynamics stay
   well-posed.  A moving joint that carries no inertia (e.g. a massless moving leaf link) makes the mass
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import warnings
 from pathlib import Path
 
@@ -66,6 +68,7 @@ from soadyn.model.robot import (
     snap_rotation,
 )
 from soadyn.model.robotfile import (
+    MIN_MAGNITUDE,
     MassCheck,
     RobotFileError,
     axis_problem,
@@ -121,7 +124,11 @@ def _numbers(text: str, n: int, path: Path, el: etree._Element, attr: str) -> li
     if len(parts) != n:
         raise RobotFileError(path, _where(el), f"{attr}={shown} has {len(parts)} number(s), expected {n}")
     for v in vals:
-        check_number(v, f"{_where(el)} {attr}", path)
+        # an <origin>'s or <inertia>'s |x| < MIN_MAGNITUDE is an exporter's rounding of 0 (iCub writes
+        # xyz -7.46e-34 and ixz 2.4e-35): read as the 0 it is (placements round every |x| < 1e-14 to 0,
+        # ``snap``; ``parse_urdf`` zeroes such tensor entries)
+        if not (el.tag in ("origin", "inertia") and math.isfinite(v) and abs(v) < MIN_MAGNITUDE):
+            check_number(v, f"{_where(el)} {attr}", path)
     return vals
 
 
@@ -272,9 +279,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                                                                           f"mass must be >= 0")
         X = _placement(ine.origin)
         I0 = np.asarray(ine.inertia, dtype=float)
+        I0 = np.where(np.abs(I0) < MIN_MAGNITUDE, 0.0, I0)      # rounding residue (see _numbers)
         I = exact.congruence(X.R, 0.5 * (I0 + I0.T))
-        if m == 0:
-            return Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
         if np.any(I):
             ev = np.linalg.eigvalsh(I)
             if ev[0] < -1e-9 * max(ev[-1], 0.0):
@@ -286,7 +292,8 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                 if problem:
                     warnings.warn(f"{path}: {where('link', name)}/inertial: inertia {problem}",
                                   stacklevel=3)
-        return Inertia(m, X.p, I)
+        # mass 0 keeps its rotational inertia, as Pinocchio does (Bolt's feet: mass 0, I = diag(5.7e-7, ...))
+        return Inertia(m, X.p if m else np.zeros(3), I)
 
     root_link = roots[0]
     joints = list(model.joints)

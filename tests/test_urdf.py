@@ -233,6 +233,54 @@ def test_one_joint_jacobian_from_pinocchio(tmp_path: Path) -> None:
     np.testing.assert_array_equal(J[:, 0], [0, 0, 0, 0, 1, 0])
 
 
+def test_origin_rounding_residue_is_zero(tmp_path: Path) -> None:
+    """iCub writes ``xyz="-7.46298e-34 ..."`` and Romeo ``rpy="7.88861e-31 ..."`` in joint origins: an
+    exporter's rounding of 0, read as 0 like every |x| < 1e-14 of a placement (it used to refuse the
+    file); a mass that small is still an error."""
+    def robot(xyz: str, rpy: str, ixyz: str = "0.1 0 0", mass: str = "1") -> Path:
+        return _urdf(tmp_path, f'<link name="b">{_inertial(5.0)}</link>'
+                     f'<link name="l1">{_inertial(2.0, xyz=ixyz)}</link>'
+                     f'<joint name="j1" type="revolute"><parent link="b"/><child link="l1"/>'
+                     f'<origin xyz="{xyz}" rpy="{rpy}"/><axis xyz="0 0 1"/></joint>'.replace(
+                         '<mass value="2.0"/>', f'<mass value="{mass}"/>'))
+    zero = load_robot(robot("0.2 0 0", "0 0 0"))
+    tiny = load_robot(robot("0.2 -7.46298e-34 0", "7.88861e-31 0 -1e-300", ixyz="0.1 3e-40 0"))
+    assert tiny.fingerprint() == zero.fingerprint()
+    p = robot("0.2 0 0", "0 0 0")
+    p.write_text(p.read_text().replace('ixy="0" ixz="0"', 'ixy="0" ixz="2.40741e-35"'))
+    assert load_robot(p).fingerprint() == zero.fingerprint()
+    assert np.array_equal(tiny.joints[1].placement.R, np.eye(3)) and tiny.joints[1].placement.p[1] == 0.0
+    with pytest.raises(RobotFileError, match="below 1e-30"):
+        load_robot(robot("0.2 0 0", "0 0 0", mass="1e-40"))
+
+
+@pytest.mark.parametrize("base", ["free", "fixed"])
+def test_massless_link_keeps_its_rotational_inertia(tmp_path: Path, base: str) -> None:
+    """``<mass value="0"/>`` with a non-zero ``<inertia>`` (Bolt's feet): a rotational inertia, as Pinocchio
+    reads it, both on a link welded by a fixed joint and on a moving link (it used to be dropped: M off by
+    1.8e-3 relative on Bolt)."""
+    from soadyn.model.conventions import PinocchioMap
+    from soadyn.reference import dense as ref
+
+    rot = 'ixx="0.02" iyy="0.05" izz="0.03"'
+    body = (f'<link name="b">{_inertial(5.0)}</link><link name="l1">{_inertial(2.0, xyz="0.1 0.2 0")}</link>'
+            f'<link name="foot">{_inertial(0.0, xyz="0 0 0.3", rpy="0.2 0 0", i=rot)}</link>'
+            f'<link name="l2">{_inertial(0.0, i=rot)}</link><link name="l3">{_inertial(0.0, i=rot)}</link>'
+            + _joint("j1", "b", "l1", axis="0 1 0") + _joint("ankle", "l1", "foot", type="fixed", axis=None)
+            + _joint("j2", "l1", "l2", axis="1 0 0") + _joint("weld", "l2", "l3", type="fixed", axis=None))
+    p = _urdf(tmp_path, body)
+    robot = load_robot(p, base=base)
+    model = (pin.buildModelFromUrdf(str(p), pin.JointModelFreeFlyer()) if base == "free"
+             else pin.buildModelFromUrdf(str(p)))
+    data = model.createData()
+    pm = PinocchioMap(robot, model)
+    q = robot.random_configuration(np.random.default_rng(4))
+    M = pin.crba(model, data, pm.q_to_pin(q))
+    ours = ref.mass_matrix(robot, q)
+    np.testing.assert_allclose(ours, pm.matrix_from_pin(np.triu(M) + np.triu(M, 1).T), rtol=0,
+                               atol=1e-12 * np.max(np.abs(ours)))
+
+
 def test_floating_root_joint_is_the_free_base(tmp_path: Path) -> None:
     """``world`` (massless) -floating-> base: the usual way to write a floating base (MuJoCo exports, G1).
     The child is the free base, as in Pinocchio (a free flyer); ``base='fixed'`` welds it; a floating joint
