@@ -283,7 +283,9 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         I = exact.congruence(X.R, 0.5 * (I0 + I0.T))
         if np.any(I):
             ev = np.linalg.eigvalsh(I)
-            if ev[0] < -1e-9 * max(ev[-1], 0.0):
+            # relative to the link's own scale: its largest moment, or m |c|^2 about the link frame
+            # (iCub's l_ankle_2 writes a zero tensor but ixz = 1.36e-20, with m |c|^2 = 8.3e-4)
+            if ev[0] < -1e-9 * max(ev[-1], m * float(X.p @ X.p)):
                 raise RobotFileError(path, where("link", name) + "/inertial",
                                      f"inertia not positive semi-definite (eigenvalues "
                                      f"{', '.join(f'{e:.6g}' for e in ev)}); check the values and signs")

@@ -252,6 +252,14 @@ def test_origin_rounding_residue_is_zero(tmp_path: Path) -> None:
     assert np.array_equal(tiny.joints[1].placement.R, np.eye(3)) and tiny.joints[1].placement.p[1] == 0.0
     with pytest.raises(RobotFileError, match="below 1e-30"):
         load_robot(robot("0.2 0 0", "0 0 0", mass="1e-40"))
+    # iCub's l_ankle_2: a zero tensor with ixz = 1.36e-20 (eigenvalues -+1.36e-20), far below m |c|^2
+    def ankle(ixz: str) -> Path:
+        tensor = _inertial(0.27, xyz="0.008 0 0.0553", i=f'ixx="0" iyy="0" izz="0" ixz="{ixz}"')
+        return _urdf(tmp_path, f'<link name="b">{_inertial(5.0)}</link><link name="l1">'
+                     + tensor.replace(' ixz="0"', '', 1) + '</link>' + _joint("j1", "b", "l1"))
+    assert load_robot(ankle("1.35525e-20")).inertias[1].inertia[0, 2] == 1.35525e-20
+    with pytest.raises(RobotFileError, match="inertia not positive semi-definite"):
+        load_robot(ankle("1e-6"))
 
 
 @pytest.mark.parametrize("base", ["free", "fixed"])
