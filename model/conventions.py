@@ -44,14 +44,17 @@ class PinocchioMap:
 
     Built once from ``(robot, pin_model)``; joints are matched by name.  A free-base robot needs
     a model built with ``pin.JointModelFreeFlyer()`` as root joint, a fixed-base robot one without.
-    Only 1-DOF Pinocchio joints are accepted besides the free flyer and, for a robot with mimic
-    couplings, Pinocchio's mimic joints (``buildModelFromUrdf(..., mimic=True)``), which must have the
-    robot's source joint, multiplier and offset; both then use the reduced coordinates.  Drive train:
+    Only 1-DOF Pinocchio joints are accepted besides the free flyer (an unbounded revolute joint, which
+    Pinocchio's URDF parser makes of a ``continuous`` joint, has ``q_pin = [cos q, sin q]``) and, for a
+    robot with mimic couplings, Pinocchio's mimic joints (``buildModelFromUrdf(..., mimic=True)``), which
+    must have the robot's source joint, multiplier and offset; both then use the reduced coordinates.
+    Drive train:
     :meth:`drive_to_pin` / :meth:`apply_drive`.
 
     Attributes: ``perm`` (nv x nv, ``v_pin = perm @ v``), ``joint_ids[k]`` (Pinocchio joint id of
     body k; for a fixed base body 0 maps to the universe, id 0), ``q_ids`` (q index in Pinocchio
-    of each of our q entries).
+    of each of our q entries; of the cosine for an unbounded joint), ``unbounded`` (rows: our q index and
+    Pinocchio's q index of the cosine, one per unbounded revolute joint).
     """
 
     def __init__(self, robot: Robot, pin_model: Any) -> None:
@@ -74,12 +77,15 @@ class PinocchioMap:
         if n_mimic and not robot.is_coupled:
             raise ValueError(f"{who}: the Pinocchio model has {n_mimic} mimic joints but the robot has no "
                              "couplings; build it with mimic=False, or load the robot with mimic='couple'")
-        if pin_model.nv != robot.nv or pin_model.nq != robot.nq:
+        # Pinocchio's unbounded revolute joints (URDF ``continuous``) store [cos q, sin q]: one more q each
+        n_unbounded = sum(1 for jm in pin_model.joints[1:] if jm.nq == 2 and jm.nv == 1)
+        if pin_model.nv != robot.nv or pin_model.nq != robot.nq + n_unbounded:
             raise ValueError(f"{who}: size mismatch: robot nq={robot.nq}, nv={robot.nv}; Pinocchio "
                              f"nq={pin_model.nq}, nv={pin_model.nv} (mimic joints? unsupported joint types?)")
         mimicked = dict(zip(pin_model.mimicking_joints, pin_model.mimicked_joints)) if n_mimic else {}
         self.joint_ids = [1 if root_free else 0]
         q_ids = list(range(7)) if root_free else []
+        unbounded = []    # (our q index, Pinocchio's q index of cos q) of the unbounded revolute joints
         perm = np.zeros((robot.nv, robot.nv))
         if root_free:
             perm[0:3, 3:6] = np.eye(3)
@@ -103,12 +109,15 @@ class PinocchioMap:
                                      f"{mm.multiplier:g}, offset {mm.offset:g} but in the Pinocchio model "
                                      f"it {theirs}; build both from the same file")
                 continue
-            if jm.nv != 1 or jm.nq != 1:
+            if jm.nv != 1 or jm.nq not in (1, 2) or (jm.nq == 2 and joint.type != "revolute"):
                 raise ValueError(f"{who}: Pinocchio joint {name!r} ({shortnames[jid]}) is not a 1-DOF "
                                  "revolute/prismatic joint")
+            if jm.nq == 2:
+                unbounded.append((robot.q_index(k), jm.idx_q))
             q_ids.append(jm.idx_q)
             perm[jm.idx_v, robot.v_index(k).start] = 1.0
         self.q_ids = np.array(q_ids, dtype=int)
+        self.unbounded = np.array(unbounded, dtype=int).reshape(-1, 2)
         self.perm = perm
 
     def drive_to_pin(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -143,14 +152,21 @@ class PinocchioMap:
 
     # q
     def q_to_pin(self, q: Any) -> np.ndarray:
+        """Our ``q`` -> Pinocchio's (an unbounded revolute joint's angle as ``[cos q, sin q]``)."""
         q = state_vector(q, self.robot.nq, "q", "PinocchioMap.q_to_pin")
-        out = np.zeros(self.robot.nq)
+        out = np.zeros(self.model.nq)
         out[self.q_ids] = q
+        i, j = self.unbounded[:, 0], self.unbounded[:, 1]
+        out[j], out[j + 1] = np.cos(q[i]), np.sin(q[i])
         return out
 
     def q_from_pin(self, q_pin: Any) -> np.ndarray:
-        q_pin = state_vector(q_pin, self.robot.nq, "q_pin", "PinocchioMap.q_from_pin")
-        return q_pin[self.q_ids].copy()
+        """Pinocchio's ``q`` -> ours (an unbounded revolute joint's angle from ``atan2(sin, cos)``)."""
+        q_pin = state_vector(q_pin, self.model.nq, "q_pin", "PinocchioMap.q_from_pin")
+        q = q_pin[self.q_ids].copy()
+        i, j = self.unbounded[:, 0], self.unbounded[:, 1]
+        q[i] = np.arctan2(q_pin[j + 1], q_pin[j])
+        return q
 
     # v, a, tau (all transform with the same orthogonal permutation)
     def v_to_pin(self, v: Any) -> np.ndarray:
@@ -172,7 +188,8 @@ class PinocchioMap:
 
     # 6 x nv Jacobians: Pinocchio rows [v; w], ours [w; v]
     def jacobian_from_pin(self, J_pin: np.ndarray) -> np.ndarray:
-        J = np.asarray(J_pin, dtype=float) @ self.perm
+        # Pinocchio's Python returns a 6 x 1 Jacobian (one joint, fixed base) as a vector of 6
+        J = np.asarray(J_pin, dtype=float).reshape(6, self.robot.nv) @ self.perm
         return np.vstack([J[3:], J[:3]])
 
     def jacobian_to_pin(self, J: np.ndarray) -> np.ndarray:

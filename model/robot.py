@@ -140,7 +140,8 @@ class Inertia:
 
     def __add__(self, other: Inertia) -> Inertia:
         m = self.mass + other.mass
-        c = (self.mass * self.com + other.mass * other.com) / m
+        # two massless parts (a rotational inertia each) have no centre of mass: put it at the origin
+        c = (self.mass * self.com + other.mass * other.com) / m if m else np.zeros(3)
         Ic = np.zeros((3, 3))
         for part in (self, other):
             d = part.com - c
@@ -585,7 +586,7 @@ class Robot:
             seen.add(spec.name)
             if host >= 0 and spec.joint is not None and spec.joint.type == "fixed":
                 k = host
-                if spec.inertia.mass > 0:
+                if spec.inertia.mass > 0 or np.any(spec.inertia.inertia):   # mass 0: a rotational inertia
                     inertias[k] = inertias[k] + spec.inertia.transformed(X)
                 out_frames.append(Frame(spec.name, k, X))
                 Xc = X

@@ -13,8 +13,10 @@ the line of the offending element in the message.
 Mapping to the model (see ``docs/robot-format.md``):
 
 * ``continuous`` joints are ``revolute``; ``fixed`` joints are merged into their parent body by
-  :meth:`Robot.from_specs` (the merged link survives as a named frame); ``planar`` and ``floating`` child
-  joints are errors.  ``<mimic joint multiplier offset>`` joints are true couplings by default
+  :meth:`Robot.from_specs` (the merged link survives as a named frame); a ``floating`` joint that is the
+  only joint of a massless root link (``world``) makes its child the base (free by default; welded with
+  ``base='fixed'``); other ``floating`` joints and ``planar`` joints are errors.
+  ``<mimic joint multiplier offset>`` joints are true couplings by default
   (``mimic='couple'``: ``q = multiplier q_joint + offset``, no coordinate of their own, chains resolved,
   cycles and unknown joints are errors); ``'independent'`` treats them as ordinary joints (what
   ``pinocchio.buildModelFromUrdf`` does by default), ``'fixed'`` locks them at position zero and
@@ -22,7 +24,8 @@ Mapping to the model (see ``docs/robot-format.md``):
 * The joint frame is the ``<origin>`` of the joint in the parent link frame; the axis (default
   ``1 0 0`` as in the URDF spec) is normalised.  The joint frame becomes the child body frame.
 * ``<inertial>``: ``<origin xyz>`` is the centre of mass; ``<origin rpy>`` rotates the inertia tensor
-  into the link frame, ``I_link = R I R^T``.  A link without ``<inertial>`` has zero mass.  Masses must be
+  into the link frame, ``I_link = R I R^T``.  A link without ``<inertial>`` has zero mass; mass 0 with a
+  tensor keeps the tensor (a rotational inertia, as in Pinocchio).  Masses must be
   >= 0 and tensors positive semi-definite (point masses are accepted); a tensor that violates the
   triangle inequality only gives a warning, since several published URDFs do so and the dynamics stay
   well-posed.  A moving joint that carries no inertia (e.g. a massless moving leaf link) makes the mass
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import warnings
 from pathlib import Path
 
@@ -64,6 +68,7 @@ from soadyn.model.robot import (
     snap_rotation,
 )
 from soadyn.model.robotfile import (
+    MIN_MAGNITUDE,
     MassCheck,
     RobotFileError,
     axis_problem,
@@ -119,7 +124,11 @@ def _numbers(text: str, n: int, path: Path, el: etree._Element, attr: str) -> li
     if len(parts) != n:
         raise RobotFileError(path, _where(el), f"{attr}={shown} has {len(parts)} number(s), expected {n}")
     for v in vals:
-        check_number(v, f"{_where(el)} {attr}", path)
+        # an <origin>'s or <inertia>'s |x| < MIN_MAGNITUDE is an exporter's rounding of 0 (iCub writes
+        # xyz -7.46e-34 and ixz 2.4e-35): read as the 0 it is (placements round every |x| < 1e-14 to 0,
+        # ``snap``; ``parse_urdf`` zeroes such tensor entries)
+        if not (el.tag in ("origin", "inertia") and math.isfinite(v) and abs(v) < MIN_MAGNITUDE):
+            check_number(v, f"{_where(el)} {attr}", path)
     return vals
 
 
@@ -270,12 +279,13 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                                                                           f"mass must be >= 0")
         X = _placement(ine.origin)
         I0 = np.asarray(ine.inertia, dtype=float)
+        I0 = np.where(np.abs(I0) < MIN_MAGNITUDE, 0.0, I0)      # rounding residue (see _numbers)
         I = exact.congruence(X.R, 0.5 * (I0 + I0.T))
-        if m == 0:
-            return Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
         if np.any(I):
             ev = np.linalg.eigvalsh(I)
-            if ev[0] < -1e-9 * max(ev[-1], 0.0):
+            # relative to the link's own scale: its largest moment, or m |c|^2 about the link frame
+            # (iCub's l_ankle_2 writes a zero tensor but ixz = 1.36e-20, with m |c|^2 = 8.3e-4)
+            if ev[0] < -1e-9 * max(ev[-1], m * float(X.p @ X.p)):
                 raise RobotFileError(path, where("link", name) + "/inertial",
                                      f"inertia not positive semi-definite (eigenvalues "
                                      f"{', '.join(f'{e:.6g}' for e in ev)}); check the values and signs")
@@ -284,9 +294,27 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                 if problem:
                     warnings.warn(f"{path}: {where('link', name)}/inertial: inertia {problem}",
                                   stacklevel=3)
-        return Inertia(m, X.p, I)
+        # mass 0 keeps its rotational inertia, as Pinocchio does (Bolt's feet: mass 0, I = diag(5.7e-7, ...))
+        return Inertia(m, X.p if m else np.zeros(3), I)
 
     root_link = roots[0]
+    joints = list(model.joints)
+    welded: set[str] = set()
+    # the usual way to write a floating base: a massless root link (e.g. "world") whose only joint is
+    # ``floating``; the child is then the base (free by default; base 'fixed' welds it at the origin)
+    root_joints = [j for j in joints if j.parent == root_link]
+    if len(root_joints) == 1 and root_joints[0].type == "floating" and inertia_of(root_link).mass == 0:
+        fj = root_joints[0]
+        if base == "fixed":
+            welded.add(fj.name)
+        else:
+            if fj.origin is not None and not np.allclose(np.asarray(fj.origin, dtype=float), np.eye(4),
+                                                         rtol=0, atol=0):
+                raise RobotFileError(path, where("joint", fj.name), "a floating root joint with an <origin> "
+                                     "is not supported (the base pose is the state q); remove the <origin>")
+            joints.remove(fj)
+            root_link = fj.child
+            base = base or "free"
     specs.append(BodySpec(root_link, None, None, inertia_of(root_link)))
     mimics: dict[str, Mimic] = {}
     if mimic == "couple":
@@ -301,9 +329,11 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         try:
             mimics = resolve_mimics(written, movable)
         except MimicError as e:
-            raise RobotFileError(path, where("joint", e.joint) + "/mimic", e.problem) from None
-    for j in model.joints:
-        jtype = j.type
+            raise RobotFileError(path, where("joint", e.joint) + "/mimic",
+                                 f"{e.problem} (or load the file with mimic='independent' or 'fixed', "
+                                 "--mimic on the command line)") from None
+    for j in joints:
+        jtype = "fixed" if j.name in welded else j.type
         if j.mimic is not None and mimic != "couple":
             if mimic == "error":
                 raise RobotFileError(path, where("joint", j.name),
@@ -315,10 +345,15 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
                 jtype = "fixed"
         if jtype == "continuous":
             jtype = "revolute"
-        if jtype in ("planar", "floating"):
+        if jtype == "floating":
             raise RobotFileError(path, where("joint", j.name),
-                                 f"joint type {brief(jtype)} is not supported (only the base may float: use "
-                                 "base 'free'); use revolute, continuous, prismatic or fixed")
+                                 "a floating joint is supported only as the one joint of a massless root "
+                                 "link (e.g. 'world'), which makes its child the free base; use revolute, "
+                                 "continuous, prismatic or fixed here")
+        if jtype == "planar":
+            raise RobotFileError(path, where("joint", j.name),
+                                 "joint type 'planar' is not supported; write it as two prismatic joints and "
+                                 "a revolute joint through massless links")
         if jtype not in ("revolute", "prismatic", "fixed"):
             raise RobotFileError(path, where("joint", j.name),
                                  f"unknown joint type {brief(jtype)}; use revolute, continuous, prismatic "

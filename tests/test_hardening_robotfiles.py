@@ -187,6 +187,7 @@ def _urdf(tmp_path, doctype="", l1="l1", mass="1", axis="0 0 1", extra=""):
 def test_urdf_same_rules_as_yaml(tmp_path):
     _one_line_error(_urdf(tmp_path, mass="1e308"), "beyond the sane range")
     _one_line_error(_urdf(tmp_path, axis="1e-160 1e-160 0"), "below 1e-30")
+    _one_line_error(_urdf(tmp_path, mass="1e-200"), "below 1e-30")
     _one_line_error(_urdf(tmp_path, axis="1e200 0 0"), "beyond the sane range")
     _one_line_error(_urdf(tmp_path, axis="1e-10 1e-10 0"), "has norm")
     _one_line_error(_urdf(tmp_path, mass="9" * 400), "not finite")

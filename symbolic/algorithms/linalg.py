@@ -33,6 +33,12 @@ class LDL:
         for i in range(n):
             for k in range(i):
                 y[i] = y[i] - L[i, k] * y[k]
+            # rows past the first 6 named one by one, as x below: y[i] read unnamed in every later y made
+            # a DAG whose tree walks (an optimiser pass) doubled with each row (a 26-row solve of PR2's
+            # mimics did not generate in 15 minutes); the first 6 (a base's 6 x 6 solves) stay as they
+            # were, which keeps their programs and C the same
+            if i >= 6:
+                y[i] = ctx.stage(f"{name}y", y[i])
         y = ctx.stage(f"{name}y", ctx.array(y))
         x = [y[i] * self.dinv[i] for i in range(n)]
         for i in reversed(range(n)):
