@@ -8,7 +8,9 @@ the generated derivatives do not use it (their tangent is seeded symbolically, :
 tangent`), so a wrong retraction makes the two disagree.  Every derivative uses the fourth-order central
 stencil
 ``(-f(2h) + 8 f(h) - 8 f(-h) + f(-2h)) / 12h`` (truncation O(h^4)); with the default ``h = 1e-3`` the
-relative error is about 1e-10, well inside the 1e-6 that ``soadyn verify`` allows for derivatives.
+relative error is about 1e-10, well inside the 1e-6 that ``soadyn verify`` allows for derivatives.  The
+joints' passive forces (smoothed Coulomb friction, curved on the scale of its velocity scale v_s) are
+differenced apart, at steps scaled to v_s (:func:`passive_jacobian`).
 """
 
 from __future__ import annotations
@@ -54,11 +56,35 @@ def vector_jacobian(fn: Callable[[np.ndarray], np.ndarray], x: ArrayLike, h: flo
     return np.stack(cols, axis=-1)
 
 
+def passive_jacobian(robot: Robot, v: ArrayLike, h: float = STEP) -> np.ndarray:
+    """``d tau_p / dv`` of :func:`soadyn.reference.dense.passive_forces` (damping and smoothed Coulomb
+    friction) by central differences, one coordinate at a time.
+
+    The smoothed friction ``f v / sqrt(v^2 + v_s^2)`` has its poles at ``v = +-i v_s``: the stencil's
+    truncation error goes as ``(h / r)^4`` with ``r = sqrt(v^2 + v_s^2)``, 7.5e-5 of ``da/dv`` at
+    ``v = -0.0045``, ``v_s = 0.01``, ``h = STEP``.  So a coordinate with friction takes the step
+    ``h min(1, r)`` (error about 1e-12 of ``f / r``); the passive forces are a function of v alone and of
+    size ``f + d |v|``, so the small step costs no roundoff worth counting."""
+    v = np.asarray(v, dtype=float)
+    _, _, fric, vs = dense.drive_parameters(robot)
+    steps = np.where(fric > 0, h * np.minimum(1.0, np.sqrt(v * v + vs * vs)), h)
+    cols = []
+    for i in range(len(v)):
+        e = np.zeros(len(v))
+        e[i] = 1.0
+        cols.append(_stencil(lambda t, e=e: dense.passive_forces(robot, v + t * e), float(steps[i])))
+    return np.stack(cols, axis=-1)
+
+
 def inverse_dynamics_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
                                  f_ext: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(dtau/dq, dtau/dv) of :func:`soadyn.reference.dense.inverse_dynamics` by central differences."""
     dq = tangent_jacobian(robot, lambda x: dense.inverse_dynamics(robot, x, v, a, f_ext), q)
-    dv = vector_jacobian(lambda x: dense.inverse_dynamics(robot, q, x, a, f_ext), v)
+    # tau = (tau - tau_p(v)) + tau_p(v): the rigid part at STEP, the passive forces at their own steps
+    def rigid(x: np.ndarray) -> np.ndarray:
+        return dense.inverse_dynamics(robot, q, x, a, f_ext) - dense.passive_forces(robot, x)
+
+    dv = vector_jacobian(rigid, v) + passive_jacobian(robot, v)
     return dq, dv
 
 
@@ -68,8 +94,13 @@ def forward_dynamics_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, tau: 
     def fd(x, y, z):
         return dense.forward_dynamics(robot, x, y, z, f_ext)
 
-    return (tangent_jacobian(robot, lambda x: fd(x, v, tau), q), vector_jacobian(lambda x: fd(q, x, tau), v),
-            vector_jacobian(lambda x: fd(q, v, x), tau))
+    # a(v) = g(v, tau - tau_p(v)) with g(x, t) = FD(q, x, t + tau_p(x)), which is free of the passive
+    # forces: da/dv = dg/dx - da/dtau dtau_p/dv, the rigid part at STEP, the passive forces at their steps
+    tau = np.asarray(tau, dtype=float)
+    da_dtau = vector_jacobian(lambda x: fd(q, v, x), tau)
+    da_dv = (vector_jacobian(lambda x: fd(q, x, tau + dense.passive_forces(robot, x)), v)
+             - da_dtau @ passive_jacobian(robot, v))
+    return tangent_jacobian(robot, lambda x: fd(x, v, tau), q), da_dv, da_dtau
 
 
 def frame_velocity(robot: Robot, q: ArrayLike, v: ArrayLike, frame: str) -> np.ndarray:
