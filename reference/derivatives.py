@@ -10,7 +10,8 @@ stencil
 ``(-f(2h) + 8 f(h) - 8 f(-h) + f(-2h)) / 12h`` (truncation O(h^4)); with the default ``h = 1e-3`` the
 relative error is about 1e-10, well inside the 1e-6 that ``soadyn verify`` allows for derivatives.  The
 joints' passive forces (smoothed Coulomb friction, curved on the scale of its velocity scale v_s) are
-differenced apart, at steps scaled to v_s (:func:`passive_jacobian`).
+differenced at steps scaled to v_s (:func:`velocity_steps`): apart from the rigid-body terms in the
+forward and inverse dynamics derivatives (:func:`passive_jacobian`), along v in :func:`tangent_derivatives`.
 """
 
 from __future__ import annotations
@@ -45,35 +46,38 @@ def tangent_jacobian(robot: Robot, fn: Callable[[np.ndarray], np.ndarray], q: Ar
     return np.stack(cols, axis=-1)
 
 
-def vector_jacobian(fn: Callable[[np.ndarray], np.ndarray], x: ArrayLike, h: float = STEP) -> np.ndarray:
-    """``d fn(x) / dx`` for a vector argument, shape ``fn(x).shape + (len(x),)``."""
+def vector_jacobian(fn: Callable[[np.ndarray], np.ndarray], x: ArrayLike,
+                    h: float | np.ndarray = STEP) -> np.ndarray:
+    """``d fn(x) / dx`` for a vector argument, shape ``fn(x).shape + (len(x),)``; ``h``: one step, or one
+    per entry of x."""
     x = np.asarray(x, dtype=float)
+    steps = np.broadcast_to(np.asarray(h, dtype=float), x.shape)
     cols = []
     for i in range(len(x)):
         e = np.zeros(len(x))
         e[i] = 1.0
-        cols.append(_stencil(lambda t, e=e: np.asarray(fn(x + t * e), dtype=float), h))
+        cols.append(_stencil(lambda t, e=e: np.asarray(fn(x + t * e), dtype=float), float(steps[i])))
     return np.stack(cols, axis=-1)
 
 
-def passive_jacobian(robot: Robot, v: ArrayLike, h: float = STEP) -> np.ndarray:
-    """``d tau_p / dv`` of :func:`soadyn.reference.dense.passive_forces` (damping and smoothed Coulomb
-    friction) by central differences, one coordinate at a time.
+def velocity_steps(robot: Robot, v: ArrayLike, h: float = STEP) -> np.ndarray:
+    """The stencil's step per generalised velocity: ``h``, and ``h min(1, r)`` with ``r = sqrt(v^2 + v_s^2)``
+    on a coordinate with Coulomb friction.
 
     The smoothed friction ``f v / sqrt(v^2 + v_s^2)`` has its poles at ``v = +-i v_s``: the stencil's
-    truncation error goes as ``(h / r)^4`` with ``r = sqrt(v^2 + v_s^2)``, 7.5e-5 of ``da/dv`` at
-    ``v = -0.0045``, ``v_s = 0.01``, ``h = STEP``.  So a coordinate with friction takes the step
-    ``h min(1, r)`` (error about 1e-12 of ``f / r``); the passive forces are a function of v alone and of
-    size ``f + d |v|``, so the small step costs no roundoff worth counting."""
+    truncation error goes as ``(h / r)^4``, 7.5e-5 of ``da/dv`` at ``v = -0.0045``, ``v_s = 0.01``,
+    ``h = STEP``; at ``h r`` it is about 1e-12 of the friction's slope ``f / r``, and the roundoff (which
+    grows as ``1 / (h r)``) stays in the same ratio to that slope."""
     v = np.asarray(v, dtype=float)
     _, _, fric, vs = dense.drive_parameters(robot)
-    steps = np.where(fric > 0, h * np.minimum(1.0, np.sqrt(v * v + vs * vs)), h)
-    cols = []
-    for i in range(len(v)):
-        e = np.zeros(len(v))
-        e[i] = 1.0
-        cols.append(_stencil(lambda t, e=e: dense.passive_forces(robot, v + t * e), float(steps[i])))
-    return np.stack(cols, axis=-1)
+    return np.where(fric > 0, h * np.minimum(1.0, np.sqrt(v * v + vs * vs)), h)
+
+
+def passive_jacobian(robot: Robot, v: ArrayLike) -> np.ndarray:
+    """``d tau_p / dv`` of :func:`soadyn.reference.dense.passive_forces` (damping and smoothed Coulomb
+    friction) by central differences at :func:`velocity_steps`: the passive forces are a function of v
+    alone, of size ``f + d |v|``, so their small steps cost no roundoff of the rigid-body terms."""
+    return vector_jacobian(lambda x: dense.passive_forces(robot, x), v, velocity_steps(robot, v))
 
 
 def inverse_dynamics_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
@@ -171,8 +175,10 @@ def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[s
             else:
                 # the parameters: a smaller step (the accelerations go as 1/m; the stencil's error at
                 # STEP was 6e-7 of da/dparams on the test arm, the module's own differences converge)
+                step = (STEP / 10 if name == "params" else
+                        velocity_steps(robot, x0) if name == "v" and x0.shape == (robot.nv,) else STEP)
                 d = vector_jacobian(lambda x, k=k, name=name, x0=x0: call(**{name: x.reshape(x0.shape)})[k],
-                                    x0.ravel(), STEP / 10 if name == "params" else STEP)
+                                    x0.ravel(), step)
                 d = d.reshape(d.shape[:-1] + x0.shape)
             blocks[k].append(d)
     out = tuple(b for bs in blocks for b in bs)
