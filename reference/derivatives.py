@@ -8,7 +8,10 @@ the generated derivatives do not use it (their tangent is seeded symbolically, :
 tangent`), so a wrong retraction makes the two disagree.  Every derivative uses the fourth-order central
 stencil
 ``(-f(2h) + 8 f(h) - 8 f(-h) + f(-2h)) / 12h`` (truncation O(h^4)); with the default ``h = 1e-3`` the
-relative error is about 1e-10, well inside the 1e-6 that ``soadyn verify`` allows for derivatives.
+relative error is about 1e-10, well inside the 1e-6 that ``soadyn verify`` allows for derivatives.  The
+joints' passive forces (smoothed Coulomb friction, curved on the scale of its velocity scale v_s) are
+differenced at steps scaled to v_s (:func:`velocity_steps`): apart from the rigid-body terms in the
+forward and inverse dynamics derivatives (:func:`passive_jacobian`), along v in :func:`tangent_derivatives`.
 """
 
 from __future__ import annotations
@@ -43,22 +46,49 @@ def tangent_jacobian(robot: Robot, fn: Callable[[np.ndarray], np.ndarray], q: Ar
     return np.stack(cols, axis=-1)
 
 
-def vector_jacobian(fn: Callable[[np.ndarray], np.ndarray], x: ArrayLike, h: float = STEP) -> np.ndarray:
-    """``d fn(x) / dx`` for a vector argument, shape ``fn(x).shape + (len(x),)``."""
+def vector_jacobian(fn: Callable[[np.ndarray], np.ndarray], x: ArrayLike,
+                    h: float | np.ndarray = STEP) -> np.ndarray:
+    """``d fn(x) / dx`` for a vector argument, shape ``fn(x).shape + (len(x),)``; ``h``: one step, or one
+    per entry of x."""
     x = np.asarray(x, dtype=float)
+    steps = np.broadcast_to(np.asarray(h, dtype=float), x.shape)
     cols = []
     for i in range(len(x)):
         e = np.zeros(len(x))
         e[i] = 1.0
-        cols.append(_stencil(lambda t, e=e: np.asarray(fn(x + t * e), dtype=float), h))
+        cols.append(_stencil(lambda t, e=e: np.asarray(fn(x + t * e), dtype=float), float(steps[i])))
     return np.stack(cols, axis=-1)
+
+
+def velocity_steps(robot: Robot, v: ArrayLike, h: float = STEP) -> np.ndarray:
+    """The stencil's step per generalised velocity: ``h``, and ``h min(1, r)`` with ``r = sqrt(v^2 + v_s^2)``
+    on a coordinate with Coulomb friction.
+
+    The smoothed friction ``f v / sqrt(v^2 + v_s^2)`` has its poles at ``v = +-i v_s``: the stencil's
+    truncation error goes as ``(h / r)^4``, 7.5e-5 of ``da/dv`` at ``v = -0.0045``, ``v_s = 0.01``,
+    ``h = STEP``; at ``h r`` it is about 1e-12 of the friction's slope ``f / r``, and the roundoff (which
+    grows as ``1 / (h r)``) stays in the same ratio to that slope."""
+    v = np.asarray(v, dtype=float)
+    _, _, fric, vs = dense.drive_parameters(robot)
+    return np.where(fric > 0, h * np.minimum(1.0, np.sqrt(v * v + vs * vs)), h)
+
+
+def passive_jacobian(robot: Robot, v: ArrayLike) -> np.ndarray:
+    """``d tau_p / dv`` of :func:`soadyn.reference.dense.passive_forces` (damping and smoothed Coulomb
+    friction) by central differences at :func:`velocity_steps`: the passive forces are a function of v
+    alone, of size ``f + d |v|``, so their small steps cost no roundoff of the rigid-body terms."""
+    return vector_jacobian(lambda x: dense.passive_forces(robot, x), v, velocity_steps(robot, v))
 
 
 def inverse_dynamics_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, a: ArrayLike,
                                  f_ext: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(dtau/dq, dtau/dv) of :func:`soadyn.reference.dense.inverse_dynamics` by central differences."""
     dq = tangent_jacobian(robot, lambda x: dense.inverse_dynamics(robot, x, v, a, f_ext), q)
-    dv = vector_jacobian(lambda x: dense.inverse_dynamics(robot, q, x, a, f_ext), v)
+    # tau = (tau - tau_p(v)) + tau_p(v): the rigid part at STEP, the passive forces at their own steps
+    def rigid(x: np.ndarray) -> np.ndarray:
+        return dense.inverse_dynamics(robot, q, x, a, f_ext) - dense.passive_forces(robot, x)
+
+    dv = vector_jacobian(rigid, v) + passive_jacobian(robot, v)
     return dq, dv
 
 
@@ -68,8 +98,13 @@ def forward_dynamics_derivatives(robot: Robot, q: ArrayLike, v: ArrayLike, tau: 
     def fd(x, y, z):
         return dense.forward_dynamics(robot, x, y, z, f_ext)
 
-    return (tangent_jacobian(robot, lambda x: fd(x, v, tau), q), vector_jacobian(lambda x: fd(q, x, tau), v),
-            vector_jacobian(lambda x: fd(q, v, x), tau))
+    # a(v) = g(v, tau - tau_p(v)) with g(x, t) = FD(q, x, t + tau_p(x)), which is free of the passive
+    # forces: da/dv = dg/dx - da/dtau dtau_p/dv, the rigid part at STEP, the passive forces at their steps
+    tau = np.asarray(tau, dtype=float)
+    da_dtau = vector_jacobian(lambda x: fd(q, v, x), tau)
+    da_dv = (vector_jacobian(lambda x: fd(q, x, tau + dense.passive_forces(robot, x)), v)
+             - da_dtau @ passive_jacobian(robot, v))
+    return tangent_jacobian(robot, lambda x: fd(x, v, tau), q), da_dv, da_dtau
 
 
 def frame_velocity(robot: Robot, q: ArrayLike, v: ArrayLike, frame: str) -> np.ndarray:
@@ -140,8 +175,10 @@ def tangent_derivatives(robot: Robot, *args: ArrayLike, of: str, inputs: tuple[s
             else:
                 # the parameters: a smaller step (the accelerations go as 1/m; the stencil's error at
                 # STEP was 6e-7 of da/dparams on the test arm, the module's own differences converge)
+                step = (STEP / 10 if name == "params" else
+                        velocity_steps(robot, x0) if name == "v" and x0.shape == (robot.nv,) else STEP)
                 d = vector_jacobian(lambda x, k=k, name=name, x0=x0: call(**{name: x.reshape(x0.shape)})[k],
-                                    x0.ravel(), STEP / 10 if name == "params" else STEP)
+                                    x0.ravel(), step)
                 d = d.reshape(d.shape[:-1] + x0.shape)
             blocks[k].append(d)
     out = tuple(b for bs in blocks for b in bs)
