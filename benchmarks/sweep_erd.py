@@ -88,18 +88,15 @@ def _classify_exception(e: BaseException) -> tuple[str, str]:
 
 def _exact_permutations(model) -> None:
     """Pinocchio's rotations within 1e-10 of a signed permutation made that permutation (docs/conventions.md
-    "Placements are read as written, with two roundings"; as tests/conftest.py does)."""
-    def exact(M):
-        R = np.array(M.rotation)
-        P = np.round(R)
-        if np.max(np.abs(R - P)) < 1e-10 and np.array_equal(np.abs(P).sum(axis=0), np.ones(3)) \
-                and np.array_equal(np.abs(P).sum(axis=1), np.ones(3)):
-            M.rotation = P
-        return M
-    for j in range(len(model.jointPlacements)):
-        model.jointPlacements[j] = exact(model.jointPlacements[j])
-    for f in model.frames:
-        f.placement = exact(f.placement)
+    "Placements are read as written, with two roundings"): tests/pinocchio_placements.py, the test suite's
+    helper, loaded from this checkout by its path."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "tests" / "pinocchio_placements.py"
+    spec = importlib.util.spec_from_file_location("_soadyn_pinocchio_placements", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.exact_permutations(model)
 
 
 def _rel(x, ref) -> float:

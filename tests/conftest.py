@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pinocchio_placements import exact_permutations
 
 from soadyn import load_robot
 from soadyn.codegen.profiles import compiler_command
@@ -140,26 +141,8 @@ def pinocchio_pair(name: str, base: str, gravity) -> tuple[Robot, object]:
     model = (pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if base == "free"
              else pin.buildModelFromUrdf(str(path)))
     model.gravity.linear = np.asarray(gravity, dtype=float).copy()
-    _exact_permutations(model)
+    exact_permutations(model)
     return robot, model
-
-
-def _exact_permutations(model) -> None:
-    """Pinocchio's joint and frame rotations that are within 1e-10 of a signed permutation, made that
-    permutation: the convention of docs/conventions.md ("Placements are read as written, with two
-    roundings"), which soadyn applies to files writing pi/2 to 12 digits (the UR5).  Written here
-    independently of soadyn's ``snap_rotation``."""
-    def exact(M):
-        R = np.array(M.rotation)
-        P = np.round(R)
-        if np.max(np.abs(R - P)) < 1e-10 and np.array_equal(np.abs(P).sum(axis=0), np.ones(3)) \
-                and np.array_equal(np.abs(P).sum(axis=1), np.ones(3)):
-            M.rotation = P
-        return M
-    for j in range(len(model.jointPlacements)):
-        model.jointPlacements[j] = exact(model.jointPlacements[j])
-    for f in model.frames:
-        f.placement = exact(f.placement)
 
 
 def module_cache_dir(request, tmp_path_factory, name: str) -> Path:

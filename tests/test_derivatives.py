@@ -847,6 +847,23 @@ def test_qdd_from_the_hinges_factors_on_a_trunk(tmp_path):
             assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
 
 
+def _fd_derivatives_agree_and_batch_bits(robot, tmp_path, seed: int) -> None:
+    """The FD derivatives compiled in short stages (-O0): the C agrees with central differences of the
+    reference path and the float run at two states, and the SIMD batch of 7 states has the single calls'
+    bits."""
+    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
+
+    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
+    mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
+                        profile=prof)
+    Q, V, T, _ = _states(robot, 7, seed)
+    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
+    batch = mod.forward_dynamics_derivatives(Q, V, T)
+    for i in range(len(Q)):
+        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
+            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
+
+
 @pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
 def test_chain_products_write_the_block_products_factors(tmp_path, monkeypatch, per_state):
     """Two branches of 7 joints on a free base, forward-dynamics derivatives: each branch's chain pairs
@@ -859,7 +876,6 @@ def test_chain_products_write_the_block_products_factors(tmp_path, monkeypatch, 
     import soadyn.codegen.units as units
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
-    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 
     monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
     doc = _two_branch_doc("free", joints=7)
@@ -877,15 +893,7 @@ def test_chain_products_write_the_block_products_factors(tmp_path, monkeypatch, 
     readers = {p.left: p.name for p in products if p.k}       # the product whose factors a scratch holds
     assert all(order.index(p.name) < order.index(readers[p.runs[0][0]]) for p in chain)
     assert sorted(p.accumulate for p in chain) == [False, False, False, True]   # the damped diagonal
-    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
-    mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
-                        profile=prof)
-    Q, V, T, _ = _states(robot, 7, 38)
-    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
-    batch = mod.forward_dynamics_derivatives(Q, V, T)
-    for i in range(len(Q)):
-        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
-            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
+    _fd_derivatives_agree_and_batch_bits(robot, tmp_path, 38)
 
 
 @pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
@@ -898,7 +906,6 @@ def test_chain_products_write_the_in_place_products_columns(tmp_path, monkeypatc
     import soadyn.codegen.units as units
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
-    from soadyn.codegen.profiles import IEEE_FLAGS, Profile
 
     monkeypatch.setattr(units, "PER_STATE_PRODUCT_OPS", 0 if per_state else 10 ** 9)
     bodies = _base_body()
@@ -912,12 +919,4 @@ def test_chain_products_write_the_in_place_products_columns(tmp_path, monkeypatc
     assert sorted((p.name[:3], p.runs[0][0]) for p in chain) == [("dqL", "da_dq"), ("dvL", "da_dv")]
     in_place = [i for i, p in enumerate(products) if not p.k and p.m == robot.nv]
     assert in_place and all(products.index(p) < in_place[0] for p in chain)
-    prof = Profile("lanes_stages_O0", ("-O0", *IEEE_FLAGS), stage_ops=300, lanes=4)
-    mod = compile_robot(robot, tmp_path, functions=["forward_dynamics_derivatives"], progress=False,
-                        profile=prof)
-    Q, V, T, _ = _states(robot, 7, 39)
-    _agrees_with_references(mod, robot, "forward_dynamics_derivatives", Q[:2], V[:2], T[:2])
-    batch = mod.forward_dynamics_derivatives(Q, V, T)
-    for i in range(len(Q)):
-        for b, s1 in zip(batch, mod.forward_dynamics_derivatives(Q[i], V[i], T[i])):
-            assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
+    _fd_derivatives_agree_and_batch_bits(robot, tmp_path, 39)
