@@ -239,7 +239,12 @@ def drive_parameters(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 
 def passive_forces(robot: Robot, v: ArrayLike) -> np.ndarray:
-    """Damping and smoothed Coulomb friction ``d v + f v / sqrt(v^2 + v_s^2)`` per coordinate."""
+    """Damping and smoothed Coulomb friction ``d v + f v / sqrt(v^2 + v_s^2)`` per coordinate; a coupled
+    robot's in its reduced coordinates, ``G^T tau_p(G v)`` of its uncoupled tree (as :func:`inverse_dynamics`
+    applies them)."""
+    if robot.is_coupled:
+        G, _ = robot.expansion()
+        return G.T @ passive_forces(robot.uncoupled(), G @ state_vector(v, robot.nv, "v", "reference"))
     _, damp, fric, vs = drive_parameters(robot)
     v = np.asarray(v, dtype=float)
     return damp * v + fric * v / np.sqrt(v * v + vs * vs)

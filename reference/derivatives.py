@@ -69,6 +69,14 @@ def velocity_steps(robot: Robot, v: ArrayLike, h: float = STEP) -> np.ndarray:
     ``h = STEP``; at ``h r`` it is about 1e-12 of the friction's slope ``f / r``, and the roundoff (which
     grows as ``1 / (h r)``) stays in the same ratio to that slope."""
     v = np.asarray(v, dtype=float)
+    if robot.is_coupled:
+        # a step t of reduced coordinate i moves the uncoupled tree's coordinate j by G[j, i] t
+        G, _ = robot.expansion()
+        _, _, fric, vs = dense.drive_parameters(robot.uncoupled())
+        vf = G @ v
+        r = np.where(fric > 0, np.minimum(1.0, np.sqrt(vf * vf + vs * vs)), 1.0)
+        return h * np.array([min([1.0] + [r[j] / abs(G[j, i]) for j in np.flatnonzero(G[:, i])
+                                          if fric[j] > 0]) for i in range(robot.nv)])
     _, _, fric, vs = dense.drive_parameters(robot)
     return np.where(fric > 0, h * np.minimum(1.0, np.sqrt(v * v + vs * vs)), h)
 

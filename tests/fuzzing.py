@@ -177,6 +177,10 @@ def urdf_mutants(rng: random.Random, n: int) -> list[Mutant]:
         vals = m.group(2).split()
         i = rng.randrange(len(vals))
         bad = rng.choice(BAD_XML_NUMBERS)
+        if bad == "1e-160" and m.group(1) != "value":
+            # below 1e-30 an <origin> or <inertia> entry is exporter residue, read as 0
+            # (docs/robot-format.md); a mass that small is still refused
+            bad = "1e200"
         vals2 = list(vals)
         vals2[i] = bad
         text = base[:m.start(2)] + " ".join(vals2) + base[m.end(2):]
