@@ -308,8 +308,7 @@ def parse_urdf(raw: bytes, path: str | Path, base: str | None = None, mimic: str
         if base == "fixed":
             welded.add(fj.name)
         else:
-            if fj.origin is not None and not np.allclose(np.asarray(fj.origin, dtype=float), np.eye(4),
-                                                         rtol=0, atol=0):
+            if fj.origin is not None and not np.array_equal(np.asarray(fj.origin, dtype=float), np.eye(4)):
                 raise RobotFileError(path, where("joint", fj.name), "a floating root joint with an <origin> "
                                      "is not supported (the base pose is the state q); remove the <origin>")
             joints.remove(fj)
