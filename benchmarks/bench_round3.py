@@ -300,12 +300,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--derivatives", default="",
                     help="comma-separated robots whose derivative module is built and timed although their "
                          "row has none by default (talos_free: ~40 s more of compile)")
+    ap.add_argument("--robot", action="append", default=[], metavar="LABEL=PATH@BASE[@LOCK,...]",
+                    help="another robot (repeatable): an example-robot-data URDF path under robots/ (or an "
+                         "absolute path), base free or fixed, joints locked at 0; timed with its derivative "
+                         "module, e.g. anymal_c=anymal_c_simple_description/urdf/anymal.urdf@free")
     ap.add_argument("--fresh-copies", action="store_true",
                     help="time both sides from fresh copies of their compiled code every round (a new "
                          "placement of the pages per round) and report the median over the rounds instead "
                          "of the minimum")
     args = ap.parse_args(argv)
     labels = [x for x in args.robots.split(",") if x]
+    for spec in args.robot:
+        label, _, rest = spec.partition("=")
+        rel, _, rest = rest.partition("@")
+        base, _, lock = rest.partition("@")
+        if not label or not rel or base not in ("free", "fixed") or label in ROBOTS:
+            ap.error(f"--robot {spec!r}: give LABEL=PATH@free or LABEL=PATH@fixed[@JOINT,...], a new LABEL")
+        ROBOTS[label] = (rel, base, [j for j in lock.split(",") if j], True)
+        labels.append(label)
     extra = [x for x in args.derivatives.split(",") if x]
     unknown = [x for x in labels + extra if x not in ROBOTS]
     if unknown:
