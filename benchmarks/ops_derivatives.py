@@ -51,6 +51,9 @@ ROBOTS = {
     "ur3_fixed": ("ur_description/urdf/ur3_robot.urdf", "fixed", []),
     "talos_free": ("talos_data/robots/talos_reduced.urdf", "free", []),
     "b1z1_free": ("b1_description/urdf/b1-z1.urdf", "free", ["jointGripper"]),
+    "go2_free": ("go2_description/urdf/go2.urdf", "free", []),
+    "solo12_free": ("solo_description/robots/solo12.urdf", "free", []),
+    "g1_free": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", "free", []),
 }
 FUNCS = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")
 

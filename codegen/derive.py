@@ -295,6 +295,12 @@ def _split_term(e: se.Basic, index: dict, negated: bool = False) -> tuple[se.Bas
 #: zeros) are not repaid (M^-1 of examples/seed004_dual_arm.yaml, 6 x 6: 189 ns as expressions, 238 ns with
 #: the loop; 14 hinges: 2,335 -> 1,940 ns; 31 hinges: 3,640 -> 2,940 ns)
 GENERAL_PRODUCT_MIN = 64
+#: the fewest result entries for which a general product that reads its left factor in place (a block of
+#: an output: ``ctx.matmul``'s ``left_of``, M^-1 in ``-M^-1 dtau/dx``) becomes a loop: no copy of ``A``.
+#: Forward-dynamics derivatives, a C loop over 1,000 states, three fresh copies each, threshold 64 -> 32:
+#: Go2 (four legs of 3, nv 18: blocks 18 x 3, which as statements also pulled M^-1's base terms out of
+#: their loop) 2,404-2,471 -> 1,807-1,937 ns; Bolt (two legs of 3, nv 12: 12 x 3) 1,050-1,122 -> 876-1,001
+IN_PLACE_PRODUCT_MIN = 32
 #: the fewest entries of a masked general product (``ctx.matmul``'s ``mask``) for which it becomes a loop:
 #: the lower triangle of the shortest chain whose ID-derivative pairs ask for masked products
 #: (:data:`soadyn.symbolic.algorithms.rnea_derivatives.CHAIN_PRODUCT`), so that the two stay in step (a
@@ -324,7 +330,9 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     array holding it), so that a masked product with the same ``A`` reads it from there (``source``)."""
     (m, k), n = d.A.shape, d.B.shape[1]
     wanted = int(d.mask.sum()) if d.mask is not None else m * n
-    if wanted < (GENERAL_PRODUCT_MIN if d.mask is None else MASKED_PRODUCT_MIN) or used & set(d.P.ravel()):
+    least = (MASKED_PRODUCT_MIN if d.mask is not None else
+             IN_PLACE_PRODUCT_MIN if d.left_of is not None else GENERAL_PRODUCT_MIN)
+    if wanted < least or used & set(d.P.ravel()):
         return None
     index = {p: ij for ij, p in np.ndenumerate(d.P)
              if p is not None and (not d.symmetric or ij[0] <= ij[1])}
@@ -379,6 +387,8 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
         return None
     accumulate = any(not (h[3].is_Number and h[3] == 0) for h in hits)
     source = _left_source(d, original or outputs, shapes, name, (row0, row0 + m, col0, col0 + n))
+    if source is None and d.mask is None and wanted < GENERAL_PRODUCT_MIN:   # A copied after all
+        return None
     mirror = source is not None and _symmetric(np.asarray(d.left_of[0], dtype=object), twins)
     key = tuple(se.sympify(e) for e in d.A.ravel())
     if source is None and ranges and lefts is not None and key in lefts:

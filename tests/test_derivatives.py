@@ -864,6 +864,32 @@ def _fd_derivatives_agree_and_batch_bits(robot, tmp_path, seed: int) -> None:
             assert np.array_equal(b[i].view(np.int64), s1.view(np.int64)), i
 
 
+def test_short_legs_blocks_are_loops_reading_m_inverse_in_place(tmp_path):
+    """A free base with four legs of 3 joints (a quadruped, nv 18), forward-dynamics derivatives: each leg's
+    block ``-M^-1 dtau/dx`` has 18 x 3 result entries, below ``GENERAL_PRODUCT_MIN``, but reads its left
+    factor in place from da_dtau (``IN_PLACE_PRODUCT_MIN``): loops, not the ~7,000 operations of
+    statements that also pulled M^-1's base terms out of their loop (Go2, nv 18: 2.43 -> 1.81-1.94 us a
+    call, benchmarks/README.md).  The C agrees with central differences of the reference path and the
+    float run, and the SIMD batch has the single call's bits."""
+    from soadyn.codegen.derive import GENERAL_PRODUCT_MIN, IN_PLACE_PRODUCT_MIN, derive
+    from soadyn.codegen.functions import function_table
+
+    rng = np.random.default_rng(11)
+    bodies = _base_body()
+    for leg in range(4):
+        _add_chain(bodies, rng, "base", [(f"l{leg}_{i}", f"j{leg}_{i}") for i in range(3)])
+    robot = with_gravity(_robot(tmp_path, {"name": "four_legs", "base": "free", "gravity": [0.3, -0.4, -9.81],
+                                           "bodies": bodies}), GRAVITY)
+    assert IN_PLACE_PRODUCT_MIN <= robot.nv * 3 < GENERAL_PRODUCT_MIN
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    products = derive(robot, spec).products
+    legs = [p for p in products if p.inner == 9]          # rows: the base's 6 and the leg's 3
+    assert len(legs) == 8 and all(p.source and p.source[0] == "da_dtau" and p.m == robot.nv for p in legs)
+    assert any(p.symmetric and p.name.startswith("MinvB") for p in products)   # the base terms: a loop
+    _fd_derivatives_agree_and_batch_bits(robot, tmp_path, 39)
+
+
 @pytest.mark.parametrize("per_state", [False, True], ids=["expressions", "per_state"])
 def test_chain_products_write_the_block_products_factors(tmp_path, monkeypatch, per_state):
     """Two branches of 7 joints on a free base, forward-dynamics derivatives: each branch's chain pairs
