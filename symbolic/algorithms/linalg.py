@@ -28,7 +28,6 @@ class LDL:
                 return np.empty(b.shape, dtype=b.dtype)
             return np.stack([self.solve(b[:, j], f"{name}c{j}") for j in range(b.shape[1])], axis=1)
         ctx, L, n = self.ctx, self.L, len(b)
-        y = np.empty(n, dtype=b.dtype if b.dtype != float else float)
         y = list(b)
         for i in range(n):
             for k in range(i):
