@@ -238,7 +238,9 @@ def model_text(model, frame: str | None) -> str:
         kind = j.shortname()
         if kind not in _JOINT_CODES:
             raise BenchError(f"joint type {kind} is not supported by the model writer; add it to _JOINT_CODES")
-        axis = np.asarray(j.axis).ravel() if "Unaligned" in kind else np.zeros(3)
+        # the generic JointModel of a model built by Pinocchio's own URDF parser hides the axis: extract()
+        axis = (np.asarray(j.axis if hasattr(j, "axis") else j.extract().axis).ravel() if "Unaligned" in kind
+                else np.zeros(3))
         M, I = model.jointPlacements[i], model.inertias[i]
         nums = [model.parents[i], _JOINT_CODES[kind], *axis, *np.asarray(M.rotation).ravel(),
                 *np.asarray(M.translation), I.mass, *np.asarray(I.lever), *np.asarray(I.inertia).ravel()]
