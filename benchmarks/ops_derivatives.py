@@ -54,6 +54,7 @@ ROBOTS = {
     "go2_free": ("go2_description/urdf/go2.urdf", "free", []),
     "solo12_free": ("solo_description/robots/solo12.urdf", "free", []),
     "g1_free": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", "free", []),
+    "alex_free": ("alex_description/urdf/alex_nub_hands.urdf", "free", []),
 }
 FUNCS = ("inverse_dynamics_derivatives", "forward_dynamics_derivatives")
 
