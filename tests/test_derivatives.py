@@ -951,9 +951,9 @@ def test_chain_products_write_the_in_place_products_columns(tmp_path, monkeypatc
 def test_chain_products_cut_where_the_chain_branches(tmp_path):
     """A waist of 2 joints carrying two arms of 7, and a leg of 2, on a free base (a G1's trunk): the waist
     and the first arm are one chain of 9 bodies, whose pairs are entries of two blocks of ``-M^-1 dtau/dx``
-    (the waist's columns and the arm's).  The forward-dynamics derivatives cut the chain's masked products where it
-    branches: the waist's columns over the rows of its whole subtree (16 rows: its pairs with the second
-    arm too) and the arm's lower triangle, each a loop that stores its results into one block's factors
+    (the waist's columns and the arm's).  The forward-dynamics derivatives cut the chain's masked
+    products where it branches: the waist's columns over the rows of its whole subtree (16 rows: its
+    pairs with the second arm too) and the arm's lower triangle, each a loop that stores its results into one block's factors
     (on 216da7d the chain of 9 was one product with entries in two blocks: statements).  The C agrees
     with central differences of the reference path and the float run, and the SIMD batch has the single
     call's bits."""
@@ -966,8 +966,8 @@ def test_chain_products_cut_where_the_chain_branches(tmp_path):
     waist = _add_chain(bodies, rng, "base", [(f"w_{i}", f"jw_{i}") for i in range(2)])
     for arm in ("l", "r"):
         _add_chain(bodies, rng, waist, [(f"{arm}_{i}", f"j{arm}_{i}") for i in range(7)])
-    robot = with_gravity(_robot(tmp_path, {"name": "waist_arms", "base": "free", "gravity": [0.3, -0.4, -9.81],
-                                           "bodies": bodies}), GRAVITY)
+    doc = {"name": "waist_arms", "base": "free", "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
+    robot = with_gravity(_robot(tmp_path, doc), GRAVITY)
     assert robot.nv == 24
     spec = next(s for s in function_table(robot, derivatives=True)
                 if s.name == "forward_dynamics_derivatives")
