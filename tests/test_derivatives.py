@@ -953,10 +953,10 @@ def test_chain_products_cut_where_the_chain_branches(tmp_path):
     and the first arm are one chain of 9 bodies, whose pairs are entries of two blocks of ``-M^-1 dtau/dx``
     (the waist's columns and the arm's).  The forward-dynamics derivatives cut the chain's masked
     products where it branches: the waist's columns over the rows of its whole subtree (16 rows: its
-    pairs with the second arm too) and the arm's lower triangle, each a loop that stores its results into one block's factors
-    (on 216da7d the chain of 9 was one product with entries in two blocks: statements).  The C agrees
-    with central differences of the reference path and the float run, and the SIMD batch has the single
-    call's bits."""
+    pairs with the second arm too) and the arm's lower triangle, each a loop that stores its results
+    into one block's factors (on 216da7d the chain of 9 was one product with entries in two blocks:
+    statements).  The C agrees with central differences of the reference path and the float run, and
+    the SIMD batch has the single call's bits."""
     from soadyn.codegen.derive import derive
     from soadyn.codegen.functions import function_table
 
