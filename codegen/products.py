@@ -177,44 +177,70 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
 def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str]:
     """Row ``prod_i`` of a symmetric general product (:func:`_general_product_lines`, ``width`` > 1): each
     vector of the row from the one holding column ``prod_i`` on, ``c = a[0] B[0] + a[1] B[1] + ...``, added
-    to (or stored into) the output straight from the register.  With AVX-512 or AVX every vector that lies
-    wholly within the row's ``n`` columns is stored whole, its lanes below the diagonal too (the mirror
-    copy, :func:`_mirror_lines`, overwrites every entry below the diagonal after the last row), and the
-    last ``n % width`` columns as unmasked pieces of 4, 2 and 1 lanes (:func:`_tail_lanes`): no store
-    reaches past column ``n - 1``.  (A masked store of the last vector, lanes past the row masked off,
-    still spans the next row's first entries, which the next row's broadcasts of ``A`` (M^-1's base
-    columns, in place) load right after: G1's M^-1 base term, 29 x 6 by 6 x 29, row stride 35, took 5.9 %
-    of its forward-dynamics derivatives, TALOS's (32 columns, no partial vector) 2.1 %.)  Otherwise lane by
-    lane from ``prod_u``, from column ``prod_i`` on.  (Storing the row into ``prod_u`` and reading it back
-    from column ``prod_i``, an offset that is not a multiple of the vector, made every such load wait for
-    the stores to retire, no store forwarding: TALOS's M^-1 base term, 32 x 6 by 6 x 32, 324-336 ns a call
-    in a C loop against 244-252 with masked lanes, perf; 273-278 lane by lane: reading one double of a
-    vector just stored stalls too.)"""
+    to (or stored into) the output straight from the register where the vector lies wholly on or above the
+    diagonal and within the row; else only its lanes from column ``prod_i`` on: with AVX-512 or AVX masked
+    loads and stores (:func:`_masked_lanes`), otherwise lane by lane from ``prod_u``; with AVX-512 or AVX
+    the last ``n % width`` columns as unmasked pieces of 4, 2 and 1 lanes (:func:`_tail_lanes`; in the
+    rows that start there, their lanes below the diagonal too, which the mirror copy,
+    :func:`_mirror_lines`, overwrites after the last row), so that no store reaches past column ``n - 1``.
+    (A masked store of the last vector, its lanes past the row masked off, still spans the next row's
+    first entries, which the next row's broadcasts of ``A`` (M^-1's base columns, read in place) load right
+    after: G1's M^-1 base term in its forward-dynamics derivatives, 29 x 6 by 6 x 29, row stride 35, took
+    5.9 % of the time, TALOS's, 32 columns, 2.1 %; perf.  Storing the row into ``prod_u`` and reading it
+    back from column ``prod_i``, an offset that is not a multiple of the vector, made every such load wait
+    for the stores to retire, no store forwarding: TALOS's M^-1 base term, 32 x 6 by 6 x 32, 324-336 ns a
+    call in a C loop against 244-252 with masked lanes, perf; 273-278 lane by lane: reading one double of a
+    vector just stored stalls too.  Whole vectors in place of the masked ones at the start of each row
+    made G1's M^-1 function 10 % slower.)"""
     k, n = p.k, p.columns
     nvec = -(-n // width)
+    whole = n // width
+    tail = width in (4, 8) and n % width
     if width in (4, 8):
-        whole = n // width
-        return [*(f"    prod_v prod_a{c} = {{{', '.join([f'prod_a[{c}]'] * width)}}};" for c in range(k)),
-                f"    for (prod_j = prod_i / {width}; prod_j < {nvec}; ++prod_j) {{",
-                "        prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];",
-                *(f"        prod_c += prod_a{c} * prod_B[{c}].v[prod_j];" for c in range(1, k)),
-                *((f"        if (prod_j < {whole}) *(prod_w *)(prod_o + {width} * prod_j) {op} {sign}prod_c;",
-                   "        else {", *_tail_lanes(width, n, op, sign), "        }") if n % width else
-                  (f"        *(prod_w *)(prod_o + {width} * prod_j) {op} {sign}prod_c;",)),
-                "    }", "}"]
-    lane = (f"prod_j * {width} < prod_i ? prod_i - {width} * prod_j : 0", f"prod_k < {width}"
-            + (f" && {width} * prod_j + prod_k < {n}" if n % width else ""))
-    partial = ["            prod_u.v[0] = prod_c;",
-               f"            for (prod_k = {lane[0]}; {lane[1]}; ++prod_k) "
-               f"prod_o[{width} * prod_j + prod_k] {op} {sign}prod_u.d[prod_k];"]
+        partial = _masked_lanes(width, whole * width if tail else n, op, sign)
+    else:
+        lane = (f"prod_j * {width} < prod_i ? prod_i - {width} * prod_j : 0", f"prod_k < {width}"
+                + (f" && {width} * prod_j + prod_k < {n}" if n % width else ""))
+        partial = ["            prod_u.v[0] = prod_c;",
+                   f"            for (prod_k = {lane[0]}; {lane[1]}; ++prod_k) "
+                   f"prod_o[{width} * prod_j + prod_k] {op} {sign}prod_u.d[prod_k];"]
     return [*(f"    prod_v prod_a{c} = {{{', '.join([f'prod_a[{c}]'] * width)}}};" for c in range(k)),
             f"    for (prod_j = prod_i / {width}; prod_j < {nvec}; ++prod_j) {{",
             "        prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];",
             *(f"        prod_c += prod_a{c} * prod_B[{c}].v[prod_j];" for c in range(1, k)),
-            f"        if (prod_j * {width} >= prod_i" + (f" && prod_j < {n // width}" if n % width else "")
+            f"        if (prod_j * {width} >= prod_i" + (f" && prod_j < {whole}" if n % width else "")
             + f") *(prod_w *)(prod_o + {width} * prod_j) {op} {sign}prod_c;",
-            "        else {", *partial, "        }",
+            *((f"        else if (prod_j < {whole}) {{", *partial, "        }",
+               "        else {", *_tail_lanes(width, n, op, sign), "        }") if tail else
+              ("        else {", *partial, "        }")),
             "    }", "}"]
+
+
+def _masked_lanes(width: int, n: int, op: str, sign: str) -> list[str]:
+    """The lanes of vector ``prod_j`` of a symmetric product's row from column ``prod_i`` to column ``n - 1``
+    (:func:`_symmetric_row_lines`): the output loaded, added to and stored under a mask (AVX-512 masked
+    loads, operations and stores; AVX ``vmaskmovpd``, which loads zeros in the other lanes), so that no
+    other entry is read or written; each lane's operation is the scalar loop's."""
+    o, ind = f"prod_o + {width} * prod_j", " " * 12
+    if width == 8:
+        hi = f" & (0xffu >> (8 * prod_j + 8 > {n} ? 8 * prod_j + 8 - {n} : 0))" if n % 8 else ""
+        lo = "(0xffu << (8 * prod_j < prod_i ? prod_i - 8 * prod_j : 0))"
+        mask = [f"{ind}const __mmask8 prod_m = (__mmask8)({lo}{hi});"]
+        value = f"(__m512d)({sign}prod_c)"
+        if op == "=":
+            return mask + [f"            _mm512_mask_storeu_pd({o}, prod_m, {value});"]
+        fn = "_mm512_maskz_add_pd" if op == "+=" else "_mm512_maskz_sub_pd"
+        return mask + [f"            const __m512d prod_x = _mm512_maskz_loadu_pd(prod_m, {o});",
+                       f"            _mm512_mask_storeu_pd({o}, prod_m, {fn}(prod_m, prod_x, {value}));"]
+    mask = ["            typedef long long prod_l __attribute__((vector_size(32)));",
+            "            const prod_l prod_n = (prod_l){0, 1, 2, 3} + 4 * prod_j;",
+            f"{ind}const __m256i prod_m = (__m256i)((prod_n >= (prod_l){{prod_i, prod_i, prod_i, prod_i}})"
+            + (f" & (prod_n < (prod_l){{{n}, {n}, {n}, {n}}})" if n % 4 else "") + ");"]
+    value = f"(__m256d)({sign}prod_c)"
+    if op == "=":
+        return mask + [f"            _mm256_maskstore_pd({o}, prod_m, {value});"]
+    fn = "_mm256_add_pd" if op == "+=" else "_mm256_sub_pd"
+    return mask + [f"{ind}_mm256_maskstore_pd({o}, prod_m, {fn}(_mm256_maskload_pd({o}, prod_m), {value}));"]
 
 
 def _tail_lanes(width: int, n: int, op: str, sign: str) -> list[str]:
