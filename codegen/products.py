@@ -179,10 +179,11 @@ def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str
     vector of the row from the one holding column ``prod_i`` on, ``c = a[0] B[0] + a[1] B[1] + ...``, added
     to (or stored into) the output straight from the register where the vector lies wholly on or above the
     diagonal and within the row; else only its lanes from column ``prod_i`` on: with AVX-512 or AVX masked
-    loads and stores (:func:`_masked_lanes`), otherwise lane by lane from ``prod_u``; with AVX-512 or AVX
-    the last ``n % width`` columns as unmasked pieces of 4, 2 and 1 lanes (:func:`_tail_lanes`; in the
-    rows that start there, their lanes below the diagonal too, which the mirror copy,
-    :func:`_mirror_lines`, overwrites after the last row), so that no store reaches past column ``n - 1``.
+    loads and stores (:func:`_masked_lanes`), otherwise lane by lane from ``prod_u``.  Where ``A`` is read
+    in place from the output the product writes (``p.source``), with AVX-512 or AVX the last ``n % width``
+    columns are unmasked pieces of 4, 2 and 1 lanes (:func:`_tail_lanes`; in the rows that start there,
+    their lanes below the diagonal too, which the mirror copy, :func:`_mirror_lines`, overwrites after the
+    last row), so that no store reaches past column ``n - 1``.
     (A masked store of the last vector, its lanes past the row masked off, still spans the next row's
     first entries, which the next row's broadcasts of ``A`` (M^-1's base columns, read in place) load right
     after: G1's M^-1 base term in its forward-dynamics derivatives, 29 x 6 by 6 x 29, row stride 35, took
@@ -196,7 +197,7 @@ def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str
     k, n = p.k, p.columns
     nvec = -(-n // width)
     whole = n // width
-    tail = width in (4, 8) and n % width
+    tail = width in (4, 8) and bool(n % width) and p.source is not None and p.source[0] == p.runs[0][0]
     if width in (4, 8):
         partial = _masked_lanes(width, whole * width if tail else n, op, sign)
     else:
