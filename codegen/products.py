@@ -178,16 +178,28 @@ def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str
     """Row ``prod_i`` of a symmetric general product (:func:`_general_product_lines`, ``width`` > 1): each
     vector of the row from the one holding column ``prod_i`` on, ``c = a[0] B[0] + a[1] B[1] + ...``, added
     to (or stored into) the output straight from the register where the vector lies wholly on or above the
-    diagonal and within the row; else only its lanes from column ``prod_i`` to the last column: with
-    AVX-512 or AVX masked loads and stores (:func:`_masked_lanes`), otherwise lane by lane from ``prod_u``.
-    (Storing the row into ``prod_u`` and reading it back from column ``prod_i``, an offset that is not a
-    multiple of the vector, made every such load wait for the stores to retire, no store forwarding:
-    TALOS's M^-1 base term, 32 x 6 by 6 x 32, 324-336 ns a call in a C loop against 244-252 with masked
-    lanes, perf; 273-278 lane by lane: reading one double of a vector just stored stalls too.)"""
+    diagonal and within the row; else only its lanes from column ``prod_i`` on: with AVX-512 or AVX masked
+    loads and stores (:func:`_masked_lanes`), otherwise lane by lane from ``prod_u``.  Where ``A`` is read
+    in place from the output the product writes (``p.source``), with AVX-512 or AVX the last ``n % width``
+    columns are unmasked pieces of 4, 2 and 1 lanes (:func:`_tail_lanes`; in the rows that start there,
+    their lanes below the diagonal too, which the mirror copy, :func:`_mirror_lines`, overwrites after the
+    last row), so that no store reaches past column ``n - 1``.
+    (A masked store of the last vector, its lanes past the row masked off, still spans the next row's
+    first entries, which the next row's broadcasts of ``A`` (M^-1's base columns, read in place) load right
+    after: G1's M^-1 base term in its forward-dynamics derivatives, 29 x 6 by 6 x 29, row stride 35, took
+    5.9 % of the time, TALOS's, 32 columns, 2.1 %; perf.  Storing the row into ``prod_u`` and reading it
+    back from column ``prod_i``, an offset that is not a multiple of the vector, made every such load wait
+    for the stores to retire, no store forwarding: TALOS's M^-1 base term, 32 x 6 by 6 x 32, 324-336 ns a
+    call in a C loop against 244-252 with masked lanes, perf; 273-278 lane by lane: reading one double of a
+    vector just stored stalls too.  Whole vectors in place of the masked ones at the start of each row,
+    their lanes below the diagonal left to the mirror: nothing measurable on G1's M^-1 function, which
+    ran 1.93-2.10 us in two modes either way.)"""
     k, n = p.k, p.columns
     nvec = -(-n // width)
+    whole = n // width
+    tail = width in (4, 8) and bool(n % width) and p.source is not None and p.source[0] == p.runs[0][0]
     if width in (4, 8):
-        partial = _masked_lanes(width, n, op, sign)
+        partial = _masked_lanes(width, whole * width if tail else n, op, sign)
     else:
         lane = (f"prod_j * {width} < prod_i ? prod_i - {width} * prod_j : 0", f"prod_k < {width}"
                 + (f" && {width} * prod_j + prod_k < {n}" if n % width else ""))
@@ -198,9 +210,11 @@ def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str
             f"    for (prod_j = prod_i / {width}; prod_j < {nvec}; ++prod_j) {{",
             "        prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];",
             *(f"        prod_c += prod_a{c} * prod_B[{c}].v[prod_j];" for c in range(1, k)),
-            f"        if (prod_j * {width} >= prod_i" + (f" && prod_j < {n // width}" if n % width else "")
+            f"        if (prod_j * {width} >= prod_i" + (f" && prod_j < {whole}" if n % width else "")
             + f") *(prod_w *)(prod_o + {width} * prod_j) {op} {sign}prod_c;",
-            "        else {", *partial, "        }",
+            *((f"        else if (prod_j < {whole}) {{", *partial, "        }",
+               "        else {", *_tail_lanes(width, n, op, sign), "        }") if tail else
+              ("        else {", *partial, "        }")),
             "    }", "}"]
 
 
@@ -229,6 +243,41 @@ def _masked_lanes(width: int, n: int, op: str, sign: str) -> list[str]:
         return mask + [f"            _mm256_maskstore_pd({o}, prod_m, {value});"]
     fn = "_mm256_add_pd" if op == "+=" else "_mm256_sub_pd"
     return mask + [f"{ind}_mm256_maskstore_pd({o}, prod_m, {fn}(_mm256_maskload_pd({o}, prod_m), {value}));"]
+
+
+def _tail_lanes(width: int, n: int, op: str, sign: str) -> list[str]:
+    """The last ``n % width`` lanes of a symmetric product's row (:func:`_symmetric_row_lines`, vector
+    ``prod_j`` = ``n // width``) added to (or stored into) the output as unmasked loads and stores of 4, 2
+    and 1 lanes, taken from the register by casts and extracts (no store beyond column ``n - 1``; each
+    lane's operation is the scalar loop's)."""
+    ind, o = " " * 12, f"prod_o + {width} * prod_j"
+    fn = {"+=": "add", "-=": "sub"}.get(op)
+    kind = {8: "__m512d", 4: "__m256d", 2: "__m128d", 1: "__m128d"}
+    out = [f"{ind}const {kind[width]} prod_t = ({kind[width]})({sign}prod_c);"]
+    cur, have, off, left = "prod_t", width, 0, n % width
+    for size in (4, 2, 1):
+        if size >= have or not left:
+            continue
+        low = (f"_mm512_castpd512_pd256({cur})" if have == 8 else
+               f"_mm256_castpd256_pd128({cur})" if have == 4 else cur)
+        if left >= size:
+            at = f"{o} + {off}" if off else o
+            part = f"prod_p{size}"
+            out.append(f"{ind}const {kind[size]} {part} = {low};")
+            load, store, op_ = {4: ("_mm256_loadu_pd", "_mm256_storeu_pd", f"_mm256_{fn}_pd"),
+                                2: ("_mm_loadu_pd", "_mm_storeu_pd", f"_mm_{fn}_pd"),
+                                1: ("_mm_load_sd", "_mm_store_sd", f"_mm_{fn}_sd")}[size]
+            out.append(f"{ind}{store}({at}, {part if fn is None else f'{op_}({load}({at}), {part})'});")
+            off, left = off + size, left - size
+            if left:
+                high = (f"_mm512_extractf64x4_pd({cur}, 1)" if have == 8 else
+                        f"_mm256_extractf128_pd({cur}, 1)" if have == 4 else f"_mm_unpackhi_pd({cur}, {cur})")
+                out.append(f"{ind}const {kind[size]} prod_h{size} = {high};")
+                cur = f"prod_h{size}"
+        else:
+            cur = low
+        have = size
+    return out
 
 
 def transpose_stages(width: int) -> list[tuple[int, int, int, list[int]]]:

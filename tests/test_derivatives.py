@@ -946,3 +946,38 @@ def test_chain_products_write_the_in_place_products_columns(tmp_path, monkeypatc
     in_place = [i for i, p in enumerate(products) if not p.k and p.m == robot.nv]
     assert in_place and all(products.index(p) < in_place[0] for p in chain)
     _fd_derivatives_agree_and_batch_bits(robot, tmp_path, 39)
+
+
+def test_chain_products_cut_where_the_chain_branches(tmp_path):
+    """A waist of 2 joints carrying two arms of 7, and a leg of 2, on a free base (a G1's trunk): the waist
+    and the first arm are one chain of 9 bodies, whose pairs are entries of two blocks of ``-M^-1 dtau/dx``
+    (the waist's columns and the arm's).  The forward-dynamics derivatives cut the chain's masked
+    products where it branches: the waist's columns over the rows of its whole subtree (16 rows: its
+    pairs with the second arm too) and the arm's lower triangle, each a loop that stores its results
+    into one block's factors (on 216da7d the chain of 9 was one product with entries in two blocks:
+    statements).  The C agrees with central differences of the reference path and the float run, and
+    the SIMD batch has the single call's bits."""
+    from soadyn.codegen.derive import derive
+    from soadyn.codegen.functions import function_table
+
+    rng = np.random.default_rng(12)
+    bodies = _base_body()
+    _add_chain(bodies, rng, "base", [(f"leg_{i}", f"jleg_{i}") for i in range(2)])
+    waist = _add_chain(bodies, rng, "base", [(f"w_{i}", f"jw_{i}") for i in range(2)])
+    for arm in ("l", "r"):
+        _add_chain(bodies, rng, waist, [(f"{arm}_{i}", f"j{arm}_{i}") for i in range(7)])
+    doc = {"name": "waist_arms", "base": "free", "gravity": [0.3, -0.4, -9.81], "bodies": bodies}
+    robot = with_gravity(_robot(tmp_path, doc), GRAVITY)
+    assert robot.nv == 24
+    spec = next(s for s in function_table(robot, derivatives=True)
+                if s.name == "forward_dynamics_derivatives")
+    products = derive(robot, spec).products
+    chain = [p for p in products if p.ranges]
+    assert sorted((p.name[:3], p.m, p.columns) for p in chain) == [
+        ("dqL", 7, 7), ("dqL", 7, 7), ("dqL", 16, 2), ("dvL", 7, 7), ("dvL", 7, 7), ("dvL", 16, 2)]
+    assert all(p.runs[0][0].startswith("prodf_dadx") for p in chain)
+    assert len({p.runs[0][0] for p in chain}) == 6                  # each into one block's factors
+    order = [p.name for p in products]
+    readers = {p.left: p.name for p in products if p.k}
+    assert all(order.index(p.name) < order.index(readers[p.runs[0][0]]) for p in chain)
+    _fd_derivatives_agree_and_batch_bits(robot, tmp_path, 40)

@@ -394,3 +394,49 @@ def test_symmetric_product_of_the_mass_matrix_inverse_gives_the_same_bits(cc, re
         assert np.array_equal(mk.view(np.int64), mod.mass_matrix_inverse(qk).view(np.int64))
     want = np.linalg.inv(mass_matrix(robot, q))
     np.testing.assert_allclose(minv, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("m", [13, 15])
+def test_symmetric_product_rows_with_a_partial_last_vector(cc, tmp_path, m):
+    """A symmetric product that reads ``A`` in place from the output it writes (M^-1's base term in the
+    forward-dynamics derivatives: ``W0*`` in the columns before the block), whose row is not a whole
+    number of vectors (13 = 8 + 4 + 1, 15 = 8 + 4 + 2 + 1 with AVX-512; 13 = 3 x 4 + 1, 15 = 3 x 4 + 2 + 1
+    with AVX): its last columns stored as unmasked pieces of 4, 2 and 1 lanes.  The generated C, built
+    without vectors, with the default target, -march=native and AVX2, gives the same bits, equal to the
+    product computed by numpy, the block exactly symmetric, and nothing outside the block written (the
+    first row, and ``A``'s columns, which the next row reads)."""
+    from soadyn.codegen.products import product_function
+
+    k = 3
+    ctx = CodegenSymbolic()
+    x = ctx.input("x", (m, k))
+    y = ctx.input("y", (m, m))
+    X = ctx.stage("X", x)
+    R = np.zeros((m + 1, k + m), dtype=object)
+    R[1:, :k] = X
+    P = ctx.matmul("P", X, 3 * X.T, symmetric=True, left_of=(R, list(range(1, m + 1)), list(range(k))))
+    R[1:, k:] = ctx.stage_symmetric("C", y + y.T) + P
+    new_outputs, (prod,) = place_products(ctx, [("R", list(R.ravel()))], {"R": R.shape})
+    assert prod.symmetric and prod.columns == m and prod.source[0] == prod.runs[0][0] == "R"
+    rng = np.random.default_rng(m)
+    xv, yv = rng.normal(size=(m, k)), rng.normal(size=(m, m))
+    R0, F = (np.ascontiguousarray(v, dtype=float) for v in _run(ctx, new_outputs, xv, yv))
+    R0.reshape(m + 1, k + m)[0] = 7.0                                    # the first row: outside the block
+    text, _ = product_function(prod, "t")
+    assert "_mm_store_sd" in text and "_mm256_storeu_pd" in text
+    params = list(dict.fromkeys([prod.left, prod.source[0], prod.runs[0][0]]))
+    args = ", ".join("F" if a == prod.left else "R" for a in params)
+    src = tmp_path / f"sym{m}.c"
+    src.write_text(f"{text}\nvoid run(const double *F, double *R) {{ t_prod_P({args}); }}\n")
+    libs = _build_variants(cc, src, tmp_path, avx=True)
+    results = []
+    for label, dll in libs.items():
+        out = R0.copy()
+        dll.run(F.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p))
+        results.append(out)
+        got, before = out.reshape(m + 1, k + m), R0.reshape(m + 1, k + m)
+        assert np.array_equal(got[0], before[0]) and np.array_equal(got[:, :k], before[:, :k]), label
+        assert np.array_equal(got[1:, k:], got[1:, k:].T), label
+        np.testing.assert_allclose(got[1:, k:], yv + yv.T + 3 * xv @ xv.T, rtol=1e-13, atol=1e-13,
+                                   err_msg=label)
+    assert all(np.array_equal(r.view(np.int64), results[0].view(np.int64)) for r in results)

@@ -133,7 +133,7 @@ def forward_dynamics_derivatives(robot: Any, ctx: Any, q: np.ndarray, v: np.ndar
         rhs = net_torques(robot, ctx, v, tau) - bias_torques(kin, bias)
         Minv, qdd = mass_matrix_inverse_from(ab, rhs=rhs)
         sweep = sweep_at_forward_dynamics(kin, bias, ctx.stage("afd", qdd))
-        dq, dv = rnea_entries(kin, sweep, base_q=not robot.is_free)
+        dq, dv = rnea_entries(kin, sweep, base_q=not robot.is_free, split=True)
         J = np.concatenate([dq, add_damping_derivative(robot, ctx, v, dv)], axis=1)
     else:
         ab = articulated_body(robot, ctx, q, kin)

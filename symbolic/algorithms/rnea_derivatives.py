@@ -370,9 +370,12 @@ def _poses_from(kin: Kinematics, top: int) -> tuple[list[Any], list[Any]]:
     return R, p
 
 
-def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True, split: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """dtau/dq, dtau/dv from the sweeps' quantities: per body its rows and columns, then the entries of
-    the pairs on one path (module docstring); ``base_q`` as in :func:`rnea_derivatives`."""
+    the pairs on one path (module docstring); ``base_q`` as in :func:`rnea_derivatives`.  ``split``: a
+    long chain's masked products are cut where the chain branches, each piece over the rows of its whole
+    subtree (:func:`_chain_pieces`; the forward-dynamics derivatives, whose block products read them)."""
     robot, ctx = kin.robot, kin.ctx
     n, nv = robot.n_bodies, robot.nv
     grav, S, V, A, Ic, Kc, Pc, F = sw.grav, sw.S, sw.V, sw.A, sw.Ic, sw.Kc, sw.Pc, sw.F
@@ -407,8 +410,9 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
     # ---- assemble: the path of i (j on it) and the subtree below i (i on the path of j) ----------------
     dq = ctx.zeros((nv, nv))
     dv = ctx.zeros((nv, nv))
-    chains = _chains(robot, rows)
-    chain_of = {k: c for c, ks in enumerate(chains) for k in ks}
+    chains = [ks for ks in _chains(robot, rows) if len(ks) >= CHAIN_PRODUCT]
+    pieces = [pc for ks in chains for pc in _chain_pieces(robot, ks, rows, split)]
+    covered = {(i, j) for cs_, rs_ in pieces for i in rs_ for j in cs_ if _is_path(robot, j, i)}
     for j, cj in cols.items():
         cs = robot.v_index(j).start
         for i, ri_ in rows.items():
@@ -416,8 +420,7 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
             below = _is_path(robot, j, i)
             if not below and not _is_path(robot, i, j):
                 continue
-            if below and i in chain_of and chain_of[i] == chain_of.get(j) and \
-                    len(chains[chain_of[i]]) >= CHAIN_PRODUCT:
+            if (i, j) in covered:
                 continue                # j on the path of i in one long chain: the products below
             skip_q = j == 0 and not base_q
             for r, (s_i, Fr, Gr) in enumerate(ri_):
@@ -433,21 +436,49 @@ def rnea_entries(kin: Kinematics, sw: Sweep, base_q: bool = True) -> tuple[np.nd
                         dq[rs + r, cs + c] = s_i @ phi
                         dv[rs + r, cs + c] = s_i @ psi
     dq, dv = ctx.stage("dtau_dq", dq), ctx.stage("dtau_dv", dv)
-    for ks in chains:               # j on the path of i within a long chain: two masked products
-        m = len(ks)
-        if m < CHAIN_PRODUCT:
-            continue
-        at = robot.v_index(ks[0]).start
-        lower = np.tri(m, dtype=bool)
-        s_, Fr_, Gr_ = (np.array([rows[k][0][c] for k in ks], dtype=object) for c in range(3))
-        u_, al_, be_ = (np.array([cols[k][0][c] for k in ks], dtype=object).T for c in (1, 2, 3))
+    for ks, rk in pieces:           # j on the path of i within a long chain: two masked products
+        row0, col0 = robot.v_index(rk[0]).start, robot.v_index(ks[0]).start
+        mask = np.array([[_is_path(robot, j, i) for j in ks] for i in rk], dtype=bool)
+        Fr_, Gr_ = (np.array([rows[k][0][c] for k in rk], dtype=object) for c in (1, 2))
+        s_, u_, al_, be_ = (np.array([cols[k][0][c] for k in ks], dtype=object).T for c in (0, 1, 2, 3))
         A = np.concatenate([Fr_, Gr_[:, :3]], axis=1)          # Gr_i's last three entries are zero
         for out, name, right in ((dq, "dqL", np.concatenate([al_, u_[:3]])),
-                                 (dv, "dvL", np.concatenate([be_, -s_.T[:3]]))):
-            P = ctx.matmul(name, A, right, mask=lower)
-            for r, c in zip(*np.nonzero(lower)):
-                out[at + r, at + c] = -P[r, c]
+                                 (dv, "dvL", np.concatenate([be_, -s_[:3]]))):
+            P = ctx.matmul(name, A, right, mask=mask)
+            for r, c in zip(*np.nonzero(mask)):
+                out[row0 + r, col0 + c] = -P[r, c]
     return dq, dv
+
+
+def _chain_pieces(robot: Any, ks: list[int], rows: dict, split: bool) -> list[tuple[list[int], list[int]]]:
+    """The (columns, rows) of the masked products of a long chain ``ks`` (:func:`_chains`): the chain's
+    lower triangle, or with ``split`` one piece per stretch of the chain that ends where it branches (a
+    body with several children: G1's waist, inboard of both arms), each over the rows of every body of
+    its first body's subtree where those are one-column bodies with consecutive indices (the subtree's
+    rows of j on the path of i are then each a run of the piece's columns), else of the rest of the
+    chain.  So each piece's entries lie in the columns of one block of ``-M^-1 dtau/dx``
+    (:func:`soadyn.symbolic.algorithms.derivatives.product_blocks`: columns with the same rows), and the
+    pairs of a branch with the stretch inboard of it are entries of its products, not statements."""
+    if not split:
+        return [(ks, ks)]
+    stretches: list[list[int]] = [[]]
+    for k in ks:
+        stretches[-1].append(k)
+        if sum(c in rows for c in robot.children[k]) > 1 and k != ks[-1]:
+            stretches.append([])
+    out = []
+    for cs in stretches:
+        sub, stack = [], [cs[0]]
+        while stack:
+            k = stack.pop()
+            sub.append(k)
+            stack.extend(robot.children[k])
+        sub.sort()
+        v0 = robot.v_index(sub[0]).start
+        whole = all(k in rows and len(rows[k]) == 1 and k == sub[0] + t and robot.v_index(k).start == v0 + t
+                    for t, k in enumerate(sub))
+        out.append((cs, sub if whole else ks[ks.index(cs[0]):]))
+    return out
 
 
 #: the fewest bodies of a chain whose pairs with j on the path of i (the lower triangle of its block) are
