@@ -130,26 +130,29 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     first = "prod_i" if p.symmetric else "0"
     boff = 0 if p.source else m * k             # B's offset in the scratch array
     index, row_a, a = _left_rows(p)
-    head = [*index,
-            f"for (prod_i = 0; prod_i < {m}; ++prod_i) {{",
-            f"    const double *prod_a = {row_a};",
-            f"    double *prod_o = {name} + {stride} * ({p.row0} + prod_i) + {col};"]
+
+    def head(r0: int, r1: int) -> list[str]:
+        return [f"for (prod_i = {r0}; prod_i < {r1}; ++prod_i) {{",
+                f"    const double *prod_a = {row_a};",
+                f"    double *prod_o = {name} + {stride} * ({p.row0} + prod_i) + {col};"]
     mirror = ([f"    for (prod_j = prod_i + 1; prod_j < {n}; ++prod_j) "
                f"prod_o[{stride} * (prod_j - prod_i) + prod_i] = prod_o[prod_j];"]
               if p.symmetric else [])
     if width == 1:
-        return [f"double prod_r[{n}];",
-                "int prod_i, prod_j, prod_k;",
-                f"const double *prod_b = {p.left} + {boff};",
-                *head,
-                f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
-                f"prod_r[prod_j] = {a.format(0)} * prod_b[prod_j];",
-                f"    for (prod_k = 1; prod_k < {k}; ++prod_k)",
-                f"        for (prod_j = {first}; prod_j < {n}; ++prod_j) "
-                f"prod_r[prod_j] += {a.format('prod_k')} * prod_b[{n} * prod_k + prod_j];",
-                f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
-                f"prod_o[prod_j] {op} {sign}prod_r[prod_j];",
-                *mirror, "}"]
+        out = [f"double prod_r[{n}];",
+               "int prod_i, prod_j, prod_k;",
+               f"const double *prod_b = {p.left} + {boff};", *index]
+        for r0, r1, t in row_segments(p):
+            out += [*head(r0, r1),
+                    f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                    f"prod_r[prod_j] = {a.format(0)} * prod_b[prod_j];",
+                    f"    for (prod_k = 1; prod_k < {t}; ++prod_k)",
+                    f"        for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                    f"prod_r[prod_j] += {a.format('prod_k')} * prod_b[{n} * prod_k + prod_j];",
+                    f"    for (prod_j = {first}; prod_j < {n}; ++prod_j) "
+                    f"prod_o[prod_j] {op} {sign}prod_r[prod_j];",
+                    *mirror, "}"]
+        return out
     if row_vectors(p, width):
         return _column_product_lines(p, width)
     nvec = -(-n // width)
@@ -163,9 +166,12 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     if nvec * width > n:
         out.append(f"    for (prod_j = {n}; prod_j < {nvec * width}; ++prod_j) "
                    "prod_B[prod_k].d[prod_j] = 0.0;")
-    out += ["}", *head]
+    out += ["}", *index]
     if p.symmetric:
-        return out + _symmetric_row_lines(p, width, op, sign) + _mirror_lines(p, width)
+        for r0, r1, t in row_segments(p):
+            out += head(r0, r1) + _symmetric_row_lines(p, width, op, sign, t)
+        return out + _mirror_lines(p, width)
+    out += head(0, m)
     out += _accumulate_row(nvec, k, "prod_u", a=a)
     # whole (unaligned) vectors of the row, then its last entries one by one
     out += [f"    {UNROLL} for (prod_j = {first}; prod_j + {width} <= {n}; prod_j += {width}) "
@@ -174,7 +180,38 @@ def _general_product_lines(p: Product, width: int) -> list[str]:
     return out
 
 
-def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str]:
+#: at most this many row loops of a product whose rows sum different numbers of terms (``Product.terms``,
+#: :func:`row_segments`)
+ROW_SEGMENTS = 4
+
+
+def row_segments(p: Product) -> list[tuple[int, int, int]]:
+    """The row loops of a general product: ``(first row, end row, terms)``, rows ``r0 <= i < r1`` summing
+    ``terms`` terms of ``A``'s row (``Product.terms``: its trailing exact zeros skipped).  Consecutive rows
+    with the same count share a loop; of more than :data:`ROW_SEGMENTS` such runs, the neighbours whose
+    merging adds the fewest terms are merged (the larger count for both).  G1's M^-1 base term (29 x 9:
+    the base's 6 columns and the 3 waist hinges, zero on the 12 leg rows): 4 loops, 6, 7, 8 and 9 terms
+    (the product alone, a C loop: 257 -> 230 ns)."""
+    if not p.terms:
+        return [(0, p.m, p.inner)]
+    segs = []
+    for i, t in enumerate(p.terms):
+        if segs and segs[-1][2] == t:
+            segs[-1][1] = i + 1
+        else:
+            segs.append([i, i + 1, t])
+
+    def cost(a: list[int], b: list[int]) -> int:     # terms added by running both at the larger count
+        t = max(a[2], b[2])
+        return sum((t - x[2]) * (x[1] - x[0]) for x in (a, b))
+    while len(segs) > ROW_SEGMENTS:
+        j = min(range(len(segs) - 1), key=lambda i: (cost(segs[i], segs[i + 1]), i))
+        a, b = segs[j], segs.pop(j + 1)
+        segs[j] = [a[0], b[1], max(a[2], b[2])]
+    return [(a, b, t) for a, b, t in segs]
+
+
+def _symmetric_row_lines(p: Product, width: int, op: str, sign: str, terms: int | None = None) -> list[str]:
     """Row ``prod_i`` of a symmetric general product (:func:`_general_product_lines`, ``width`` > 1): each
     vector of the row from the one holding column ``prod_i`` on, ``c = a[0] B[0] + a[1] B[1] + ...``, added
     to (or stored into) the output straight from the register where the vector lies wholly on or above the
@@ -184,7 +221,7 @@ def _symmetric_row_lines(p: Product, width: int, op: str, sign: str) -> list[str
     multiple of the vector, made every such load wait for the stores to retire, no store forwarding:
     TALOS's M^-1 base term, 32 x 6 by 6 x 32, 324-336 ns a call in a C loop against 244-252 with masked
     lanes, perf; 273-278 lane by lane: reading one double of a vector just stored stalls too.)"""
-    k, n = p.k, p.columns
+    k, n = terms or p.k, p.columns
     nvec = -(-n // width)
     if width in (4, 8):
         partial = _masked_lanes(width, n, op, sign)
@@ -252,9 +289,12 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
     (the entries the program stored there equal the ones above): each whole ``width`` x ``width`` block
     above the diagonal loaded as ``width`` vectors, transposed by shuffles (:func:`transpose_stages`) and
     stored below it (a block on the diagonal blended with its own rows: only the lanes below the diagonal
-    change); the entries of the last columns that fill no whole block copied one by one, unrolled
-    (constant offsets: a loop per row cost ~6 instructions per entry).  TALOS's M^-1 base term (32 x 32,
-    496 entries): 140 of the loops' 250 ns a call as scalar copies."""
+    change); the last columns that fill no whole block: beside each whole block column, its rows' last
+    columns loaded under a mask and transposed like a block (where that takes fewer instructions), and
+    the rest copied one by one, unrolled (constant offsets: a loop per row cost ~6 instructions per
+    entry).  TALOS's M^-1 base term (32 x 32, 496 entries): 140 of the loops' 250 ns a call as scalar
+    copies; G1's (29 x 29, AVX-512: 5 last columns), the product alone in a C loop 230 -> 223 ns with
+    the masked blocks."""
     m, n = p.m, p.columns
     name, stride, col, _ = p.runs[0]
     full = n // width if width in (4, 8) else 0        # 2 x 2 blocks: no fewer instructions than copies
@@ -263,16 +303,33 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
         return stride * (p.row0 + i) + col + j
     out = shuffle_macro("PROD_SHUF", width) if full else []
     rows = range(width)
+    tail = n - full * width              # the last columns, which fill no whole block
+    # each block column's tail: its rows' last columns loaded under a mask, transposed, and the first
+    # ``tail`` rows of the transpose stored below the diagonal (whole rows of the block column), where
+    # that takes fewer instructions than the 2 * width * tail scalar loads and stores (width loads,
+    # width log2(width) shuffles, tail stores: AVX-512 from 3 columns on, AVX from 2)
+    blocks = full and tail and width + width * (width.bit_length() - 1) + tail < 2 * width * tail
+    last = [full] if blocks else []
     for c in range(full):
-        for r in range(c, full):
+        for r in [*range(c, full), *last]:
             out.append("{")
-            out += [f"    prod_v prod_t0_{i}; __builtin_memcpy(&prod_t0_{i}, "
-                    f"{name} + {at(width * c + i, width * r)}, sizeof prod_t0_{i});" for i in rows]
+            for i in rows:
+                src = f"{name} + {at(width * c + i, width * r)}"
+                if r < full:
+                    out.append(f"    prod_v prod_t0_{i}; __builtin_memcpy(&prod_t0_{i}, {src}, "
+                               f"sizeof prod_t0_{i});")
+                elif width == 8:
+                    out.append(f"    const prod_v prod_t0_{i} = (prod_v)_mm512_maskz_loadu_pd("
+                               f"(__mmask8){(1 << tail) - 1}, {src});")
+                else:
+                    lanes = ", ".join("-1" if lane < tail else "0" for lane in rows)
+                    out.append(f"    const prod_v prod_t0_{i} = (prod_v)_mm256_maskload_pd({src}, "
+                               f"(__m256i)(long long __attribute__((vector_size(32)))){{{lanes}}});")
             for s, i, o, idx in transpose_stages(width):     # stage s reads stage s // 2 (0: the loads)
                 out.append(f"    const prod_v prod_t{s}_{i} = PROD_SHUF(prod_t{s // 2}_{min(i, o)}, "
                            f"prod_t{s // 2}_{max(i, o)}, {', '.join(map(str, idx))});")
             fin = width // 2
-            for i in rows:
+            for i in rows[:tail] if r == full else rows:
                 t = f"prod_t{fin}_{i}"
                 if r == c:               # a diagonal block: lanes below the diagonal from the transpose
                     if i == 0:
@@ -287,7 +344,8 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
     if full:
         out.append("#undef PROD_SHUF")
     return out + [f"{name}[{at(j, i)}] = {name}[{at(i, j)}];"
-                  for i in range(m) for j in range(max(i + 1, full * width), n)]
+                  for i in range(m) for j in range(max(i + 1, full * width), n)
+                  if i >= full * width or not blocks]
 
 
 #: at most this many vector accumulators in a column of :func:`_column_product_lines` (else by rows)
@@ -601,11 +659,12 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
         m_, k = p.m, p.k
         boff = 0 if p.source else m_ * k
         bs = p.bstride or n
+        counts = [t for r0, r1, t in row_segments(p) for _ in range(r0, r1)]    # the loops' terms per row
         for i in range(m_):
             for j in _row_columns(p, i):
                 if p.symmetric and j < i:
                     continue
-                terms = " + ".join(f"{left(p, i, c)}*{p.left}_{boff + bs * c + j}" for c in range(k))
+                terms = " + ".join(f"{left(p, i, c)}*{p.left}_{boff + bs * c + j}" for c in range(counts[i]))
                 out.append(cp.value(f"{p.left}_r{i}_{j}", Expr.of(terms)))
                 sign, op = ("-", "-") if p.scale < 0 else ("", "+")
                 for a, b in ((i, j), (j, i)) if p.symmetric and i != j else ((i, j),):
