@@ -289,12 +289,9 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
     (the entries the program stored there equal the ones above): each whole ``width`` x ``width`` block
     above the diagonal loaded as ``width`` vectors, transposed by shuffles (:func:`transpose_stages`) and
     stored below it (a block on the diagonal blended with its own rows: only the lanes below the diagonal
-    change); the last columns that fill no whole block: beside each whole block column, its rows' last
-    columns loaded under a mask and transposed like a block (where that takes fewer instructions), and
-    the rest copied one by one, unrolled (constant offsets: a loop per row cost ~6 instructions per
-    entry).  TALOS's M^-1 base term (32 x 32, 496 entries): 140 of the loops' 250 ns a call as scalar
-    copies; G1's (29 x 29, AVX-512: 5 last columns), the product alone in a C loop 230 -> 223 ns with
-    the masked blocks."""
+    change); the entries of the last columns that fill no whole block copied one by one, unrolled
+    (constant offsets: a loop per row cost ~6 instructions per entry).  TALOS's M^-1 base term (32 x 32,
+    496 entries): 140 of the loops' 250 ns a call as scalar copies."""
     m, n = p.m, p.columns
     name, stride, col, _ = p.runs[0]
     full = n // width if width in (4, 8) else 0        # 2 x 2 blocks: no fewer instructions than copies
@@ -303,33 +300,16 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
         return stride * (p.row0 + i) + col + j
     out = shuffle_macro("PROD_SHUF", width) if full else []
     rows = range(width)
-    tail = n - full * width              # the last columns, which fill no whole block
-    # each block column's tail: its rows' last columns loaded under a mask, transposed, and the first
-    # ``tail`` rows of the transpose stored below the diagonal (whole rows of the block column), where
-    # that takes fewer instructions than the 2 * width * tail scalar loads and stores (width loads,
-    # width log2(width) shuffles, tail stores: AVX-512 from 3 columns on, AVX from 2)
-    blocks = full and tail and width + width * (width.bit_length() - 1) + tail < 2 * width * tail
-    last = [full] if blocks else []
     for c in range(full):
-        for r in [*range(c, full), *last]:
+        for r in range(c, full):
             out.append("{")
-            for i in rows:
-                src = f"{name} + {at(width * c + i, width * r)}"
-                if r < full:
-                    out.append(f"    prod_v prod_t0_{i}; __builtin_memcpy(&prod_t0_{i}, {src}, "
-                               f"sizeof prod_t0_{i});")
-                elif width == 8:
-                    out.append(f"    const prod_v prod_t0_{i} = (prod_v)_mm512_maskz_loadu_pd("
-                               f"(__mmask8){(1 << tail) - 1}, {src});")
-                else:
-                    lanes = ", ".join("-1" if lane < tail else "0" for lane in rows)
-                    out.append(f"    const prod_v prod_t0_{i} = (prod_v)_mm256_maskload_pd({src}, "
-                               f"(__m256i)(long long __attribute__((vector_size(32)))){{{lanes}}});")
+            out += [f"    prod_v prod_t0_{i}; __builtin_memcpy(&prod_t0_{i}, "
+                    f"{name} + {at(width * c + i, width * r)}, sizeof prod_t0_{i});" for i in rows]
             for s, i, o, idx in transpose_stages(width):     # stage s reads stage s // 2 (0: the loads)
                 out.append(f"    const prod_v prod_t{s}_{i} = PROD_SHUF(prod_t{s // 2}_{min(i, o)}, "
                            f"prod_t{s // 2}_{max(i, o)}, {', '.join(map(str, idx))});")
             fin = width // 2
-            for i in rows[:tail] if r == full else rows:
+            for i in rows:
                 t = f"prod_t{fin}_{i}"
                 if r == c:               # a diagonal block: lanes below the diagonal from the transpose
                     if i == 0:
@@ -344,8 +324,7 @@ def _mirror_lines(p: Product, width: int) -> list[str]:
     if full:
         out.append("#undef PROD_SHUF")
     return out + [f"{name}[{at(j, i)}] = {name}[{at(i, j)}];"
-                  for i in range(m) for j in range(max(i + 1, full * width), n)
-                  if i >= full * width or not blocks]
+                  for i in range(m) for j in range(max(i + 1, full * width), n)]
 
 
 #: at most this many vector accumulators in a column of :func:`_column_product_lines` (else by rows)
