@@ -80,6 +80,11 @@ class Product:
     #: of :data:`MASK_PAD`, the padding stored as zeros, so that the loops read whole vectors of ``B`` in
     #: place); 0: ``B``'s columns
     bstride: int = 0
+    #: a symmetric general product whose ``A`` rows end in exact zeros (M^-1's folded hinges, whose rows are
+    #: zero off their subtree: :func:`soadyn.symbolic.algorithms.innovations.folded_hinges`): per row ``i``,
+    #: the number of leading columns of ``A`` (and rows of ``B``) its sum runs over
+    #: (:func:`row_terms`); empty: all ``k``
+    terms: tuple[int, ...] = ()
 
     @property
     def columns(self) -> int:
@@ -92,6 +97,9 @@ class Product:
     def ops(self) -> dict[str, int]:
         """Multiplications and additions of the product (the scale is a free sign)."""
         m, k, n = self.m, self.inner, self.columns
+        if self.terms:                   # symmetric: row i from column i on, over its own terms
+            mul = sum((m - i) * t for i, t in enumerate(self.terms))
+            return {"mul": mul, "add": mul - m * (m + 1) // 2 * (1 - self.accumulate)}
         entries = (sum(hi - lo for lo, hi in self.ranges) if self.ranges
                    else m * (m + 1) // 2 if self.symmetric else m * n)
         return {"mul": entries * k, "add": entries * (k - 1 + self.accumulate)}
@@ -394,9 +402,10 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     if source is None and ranges and lefts is not None and key in lefts:
         source = (lefts[key], k, tuple(range(m)), tuple(range(k)))
     bstride = -(-n // MASK_PAD) * MASK_PAD if ranges else 0
+    terms = row_terms(d.A) if d.symmetric and source is None else ()
     product = Product(d.name, scratch, m, signs.pop(), ((name, shape[1], col0, n),), k=k, row0=row0,
                       accumulate=accumulate, symmetric=d.symmetric, source=source, left_symmetric=mirror,
-                      ranges=ranges, bstride=bstride)
+                      ranges=ranges, bstride=bstride, terms=terms)
     stores = {(h[0], h[1]): h[3] for h in hits}
     B = d.B
     if bstride > n:                    # B's rows padded with zeros
@@ -406,6 +415,22 @@ def _as_general_product(d: _Deferred, outputs: dict[str, list[se.Basic]], shapes
     if ranges and source is None and lefts is not None:
         lefts[key] = scratch
     return product, stores
+
+
+def row_terms(A: np.ndarray) -> tuple[int, ...]:
+    """Per row of ``A`` (entries symbols or numbers), the number of its leading columns that hold every
+    entry that is not an exact zero (at least 1): the terms a product's row sums (``Product.terms``).
+    Empty where every row needs all of its columns.  A term ``0 * b`` added to a finite sum leaves it
+    unchanged (up to the sign of a zero sum), so the loops and the expanded statements skip the same
+    terms."""
+    k = A.shape[1]
+    out = []
+    for row in A:
+        t = k
+        while t > 1 and se.sympify(row[t - 1]) == 0:
+            t -= 1
+        out.append(t)
+    return tuple(out) if any(t < k for t in out) else ()
 
 
 def _symmetric(W: np.ndarray, twins: dict | None = None) -> bool:

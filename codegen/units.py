@@ -131,8 +131,18 @@ PER_STATE_PRODUCT_OPS = 10000
 #: objects alternating, load 9) 881-893 / 710-723 / 514 -> 852-855 / 676-680 / 462-465.  Not for the whole
 #: profile: the forward dynamics ran 5 % slower with it (xArm7 free, 401-409 -> 421-430 ns), the inverse
 #: dynamics and M^-1 faster (150 -> 142, 483-487 -> 445-452 ns).
+#: The mass matrix and its inverse take all three of these per-function forms (priority allocation, windows,
+#: :data:`JUMP_FUNCTIONS`): ns per call, C loops over 1,000 states (hot output), fresh copies of the shared
+#: objects alternating, load 1.3-2.1 (fourteenth session, benchmarks/README.md), without -> with the three:
+#: M^-1 G1 (nv 35) 1,913-1,935 -> 1,695-1,723, TALOS 1,888-1,893 -> 1,645-1,663, Romeo 1,797-1,828 ->
+#: 1,551-1,596, human 2,250-2,296 -> 2,043-2,070, B1+Z1 897-906 -> 803-806, xArm7 free 449-455 -> 401-407;
+#: M G1 822-845 -> 640-657, TALOS 755-764 -> 583-591, simple_humanoid 595-615 -> 371-380, xArm7 free 137 ->
+#: 134-135 (windows alone: M^-1 G1 1,779-1,816, M 675-691).  Their code is what shrinks (G1 M^-1 111,512 ->
+#: 97,739 bytes of stages), not their instruction count
+WIDE_MATRIX_FUNCTIONS = frozenset({"mass_matrix", "mass_matrix_inverse"})
 PRIORITY_RA_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext",
-                                   "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
+                                   "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext",
+                                   *WIDE_MATRIX_FUNCTIONS})
 #: the first lines of a translation unit of a :data:`PRIORITY_RA_FUNCTIONS` function (GCC only; the
 #: portable single-file source and the flight library do not carry it)
 PRIORITY_RA_PRAGMA = ("#if defined(__GNUC__) && !defined(__clang__)",
@@ -172,7 +182,8 @@ LOAD_ONCE_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynami
 #: 59,134 instructions, 198 of 372 KB), and these functions' time follows their code bytes (fetched once
 #: per call).  Same statements, same bits.  FD derivatives, stage bytes before -> after: TALOS 370,826
 #: -> 339,300, B1+Z1, xArm7 free and fixed (benchmarks/README.md, twelfth session)
-WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
+WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_derivatives_fext",
+                              *WIDE_MATRIX_FUNCTIONS})
 
 #: functions whose single-call stage functions (in a compiled module; not the flight library's:
 #: ``finish_function(windows=False)``) are printed with a jump to the next instruction every few
@@ -184,7 +195,8 @@ WINDOW_FUNCTIONS = frozenset({"forward_dynamics_derivatives", "forward_dynamics_
 #: 651-719 -> 731-746 ns with them, its M mixed, while B1+Z1's and xArm7's M^-1 and forward dynamics gained
 #: 2-8 %
 JUMP_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext",
-                            "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext"})
+                            "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext",
+                            *WIDE_MATRIX_FUNCTIONS})
 
 #: lines placed before the first stage function of a source file
 STAGE_MACRO = ("#ifndef SOADYN_STAGE",

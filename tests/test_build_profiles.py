@@ -858,23 +858,26 @@ def test_large_new_batch_results_reuse_the_released_block(tmp_path, test_arm_pat
 
 
 def test_priority_register_allocation_same_bits(tmp_path, monkeypatch):
-    """The derivatives' translation units ask gcc for its priority register allocator (``#pragma GCC
-    optimize``, :data:`~soadyn.codegen.units.PRIORITY_RA_FUNCTIONS`), the other functions' do not; the
-    results, single call and SIMD batch, are the bits of the same build without the pragma (a pragma that
-    dropped ``-ffp-contract=off`` or ``-fno-math-errno`` would change them)."""
+    """The derivatives', the mass matrix's and M^-1's translation units ask gcc for its priority register
+    allocator (``#pragma GCC optimize``, :data:`~soadyn.codegen.units.PRIORITY_RA_FUNCTIONS`), the other
+    functions' (the forward dynamics) do not; the results, single call and SIMD batch, are the bits of the
+    same build without the pragma (a pragma that dropped ``-ffp-contract=off`` or ``-fno-math-errno`` would
+    change them)."""
     import soadyn.codegen.pipeline as pl
     from soadyn.codegen.units import PRIORITY_RA_PRAGMA, translation_units
 
     robot = load_robot(EXAMPLES / "tian_wu_3dof.yaml")
-    funcs = "inverse_dynamics_derivatives,forward_dynamics_derivatives,mass_matrix"
+    funcs = ("inverse_dynamics_derivatives,forward_dynamics_derivatives,mass_matrix,mass_matrix_inverse,"
+             "forward_dynamics")
     gen = pl.generate(robot, functions=funcs, profile=TINY_STAGES)
     pragma = PRIORITY_RA_PRAGMA[1]
     units = translation_units(gen.functions, gen.files[gen.header_name])
     marked = {stem for stem, text in units if pragma in text}
-    assert marked and all("_derivatives" in stem for stem in marked)
+    assert marked and all("_derivatives" in stem or "_mass_matrix" in stem for stem in marked)
     assert any("_derivatives_stage1(" in text for stem, text in units if stem in marked)   # its stages too
-    assert any("mass_matrix" in stem for stem, _ in units)
-    assert not any("mass_matrix" in stem for stem in marked)
+    assert any(stem.endswith("_mass_matrix_inverse") for stem in marked)
+    assert any("_forward_dynamics" in stem and "_derivatives" not in stem for stem, _ in units)
+    assert not any("_forward_dynamics" in stem and "_derivatives" not in stem for stem in marked)
     assert pragma not in "".join(gen.files.values())            # the portable single-file C: none
     with_ra = soadyn_compile(robot, tmp_path / "ra", functions=funcs, progress=False, profile=TINY_STAGES)
     monkeypatch.setattr("soadyn.codegen.emit.PRIORITY_RA_FUNCTIONS", frozenset())
@@ -884,6 +887,11 @@ def test_priority_register_allocation_same_bits(tmp_path, monkeypatch):
         single = [np.stack([np.stack(getattr(m, name)(Q[i], V[i], A[i])) for i in range(len(Q))])
                   for m in (with_ra, without)]
         batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (with_ra, without)]
+        assert single[0].tobytes() == single[1].tobytes(), name
+        assert batch[0].tobytes() == batch[1].tobytes(), name
+    for name in ("mass_matrix", "mass_matrix_inverse"):
+        single = [np.stack([getattr(m, name)(Q[i]) for i in range(len(Q))]) for m in (with_ra, without)]
+        batch = [getattr(m, name)(Q) for m in (with_ra, without)]
         assert single[0].tobytes() == single[1].tobytes(), name
         assert batch[0].tobytes() == batch[1].tobytes(), name
 
@@ -955,12 +963,12 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     derivatives added, the
     load-once stages read through them too (one segment each).  Data movement only: the single calls and
     the SIMD batches (which reuse the scalar stages' layout with stages this short) have the bits of the
-    build without windows and jumps."""
+    build without windows and jumps; so have the mass matrix's and M^-1's (windows and jumps too)."""
     import soadyn.codegen.pipeline as pl
     from soadyn.codegen.units import WINDOW_FUNCTIONS, translation_units
 
     robot = load_robot(EXAMPLES / "test_arm.yaml")
-    funcs = "inverse_dynamics_derivatives,forward_dynamics_derivatives"
+    funcs = "inverse_dynamics_derivatives,forward_dynamics_derivatives,mass_matrix,mass_matrix_inverse"
     both = WINDOW_FUNCTIONS | {"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext"}
     monkeypatch.setattr("soadyn.codegen.emit.WINDOW_FUNCTIONS", both)
     monkeypatch.setattr("soadyn.codegen.stages.SEGMENT_WINDOWS", 1 / 16)
@@ -987,6 +995,11 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     assert any('__asm__ volatile("jmp 1f\\n1:");' in t for s, t in units.items()
                if "_forward_dynamics_derivatives" in s and "__simd" not in s)
     assert not any("jmp 1f" in t for s, t in units.items() if "__simd" in s)
+    for name in ("_mass_matrix_nz", "_mass_matrix_inverse"):      # M (its stages are M_nz's) and M^-1
+        texts = [t for s, t in units.items() if s.endswith(name) or f"{name}_" in s and "__simd" not in s]
+        assert any(base.search(t) for t in texts), name
+    assert any('__asm__ volatile("jmp 1f\\n1:");' in t for s, t in units.items()
+               if "_mass_matrix_inverse" in s and "__simd" not in s)
     windowed = soadyn_compile(robot, tmp_path / "w", functions=funcs, progress=False, profile=TINY_STAGES)
     # the build without windows and without jumps (the check above can fail)
     monkeypatch.setattr("soadyn.codegen.units.JUMP_FUNCTIONS", frozenset())
@@ -997,9 +1010,11 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
     plain = soadyn_compile(robot, tmp_path / "plain", functions=funcs, progress=False, profile=TINY_STAGES)
     Q, V, A = _states(robot, 9)
     for name in funcs.split(","):
-        single = [np.stack([np.stack(getattr(m, name)(Q[i], V[i], A[i])) for i in range(len(Q))])
+        ins = (lambda i: (Q[i],)) if name.startswith("mass_matrix") else (lambda i: (Q[i], V[i], A[i]))
+        single = [np.stack([np.stack(getattr(m, name)(*ins(i))) for i in range(len(Q))])
                   for m in (windowed, plain)]
-        batch = [np.stack(getattr(m, name)(Q, V, A)) for m in (windowed, plain)]
+        batch = [np.stack(getattr(m, name)(*((Q,) if name.startswith("mass_matrix") else (Q, V, A))))
+                 for m in (windowed, plain)]
         assert single[0].tobytes() == single[1].tobytes(), name
         assert batch[0].tobytes() == batch[1].tobytes(), name
 

@@ -440,3 +440,45 @@ def test_symmetric_product_rows_with_a_partial_last_vector(cc, tmp_path, m):
         np.testing.assert_allclose(got[1:, k:], yv + yv.T + 3 * xv @ xv.T, rtol=1e-13, atol=1e-13,
                                    err_msg=label)
     assert all(np.array_equal(r.view(np.int64), results[0].view(np.int64)) for r in results)
+
+
+def test_mass_matrix_inverse_of_a_trunk_skips_the_zero_terms(cc, request, tmp_path_factory, tmp_path):
+    """A humanoid's shape (two legs of 3 on the base, a trunk of 3 carrying two arms of 3: 15 hinges): the
+    trunk's first two hinges' terms are columns of M^-1's base-term product (15 x 8 by 8 x 15) that are
+    zero on the legs' rows, which sum only the base's 6 terms (row loops of 6, 7 and 8 terms).  The same
+    bits with vectors of 8, 4, 2 and none and in the SIMD batch (whose expressions skip the same terms),
+    and M^-1 of the dense reference."""
+    import yaml
+    from test_derivatives import _add_chain, _base_body
+
+    from soadyn import load_robot
+    from soadyn.reference.dense import mass_matrix
+
+    rng = np.random.default_rng(11)
+    bodies = _base_body()
+    for leg in range(2):
+        _add_chain(bodies, rng, "base", [(f"leg{leg}_{i}", f"jleg{leg}_{i}") for i in range(3)])
+    chest = _add_chain(bodies, rng, "base", [(f"trunk{i}", f"jtrunk{i}") for i in range(3)])
+    for arm in range(2):
+        _add_chain(bodies, rng, chest, [(f"arm{arm}_{i}", f"jarm{arm}_{i}") for i in range(3)])
+    path = tmp_path / "trunk_humanoid.yaml"
+    path.write_text(yaml.safe_dump({"name": "trunk_humanoid", "base": "free", "gravity": [0.0, 0.0, -9.81],
+                                    "bodies": bodies}))
+    robot = load_robot(path)
+    out = module_cache_dir(request, tmp_path_factory, "soadyn_product_modules")
+    mod = compile_robot(robot, out, functions=["mass_matrix_inverse"], progress=False)
+    src = next(Path(mod.__file__).parent.glob("*.c"))
+    text = src.read_text()
+    assert "(15 x 8) by (8 x 15)" in text
+    for rows in ("prod_i = 0; prod_i < 6;", "prod_i = 6; prod_i < 7;", "prod_i = 7; prod_i < 15;"):
+        assert rows in text                                  # the row loops: 6, 7 and 8 terms
+    q = robot.random_configuration(np.random.default_rng(12))
+    libs = _build_variants(cc, src, tmp_path, avx=True)
+    (minv,) = _same_bits(libs, f"{mod.module_name}_mass_matrix_inverse", (q,), (mod.mass_matrix_inverse(q),),
+                         robot.nv)
+    assert np.array_equal(minv[6:, 6:], minv[6:, 6:].T)
+    want = np.linalg.inv(mass_matrix(robot, q))
+    np.testing.assert_allclose(minv, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+    qs = np.array([robot.random_configuration(np.random.default_rng(s)) for s in range(5)])
+    for qk, mk in zip(qs, mod.mass_matrix_inverse(qs)):
+        assert np.array_equal(mk.view(np.int64), mod.mass_matrix_inverse(qk).view(np.int64))
