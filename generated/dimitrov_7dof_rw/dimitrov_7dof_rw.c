@@ -15,7 +15,7 @@
  *   dimitrov_7dof_rw_inverse_dynamics_fext   565 / 657 / 0 / 0 / 20 / 0 = 1242
  *   dimitrov_7dof_rw_forward_dynamics        1143 / 1494 / 12 / 0 / 20 / 0 = 2669
  *   dimitrov_7dof_rw_forward_dynamics_fext   1212 / 1493 / 12 / 0 / 20 / 0 = 2737
- *   dimitrov_7dof_rw_mass_matrix_inverse     1620 / 2032 / 12 / 0 / 20 / 0 = 3684
+ *   dimitrov_7dof_rw_mass_matrix_inverse     1547 / 1959 / 12 / 0 / 20 / 0 = 3538
  *   dimitrov_7dof_rw_innovations_factors     629 / 884 / 6 / 0 / 20 / 0 = 1539
  *   dimitrov_7dof_rw_momentum                327 / 402 / 1 / 0 / 20 / 0 = 750
  *   dimitrov_7dof_rw_kinetic_energy          206 / 289 / 0 / 0 / 20 / 0 = 515
@@ -5083,7 +5083,35 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
         _Pragma("GCC unroll 32") for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[90 + 10 * prod_k + prod_j];
         for (prod_j = 10; prod_j < 16; ++prod_j) prod_B[prod_k].d[prod_j] = 0.0;
     }
-    for (prod_i = 0; prod_i < 10; ++prod_i) {
+    for (prod_i = 0; prod_i < 2; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2]};
+        prod_v prod_a3 = {prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3], prod_a[3]};
+        prod_v prod_a4 = {prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4], prod_a[4]};
+        prod_v prod_a5 = {prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5], prod_a[5]};
+        prod_v prod_a6 = {prod_a[6], prod_a[6], prod_a[6], prod_a[6], prod_a[6], prod_a[6], prod_a[6], prod_a[6]};
+        prod_v prod_a7 = {prod_a[7], prod_a[7], prod_a[7], prod_a[7], prod_a[7], prod_a[7], prod_a[7], prod_a[7]};
+        for (prod_j = prod_i / 8; prod_j < 2; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
+            prod_c += prod_a3 * prod_B[3].v[prod_j];
+            prod_c += prod_a4 * prod_B[4].v[prod_j];
+            prod_c += prod_a5 * prod_B[5].v[prod_j];
+            prod_c += prod_a6 * prod_B[6].v[prod_j];
+            prod_c += prod_a7 * prod_B[7].v[prod_j];
+            if (prod_j * 8 >= prod_i && prod_j < 1) *(prod_w *)(prod_o + 8 * prod_j) += prod_c;
+            else {
+                const __mmask8 prod_m = (__mmask8)((0xffu << (8 * prod_j < prod_i ? prod_i - 8 * prod_j : 0)) & (0xffu >> (8 * prod_j + 8 > 10 ? 8 * prod_j + 8 - 10 : 0)));
+                const __m512d prod_x = _mm512_maskz_loadu_pd(prod_m, prod_o + 8 * prod_j);
+                _mm512_mask_storeu_pd(prod_o + 8 * prod_j, prod_m, _mm512_maskz_add_pd(prod_m, prod_x, (__m512d)(prod_c)));
+            }
+        }
+    }
+    for (prod_i = 2; prod_i < 7; ++prod_i) {
         const double *prod_a = prodf_MinvB + 9 * prod_i;
         double *prod_o = Minv + 16 * (6 + prod_i) + 6;
         prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
@@ -5105,6 +5133,40 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
             prod_c += prod_a6 * prod_B[6].v[prod_j];
             prod_c += prod_a7 * prod_B[7].v[prod_j];
             prod_c += prod_a8 * prod_B[8].v[prod_j];
+            if (prod_j * 8 >= prod_i && prod_j < 1) *(prod_w *)(prod_o + 8 * prod_j) += prod_c;
+            else {
+                const __mmask8 prod_m = (__mmask8)((0xffu << (8 * prod_j < prod_i ? prod_i - 8 * prod_j : 0)) & (0xffu >> (8 * prod_j + 8 > 10 ? 8 * prod_j + 8 - 10 : 0)));
+                const __m512d prod_x = _mm512_maskz_loadu_pd(prod_m, prod_o + 8 * prod_j);
+                _mm512_mask_storeu_pd(prod_o + 8 * prod_j, prod_m, _mm512_maskz_add_pd(prod_m, prod_x, (__m512d)(prod_c)));
+            }
+        }
+    }
+    for (prod_i = 7; prod_i < 9; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        for (prod_j = prod_i / 8; prod_j < 2; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            if (prod_j * 8 >= prod_i && prod_j < 1) *(prod_w *)(prod_o + 8 * prod_j) += prod_c;
+            else {
+                const __mmask8 prod_m = (__mmask8)((0xffu << (8 * prod_j < prod_i ? prod_i - 8 * prod_j : 0)) & (0xffu >> (8 * prod_j + 8 > 10 ? 8 * prod_j + 8 - 10 : 0)));
+                const __m512d prod_x = _mm512_maskz_loadu_pd(prod_m, prod_o + 8 * prod_j);
+                _mm512_mask_storeu_pd(prod_o + 8 * prod_j, prod_m, _mm512_maskz_add_pd(prod_m, prod_x, (__m512d)(prod_c)));
+            }
+        }
+    }
+    for (prod_i = 9; prod_i < 10; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2], prod_a[2]};
+        for (prod_j = prod_i / 8; prod_j < 2; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
             if (prod_j * 8 >= prod_i && prod_j < 1) *(prod_w *)(prod_o + 8 * prod_j) += prod_c;
             else {
                 const __mmask8 prod_m = (__mmask8)((0xffu << (8 * prod_j < prod_i ? prod_i - 8 * prod_j : 0)) & (0xffu >> (8 * prod_j + 8 > 10 ? 8 * prod_j + 8 - 10 : 0)));
@@ -5193,7 +5255,36 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
         _Pragma("GCC unroll 32") for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[90 + 10 * prod_k + prod_j];
         for (prod_j = 10; prod_j < 12; ++prod_j) prod_B[prod_k].d[prod_j] = 0.0;
     }
-    for (prod_i = 0; prod_i < 10; ++prod_i) {
+    for (prod_i = 0; prod_i < 2; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2], prod_a[2], prod_a[2]};
+        prod_v prod_a3 = {prod_a[3], prod_a[3], prod_a[3], prod_a[3]};
+        prod_v prod_a4 = {prod_a[4], prod_a[4], prod_a[4], prod_a[4]};
+        prod_v prod_a5 = {prod_a[5], prod_a[5], prod_a[5], prod_a[5]};
+        prod_v prod_a6 = {prod_a[6], prod_a[6], prod_a[6], prod_a[6]};
+        prod_v prod_a7 = {prod_a[7], prod_a[7], prod_a[7], prod_a[7]};
+        for (prod_j = prod_i / 4; prod_j < 3; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
+            prod_c += prod_a3 * prod_B[3].v[prod_j];
+            prod_c += prod_a4 * prod_B[4].v[prod_j];
+            prod_c += prod_a5 * prod_B[5].v[prod_j];
+            prod_c += prod_a6 * prod_B[6].v[prod_j];
+            prod_c += prod_a7 * prod_B[7].v[prod_j];
+            if (prod_j * 4 >= prod_i && prod_j < 2) *(prod_w *)(prod_o + 4 * prod_j) += prod_c;
+            else {
+                typedef long long prod_l __attribute__((vector_size(32)));
+                const prod_l prod_n = (prod_l){0, 1, 2, 3} + 4 * prod_j;
+                const __m256i prod_m = (__m256i)((prod_n >= (prod_l){prod_i, prod_i, prod_i, prod_i}) & (prod_n < (prod_l){10, 10, 10, 10}));
+                _mm256_maskstore_pd(prod_o + 4 * prod_j, prod_m, _mm256_add_pd(_mm256_maskload_pd(prod_o + 4 * prod_j, prod_m), (__m256d)(prod_c)));
+            }
+        }
+    }
+    for (prod_i = 2; prod_i < 7; ++prod_i) {
         const double *prod_a = prodf_MinvB + 9 * prod_i;
         double *prod_o = Minv + 16 * (6 + prod_i) + 6;
         prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
@@ -5215,6 +5306,42 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
             prod_c += prod_a6 * prod_B[6].v[prod_j];
             prod_c += prod_a7 * prod_B[7].v[prod_j];
             prod_c += prod_a8 * prod_B[8].v[prod_j];
+            if (prod_j * 4 >= prod_i && prod_j < 2) *(prod_w *)(prod_o + 4 * prod_j) += prod_c;
+            else {
+                typedef long long prod_l __attribute__((vector_size(32)));
+                const prod_l prod_n = (prod_l){0, 1, 2, 3} + 4 * prod_j;
+                const __m256i prod_m = (__m256i)((prod_n >= (prod_l){prod_i, prod_i, prod_i, prod_i}) & (prod_n < (prod_l){10, 10, 10, 10}));
+                _mm256_maskstore_pd(prod_o + 4 * prod_j, prod_m, _mm256_add_pd(_mm256_maskload_pd(prod_o + 4 * prod_j, prod_m), (__m256d)(prod_c)));
+            }
+        }
+    }
+    for (prod_i = 7; prod_i < 9; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        for (prod_j = prod_i / 4; prod_j < 3; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            if (prod_j * 4 >= prod_i && prod_j < 2) *(prod_w *)(prod_o + 4 * prod_j) += prod_c;
+            else {
+                typedef long long prod_l __attribute__((vector_size(32)));
+                const prod_l prod_n = (prod_l){0, 1, 2, 3} + 4 * prod_j;
+                const __m256i prod_m = (__m256i)((prod_n >= (prod_l){prod_i, prod_i, prod_i, prod_i}) & (prod_n < (prod_l){10, 10, 10, 10}));
+                _mm256_maskstore_pd(prod_o + 4 * prod_j, prod_m, _mm256_add_pd(_mm256_maskload_pd(prod_o + 4 * prod_j, prod_m), (__m256d)(prod_c)));
+            }
+        }
+    }
+    for (prod_i = 9; prod_i < 10; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0], prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1], prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2], prod_a[2], prod_a[2]};
+        for (prod_j = prod_i / 4; prod_j < 3; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
             if (prod_j * 4 >= prod_i && prod_j < 2) *(prod_w *)(prod_o + 4 * prod_j) += prod_c;
             else {
                 typedef long long prod_l __attribute__((vector_size(32)));
@@ -5313,7 +5440,34 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
     for (prod_k = 0; prod_k < 9; ++prod_k) {
         _Pragma("GCC unroll 32") for (prod_j = 0; prod_j < 10; ++prod_j) prod_B[prod_k].d[prod_j] = prodf_MinvB[90 + 10 * prod_k + prod_j];
     }
-    for (prod_i = 0; prod_i < 10; ++prod_i) {
+    for (prod_i = 0; prod_i < 2; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2]};
+        prod_v prod_a3 = {prod_a[3], prod_a[3]};
+        prod_v prod_a4 = {prod_a[4], prod_a[4]};
+        prod_v prod_a5 = {prod_a[5], prod_a[5]};
+        prod_v prod_a6 = {prod_a[6], prod_a[6]};
+        prod_v prod_a7 = {prod_a[7], prod_a[7]};
+        for (prod_j = prod_i / 2; prod_j < 5; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
+            prod_c += prod_a3 * prod_B[3].v[prod_j];
+            prod_c += prod_a4 * prod_B[4].v[prod_j];
+            prod_c += prod_a5 * prod_B[5].v[prod_j];
+            prod_c += prod_a6 * prod_B[6].v[prod_j];
+            prod_c += prod_a7 * prod_B[7].v[prod_j];
+            if (prod_j * 2 >= prod_i) *(prod_w *)(prod_o + 2 * prod_j) += prod_c;
+            else {
+                prod_u.v[0] = prod_c;
+                for (prod_k = prod_j * 2 < prod_i ? prod_i - 2 * prod_j : 0; prod_k < 2; ++prod_k) prod_o[2 * prod_j + prod_k] += prod_u.d[prod_k];
+            }
+        }
+    }
+    for (prod_i = 2; prod_i < 7; ++prod_i) {
         const double *prod_a = prodf_MinvB + 9 * prod_i;
         double *prod_o = Minv + 16 * (6 + prod_i) + 6;
         prod_v prod_a0 = {prod_a[0], prod_a[0]};
@@ -5335,6 +5489,38 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
             prod_c += prod_a6 * prod_B[6].v[prod_j];
             prod_c += prod_a7 * prod_B[7].v[prod_j];
             prod_c += prod_a8 * prod_B[8].v[prod_j];
+            if (prod_j * 2 >= prod_i) *(prod_w *)(prod_o + 2 * prod_j) += prod_c;
+            else {
+                prod_u.v[0] = prod_c;
+                for (prod_k = prod_j * 2 < prod_i ? prod_i - 2 * prod_j : 0; prod_k < 2; ++prod_k) prod_o[2 * prod_j + prod_k] += prod_u.d[prod_k];
+            }
+        }
+    }
+    for (prod_i = 7; prod_i < 9; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1]};
+        for (prod_j = prod_i / 2; prod_j < 5; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            if (prod_j * 2 >= prod_i) *(prod_w *)(prod_o + 2 * prod_j) += prod_c;
+            else {
+                prod_u.v[0] = prod_c;
+                for (prod_k = prod_j * 2 < prod_i ? prod_i - 2 * prod_j : 0; prod_k < 2; ++prod_k) prod_o[2 * prod_j + prod_k] += prod_u.d[prod_k];
+            }
+        }
+    }
+    for (prod_i = 9; prod_i < 10; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        prod_v prod_a0 = {prod_a[0], prod_a[0]};
+        prod_v prod_a1 = {prod_a[1], prod_a[1]};
+        prod_v prod_a2 = {prod_a[2], prod_a[2]};
+        for (prod_j = prod_i / 2; prod_j < 5; ++prod_j) {
+            prod_v prod_c = prod_a0 * prod_B[0].v[prod_j];
+            prod_c += prod_a1 * prod_B[1].v[prod_j];
+            prod_c += prod_a2 * prod_B[2].v[prod_j];
             if (prod_j * 2 >= prod_i) *(prod_w *)(prod_o + 2 * prod_j) += prod_c;
             else {
                 prod_u.v[0] = prod_c;
@@ -5392,11 +5578,38 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
     double prod_r[10];
     int prod_i, prod_j, prod_k;
     const double *prod_b = prodf_MinvB + 90;
-    for (prod_i = 0; prod_i < 10; ++prod_i) {
+    for (prod_i = 0; prod_i < 2; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] = prod_a[0] * prod_b[prod_j];
+        for (prod_k = 1; prod_k < 8; ++prod_k)
+            for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] += prod_a[prod_k] * prod_b[10 * prod_k + prod_j];
+        for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_r[prod_j];
+        for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
+    }
+    for (prod_i = 2; prod_i < 7; ++prod_i) {
         const double *prod_a = prodf_MinvB + 9 * prod_i;
         double *prod_o = Minv + 16 * (6 + prod_i) + 6;
         for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] = prod_a[0] * prod_b[prod_j];
         for (prod_k = 1; prod_k < 9; ++prod_k)
+            for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] += prod_a[prod_k] * prod_b[10 * prod_k + prod_j];
+        for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_r[prod_j];
+        for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
+    }
+    for (prod_i = 7; prod_i < 9; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] = prod_a[0] * prod_b[prod_j];
+        for (prod_k = 1; prod_k < 2; ++prod_k)
+            for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] += prod_a[prod_k] * prod_b[10 * prod_k + prod_j];
+        for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_r[prod_j];
+        for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
+    }
+    for (prod_i = 9; prod_i < 10; ++prod_i) {
+        const double *prod_a = prodf_MinvB + 9 * prod_i;
+        double *prod_o = Minv + 16 * (6 + prod_i) + 6;
+        for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] = prod_a[0] * prod_b[prod_j];
+        for (prod_k = 1; prod_k < 3; ++prod_k)
             for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_r[prod_j] += prod_a[prod_k] * prod_b[10 * prod_k + prod_j];
         for (prod_j = prod_i; prod_j < 10; ++prod_j) prod_o[prod_j] += prod_r[prod_j];
         for (prod_j = prod_i + 1; prod_j < 10; ++prod_j) prod_o[16 * (prod_j - prod_i) + prod_i] = prod_o[prod_j];
@@ -5409,7 +5622,7 @@ static void dimitrov_7dof_rw_mass_matrix_inverse_prod_MinvB(const double *prodf_
  * inverse of the mass matrix
  *   in  q[17]
  *   out Minv[256] (16 x 16, row-major)
- *   operations: 3684 (1620 add, 2032 mul, 12 div, 0 sqrt, 20 trig, 0 other)
+ *   operations: 3538 (1547 add, 1959 mul, 12 div, 0 sqrt, 20 trig, 0 other)
  */
 void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv)
 {

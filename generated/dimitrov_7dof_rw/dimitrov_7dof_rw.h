@@ -80,7 +80,7 @@ void dimitrov_7dof_rw_forward_dynamics_batch(int n, const double *q, const doubl
 void dimitrov_7dof_rw_forward_dynamics_fext(const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 void dimitrov_7dof_rw_forward_dynamics_fext_batch(int n, const double *q, const double *v, const double *tau, const double *f_ext, double *a);
 
-/* inverse of the mass matrix; operations: 3684 */
+/* inverse of the mass matrix; operations: 3538 */
 void dimitrov_7dof_rw_mass_matrix_inverse(const double *q, double *Minv);
 void dimitrov_7dof_rw_mass_matrix_inverse_batch(int n, const double *q, double *Minv);
 
