@@ -641,12 +641,15 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
         if p.source:
             read |= {(p.source[0], p.source[1] * r + c) for r in p.source[2] for c in p.source[3]}
     factors = {p.left for p in products if p.k}
+    unread = _unread_factors(products)
     rest: dict[tuple[str, int, int], str] = {}
     out = []
     for s in body:
         if s.kind == cp.STORE and (s.target, s.index) in blocks:
             p, i, j = blocks[s.target, s.index]
             rest[p.name, i, j] = s.expr.text
+        elif s.kind == cp.STORE and (s.target, s.index) in unread:
+            continue                     # a factor of a term the rows skip (Product.terms): no local
         elif s.kind == cp.STORE and s.target in factors:
             out.append(cp.value(f"{s.target}_{s.index}", s.expr))
         elif s.kind == cp.STORE and (s.target, s.index) in inplace:
@@ -710,6 +713,32 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
                     else:
                         out.append(cp.store(name, at, Expr.of(value)))
     return out
+
+
+def _unread_factors(products: list[Product]) -> set[tuple[str, int]]:
+    """The entries of the scratch arrays of the products that skip terms (``Product.terms``) which no
+    product reads: the factors of the skipped terms, which :func:`expanded_products` does not make locals
+    (an unused local is a warning, an error under ``-Werror``)."""
+    skipping = {p.left: p for p in products if p.k and p.terms}
+    if not skipping:
+        return set()
+    read: set[tuple[str, int]] = set()
+    for p in products:
+        if not p.k:
+            continue
+        counts = [t for r0, r1, t in row_segments(p) for _ in range(r0, r1)]
+        boff, bs = (0 if p.source else p.m * p.k), p.bstride or p.runs[0][3]
+        for i in range(p.m):
+            for c in range(counts[i]):
+                if p.source is None:
+                    read.add((p.left, p.k * i + c))
+                else:
+                    src, stride, rows, cols = p.source
+                    read.add((src, stride * rows[i] + cols[c]))
+                read |= {(p.left, boff + bs * c + j) for j in _row_columns(p, i)
+                         if not (p.symmetric and j < i)}
+    size = {name: p.m * p.k + p.k * (p.bstride or p.runs[0][3]) for name, p in skipping.items()}  # A, then B
+    return {(name, e) for name in skipping for e in range(size[name]) if (name, e) not in read}
 
 
 def _row_columns(p: Product, i: int) -> range:
