@@ -131,15 +131,17 @@ PER_STATE_PRODUCT_OPS = 10000
 #: objects alternating, load 9) 881-893 / 710-723 / 514 -> 852-855 / 676-680 / 462-465.  Not for the whole
 #: profile: the forward dynamics ran 5 % slower with it (xArm7 free, 401-409 -> 421-430 ns), the inverse
 #: dynamics and M^-1 faster (150 -> 142, 483-487 -> 445-452 ns).
-#: The mass matrix and its inverse take all three of these per-function forms (priority allocation, windows,
+#: The mass matrix inverse takes all three of these per-function forms (priority allocation, windows,
 #: :data:`JUMP_FUNCTIONS`): ns per call, C loops over 1,000 states (hot output), fresh copies of the shared
 #: objects alternating, load 1.3-2.1 (fourteenth session, benchmarks/README.md), without -> with the three:
 #: M^-1 G1 (nv 35) 1,913-1,935 -> 1,695-1,723, TALOS 1,888-1,893 -> 1,645-1,663, Romeo 1,797-1,828 ->
 #: 1,551-1,596, human 2,250-2,296 -> 2,043-2,070, B1+Z1 897-906 -> 803-806, xArm7 free 449-455 -> 401-407;
 #: M G1 822-845 -> 640-657, TALOS 755-764 -> 583-591, simple_humanoid 595-615 -> 371-380, xArm7 free 137 ->
 #: 134-135 (windows alone: M^-1 G1 1,779-1,816, M 675-691).  Their code is what shrinks (G1 M^-1 111,512 ->
-#: 97,739 bytes of stages), not their instruction count
-WIDE_MATRIX_FUNCTIONS = frozenset({"mass_matrix", "mass_matrix_inverse"})
+#: 97,739 bytes of stages), not their instruction count.  M^-1 only: with them M's single call ran faster
+#: than its SIMD batch allows (issue 26 item 2, a batch at most 0.8x its single call): TALOS M single 611 ns,
+#: batch 510-535 ns a state (0.87; bench_round3, fourteenth session's end), so M keeps its plain form
+WIDE_MATRIX_FUNCTIONS = frozenset({"mass_matrix_inverse"})
 PRIORITY_RA_FUNCTIONS = frozenset({"inverse_dynamics_derivatives", "inverse_dynamics_derivatives_fext",
                                    "forward_dynamics_derivatives", "forward_dynamics_derivatives_fext",
                                    *WIDE_MATRIX_FUNCTIONS})
