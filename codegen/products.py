@@ -211,6 +211,11 @@ def row_segments(p: Product) -> list[tuple[int, int, int]]:
     return [(a, b, t) for a, b, t in segs]
 
 
+def row_counts(p: Product) -> list[int]:
+    """Per row of a general product, the terms its loop sums (:func:`row_segments`, merged runs included)."""
+    return [t for r0, r1, t in row_segments(p) for _ in range(r0, r1)]
+
+
 def _symmetric_row_lines(p: Product, width: int, op: str, sign: str, terms: int | None = None) -> list[str]:
     """Row ``prod_i`` of a symmetric general product (:func:`_general_product_lines`, ``width`` > 1): each
     vector of the row from the one holding column ``prod_i`` on, ``c = a[0] B[0] + a[1] B[1] + ...``, added
@@ -690,7 +695,7 @@ def expanded_products(body: list[Stmt], products: list[Product]) -> list[Stmt]:
         m_, k = p.m, p.k
         boff = 0 if p.source else m_ * k
         bs = p.bstride or n
-        counts = [t for r0, r1, t in row_segments(p) for _ in range(r0, r1)]    # the loops' terms per row
+        counts = row_counts(p)
         for i in range(m_):
             for j in _row_columns(p, i):
                 if p.symmetric and j < i:
@@ -726,7 +731,7 @@ def _unread_factors(products: list[Product]) -> set[tuple[str, int]]:
     for p in products:
         if not p.k:
             continue
-        counts = [t for r0, r1, t in row_segments(p) for _ in range(r0, r1)]
+        counts = row_counts(p)
         boff, bs = (0 if p.source else p.m * p.k), p.bstride or p.runs[0][3]
         for i in range(p.m):
             for c in range(counts[i]):

@@ -437,6 +437,15 @@ class Robot:
             raise KeyError(f"robot {self.name!r} has no body {name!r}; "
                            f"bodies: {list(self.body_names)}") from None
 
+    def subtree(self, k: int) -> list[int]:
+        """Body k and every body outboard of it, in body order."""
+        out, stack = [], [k]
+        while stack:
+            j = stack.pop()
+            out.append(j)
+            stack.extend(self.children[j])
+        return sorted(out)
+
     def v_index(self, k: int) -> slice:
         """Slice of the generalised velocity belonging to body k's hinge (seed 000: beta(k))."""
         if k == 0:

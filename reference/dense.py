@@ -73,7 +73,7 @@ __all__ = [
     "Operators", "ArticulatedBody", "operators", "mass_matrix", "bias_forces", "inverse_dynamics",
     "articulated_body", "innovations_factors", "mass_matrix_inverse", "forward_dynamics",
     "jacobian", "center_of_mass", "momentum", "kinetic_energy", "generalized_jacobian",
-    "body_poses", "frame_pose", "phi_matrix", "subtree",
+    "body_poses", "frame_pose", "phi_matrix",
 ]
 
 
@@ -301,16 +301,6 @@ class ArticulatedBody:
     ops: Operators
 
 
-def subtree(robot: Robot, k: int) -> list[int]:
-    """Body k and all bodies outboard of it, in body order."""
-    out, stack = [], [k]
-    while stack:
-        j = stack.pop()
-        out.append(j)
-        stack.extend(robot.children[j])
-    return sorted(out)
-
-
 def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     """P, D, G, K, tau-bar, psi without the Riccati recursion.
 
@@ -326,7 +316,7 @@ def articulated_body(robot: Robot, q: ArrayLike) -> ArticulatedBody:
     arm = drive_parameters(robot)[0]
     P_k = []
     for k in range(n):
-        sub = subtree(robot, k)
+        sub = robot.subtree(k)
         idx = np.concatenate([np.arange(6 * j, 6 * j + 6) for j in sub])
         phi_s, M_s = o.phi[np.ix_(idx, idx)], o.M[np.ix_(idx, idx)]
         m = len(sub) - 1

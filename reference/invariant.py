@@ -68,7 +68,7 @@ def dual_articulated_inertias(robot: Robot, q: ArrayLike) -> np.ndarray:
     out = np.zeros((robot.n_bodies, 6, 6))
     massless = Inertia(0.0, np.zeros(3), np.zeros((3, 3)))
     for k in range(1, robot.n_bodies):
-        sub = set(reference.subtree(robot, k))
+        sub = set(robot.subtree(k))
         rest = robot.replace(inertias=[massless if j in sub else ine for j, ine in enumerate(robot.inertias)])
         cols = [robot.v_index(j).start for j in range(1, robot.n_bodies) if j == k or j not in sub]
         Jk = reference.jacobian(robot, q, robot.body_names[k])

@@ -468,12 +468,7 @@ def _chain_pieces(robot: Any, ks: list[int], rows: dict, split: bool) -> list[tu
             stretches.append([])
     out = []
     for cs in stretches:
-        sub, stack = [], [cs[0]]
-        while stack:
-            k = stack.pop()
-            sub.append(k)
-            stack.extend(robot.children[k])
-        sub.sort()
+        sub = robot.subtree(cs[0])
         v0 = robot.v_index(sub[0]).start
         whole = all(k in rows and len(rows[k]) == 1 and k == sub[0] + t and robot.v_index(k).start == v0 + t
                     for t, k in enumerate(sub))
