@@ -33,8 +33,8 @@ scheduling pass (the out-of-order cores these modules run on reorder for themsel
 same machine, issue 11): gcc CPU for all 52 units of the 37-DOF four-arm robot's default functions
 45.8 -> 35.2 s (-23 %); run time per call, best of 3 rounds, Panda free base ID / FD / M / M^-1 162 / 396 /
 121 / 494 -> 164 / 400 / 121 / 506 ns, four-arm 751 / 1587 / 814 / 2221 -> 770 / 1604 / 808 / 2221 ns.
-On AMD Zen 5 and later the ``fast`` profile also defines ``SOADYN_TAKEN_JUMPS`` (:func:`taken_jumps_help`:
-the derivative stages' taken jumps, :data:`soadyn.codegen.stages.JUMP_EVERY`).
+On AMD Zen 5 and later and on Intel's Emerald Rapids the ``fast`` profile also defines ``SOADYN_TAKEN_JUMPS``
+(:func:`taken_jumps_help`: the derivative stages' taken jumps, :data:`soadyn.codegen.stages.JUMP_EVERY`).
 ``SOADYN_CFLAGS`` (environment) still replaces the optimisation flags of any profile; the flags in
 effect are recorded in the module's stamp and are part of its cache key.
 """
@@ -62,6 +62,9 @@ STRAIGHT_LINE_FLAGS = ("-fno-tree-fre", "-fno-tree-pre", "-fno-tree-dse", "-fno-
 #: printed under ``#if defined(SOADYN_TAKEN_JUMPS)``): the ``fast`` profile gives it where
 #: :func:`taken_jumps_help` says so, so the generated source stays the same on every machine
 TAKEN_JUMPS_FLAG = "-DSOADYN_TAKEN_JUMPS"
+#: Intel ``model`` numbers (``cpu family`` 6) given :data:`TAKEN_JUMPS_FLAG`: the ones it was measured on
+#: (207: Emerald Rapids Xeon; :func:`taken_jumps_help`)
+INTEL_TAKEN_JUMPS_MODELS = frozenset({"207"})
 PROFILES = ("fast", "portable", "debug")
 DEFAULT_PROFILE = "fast"
 
@@ -143,9 +146,12 @@ def machine_id() -> str:
 def taken_jumps_help(cpuinfo: str | None = None) -> bool:
     """Whether this CPU runs the long straight-line stages faster with a taken jump every few statements:
     AMD Zen 5 and later (``cpu family`` >= 26: two decode clusters, the second one used from a taken
-    branch on; TALOS's FD derivatives 0.93-0.97 of the time, benchmarks/README.md, thirteenth session).
-    Not measured elsewhere, so not given elsewhere (a taken branch costs a fetch cycle on cores with one
-    decoder).  ``cpuinfo``: the text of ``/proc/cpuinfo`` (read when None; False where there is none)."""
+    branch on; TALOS's FD derivatives 0.93-0.97 of the time, benchmarks/README.md, thirteenth session) and
+    Intel's Emerald Rapids Xeon (family 6, model 207, Raptor Cove cores: code fetched from L2 at ~13 bytes
+    a cycle; Alex's ID / FD derivatives 0.70-0.92 / 0.84-1.01 of the time per round, benchmarks/README.md,
+    fifteenth session).  Not measured elsewhere, so not given elsewhere (a taken branch costs a fetch cycle
+    on cores with one decoder; ``SOADYN_CFLAGS`` can add :data:`TAKEN_JUMPS_FLAG` by hand).  ``cpuinfo``:
+    the text of ``/proc/cpuinfo`` (read when None; False where there is none)."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
@@ -160,8 +166,10 @@ def taken_jumps_help(cpuinfo: str | None = None) -> bool:
                 break  # the first processor's block is enough
             continue
         fields.setdefault(key.strip(), value.strip())
-    family = fields.get("cpu family", "")
-    return fields.get("vendor_id") == "AuthenticAMD" and family.isdigit() and int(family) >= 26
+    family, model, vendor = fields.get("cpu family", ""), fields.get("model", ""), fields.get("vendor_id")
+    if vendor == "AuthenticAMD":
+        return family.isdigit() and int(family) >= 26
+    return vendor == "GenuineIntel" and family == "6" and model in INTEL_TAKEN_JUMPS_MODELS
 
 
 def get_profile(name: str | Profile | None = None) -> Profile:

@@ -1021,12 +1021,18 @@ def test_window_stages_same_bits(tmp_path, monkeypatch):
 
 def test_taken_jumps_only_on_the_cpus_they_were_measured_on(monkeypatch):
     """The derivative stages' taken jumps (stages.JUMP_EVERY) are compiled in only where the fast profile
-    defines SOADYN_TAKEN_JUMPS: AMD family 26 (Zen 5) and later, read from /proc/cpuinfo's first
-    processor; the generated source is the same everywhere (the jump is printed under that define)."""
+    defines SOADYN_TAKEN_JUMPS: AMD family 26 (Zen 5) and later and Intel family 6 model 207 (Emerald
+    Rapids), read from /proc/cpuinfo's first processor; the generated source is the same everywhere (the
+    jump is printed under that define)."""
     zen5 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n\nprocessor\t: 1\n"
     assert taken_jumps_help(zen5)
     assert not taken_jumps_help(zen5.replace(": 26", ": 25"))          # Zen 4
     assert not taken_jumps_help("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n")
+    emr = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+    assert taken_jumps_help(emr)                                         # Emerald Rapids
+    assert not taken_jumps_help(emr.replace(": 207", ": 85"))           # Skylake/Cascade Lake Xeon
+    assert not taken_jumps_help(emr.replace(": 207", ": 2070"))
+    assert not taken_jumps_help(emr.replace("GenuineIntel", "AuthenticAMD"))  # AMD family 6
     assert not taken_jumps_help("processor\t: 0\nCPU implementer\t: 0x41\n")   # aarch64
     assert not taken_jumps_help("")
     # the second processor's fields do not count
