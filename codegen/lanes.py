@@ -998,27 +998,35 @@ def _runs(entries: list[tuple[int, str | None, int]], lanes: int
     return blocks, rest
 
 
-def whole_rows(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]]) -> list[str]:
-    """Lines writing every entry of the lanes' rows of ``name`` from the lane-major buffer ``o_<name>``
-    (``entries``: entry, constant or None, slot; the entries not listed are zeros): the whole output
-    assembled lane-major in a local buffer (vector stores), then stored a lanes x lanes block at a time
-    (``soadyn_trs``).  On the xArm7's mass matrix (169 entries) this replaced a memset of the rows and
-    one scalar store per computed entry and lane."""
+def whole_rows(name: str, size: int, lanes: int, entries: list[tuple[int, str | None, int]],
+               n_slots: int) -> tuple[int, list[str]]:
+    """(slots of the lane-major buffer ``o_<name>``, lines writing every entry of the lanes' rows of ``name``
+    from it) (``entries``: entry, constant or None, slot; the entries not listed are zeros; ``n_slots``:
+    the slots the core fills): the buffer gets one zero slot after the computed ones and a slot per
+    distinct constant, and every ``lanes`` consecutive entries are read from their slots by a table and
+    stored a lanes x lanes block at a time (``soadyn_trs``).  On the xArm7's mass matrix (169 entries) the
+    whole rows replaced a memset of the rows and one scalar store per computed entry and lane; the table
+    (fifteenth session) replaced a zeroed lane-major copy of the whole output (a vector store per entry,
+    then a copy per computed entry) that the blocks were read from.  Data movement only: the same bits."""
     vd = vector_type(lanes)
-    computed = sorted((slot, k) for k, c, slot in entries if c is None)
-    out = ["{", "int j;", f"{vd} w_{name}[{size}];",
-           f"for (j = 0; j < {size}; ++j) w_{name}[j] = ({vd}){{0}};"]
-    if computed:
-        table = ", ".join(f"{{{k}, {slot}}}" for slot, k in computed)
-        out += [f"static const int tw_{name}[{len(computed)}][2] = {{{table}}};",
-                f"for (j = 0; j < {len(computed)}; ++j) "
-                f"w_{name}[tw_{name}[j][0]] = o_{name}[tw_{name}[j][1]];"]
-    out += [f"w_{name}[{k}] = ({vd}){{{', '.join([c] * lanes)}}};" for k, c, _ in entries
-            if c is not None and c != "0"]
-    out += [f"for (j = 0; j + {lanes} <= {size}; j += {lanes}) soadyn_trs({name} + j, {size}, w_{name} + j);",
-            f"for (; j < {size}; ++j) for (l = 0; l < {lanes}; ++l) {name}[l * {size} + j] = w_{name}[j][l];",
-            "}"]
-    return out
+    src = {k: slot for k, c, slot in entries if c is None}
+    consts = list(dict.fromkeys(c for _, c, _ in entries if c is not None and c != "0"))
+    const_slot = {c: n_slots + 1 + i for i, c in enumerate(consts)}
+    src.update({k: const_slot[c] for k, c, _ in entries if c is not None and c != "0"})
+    table = [src.get(k, n_slots) for k in range(size)]
+    rows = ", ".join(str(x) for x in table)
+    reads = ", ".join(f"o_{name}[tw_{name}[j + {i}]]" for i in range(lanes))
+    out = ["{", "int j;", f"o_{name}[{n_slots}] = ({vd}){{0}};",
+           *(f"o_{name}[{const_slot[c]}] = ({vd}){{{', '.join([c] * lanes)}}};" for c in consts),
+           f"static const int tw_{name}[{size}] = {{{rows}}};",
+           f"for (j = 0; j + {lanes} <= {size}; j += {lanes}) {{",
+           f"    const {vd} w[{lanes}] = {{{reads}}};",
+           f"    soadyn_trs({name} + j, {size}, w);",
+           "}",
+           f"for (; j < {size}; ++j) for (l = 0; l < {lanes}; ++l) "
+           f"{name}[l * {size} + j] = o_{name}[tw_{name}[j]][l];",
+           "}"]
+    return n_slots + 1 + len(consts), out
 
 
 def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
@@ -1033,18 +1041,21 @@ def finish_delegate(f, extra: Extra, lanes: int, target) -> None:
     params = [("const double *", a.name) for a in f.inputs] + [("double *", a.name) for a in f.outputs]
     decl = ", ".join(f"{t}{p}" for t, p in params)
     vname = f"{f.cname}_lanes"
-    body = [f"{vd} o_{a.name}[{max(layout[a.name][0], 1)}];" for a in f.outputs]
-    args = ", ".join([a.name for a in f.inputs] + [f"o_{a.name}" for a in f.outputs])
-    body += [f"{core}({args});", "int l;"]
     _, keep, zero = f.delegate
+    decls, body = [], []
     for a in f.outputs:
+        n_slots = layout[a.name][0]
         entries = [e for e in layout[a.name][1] if e[0] in keep[a.name]]
         if zero and a.size <= WHOLE_ROWS_MAX:
-            body += whole_rows(a.name, a.size, lanes, entries)
-            continue
-        if zero:
-            body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
-        body += transposition(a.name, a.size, lanes, entries)
+            n_slots, lines = whole_rows(a.name, a.size, lanes, entries, n_slots)
+            body += lines
+        else:
+            if zero:
+                body.append(f"memset({a.name}, 0, sizeof(double) * {lanes * a.size});")
+            body += transposition(a.name, a.size, lanes, entries)
+        decls.append(f"{vd} o_{a.name}[{max(n_slots, 1)}];")
+    args = ", ".join([a.name for a in f.inputs] + [f"o_{a.name}" for a in f.outputs])
+    body = [*decls, f"{core}({args});", "int l;", *body]
     extra.prototypes.append(guarded(lanes, f"void {core}({vdecl});\nvoid {vname}({decl});\n"))
     extra.pieces.append(guarded(lanes, block(f"void {vname}({decl})", body)))
     extra.vectorised = True
