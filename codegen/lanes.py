@@ -46,10 +46,12 @@ PREFETCH_MAX_BYTES = 4096
 #: 50-51 -> 56-60 ns a state with its 114 lines prefetched after the shared stage (either kind)
 PREFETCH_OUTPUT_MIN = 32768
 
-#: a full-writing delegate's output of at most this many entries is assembled lane-major in a local buffer
-#: and stored whole (:func:`whole_rows`); a larger one is zeroed with a memset and its computed entries
-#: stored one by one (TALOS's mass matrix, 1,444 entries: whole rows took 852-858 ns per state against
-#: 568-581 for the memset; the xArm7's, 169 entries: 89-93 against 105-109)
+#: a full-writing delegate's output of at most this many entries is stored whole, every block read from
+#: the core's slots through a table (:func:`whole_rows`); a larger one is zeroed with a memset and its
+#: computed entries stored one by one (TALOS's mass matrix, 1,444 entries: whole rows, then from a zeroed
+#: lane-major copy, took 852-858 ns per state against 568-581 for the memset; the xArm7's, 169 entries:
+#: 89-93 against 105-109.  With the table, Intel Emerald Rapids, per round: TALOS 1.03, G1 0.89, Alex
+#: 1.08 of the memset's time: the threshold stays; benchmarks/README.md, fifteenth session)
 WHOLE_ROWS_MAX = 256
 #: a full-writing function's output of more entries than this, a quarter or more of them exact zeros, is
 #: zeroed in the lanes' rows with one memset and its other entries stored one by one (else every zero is
