@@ -36,7 +36,6 @@ sys.path.insert(0, str(HERE))
 
 import bench_batches as bb  # noqa: E402
 import bench_dynamics as bd  # noqa: E402
-import bench_pinocchio as bp  # noqa: E402
 import bench_round3 as r3  # noqa: E402
 
 from soadyn import load_robot  # noqa: E402
@@ -95,13 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: compile wall {info['wall']:.1f} s", flush=True)
         mods[name] = load(info["module_dir"])
     frame = robot.body_names[-1]
-    pm = bd.pin_model(robot, frame)
-    st = bp.states_to_soadyn(bp.random_states(pm, 1000, seed=0), robot.is_free)
-    rng = np.random.default_rng(1)
-    st["f_ext"] = rng.uniform(-1, 1, (1000, 6 * robot.n_bodies))
-    st["h"] = rng.uniform(-1, 1, (1000, 6))
-    st["qd"] = np.ascontiguousarray(st["v"][:, 6:] if robot.is_free else st["v"])
-    batch = {k: np.ascontiguousarray(np.tile(x, (2, 1))[:2000]) for k, x in st.items()}
+    _, st, batch = r3.draw_states(robot, bd.pin_model(robot, frame), 1000, 2000)
     want = [f for f in args.functions.split(",") if f]
     seen: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):

@@ -117,6 +117,20 @@ def batched_entries(mod, ins: dict[str, np.ndarray], frame: str) -> dict[str, tu
     return out
 
 
+def draw_states(robot, pm, n: int, n_batch: int) -> tuple[dict, dict, dict]:
+    """``n`` random states of Pinocchio model ``pm`` (seed 0), the same in soadyn's conventions with wrenches,
+    momenta and joint rates added (seed 1), and those tiled into ``n_batch`` states for the batches."""
+    pst = bp.random_states(pm, n, seed=0)
+    st = bp.states_to_soadyn(pst, robot.is_free)
+    rng = np.random.default_rng(1)
+    st["f_ext"] = rng.uniform(-1, 1, (n, 6 * robot.n_bodies))
+    st["h"] = rng.uniform(-1, 1, (n, 6))
+    st["qd"] = np.ascontiguousarray(st["v"][:, 6:] if robot.is_free else st["v"])     # joint rates
+    reps = -(-n_batch // n)
+    batch = {k: np.ascontiguousarray(np.tile(x, (reps, 1))[:n_batch]) for k, x in st.items()}
+    return pst, st, batch
+
+
 def prepare(label: str, work: Path, n: int, n_batch: int, flags: list[str],
             derivatives: bool = False) -> dict:
     """Compile the modules of one robot, draw the states, check both sides at state 0; ``derivatives``:
@@ -139,14 +153,7 @@ def prepare(label: str, work: Path, n: int, n_batch: int, flags: list[str],
                                  rigid=True)
         mods["derivatives"] = load(infod["module_dir"])
     pm = bd.pin_model(robot, frame)
-    pst = bp.random_states(pm, n, seed=0)
-    st = bp.states_to_soadyn(pst, robot.is_free)
-    rng = np.random.default_rng(1)
-    st["f_ext"] = rng.uniform(-1, 1, (n, 6 * robot.n_bodies))
-    st["h"] = rng.uniform(-1, 1, (n, 6))
-    st["qd"] = np.ascontiguousarray(st["v"][:, 6:] if robot.is_free else st["v"])     # joint rates
-    reps = -(-n_batch // n)
-    batch = {k: np.ascontiguousarray(np.tile(x, (reps, 1))[:n_batch]) for k, x in st.items()}
+    pst, st, batch = draw_states(robot, pm, n, n_batch)
     checks = {}
     mod = mods["default"]
     pmap = PinocchioMap(robot, pm)
